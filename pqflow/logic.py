@@ -1,0 +1,216 @@
+"""The pure decision function of pqflow: what to submit next, what can never run.
+
+No database and no clock: :func:`decide` maps a run's stored snapshot (see
+:meth:`pqflow.dag.Workflow.snapshot`) plus the statuses of the steps that have a queue
+row to the full state of the run. :func:`explain` answers "why is this step not
+running?" in one line.
+
+Step statuses: ``pending`` (not submitted: parents not done yet, or ready to be
+submitted now), ``waiting``, ``running``, ``succeeded``, ``failed``, ``skipped`` (its
+trigger can never hold, or the run was cancelled before it was submitted),
+``cancelled``. Run statuses: ``running``, ``succeeded``, ``failed``, ``cancelled``.
+
+Snapshots are treated as immutable: their precomputed form is cached by identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ACTIVE",
+    "RUN_STATUSES",
+    "STEP_STATUSES",
+    "SUBMITTED_STATUSES",
+    "TERMINAL",
+    "Decision",
+    "decide",
+    "explain",
+]
+
+TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+ACTIVE = frozenset({"waiting", "running"})
+#: Statuses a step with a queue row may have (``skipped`` is accepted too, as given).
+SUBMITTED_STATUSES = ACTIVE | TERMINAL
+STEP_STATUSES = ("pending", "waiting", "running", "succeeded", "failed", "skipped", "cancelled")
+RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
+
+_SUBMIT, _SKIP, _PENDING = "submit", "skip", "pending"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The state of a run. ``submit`` is in the snapshot's topological order."""
+
+    submit: tuple[str, ...]
+    skipped: frozenset[str]
+    statuses: dict[str, str]
+    run_status: str
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    order: tuple[str, ...]
+    parents: dict[str, tuple[str, ...]]
+    triggers: dict[str, str]
+
+
+_cache: dict[int, tuple[dict[str, Any], _Compiled]] = {}
+_CACHE_SIZE = 128
+
+
+def _compile(snapshot: dict[str, Any]) -> _Compiled:
+    hit = _cache.get(id(snapshot))
+    if hit is not None and hit[0] is snapshot:
+        return hit[1]
+    if snapshot.get("format") != 1:
+        raise ValueError(f"unsupported workflow snapshot format {snapshot.get('format')!r}")
+    steps: dict[str, dict[str, Any]] = snapshot["steps"]
+    compiled = _Compiled(
+        order=tuple(snapshot["order"]),
+        parents={name: tuple(spec["after"]) for name, spec in steps.items()},
+        triggers={name: spec["trigger"] for name, spec in steps.items()},
+    )
+    if len(_cache) >= _CACHE_SIZE:
+        _cache.pop(next(iter(_cache)))
+    _cache[id(snapshot)] = (snapshot, compiled)  # holding the snapshot keeps its id unique
+    return compiled
+
+
+def _evaluate(trigger: str, parent_statuses: list[str]) -> str:
+    """submit / skip / pending for a not-yet-submitted step with at least one parent."""
+    n = len(parent_statuses)
+    succeeded = parent_statuses.count("succeeded")
+    failed = parent_statuses.count("failed")
+    done = sum(1 for s in parent_statuses if s in TERMINAL)
+    if trigger == "all_success":
+        return _SUBMIT if succeeded == n else _SKIP if done > succeeded else _PENDING
+    if trigger == "all_done":
+        return _SUBMIT if done == n else _PENDING
+    if trigger == "all_failed":
+        return _SUBMIT if failed == n else _SKIP if done > failed else _PENDING
+    if trigger == "one_failed":
+        return _SUBMIT if failed else _SKIP if done == n else _PENDING
+    if trigger == "one_success":
+        return _SUBMIT if succeeded else _SKIP if done == n else _PENDING
+    if trigger == "none_failed":
+        return _SKIP if failed else _SUBMIT if done == n else _PENDING
+    raise ValueError(f"unknown trigger {trigger!r} in snapshot")
+
+
+def decide(
+    snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_requested: bool = False
+) -> Decision:
+    """What to submit now, what is skipped, every step's status and the run's status.
+
+    ``submitted`` maps each step that has a queue row to its status (waiting, running,
+    succeeded, failed, cancelled; skipped is kept as given).
+    """
+    c = _compile(snapshot)
+    for name, status in submitted.items():
+        if name not in c.parents:
+            raise ValueError(f"unknown step {name!r} (steps: {', '.join(c.order)})")
+        if status not in SUBMITTED_STATUSES:
+            raise ValueError(
+                f"step {name!r} has status {status!r}; expected one of {', '.join(sorted(SUBMITTED_STATUSES))}"
+            )
+    statuses: dict[str, str] = {}
+    submit: list[str] = []
+    skipped: set[str] = set()
+    in_progress = False
+    any_failed = any_cancelled = False
+    for name in c.order:
+        status = submitted.get(name)
+        if status is None:
+            parents = c.parents[name]
+            if cancel_requested:
+                verdict = _SKIP
+            elif not parents:
+                verdict = _SUBMIT
+            else:
+                verdict = _evaluate(c.triggers[name], [statuses[p] for p in parents])
+            if verdict == _SKIP:
+                status = "skipped"
+                skipped.add(name)
+            else:
+                status = "pending"
+                in_progress = True
+                if verdict == _SUBMIT:
+                    submit.append(name)
+        elif status in ACTIVE:
+            in_progress = True
+        elif status == "failed":
+            any_failed = True
+        elif status == "cancelled":
+            any_cancelled = True
+        statuses[name] = status
+    if in_progress:
+        run_status = "running"
+    elif cancel_requested:
+        run_status = "cancelled"
+    elif any_failed:
+        run_status = "failed"
+    elif any_cancelled:
+        run_status = "cancelled"
+    else:
+        run_status = "succeeded"
+    return Decision(tuple(submit), frozenset(skipped), statuses, run_status)
+
+
+_NEEDS = {
+    "all_success": "needs every parent to succeed",
+    "all_done": "needs every parent to finish",
+    "all_failed": "needs every parent to fail",
+    "one_failed": "needs at least one parent to fail",
+    "one_success": "needs at least one parent to succeed",
+    "none_failed": "needs every parent to finish with none failed",
+}
+
+
+def explain(
+    snapshot: dict[str, Any], submitted: Mapping[str, str], step: str, *, cancel_requested: bool = False
+) -> str:
+    """One line answering "why is this step (not) running?"; ValueError for an unknown step."""
+    c = _compile(snapshot)
+    if step not in c.parents:
+        raise ValueError(f"unknown step {step!r} (steps: {', '.join(c.order)})")
+    d = decide(snapshot, submitted, cancel_requested=cancel_requested)
+    status = d.statuses[step]
+    trigger = c.triggers[step]
+    parents = c.parents[step]
+    listing = ", ".join(f"{p} ({d.statuses[p]})" for p in parents)
+    about = f"; trigger {trigger}; parents: {listing}" if parents else ""
+    head = f"step {step!r}"
+    if step in submitted:
+        text = {
+            "waiting": f"{head} is waiting in the queue for a worker",
+            "running": f"{head} is running",
+            "succeeded": f"{head} succeeded",
+            "failed": f"{head} failed",
+            "cancelled": f"{head} was cancelled",
+            "skipped": f"{head} was skipped",
+        }[status]
+        return text
+    if cancel_requested:
+        return f"{head} will not start: the run was cancelled"
+    if step in d.submit:
+        return f"{head} is ready to be submitted" + (about or ": it has no parents")
+    if status == "pending":
+        waiting_for = ", ".join(f"{p} ({d.statuses[p]})" for p in parents if d.statuses[p] not in TERMINAL)
+        return f"{head} is pending: waiting for {waiting_for}{about}"
+    # Skipped because the trigger can never hold.
+    if trigger in ("one_failed", "one_success"):
+        wanted = "failed" if trigger == "one_failed" else "succeeded"
+        reason = f"no parent {wanted} and trigger {trigger} {_NEEDS[trigger]}"
+    else:
+        good = {"all_success": ("succeeded",), "all_failed": ("failed",)}.get(trigger)
+        if good is None:  # none_failed
+            culprits = [p for p in parents if d.statuses[p] == "failed"]
+        else:
+            culprits = [p for p in parents if d.statuses[p] in TERMINAL and d.statuses[p] not in good]
+        noun = "parent" if len(culprits) == 1 else "parents"
+        what = ", ".join(f"{p} {d.statuses[p]}" for p in culprits)
+        reason = f"{noun} {what} and trigger {trigger} {_NEEDS[trigger]}"
+    return f"{head} is skipped: {reason}; parents: {listing}"

@@ -1,0 +1,41 @@
+"""queue_core: a leased, fenced, fair task queue stored in one SQL table.
+
+>>> import queue_core
+>>> q = queue_core.open("sqlite:///pq.db")
+>>> q.init()
+>>> q.submit("k1", "email", {"to": "a@example.com"})
+"""
+
+from __future__ import annotations
+
+from .clock import Clock, FakeClock, SystemClock
+from .errors import (
+    AlreadyExistsError,
+    AlreadyFinishedError,
+    CancelRequestedError,
+    ConfigError,
+    DatabaseError,
+    GracefulProcessStopError,
+    IdempotentAlreadyExistsError,
+    IdempotentAlreadyFinishedError,
+    IdempotentError,
+    IdempotentNotFoundError,
+    ImmediateProcessStopError,
+    NotFoundError,
+    PreemptedError,
+    ProcessStopError,
+    SchemaError,
+    TaskError,
+    UndefinedDecisionError,
+    ValidationError,
+)
+from .queue import AcquiredTask, Queue, Task, TaskMetadata, Transaction, open
+
+__all__ = [
+    "AcquiredTask", "AlreadyExistsError", "AlreadyFinishedError", "CancelRequestedError", "Clock",
+    "ConfigError", "DatabaseError", "FakeClock", "GracefulProcessStopError", "IdempotentAlreadyExistsError",
+    "IdempotentAlreadyFinishedError", "IdempotentError", "IdempotentNotFoundError",
+    "ImmediateProcessStopError", "NotFoundError", "PreemptedError", "ProcessStopError", "Queue",
+    "SchemaError", "SystemClock", "Task", "TaskError", "TaskMetadata", "Transaction",
+    "UndefinedDecisionError", "ValidationError", "open",
+]

@@ -1,0 +1,134 @@
+"""Configuration: every key, its default and its check (shared by all three packages).
+
+Keys keep PerfectQueue's names. The same keys are accepted by ``queue_core.open(**config)``,
+by the TOML config file (one table per environment) and, for a few, by CLI options.
+Precedence: explicit argument / CLI option > environment variable > config file > default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ConfigError
+
+#: key -> (default, kind, help). kind: "float+" (>0), "float0" (>=0), "int+" (>=1),
+#: "int0" (>=0), "str", "opt-int+", "opt-float+", "choice:a|b", "opt-str"
+DEFAULTS: dict[str, tuple[Any, str, str]] = {
+    "url": (None, "opt-str", "SQLAlchemy URL; default: SQLite file pq.db in the current directory"),
+    "table": ("pq_tasks", "str", "queue table name"),
+    "alive_time": (300.0, "float+", "lease length of poll and heartbeat (s)"),
+    "retention_time": (300.0, "float0", "how long finished tasks (and so their keys) are kept (s)"),
+    "retry_wait": (300.0, "float0", "first retry delay after a handler error; doubles each attempt (s)"),
+    "max_retry_wait": (3600.0, "float0", "cap of the exponential retry delay (s)"),
+    "max_attempts": (None, "opt-int+", "acquisitions before a failing task finishes as failure; unset = no limit"),
+    "max_data_size": (1048576, "int+", "largest task data, as JSON bytes"),
+    "poll_interval": (1.0, "float+", "idle wait between polls of a worker (s)"),
+    "processors": (1, "int+", "processors (child processes or threads) per worker"),
+    "processor_type": ("process", "choice:process|thread", "process or thread"),
+    "task_heartbeat_interval": (2.0, "float+", "lease heartbeat period of running tasks (s)"),
+    "task_prefetch": (0, "int0", "extra tasks a processor leases per poll (heartbeated while they wait)"),
+    "cleanup_interval": (60.0, "float0", "period of the purge of finished rows inside workers (s); 0 = every poll"),
+    "child_heartbeat_interval": (2.0, "float+", "child to supervisor liveness beat (s)"),
+    "child_heartbeat_limit": (60.0, "float+", "a child silent this long is killed and replaced (s)"),
+    "child_kill_interval": (2.0, "float+", "resend period of stop signals to children (s)"),
+    "child_graceful_kill_limit": (None, "opt-float+", "escalate a graceful stop to SIGKILL after this (s); unset = never"),
+    "child_fork_frequency_limit": (1.0, "float0", "least time between two forks of one processor slot (s)"),
+    "max_request_per_child": (None, "opt-int+", "recycle a child process after this many tasks"),
+    "max_retry_count": (10, "int0", "retries of a transient database error before it is raised"),
+    "connect_timeout": (10.0, "float+", "database connect timeout (s)"),
+    "pool_size": (5, "int+", "connections kept per process"),
+    "sqlite_synchronous": ("FULL", "choice:OFF|NORMAL|FULL|EXTRA", "SQLite PRAGMA synchronous (FULL = durable)"),
+    "log": (None, "opt-str", "log file path (default stderr); reopened on SIGUSR2"),
+    "log_level": ("INFO", "choice:DEBUG|INFO|WARNING|ERROR", "log level of workers"),
+    "notify": (True, "bool", "PostgreSQL: wake idle workers with LISTEN/NOTIFY"),
+}
+
+
+def _check(key: str, value: Any) -> Any:
+    default, kind, _ = DEFAULTS[key]
+    if value is None and (kind.startswith("opt-")):
+        return None
+    try:
+        if kind == "bool":
+            if isinstance(value, str):
+                v = value.strip().lower()
+                if v in ("1", "true", "yes", "on"):
+                    return True
+                if v in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            if isinstance(value, bool):
+                return value
+            raise ValueError
+        if kind in ("str", "opt-str"):
+            if not isinstance(value, str) or not value:
+                raise ValueError
+            return value
+        if kind.startswith("choice:"):
+            choices = kind.split(":", 1)[1].split("|")
+            v = str(value)
+            for c in choices:
+                if v.lower() == c.lower():
+                    return c
+            raise ConfigError(f"config {key} must be one of {', '.join(choices)}, not {value!r}")
+        if isinstance(value, bool):
+            raise ValueError
+        if kind in ("float+", "float0", "opt-float+"):
+            v = float(value)
+            if not math.isfinite(v) or v < 0 or (kind != "float0" and v == 0):
+                raise ValueError
+            return v
+        if kind in ("int+", "int0", "opt-int+"):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            v = int(value)
+            if v < (0 if kind == "int0" else 1):
+                raise ValueError
+            return v
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"invalid value for config {key}: {value!r} ({DEFAULTS[key][2]})") from None
+    raise AssertionError(kind)
+
+
+def build(overrides: Mapping[str, Any] | None = None, *, extra_keys: Mapping[str, tuple] | None = None) -> dict:
+    """Defaults updated by ``overrides``; unknown keys and bad values raise ConfigError."""
+    table = dict(DEFAULTS)
+    if extra_keys:
+        table.update(extra_keys)
+    out = {k: v[0] for k, v in table.items()}
+    for key, value in (overrides or {}).items():
+        if key not in table:
+            raise ConfigError(f"unknown config key {key!r}")
+        if key in DEFAULTS:
+            out[key] = _check(key, value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_file(path: str, environment: str) -> dict:
+    """The ``[environment]`` table of a TOML config file."""
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    section = doc.get(environment)
+    if not isinstance(section, dict):
+        envs = ", ".join(k for k, v in doc.items() if isinstance(v, dict)) or "none"
+        raise ConfigError(
+            f"config file {path} has no [{environment}] table (environments: {envs})"
+        )
+    return dict(section)
+
+
+def environment_name(explicit: str | None = None) -> str:
+    return explicit or os.environ.get("PQ_ENV") or "development"

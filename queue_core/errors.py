@@ -1,0 +1,85 @@
+"""Error hierarchy of queue_core (leaf module: imports nothing from the package).
+
+Every error a caller can cause is one of these. Driver errors (SQLAlchemy, PyMySQL,
+psycopg, sqlite3) are caught and wrapped only in the store layer.
+"""
+
+from __future__ import annotations
+
+
+class TaskError(Exception):
+    """Base class of every queue_core error."""
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class IdempotentError:
+    """Marker: the call found the state it wanted to create already in place.
+
+    Applications may treat these as success (for example a duplicate submission).
+    """
+
+
+class AlreadyExistsError(TaskError):
+    """A task with this key already exists."""
+
+
+class AlreadyFinishedError(TaskError):
+    """The task is already finished."""
+
+
+class NotFoundError(TaskError):
+    """No task with this key exists."""
+
+
+class PreemptedError(TaskError):
+    """The lease was taken over by another worker or the task was force-finished."""
+
+
+class CancelRequestedError(TaskError):
+    """Cancellation of this task was requested."""
+
+
+class ConfigError(TaskError):
+    """Invalid configuration."""
+
+
+class ValidationError(TaskError, ValueError):
+    """An argument was refused (bad key, data, time or option)."""
+
+
+class DatabaseError(TaskError):
+    """The database failed or could not be reached (after bounded retries)."""
+
+
+class SchemaError(DatabaseError):
+    """The table is missing or has an unsupported schema version."""
+
+
+class UndefinedDecisionError(TaskError):
+    """A handler decided something its decider does not define."""
+
+
+class IdempotentAlreadyExistsError(AlreadyExistsError, IdempotentError):
+    """A task with this key already exists."""
+
+
+class IdempotentAlreadyFinishedError(AlreadyFinishedError, IdempotentError):
+    """The task is already finished."""
+
+
+class IdempotentNotFoundError(NotFoundError, IdempotentError):
+    """No task with this key exists."""
+
+
+class ProcessStopError(Exception):
+    """Reason handed to a handler's ``kill()`` when its worker stops."""
+
+
+class GracefulProcessStopError(ProcessStopError):
+    """The worker is stopping gracefully."""
+
+
+class ImmediateProcessStopError(ProcessStopError):
+    """The worker is stopping immediately."""

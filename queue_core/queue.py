@@ -1,0 +1,607 @@
+"""The queue API: Queue, Task, TaskMetadata, AcquiredTask and Transaction.
+
+This layer validates arguments, resolves ``now`` from the clock, encodes data as JSON and
+turns store rows into objects. It never builds SQL (that is ``queue_core.store``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from . import config as config_mod
+from .clock import Clock, SystemClock, resolve_now
+from .errors import (
+    AlreadyFinishedError,
+    CancelRequestedError,
+    IdempotentAlreadyExistsError,
+    NotFoundError,
+    ValidationError,
+)
+from .store.database import Database
+from .store.tasks import FINISHED, FOREVER, UNSET, NewTask, TaskStore
+
+T = TypeVar("T")
+
+STATUSES = ("waiting", "running", "finished")
+OUTCOMES = ("success", "failure", "cancelled")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+# -- validation ---------------------------------------------------------------------------
+def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
+    """Keys, types, users and groups: 1-255 characters of valid UTF-8 without NUL."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+    if not value:
+        raise ValidationError(f"{what} must not be empty")
+    if len(value) > 255:
+        raise ValidationError(f"{what} is {len(value)} characters long; the limit is 255")
+    if "\x00" in value:
+        raise ValidationError(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{what} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{what} must be an integer, not {value!r}")
+    if not (_INT_MIN <= value <= _INT_MAX):
+        raise ValidationError(f"{what} {value} is out of range")
+    if minimum is not None and value < minimum:
+        raise ValidationError(f"{what} must be at least {minimum}, not {value}")
+    return value
+
+
+def check_time(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{what} must be epoch seconds (a number), not {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or v > 1e13:
+        raise ValidationError(f"{what} {value!r} is not a valid epoch time")
+    return v
+
+
+def check_duration(value: Any, what: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{what} must be a number of seconds, not {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (positive and v == 0) or v > 1e11:
+        raise ValidationError(f"{what} {value!r} is out of range")
+    return v
+
+
+def encode_data(data: Any, limit: int) -> str:
+    """Task data as JSON text: a JSON object (dict) of at most ``limit`` bytes."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ValidationError(f"task data must be a JSON object (dict), not {type(data).__name__}")
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise ValidationError("task data is nested too deeply to encode as JSON") from None
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"task data is not JSON-serialisable: {exc}") from None
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise ValidationError(f"task data is {size} bytes as JSON; the limit is {limit} (max_data_size)")
+    return text
+
+
+def decode_data(text: str | None) -> dict:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+# -- value objects --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskMetadata:
+    """A snapshot of one task row, read at ``now``."""
+
+    key: str
+    type: str
+    data: dict
+    user: str | None
+    status: str
+    outcome: str | None
+    priority: int
+    max_running: int | None
+    attempts: int
+    created_at: float
+    run_at: float
+    timeout: float
+    error: str | None
+    max_attempts: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    owner: str | None = None
+    cancel_requested: bool = False
+    group: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def waiting(self) -> bool:
+        return self.status == "waiting"
+
+    def to_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def row_status(row: Mapping, now: float) -> str:
+    if row["state"] == FINISHED:
+        return "finished"
+    if row["leased"] and row["timeout"] > now:
+        return "running"
+    return "waiting"
+
+
+def metadata_from_row(row: Mapping, now: float) -> TaskMetadata:
+    return TaskMetadata(
+        key=row["key"], type=row["type"], data=decode_data(row.get("data")), user=row["resource"],
+        status=row_status(row, now), outcome=row["outcome"], priority=row["priority"],
+        max_running=row["max_running"], attempts=row["attempts"], created_at=row["created_at"],
+        run_at=row["run_at"], timeout=row["timeout"], error=row["error"],
+        max_attempts=row["max_attempts"], started_at=row["started_at"], finished_at=row["finished_at"],
+        owner=row["owner"], cancel_requested=bool(row["cancel_requested"]), group=row["grp"],
+    )
+
+
+class Task:
+    """A reference to a task by key; no query runs until a method is called."""
+
+    def __init__(self, queue: Queue, key: str):
+        self.queue = queue
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"<Task {self.key!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and other.key == self.key and other.queue is self.queue
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def exists(self, now: float | None = None) -> bool:
+        return self.queue.store.get(self.key) is not None
+
+    def metadata(self, now: float | None = None) -> TaskMetadata:
+        now = self.queue.now(now)
+        row = self.queue.store.get(self.key)
+        if row is None:
+            raise NotFoundError(f"task {self.key!r} not found")
+        return metadata_from_row(row, now)
+
+    def force_finish(self, now: float | None = None) -> None:
+        now = self.queue.now(now)
+        self.queue.store.force_finish(self.key, now, now + self.queue.config["retention_time"])
+
+    def cancel_request(self, now: float | None = None) -> str:
+        """Cancel: a waiting task finishes as cancelled now; a running one is told.
+
+        Returns the status after the call ("finished" or "running").
+        """
+        now = self.queue.now(now)
+        try:
+            res = self.queue.store.cancel(self.key, now, now + self.queue.config["retention_time"])
+        except AlreadyFinishedError:
+            raise
+        return "finished" if res == "cancelled" else "running"
+
+    cancel = cancel_request
+
+
+class AcquiredTask:
+    """A task leased by this process: the metadata fields plus the holder operations."""
+
+    def __init__(self, queue: Queue, row: dict, now: float):
+        self.queue = queue
+        self._id = row["id"]
+        self._token = row["lease_token"]
+        self.key: str = row["key"]
+        self.type: str = row["type"]
+        self.data: dict = decode_data(row["data"])
+        self.user: str | None = row["resource"]
+        self.priority: int = row["priority"]
+        self.max_running: int | None = row["max_running"]
+        self.attempts: int = row["attempts"]
+        self.max_attempts: int | None = row["max_attempts"]
+        self.created_at: float = row["created_at"]
+        self.run_at: float = row["run_at"]
+        self.timeout: float = row["timeout"]
+        self.error: str | None = row["error"]
+        self.started_at: float | None = row["started_at"]
+        self.owner: str | None = row["owner"]
+        self.group: str | None = row["grp"]
+        self.status = "running"
+        self.outcome: str | None = None
+        self.finished_at: float | None = None
+        self.cancel_requested = bool(row["cancel_requested"])
+        #: set when this holder finished, retried or released the task
+        self.done = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<AcquiredTask {self.key!r} type={self.type!r} attempt={self.attempts}>"
+
+    @property
+    def lease_token(self) -> int:
+        return self._token
+
+    def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
+        now = self.queue.now(now)
+        alive = self.queue._alive(alive_time)
+        try:
+            self.queue.store.heartbeat(self._id, self._token, now + alive)
+        except CancelRequestedError:
+            self.cancel_requested = True
+            self.timeout = now + alive
+            raise
+        self.timeout = now + alive
+
+    def update_data(self, data: Mapping, now: float | None = None, alive_time: float | None = None) -> None:
+        """Shallow-merge ``data`` into the task's data, persist it and extend the lease."""
+        if not isinstance(data, Mapping):
+            raise ValidationError("update_data takes a dict")
+        merged = {**self.data, **data}
+        text = encode_data(merged, self.queue.config["max_data_size"])
+        now = self.queue.now(now)
+        alive = self.queue._alive(alive_time)
+        try:
+            self.queue.store.heartbeat(self._id, self._token, now + alive, data=text)
+        except CancelRequestedError:
+            self.cancel_requested = True
+            self.data = merged
+            raise
+        self.data = merged
+        self.timeout = now + alive
+
+    def _finish(self, outcome: str, error: str | None, now, retention_time) -> None:
+        now = self.queue.now(now)
+        retention = self.queue.config["retention_time"] if retention_time is None else \
+            check_duration(retention_time, "retention_time")
+        with self._lock:
+            self.queue.store.finish(self._id, self._token, outcome, error, now + retention, now)
+            self._mark_finished(outcome, error, now)
+
+    def _mark_finished(self, outcome, error, now) -> None:
+        self.status, self.outcome, self.error, self.finished_at, self.done = "finished", outcome, error, now, True
+
+    def finish(self, now: float | None = None, retention_time: float | None = None,
+               outcome: str = "success") -> None:
+        if outcome not in OUTCOMES:
+            raise ValidationError(f"outcome must be one of {', '.join(OUTCOMES)}")
+        self._finish(outcome, self.error, now, retention_time)
+
+    def fail(self, error: Any = None, now: float | None = None, retention_time: float | None = None) -> None:
+        self._finish("failure", _error_text(error), now, retention_time)
+
+    def cancelled(self, now: float | None = None, retention_time: float | None = None) -> None:
+        self._finish("cancelled", self.error, now, retention_time)
+
+    def retry(self, retry_wait: float | None = None, now: float | None = None, error: Any = None) -> None:
+        now = self.queue.now(now)
+        wait = self.queue.config["retry_wait"] if retry_wait is None else check_duration(retry_wait, "retry_wait")
+        err = UNSET if error is None else _error_text(error)
+        with self._lock:
+            self.queue.store.requeue(self._id, self._token, now + wait, err)
+            self.status, self.done, self.run_at = "waiting", True, now + wait
+            if error is not None:
+                self.error = err
+
+    def release(self, now: float | None = None) -> None:
+        now = self.queue.now(now)
+        with self._lock:
+            self.queue.store.requeue(self._id, self._token, now)
+            self.status, self.done, self.run_at = "waiting", True, now
+
+    def backoff(self) -> float:
+        """The retry delay for this attempt: retry_wait doubled per attempt, capped, jittered."""
+        cfg = self.queue.config
+        base = cfg["retry_wait"] * (2 ** max(0, self.attempts - 1))
+        wait = min(base, cfg["max_retry_wait"]) if cfg["max_retry_wait"] else base
+        return wait * (0.8 + 0.4 * random.random())
+
+    def retry_or_fail(self, error: Any, now: float | None = None) -> str:
+        """What a worker does when a handler raised: retry with backoff or, at max_attempts, fail."""
+        if self.max_attempts is not None and self.attempts >= self.max_attempts:
+            self.fail(error, now=now)
+            return "failure"
+        self.retry(self.backoff(), now=now, error=error)
+        return "retry"
+
+
+def _error_text(error: Any) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {error}"
+    else:
+        text = str(error)
+    return text[:65000]
+
+
+class Transaction:
+    """Several queue operations committed together (used by perfectsched and pqflow)."""
+
+    def __init__(self, queue: Queue, conn, now: float):
+        self.queue, self.conn, self.now = queue, conn, now
+        self._after_commit: list[Callable[[], None]] = []
+
+    @property
+    def _store(self) -> TaskStore:
+        return self.queue.store
+
+    def get(self, key: str) -> TaskMetadata | None:
+        row = self._store.get(key, self.conn)
+        return metadata_from_row(row, self.now) if row else None
+
+    def lock(self, key: str) -> TaskMetadata | None:
+        """Read a task and lock its row until commit (serialises decisions about it)."""
+        row = self._store.lock_key(self.conn, key)
+        return metadata_from_row(row, self.now) if row else None
+
+    def group(self, group: str, *, with_data: bool = False) -> list[TaskMetadata]:
+        return [metadata_from_row(r, self.now) for r in self._store.group_rows(self.conn, group, with_data)]
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, TaskMetadata]:
+        rows = self._store.rows_by_keys(self.conn, list(keys))
+        return {r["key"]: metadata_from_row(r, self.now) for r in rows}
+
+    def submit(self, key: str, type: str, data: Any = None, **opts: Any) -> bool:
+        """Insert if the key is free; returns True when a row was added."""
+        task = self.queue._new_task(key, type, data, now=self.now, **opts)
+        return self._store.insert(self.conn, [task], self.now) == 1
+
+    def submit_many(self, items: Iterable[Mapping]) -> int:
+        tasks = [self.queue._new_task(now=self.now, **dict(item)) for item in items]
+        return self._store.insert(self.conn, tasks, self.now)
+
+    def finish(self, task: AcquiredTask, outcome: str = "success", *, error: Any = UNSET,
+               data: Mapping | None = None, retention_time: float | None = None) -> None:
+        """Fenced finish of a task this process holds, inside the transaction."""
+        retention = self.queue.config["retention_time"] if retention_time is None else retention_time
+        err = task.error if error is UNSET else _error_text(error)
+        text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
+        self._store.finish(task._id, task._token, outcome, err, self.now + retention, self.now, data=text,
+                           conn=self.conn)
+        self._after_commit.append(lambda: task._mark_finished(outcome, err, self.now))
+
+    def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
+        err = UNSET if error is None else _error_text(error)
+        self._store.requeue(task._id, task._token, self.now + retry_wait, err, conn=self.conn)
+
+        def mark():
+            task.status, task.done = "waiting", True
+        self._after_commit.append(mark)
+
+    def update_data(self, key: str, data: Mapping) -> None:
+        """Replace a task's data (unfenced: for rows this transaction has locked)."""
+        text = encode_data(data, self.queue.config["max_data_size"])
+        self._store.update_by_key(self.conn, key, data=text)
+
+    def finish_key(self, key: str, outcome: str, *, retention_time: float, error: Any = None) -> None:
+        """Finish a task by key regardless of leases (owner-side bookkeeping rows)."""
+        self._store.update_by_key(self.conn, key, state=FINISHED, leased=0, outcome=outcome,
+                                  finished_at=self.now, timeout=self.now + retention_time,
+                                  lease_token=None, error=_error_text(error))
+
+    def reopen(self, key: str, *, run_at: float | None = None, data: Mapping | None = None) -> None:
+        """Make a finished task waiting again with a fresh attempt count (workflow retry)."""
+        values: dict = dict(state=0, leased=0, outcome=None, finished_at=None, lease_token=None,
+                            timeout=self.now if run_at is None else run_at,
+                            run_at=self.now if run_at is None else run_at, attempts=0, error=None,
+                            cancel_requested=0, owner=None)
+        if data is not None:
+            values["data"] = encode_data(data, self.queue.config["max_data_size"])
+        self._store.update_by_key(self.conn, key, **values)
+
+    def keep_group(self, group: str, retention_time: float | None) -> None:
+        """Set the purge time of a group's finished rows: now + retention, or never (None)."""
+        until = FOREVER if retention_time is None else self.now + retention_time
+        self._store.update_group(self.conn, group, only_finished=True, timeout=until)
+
+    def cancel(self, key: str) -> str:
+        return self._store.cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)
+
+
+# -- the queue --------------------------------------------------------------------------
+class Queue:
+    """A task queue stored in one table. Thread-safe; open one per process after fork."""
+
+    def __init__(self, url: str | None = None, table: str | None = None, *, clock: Clock | None = None,
+                 **config: Any):
+        if table is not None:
+            config["table"] = table
+        if url is not None:
+            config["url"] = url
+        self.config = config_mod.build(config)
+        self.clock: Clock = clock or SystemClock()
+        self.db = Database(
+            self.config["url"], max_retry_count=self.config["max_retry_count"],
+            sqlite_synchronous=self.config["sqlite_synchronous"], pool_size=self.config["pool_size"],
+            connect_timeout=self.config["connect_timeout"],
+        )
+        self.table = self.config["table"]
+        self.store = TaskStore(self.db, self.table)
+        self.store.retention_time = self.config["retention_time"]
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+
+    # context manager
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.db.masked_url} table={self.table}>"
+
+    @property
+    def url(self) -> str:
+        return self.db.masked_url
+
+    def now(self, now: float | None = None) -> float:
+        return resolve_now(now, self.clock)
+
+    def _alive(self, alive_time: float | None) -> float:
+        if alive_time is None:
+            return self.config["alive_time"]
+        return check_duration(alive_time, "alive_time", positive=True)
+
+    def init(self, force: bool = False) -> None:
+        self.store.init(force=force)
+
+    # -- submit ---------------------------------------------------------------------------
+    def _new_task(self, key, type, data=None, *, user=None, max_running=None, run_at=None, priority=0,
+                  max_attempts=None, now, group=None) -> NewTask:
+        check_name(key, "task key")
+        check_name(type, "task type")
+        check_name(user, "user", optional=True)
+        check_name(group, "group", optional=True)
+        max_running = check_int(max_running, "max_running", minimum=1, optional=True)
+        priority = check_int(priority, "priority")
+        if max_attempts is None:
+            max_attempts = self.config["max_attempts"]
+        max_attempts = check_int(max_attempts, "max_attempts", minimum=1, optional=True)
+        run_at = now if run_at is None else check_time(run_at, "run_at")
+        return NewTask(key=key, type=type, data=encode_data(data, self.config["max_data_size"]),
+                       resource=user, max_running=max_running, run_at=run_at, priority=priority,
+                       max_attempts=max_attempts, group=group)
+
+    def submit(self, key: str, type: str, data: Mapping | None = None, *, user: str | None = None,
+               max_running: int | None = None, run_at: float | None = None, priority: int = 0,
+               max_attempts: int | None = None, now: float | None = None, group: str | None = None) -> Task:
+        """Add a task. A key that exists (waiting, running, or finished within retention)
+        raises IdempotentAlreadyExistsError."""
+        now = self.now(now)
+        task = self._new_task(key, type, data, user=user, max_running=max_running, run_at=run_at,
+                              priority=priority, max_attempts=max_attempts, now=now, group=group)
+        if self.store.submit([task], now) != 1:
+            if not (self.db.last_run_retried() and self.store.same_submission(task, now)):
+                raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
+        return Task(self, key)
+
+    def submit_many(self, items: Iterable[Mapping], *, now: float | None = None) -> int:
+        """Submit many tasks in one transaction; keys that exist are skipped. Returns how many were new."""
+        now = self.now(now)
+        tasks = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise ValidationError(f"submit_many item {i} must be a dict")
+            opts = dict(item)
+            opts.pop("now", None)
+            try:
+                tasks.append(self._new_task(now=now, **opts))
+            except TypeError as exc:
+                raise ValidationError(f"submit_many item {i}: {exc}") from None
+        return self.store.submit(tasks, now)
+
+    # -- poll -----------------------------------------------------------------------------
+    def poll(self, *, alive_time: float | None = None, now: float | None = None) -> AcquiredTask | None:
+        tasks = self.poll_multi(1, alive_time=alive_time, now=now)
+        return tasks[0] if tasks else None
+
+    def poll_multi(self, max_acquire: int, *, alive_time: float | None = None,
+                   now: float | None = None) -> list[AcquiredTask]:
+        n = check_int(max_acquire, "max_acquire", minimum=1)
+        now = self.now(now)
+        alive = self._alive(alive_time)
+        rows = self.store.claim(n, alive, now, self.owner)
+        return [AcquiredTask(self, r, now) for r in rows]
+
+    # -- reads ----------------------------------------------------------------------------
+    def __getitem__(self, key: str) -> Task:
+        check_name(key, "task key")
+        return Task(self, key)
+
+    def list(self, *, status: str | None = None, type: str | None = None, user: str | None = None,
+             limit: int | None = None, now: float | None = None, group: str | None = None
+             ) -> Iterator[TaskMetadata]:
+        now = self.now(now)
+        if status is not None and status not in STATUSES:
+            raise ValidationError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        if limit is not None:
+            check_int(limit, "limit", minimum=0)
+        remaining = limit
+        after = None
+        while remaining is None or remaining > 0:
+            page = 1000 if remaining is None else min(1000, remaining)
+            rows = self.store.list(status=status, type=type, user=user, group=group, limit=page,
+                                   now=now, after_id=after)
+            for r in rows:
+                yield metadata_from_row(r, now)
+            if len(rows) < page:
+                return
+            after = rows[-1]["id"]
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def stats(self, *, now: float | None = None) -> dict:
+        now = self.now(now)
+        out: dict = {s: 0 for s in STATUSES}
+        out["outcomes"] = {o: 0 for o in OUTCOMES}
+        out["types"] = {}
+        for type_, status, outcome, n in self.store.stats(now):
+            out[status] += n
+            per = out["types"].setdefault(type_, {s: 0 for s in STATUSES})
+            per[status] += n
+            if outcome:
+                out["outcomes"][outcome] = out["outcomes"].get(outcome, 0) + n
+        out["total"] = sum(out[s] for s in STATUSES)
+        return out
+
+    def cleanup(self, *, now: float | None = None) -> int:
+        return self.store.cleanup(self.now(now))
+
+    # -- transactions ---------------------------------------------------------------------
+    def transaction(self, fn: Callable[[Transaction], T], *, now: float | None = None,
+                    what: str = "transaction") -> T:
+        """Run ``fn(tx)`` in one database transaction (retried as a whole on transient errors)."""
+        now = self.now(now)
+        holder: dict = {}
+
+        def work(conn):
+            tx = Transaction(self, conn, now)
+            holder["tx"] = tx
+            return fn(tx)
+
+        result = self.db.run(work, what=what)
+        for cb in holder["tx"]._after_commit:
+            cb()
+        return result
+
+
+def open(url: str | None = None, table: str = "pq_tasks", *, clock: Clock | None = None, **config: Any) -> Queue:
+    """Open a queue. ``url`` is a SQLAlchemy URL; default: SQLite file ``pq.db`` here."""
+    return Queue(url, table, clock=clock, **config)

@@ -1,0 +1,219 @@
+"""Connections, transactions and transient-error retries (store layer).
+
+:class:`Database` owns one SQLAlchemy engine. Every store operation is a function of a
+connection run by :meth:`Database.run` inside one transaction; a transient failure
+(deadlock, lock wait timeout, SQLite busy, dropped connection, server restarting) rolls the
+transaction back and runs the whole function again, a bounded number of times, then raises
+:class:`~queue_core.errors.DatabaseError`. Passwords never appear in its messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+from ..errors import ConfigError, DatabaseError, SchemaError, TaskError
+from . import dialects
+
+log = logging.getLogger("queue_core.store")
+
+T = TypeVar("T")
+
+DEFAULT_URL = "sqlite:///pq.db"
+
+
+def mask_url(url: str | sa.URL | None) -> str:
+    """The URL with its password replaced by ``***`` (safe to print)."""
+    if url is None:
+        return DEFAULT_URL
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable database URL>"
+
+
+def _password(url: sa.URL) -> str | None:
+    pw = url.password
+    return str(pw) if pw else None
+
+
+class Database:
+    """One engine, its dialect strategy and the retry policy."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        max_retry_count: int = 10,
+        retry_max_wait: float = 2.0,
+        sqlite_synchronous: str = "NORMAL",
+        pool_size: int = 5,
+        connect_timeout: float = 10.0,
+        echo: bool = False,
+    ):
+        raw = url or DEFAULT_URL
+        try:
+            self.url = make_url(raw)
+        except Exception:
+            raise ConfigError(f"invalid database URL {mask_url(raw)!r}") from None
+        self.masked_url = self.url.render_as_string(hide_password=True)
+        self._secret = _password(self.url)
+        self.max_retry_count = int(max_retry_count)
+        self.retry_max_wait = float(retry_max_wait)
+        backend = self.url.get_backend_name()
+        self.dialect = dialects.for_backend(backend, self.masked_url)
+        self._memory_lock: threading.RLock | None = None
+        self._pid = os.getpid()
+        self._local = threading.local()
+        self.engine = self._create_engine(
+            sqlite_synchronous=sqlite_synchronous,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            echo=echo,
+        )
+
+    # -- engine -------------------------------------------------------------------------
+    def _create_engine(self, *, sqlite_synchronous, pool_size, connect_timeout, echo):
+        kwargs: dict = {"echo": echo, "future": True}
+        if self.dialect.name == "sqlite":
+            database = self.url.database or ""
+            memory = database in ("", ":memory:") or "mode=memory" in str(self.url)
+            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+            if memory:
+                kwargs["poolclass"] = StaticPool
+                self._memory_lock = threading.RLock()
+            else:
+                kwargs["pool_size"] = pool_size
+        else:
+            kwargs["pool_size"] = pool_size
+            kwargs["max_overflow"] = max(pool_size, 10)
+            kwargs["pool_recycle"] = 3600
+            kwargs["connect_args"] = self.dialect.connect_args(connect_timeout)
+            kwargs["isolation_level"] = "READ COMMITTED"
+        try:
+            engine = sa.create_engine(self.url, **kwargs)
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"database driver for {self.masked_url} is not installed ({exc.name}); "
+                + self.dialect.install_hint
+            ) from None
+        except Exception as exc:
+            raise ConfigError(f"cannot use database URL {self.masked_url}: {self.scrub(exc)}") from None
+        if self.dialect.name == "sqlite":
+            self._setup_sqlite(engine, sqlite_synchronous)
+        return engine
+
+    def _setup_sqlite(self, engine: sa.Engine, synchronous: str) -> None:
+        sync = str(synchronous).upper()
+        if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ConfigError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn, _record):
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute("PRAGMA journal_mode=WAL")
+            except Exception:  # read-only media or memory: keep the default journal
+                pass
+            cur.execute(f"PRAGMA synchronous={sync}")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn):
+            write = conn.get_execution_options().get("pq_write", True)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def last_run_retried(self) -> bool:
+        """Whether the last :meth:`run` in this thread had to run its function again
+        (so a write it reports as a no-op may have been its own earlier attempt)."""
+        return bool(getattr(self._local, "retried", False))
+
+    def after_fork(self) -> None:
+        """Drop pooled connections inherited from a parent process."""
+        self.engine.dispose(close=False)
+        self._pid = os.getpid()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- errors ------------------------------------------------------------------------
+    def scrub(self, exc: BaseException | str) -> str:
+        """One line describing ``exc`` without SQL, parameters or the password."""
+        if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
+            text = str(exc.orig)
+        else:
+            text = str(exc)
+        text = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return text[:500]
+
+    def _is_transient(self, exc: BaseException) -> bool:
+        if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+            return True
+        if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+            return self.dialect.is_transient(exc)
+        if isinstance(exc, sa.exc.DBAPIError):
+            return self.dialect.is_transient(exc)
+        return False
+
+    def _is_missing_table(self, exc: BaseException) -> bool:
+        return isinstance(exc, sa.exc.DBAPIError) and self.dialect.is_missing_table(exc)
+
+    # -- transactions ------------------------------------------------------------------
+    @contextmanager
+    def _connection(self, write: bool):
+        if os.getpid() != self._pid:
+            self.after_fork()
+        lock = self._memory_lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            with self.engine.connect() as conn:
+                if self.dialect.name == "sqlite":
+                    conn = conn.execution_options(pq_write=write)
+                with conn.begin():
+                    yield conn
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def run(self, fn: Callable[[sa.Connection], T], *, write: bool = True, what: str = "query") -> T:
+        """Run ``fn(conn)`` in one transaction, retrying transient failures."""
+        attempt = 0
+        wait = 0.05
+        while True:
+            try:
+                self._local.retried = attempt > 0
+                with self._connection(write) as conn:
+                    return fn(conn)
+            except TaskError:
+                raise
+            except sa.exc.SQLAlchemyError as exc:
+                if self._is_missing_table(exc):
+                    raise SchemaError(
+                        f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); "
+                        "run 'init' first"
+                    ) from None
+                attempt += 1
+                if not self._is_transient(exc) or attempt > self.max_retry_count:
+                    raise DatabaseError(f"{what} failed on {self.masked_url}: {self.scrub(exc)}") from None
+                log.warning(
+                    "%s: transient database error (attempt %d/%d): %s",
+                    what, attempt, self.max_retry_count, self.scrub(exc),
+                )
+                time.sleep(wait * (0.5 + random.random()))
+                wait = min(wait * 2, self.retry_max_wait)

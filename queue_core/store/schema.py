@@ -1,0 +1,147 @@
+"""Table definitions shared by every dialect (store layer).
+
+One queue table (``pq_tasks`` by default), its ``<table>_meta`` companion (schema version and
+the row that serialises capped fair-share claims), and the schedule table of perfectsched.
+
+Column notes
+------------
+``state``    0 = live (waiting or leased), 1 = finished. Explicit, never packed into times.
+``leased``   1 while a worker holds (or held until expiry) the lease; running = leased and
+             ``timeout > now``.
+``timeout``  the one time the claim path looks at: when the task becomes due (waiting), when
+             the lease expires (leased), or when the finished row may be purged (finished).
+``lease_token`` random per acquisition; every holder operation compares it (fencing).
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.types import TypeDecorator
+
+from ..errors import ConfigError
+
+SCHEMA_VERSION = 1
+SCHEDULE_SCHEMA_VERSION = 1
+
+_TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+
+MAX_KEY_LENGTH = 255
+
+
+class ExactString(TypeDecorator):
+    """A string compared byte for byte on every database.
+
+    MySQL's collations fold case and pad trailing spaces, so ``'a'``, ``'A'`` and ``'a '``
+    would collide as keys; there the column is VARBINARY holding UTF-8.
+    """
+
+    impl = sa.String(MAX_KEY_LENGTH)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.VARBINARY(MAX_KEY_LENGTH * 4))
+        return dialect.type_descriptor(sa.String(MAX_KEY_LENGTH))
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and dialect.name in ("mysql", "mariadb"):
+            return value.encode("utf-8")
+        return value
+
+    def process_result_value(self, value, dialect):
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value).decode("utf-8")
+        return value
+
+
+def _long_text():
+    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
+
+def _id_type():
+    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def validate_table_name(name: str) -> str:
+    if not isinstance(name, str) or not _TABLE_RE.match(name):
+        raise ConfigError(
+            f"invalid table name {name!r}: use 1-40 letters, digits or underscores, "
+            "not starting with a digit"
+        )
+    return name
+
+
+def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
+    validate_table_name(name)
+    t = sa.Table(
+        name,
+        metadata,
+        sa.Column("id", _id_type(), primary_key=True, autoincrement=True),
+        sa.Column("key", ExactString(), nullable=False),
+        sa.Column("type", ExactString(), nullable=False),
+        sa.Column("data", _long_text(), nullable=False),
+        sa.Column("resource", ExactString(), nullable=True),
+        sa.Column("max_running", sa.Integer(), nullable=True),
+        sa.Column("priority", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("state", sa.SmallInteger(), nullable=False, server_default="0"),
+        sa.Column("leased", sa.SmallInteger(), nullable=False, server_default="0"),
+        sa.Column("timeout", sa.Double(), nullable=False),
+        sa.Column("run_at", sa.Double(), nullable=False),
+        sa.Column("created_at", sa.Double(), nullable=False),
+        sa.Column("started_at", sa.Double(), nullable=True),
+        sa.Column("finished_at", sa.Double(), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("max_attempts", sa.Integer(), nullable=True),
+        sa.Column("lease_token", sa.BigInteger(), nullable=True),
+        sa.Column("owner", sa.String(255), nullable=True),
+        sa.Column("outcome", sa.String(16), nullable=True),
+        sa.Column("cancel_requested", sa.SmallInteger(), nullable=False, server_default="0"),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("grp", ExactString(), nullable=True),
+        sa.UniqueConstraint("key", name=f"uq_{name}_key"),
+    )
+    # Claim: live rows, best priority first, then longest due, then submission order.
+    sa.Index(f"ix_{name}_claim", t.c.state, t.c.priority.desc(), t.c.timeout, t.c.id)
+    # Fair share: live rows of each user (heads per user, running counts).
+    sa.Index(f"ix_{name}_user", t.c.state, t.c.resource, t.c.timeout)
+    # Purge of finished rows whose retention ended; kept apart from the claim range.
+    sa.Index(f"ix_{name}_purge", t.c.state, t.c.timeout)
+    sa.Index(f"ix_{name}_grp", t.c.grp)
+    return t
+
+
+def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    return sa.Table(
+        f"{task_table_name}_meta",
+        metadata,
+        sa.Column("name", sa.String(64), primary_key=True),
+        sa.Column("value", sa.String(255), nullable=False),
+    )
+
+
+def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
+    validate_table_name(name)
+    t = sa.Table(
+        name,
+        metadata,
+        sa.Column("key", ExactString(), primary_key=True),
+        sa.Column("type", ExactString(), nullable=False),
+        sa.Column("cron", sa.String(255), nullable=False),
+        sa.Column("delay", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("timezone", sa.String(64), nullable=False),
+        sa.Column("data", _long_text(), nullable=False),
+        sa.Column("next_time", sa.BigInteger(), nullable=False),
+        sa.Column("next_run_time", sa.Double(), nullable=False),
+        sa.Column("timeout", sa.Double(), nullable=False),
+        sa.Column("catchup", sa.String(8), nullable=False),
+        sa.Column("dst", sa.String(8), nullable=False),
+        sa.Column("leased", sa.SmallInteger(), nullable=False, server_default="0"),
+        sa.Column("lease_token", sa.BigInteger(), nullable=True),
+        sa.Column("created_at", sa.Double(), nullable=False),
+        sa.Column("updated_at", sa.Double(), nullable=False),
+    )
+    sa.Index(f"ix_{name}_due", t.c.timeout)
+    return t

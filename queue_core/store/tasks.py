@@ -1,0 +1,482 @@
+"""Every statement on the task table (store layer).
+
+Methods take plain values (``now`` always explicit) and return plain dicts; the queue layer
+turns them into Task objects. Holder operations are fenced by ``(id, lease_token)``: they
+change nothing unless the caller still holds the lease, and a refused call is diagnosed
+(preempted, already finished, cancel requested) from a re-read of the row.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import (
+    CancelRequestedError,
+    IdempotentAlreadyFinishedError,
+    IdempotentNotFoundError,
+    PreemptedError,
+    SchemaError,
+)
+from .database import Database
+from .schema import SCHEMA_VERSION, meta_table, task_table
+
+LIVE, FINISHED = 0, 1
+FOREVER = 1e15  # purge time of rows that must not be purged (unfinished workflow steps)
+
+UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class NewTask:
+    key: str
+    type: str
+    data: str  # JSON text
+    resource: str | None = None
+    max_running: int | None = None
+    run_at: float = 0.0
+    priority: int = 0
+    max_attempts: int | None = None
+    group: str | None = None
+
+
+def new_token() -> int:
+    return secrets.randbits(62) + 1
+
+
+class TaskStore:
+    def __init__(self, db: Database, table: str):
+        self.db = db
+        self.metadata = sa.MetaData()
+        self.t = task_table(self.metadata, table)
+        self.meta = meta_table(self.metadata, table)
+        self.name = table
+        self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
+
+    # -- schema ------------------------------------------------------------------------
+    def init(self, force: bool = False) -> None:
+        def create(conn):
+            if force:
+                self.metadata.drop_all(conn, checkfirst=True)
+            self.metadata.create_all(conn, checkfirst=True)
+            self._write_meta(conn)
+
+        try:
+            self.db.run(create, what=f"init {self.name}")
+        except Exception:
+            # Two processes racing on CREATE TABLE: the loser sees "already exists".
+            if force:
+                raise
+            self.db.run(lambda c: (self.metadata.create_all(c, checkfirst=True), self._write_meta(c)),
+                        what=f"init {self.name}")
+
+    def _write_meta(self, conn) -> None:
+        m = self.meta
+        rows = {r.name: r.value for r in conn.execute(sa.select(m.c.name, m.c.value))}
+        version = int(rows.get("schema_version", SCHEMA_VERSION))
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"table {self.name} has schema version {version}, newer than this release "
+                f"understands ({SCHEMA_VERSION}); upgrade pq"
+            )
+        for name, value in (("schema_version", str(SCHEMA_VERSION)), ("fair_lock", "")):
+            if name not in rows:
+                conn.execute(self.db.dialect.insert_if_absent(m, "name").values(name=name, value=value))
+
+    def schema_version(self) -> int | None:
+        def read(conn):
+            v = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
+            return int(v) if v is not None else None
+
+        return self.db.run(read, write=False, what="schema version")
+
+    # -- submit ------------------------------------------------------------------------
+    def _row(self, task: NewTask, now: float) -> dict:
+        return {
+            "key": task.key, "type": task.type, "data": task.data, "resource": task.resource,
+            "max_running": task.max_running, "priority": task.priority, "state": LIVE,
+            "leased": 0, "timeout": task.run_at, "run_at": task.run_at, "created_at": now,
+            "attempts": 0, "max_attempts": task.max_attempts, "cancel_requested": 0,
+            "grp": task.group,
+        }
+
+    def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
+        """Insert tasks whose key is free; returns how many were new.
+
+        A finished row whose retention has ended frees its key even before cleanup ran.
+        """
+        if not tasks:
+            return 0
+        t = self.t
+        keys = [x.key for x in tasks]
+        inserted = 0
+        for i in range(0, len(tasks), 500):
+            chunk_keys = keys[i:i + 500]
+            conn.execute(sa.delete(t).where(t.c.key.in_(chunk_keys), t.c.state == FINISHED, t.c.timeout <= now))
+            rows = [self._row(x, now) for x in tasks[i:i + 500]]
+            inserted += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+        return inserted
+
+    def submit(self, tasks: Sequence[NewTask], now: float) -> int:
+        return self.db.run(lambda c: self.insert(c, tasks, now), what="submit")
+
+    def same_submission(self, task: NewTask, now: float) -> bool:
+        """After an ambiguous failure: is the existing row the one we just wrote?"""
+        row = self.get(task.key)
+        return bool(row and row["created_at"] == now and row["type"] == task.type and row["data"] == task.data)
+
+    # -- claim -------------------------------------------------------------------------
+    def claim(self, n: int, alive_time: float, now: float, owner: str) -> list[dict]:
+        def work(conn):
+            return self._claim(conn, n, alive_time, now, owner)
+
+        for _ in range(4):
+            rows, consumed = self.db.run(work, what="poll")
+            if rows or not consumed:
+                return rows
+        return []
+
+    def _claim(self, conn, n, alive_time, now, owner) -> tuple[list[dict], int]:
+        t = self.t
+        users = self._due_users(conn, now)
+        if users:
+            picked = self._pick_fair(conn, n, now, users)
+        else:
+            stmt = (sa.select(t).where(t.c.state == LIVE, t.c.timeout <= now, t.c.resource.is_(None))
+                    .order_by(t.c.priority.desc(), t.c.timeout, t.c.id).limit(n))
+            picked = [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
+        if not picked:
+            return [], 0
+        deliver, consumed = self._screen(conn, picked, now)
+        if deliver:
+            token = new_token()
+            expires = now + alive_time
+            conn.execute(
+                sa.update(t).where(t.c.id.in_([r["id"] for r in deliver])).values(
+                    leased=1, lease_token=token, timeout=expires, attempts=t.c.attempts + 1,
+                    started_at=now, owner=owner[:255],
+                )
+            )
+            for r in deliver:
+                r.update(leased=1, lease_token=token, timeout=expires, attempts=r["attempts"] + 1,
+                         started_at=now, owner=owner[:255])
+        return deliver, consumed
+
+    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
+        """Finish rows that must not run again (cancel requested, attempts exhausted)."""
+        deliver, consumed = [], 0
+        for r in picked:
+            if r["cancel_requested"]:
+                self._finish_row(conn, r["id"], "cancelled", r["error"], now, None)
+                consumed += 1
+            elif r["max_attempts"] is not None and r["attempts"] >= r["max_attempts"]:
+                err = (r["error"] or "lease expired") + f" (gave up after {r['attempts']} attempts)"
+                self._finish_row(conn, r["id"], "failure", err, now, None)
+                consumed += 1
+            else:
+                deliver.append(r)
+        return deliver, consumed
+
+    def _finish_row(self, conn, id_, outcome, error, now, purge_at):
+        t = self.t
+        conn.execute(sa.update(t).where(t.c.id == id_).values(
+            state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
+            timeout=self._default_purge(now) if purge_at is None else purge_at, lease_token=None,
+        ))
+
+    retention_time: float = 300.0
+
+    def _default_purge(self, now: float) -> float:
+        return now + self.retention_time
+
+    def _due_users(self, conn, now) -> list[str]:
+        t = self.t
+        stmt = (sa.select(t.c.resource).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
+                .group_by(t.c.resource))
+        return [r[0] for r in conn.execute(stmt)]
+
+    def _running_counts(self, conn, users: Iterable[str], now: float) -> dict[str, int]:
+        t = self.t
+        users = list(users)
+        counts: dict[str, int] = {}
+        for i in range(0, len(users), 500):
+            stmt = (sa.select(t.c.resource, sa.func.count()).where(
+                t.c.state == LIVE, t.c.resource.in_(users[i:i + 500]), t.c.leased == 1, t.c.timeout > now,
+            ).group_by(t.c.resource))
+            counts.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
+        return counts
+
+    def _pick_fair(self, conn, n, now, users) -> list[dict]:
+        """PerfectQueue's fair share, per user heads instead of a table scan per poll.
+
+        Order: priority, then weight ``max_running / (running + 1)``, then longest due, then
+        submission order; a capped user holding ``max_running`` live leases gets nothing.
+        """
+        t = self.t
+        rn = sa.func.row_number().over(partition_by=t.c.resource,
+                                       order_by=(t.c.priority.desc(), t.c.timeout, t.c.id)).label("rn")
+        inner = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now).subquery()
+        per_user = sa.select(inner).where(inner.c.rn <= n)
+        candidates = [dict(r._mapping) for r in conn.execute(per_user)]
+        userless = (sa.select(t).where(t.c.state == LIVE, t.c.timeout <= now, t.c.resource.is_(None))
+                    .order_by(t.c.priority.desc(), t.c.timeout, t.c.id).limit(n))
+        candidates += [dict(r._mapping) for r in conn.execute(userless)]
+        running = self._running_counts(conn, users, now)
+        chosen = _choose(candidates, running, n)
+        if any(r["max_running"] is not None for r in chosen):
+            # Serialise capped claims so two workers cannot both take a user's last slot.
+            conn.execute(self.db.dialect.lock_rows(sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")))
+            running = self._running_counts(conn, {r["resource"] for r in chosen if r["resource"]}, now)
+            chosen = _choose(chosen, running, n)
+        if not chosen:
+            return []
+        ids = [r["id"] for r in chosen]
+        lock = sa.select(t.c.id).where(t.c.id.in_(ids), t.c.state == LIVE, t.c.timeout <= now)
+        got = {r[0] for r in conn.execute(self.db.dialect.lock_candidates(lock))}
+        for r in chosen:
+            r.pop("rn", None)
+        return [r for r in chosen if r["id"] in got]
+
+    # -- holder operations (fenced) -------------------------------------------------------
+    def heartbeat(self, id_: int, token: int, timeout: float, data: str | None = None) -> None:
+        t = self.t
+        values: dict = {"timeout": timeout}
+        if data is not None:
+            values["data"] = data
+
+        def work(conn):
+            res = conn.execute(sa.update(t).where(
+                t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
+                t.c.cancel_requested == 0,
+            ).values(**values))
+            if res.rowcount == 1:
+                return None
+            row = self._diagnose(conn, id_, token, "heartbeat")
+            # Cancel requested: keep the lease alive while the handler winds down.
+            conn.execute(sa.update(t).where(t.c.id == id_).values(**values))
+            return row
+
+        if self.db.run(work, what="heartbeat") is not None:
+            raise CancelRequestedError("cancel requested")
+
+    def finish(self, id_: int, token: int, outcome: str, error: str | None, purge_at: float,
+               now: float, data: str | None = None, conn=None) -> None:
+        t = self.t
+        values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error,
+                            finished_at=now, timeout=purge_at)
+        if data is not None:
+            values["data"] = data
+
+        def work(c):
+            res = c.execute(sa.update(t).where(
+                t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
+            ).values(**values))
+            if res.rowcount != 1:
+                self._diagnose(c, id_, token, "finish")
+                c.execute(sa.update(t).where(t.c.id == id_).values(**values))
+
+        if conn is not None:
+            return work(conn)
+        self.db.run(work, what="finish")
+
+    def requeue(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None) -> None:
+        """retry/release: the holder gives the task back, due at ``run_at``."""
+        t = self.t
+        values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
+        if error is not UNSET:
+            values["error"] = error
+
+        def work(c):
+            res = c.execute(sa.update(t).where(
+                t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
+            ).values(**values))
+            if res.rowcount != 1:
+                self._diagnose(c, id_, token, "retry")
+                c.execute(sa.update(t).where(t.c.id == id_).values(**values))
+
+        if conn is not None:
+            return work(conn)
+        self.db.run(work, what="retry")
+
+    def _diagnose(self, conn, id_, token, op):
+        """Explain why a fenced update matched nothing; return the row when it may proceed."""
+        t = self.t
+        row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased, t.c.cancel_requested, t.c.key)
+                           .where(t.c.id == id_)).first()
+        if row is None:
+            raise PreemptedError(f"{op}: task no longer exists (purged or force-finished)")
+        if row.state == FINISHED:
+            if row.lease_token == token:
+                raise IdempotentAlreadyFinishedError(f"{op}: task {row.key!r} is already finished")
+            raise PreemptedError(f"{op}: task {row.key!r} was finished by someone else (force-finished or cancelled)")
+        if row.lease_token != token:
+            raise PreemptedError(f"{op}: the lease on task {row.key!r} was taken over by another worker")
+        if not row.leased:
+            raise PreemptedError(f"{op}: task {row.key!r} was already released or retried by this holder")
+        if row.cancel_requested:
+            return row  # the holder's own lease; cancel requested
+        raise PreemptedError(f"{op}: lease on task {row.key!r} is no longer valid")
+
+    # -- operator operations ------------------------------------------------------------
+    def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:
+        t = self.t
+
+        def work(conn):
+            res = conn.execute(sa.update(t).where(t.c.key == key, t.c.state == LIVE).values(
+                state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at, lease_token=None,
+            ))
+            if res.rowcount != 1:
+                self._missing_or_finished(conn, key)
+
+        self.db.run(work, what="force_finish")
+
+    def _missing_or_finished(self, conn, key):
+        t = self.t
+        row = conn.execute(sa.select(t.c.state).where(t.c.key == key)).first()
+        if row is None:
+            raise IdempotentNotFoundError(f"task {key!r} not found")
+        raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
+
+    def cancel(self, key: str, now: float, purge_at: float, conn=None) -> str:
+        """Cancel a waiting task at once; flag a running one. Returns the resulting status."""
+        t = self.t
+
+        def work(c):
+            row = c.execute(self.db.dialect.lock_rows(
+                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout).where(t.c.key == key))).first()
+            if row is None:
+                raise IdempotentNotFoundError(f"task {key!r} not found")
+            if row.state == FINISHED:
+                raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
+            if row.leased and row.timeout > now:
+                c.execute(sa.update(t).where(t.c.id == row.id).values(cancel_requested=1))
+                return "running"
+            c.execute(sa.update(t).where(t.c.id == row.id).values(
+                state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=purge_at,
+                lease_token=None, cancel_requested=1,
+            ))
+            return "cancelled"
+
+        if conn is not None:
+            return work(conn)
+        return self.db.run(work, what="cancel")
+
+    # -- reads -------------------------------------------------------------------------
+    def get(self, key: str, conn=None) -> dict | None:
+        stmt = sa.select(self.t).where(self.t.c.key == key)
+        if conn is not None:
+            r = conn.execute(stmt).first()
+            return dict(r._mapping) if r else None
+        return self.db.run(lambda c: self.get(key, c), write=False, what="get")
+
+    def list(self, *, status=None, type=None, user=None, group=None, limit=None, now: float,
+             after_id: int | None = None, with_data: bool = True) -> list[dict]:
+        t = self.t
+        cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
+        stmt = sa.select(*cols).order_by(t.c.id)
+        if status is not None:
+            stmt = stmt.where(self.status_clause(status, now))
+        if type is not None:
+            stmt = stmt.where(t.c.type == type)
+        if user is not None:
+            stmt = stmt.where(t.c.resource == user)
+        if group is not None:
+            stmt = stmt.where(t.c.grp == group)
+        if after_id is not None:
+            stmt = stmt.where(t.c.id > after_id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list")
+
+    def group_rows(self, conn, group: str, with_data: bool = False) -> list[dict]:
+        t = self.t
+        cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
+        return [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.grp == group).order_by(t.c.id))]
+
+    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> list[dict]:
+        t = self.t
+        cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
+        out = []
+        for i in range(0, len(keys), 500):
+            out += [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.key.in_(list(keys[i:i + 500]))))]
+        return out
+
+    def lock_key(self, conn, key: str) -> dict | None:
+        r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
+        return dict(r._mapping) if r else None
+
+    def update_by_key(self, conn, key: str, **values) -> int:
+        return conn.execute(sa.update(self.t).where(self.t.c.key == key).values(**values)).rowcount
+
+    def update_group(self, conn, group: str, only_finished: bool = False, **values) -> int:
+        stmt = sa.update(self.t).where(self.t.c.grp == group)
+        if only_finished:
+            stmt = stmt.where(self.t.c.state == FINISHED)
+        return conn.execute(stmt.values(**values)).rowcount
+
+    def status_clause(self, status: str, now: float):
+        t = self.t
+        running = sa.and_(t.c.state == LIVE, t.c.leased == 1, t.c.timeout > now)
+        if status == "finished":
+            return t.c.state == FINISHED
+        if status == "running":
+            return running
+        if status == "waiting":
+            return sa.and_(t.c.state == LIVE, sa.not_(running))
+        raise ValueError(status)
+
+    def stats(self, now: float) -> list[tuple[str, str, str | None, int]]:
+        t = self.t
+        status = sa.case(
+            (t.c.state == FINISHED, "finished"),
+            (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),
+            else_="waiting",
+        ).label("status")
+        stmt = sa.select(t.c.type, status, t.c.outcome, sa.func.count()).group_by(t.c.type, status, t.c.outcome)
+        return self.db.run(lambda c: [(r[0], r[1], r[2], int(r[3])) for r in c.execute(stmt)],
+                           write=False, what="stats")
+
+    def cleanup(self, now: float, batch: int = 1000) -> int:
+        """Delete finished rows past retention, by primary key in small batches."""
+        t = self.t
+        total = 0
+        while True:
+            def work(conn):
+                ids = [r[0] for r in conn.execute(
+                    sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now).limit(batch))]
+                if ids:
+                    conn.execute(sa.delete(t).where(t.c.id.in_(ids), t.c.state == FINISHED, t.c.timeout <= now))
+                return len(ids)
+
+            n = self.db.run(work, what="cleanup")
+            total += n
+            if n < batch:
+                return total
+
+
+def _weight(row: dict, running: dict[str, int]) -> float:
+    if row["resource"] is None:
+        return float(row["max_running"] or 1)
+    return (row["max_running"] or 1) / (running.get(row["resource"], 0) + 1)
+
+
+def _choose(candidates: list[dict], running: dict[str, int], n: int) -> list[dict]:
+    """Pick up to n rows greedily by (priority, fair weight, due time, id), honouring caps."""
+    running = dict(running)
+    pool = list(candidates)
+    chosen: list[dict] = []
+    while pool and len(chosen) < n:
+        eligible = [r for r in pool if r["resource"] is None or r["max_running"] is None
+                    or running.get(r["resource"], 0) < r["max_running"]]
+        if not eligible:
+            break
+        best = min(eligible, key=lambda r: (-r["priority"], -_weight(r, running), r["timeout"], r["id"]))
+        chosen.append(best)
+        pool.remove(best)
+        if best["resource"] is not None:
+            running[best["resource"]] = running.get(best["resource"], 0) + 1
+    return chosen

@@ -1,0 +1,90 @@
+"""Shared fixtures: one real database per backend, a fresh table per test.
+
+Backends: sqlite (a temp file), mysql (TEST_MYSQL_URL) and postgres (TEST_PG_URL).
+A backend whose URL is missing or unreachable is skipped locally but FAILS when the
+environment variable CI is set (so CI can never pass without the real servers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+import queue_core
+from queue_core.clock import FakeClock
+
+BACKENDS = ["sqlite", "mysql", "postgres"]
+_ENV = {"mysql": "TEST_MYSQL_URL", "postgres": "TEST_PG_URL"}
+_reachable: dict[str, str | None] = {}
+_counter = itertools.count()
+
+
+def _server_url(backend: str) -> str:
+    if backend in _reachable:
+        url = _reachable[backend]
+    else:
+        url = os.environ.get(_ENV[backend])
+        if url:
+            try:
+                eng = sa.create_engine(url)
+                with eng.connect():
+                    pass
+                eng.dispose()
+            except Exception as exc:  # noqa: BLE001
+                _reachable[backend] = None
+                _reachable[backend + ":why"] = f"{type(exc).__name__}"
+                url = None
+        _reachable[backend] = url
+    if not url:
+        msg = f"{backend} server not available (set {_ENV[backend]}; scripts/start-databases.sh starts one)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def db_url(backend, tmp_path) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path}/pq.db"
+    return _server_url(backend)
+
+
+@pytest.fixture
+def table_name(backend) -> str:
+    return f"t{os.getpid() % 10000}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+
+
+def drop_tables(url: str, *names: str) -> None:
+    eng = sa.create_engine(url)
+    try:
+        with eng.begin() as conn:
+            md = sa.MetaData()
+            md.reflect(conn, only=lambda n, _m: n in names or any(n.startswith(x + "_") for x in names))
+            md.drop_all(conn)
+    finally:
+        eng.dispose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1_700_000_000.0)
+
+
+@pytest.fixture
+def queue(db_url, table_name, clock, backend):
+    q = queue_core.open(db_url, table_name, clock=clock)
+    q.init()
+    yield q
+    q.close()
+    if backend != "sqlite":
+        drop_tables(db_url, table_name)
