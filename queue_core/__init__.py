@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from .app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
 from .clock import Clock, FakeClock, SystemClock
 from .errors import (
     AlreadyExistsError,
@@ -32,6 +33,7 @@ from .errors import (
 from .queue import AcquiredTask, Queue, Task, TaskMetadata, Transaction, open
 
 __all__ = [
+    "Application", "Decider", "DefaultDecider", "Dispatch", "Router", "Runner",
     "AcquiredTask", "AlreadyExistsError", "AlreadyFinishedError", "CancelRequestedError", "Clock",
     "ConfigError", "DatabaseError", "FakeClock", "GracefulProcessStopError", "IdempotentAlreadyExistsError",
     "IdempotentAlreadyFinishedError", "IdempotentError", "IdempotentNotFoundError",
