@@ -1,0 +1,49 @@
+"""Handlers used by the worker tests (loaded by path from real worker processes).
+
+Each run appends "<key> <pid>" to the file named by the task's data["log"], so tests can
+count executions from the outside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import queue_core
+
+
+def _record(task, what="run"):
+    path = task.data.get("log")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{task.key} {os.getpid()} {what}\n")
+            fh.flush()
+
+
+class Handler(queue_core.Application):
+    def perform(self):
+        _record(self.task)
+        sleep = self.task.data.get("sleep", 0)
+        if sleep:
+            time.sleep(sleep)
+        if self.task.data.get("fail"):
+            raise RuntimeError("asked to fail")
+        _record(self.task, "done")
+
+
+class Killable(queue_core.Runner):
+    def run(self):
+        _record(self.task)
+        deadline = time.time() + self.task.data.get("sleep", 30)
+        while time.time() < deadline and self.killed is None:
+            time.sleep(0.05)
+        _record(self.task, "killed" if self.killed is not None else "done")
+
+
+def plain(task):
+    _record(task)
+
+
+class Worker(queue_core.Dispatch):
+    routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain)]

@@ -1,0 +1,235 @@
+"""Worker behaviour with real processes, real signals and real databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import queue_core
+
+HANDLERS = str(Path(__file__).with_name("handlers.py"))
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def start_worker(url, table, target="Worker", *, burst=False, **settings):
+    settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
+                "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
+                **settings}
+    code = (
+        "import sys, json, queue_core.worker as w, queue_core.config as c\n"
+        f"s = c.build(json.loads({json.dumps(json.dumps(settings))}))\n"
+        f"sys.exit(w.run_worker(w.load_target({HANDLERS + ':' + target!r}), s, burst={burst!r}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=env, start_new_session=True)
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def runs(log: Path, what="run") -> list[tuple[str, int]]:
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        key, pid, kind = line.split()
+        if kind == what:
+            out.append((key, int(pid)))
+    return out
+
+
+def finish(proc, timeout=30):
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError("worker did not exit:\n" + out.decode(errors="replace")[-3000:])
+    return proc.returncode, out.decode(errors="replace")
+
+
+@pytest.fixture
+def wq(queue):
+    """The queue fixture without its fake clock: these tests run real workers in real time."""
+    queue.clock = queue_core.SystemClock()
+    return queue
+
+
+@pytest.fixture
+def log(tmp_path) -> Path:
+    return tmp_path / "runs.log"
+
+
+def test_burst_drains_with_processes(wq, log):
+    for i in range(40):
+        wq.submit(f"k{i}", "handler", {"log": str(log), "fail": i == 7}, max_attempts=2)
+    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, processors=2))
+    assert code == 0, out
+    assert Counter(k for k, _ in runs(log)) == {**{f"k{i}": 1 for i in range(40)}, "k7": 2}
+    s = wq.stats()
+    assert s["finished"] == 40 and s["outcomes"] == {"success": 39, "failure": 1, "cancelled": 0}
+    assert "RuntimeError: asked to fail" in wq["k7"].metadata().error
+
+
+def test_thread_mode_burst(wq, log):
+    for i in range(20):
+        wq.submit(f"k{i}", "plain", {"log": str(log)})
+    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, processors=3,
+                                    processor_type="thread"))
+    assert code == 0, out
+    assert sorted(k for k, _ in runs(log)) == sorted(f"k{i}" for i in range(20))
+    assert wq.stats()["outcomes"]["success"] == 20
+
+
+def test_unknown_type_is_retried_not_fatal(wq, log):
+    wq.submit("weird", "no-such-type", max_attempts=2)
+    wq.submit("ok", "plain", {"log": str(log)})
+    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True))
+    assert code == 0, out
+    m = wq["weird"].metadata()
+    assert m.outcome == "failure" and "no handler for task type" in m.error and m.attempts == 2
+    assert runs(log) and runs(log)[0][0] == "ok"
+
+
+def test_concurrent_workers_never_run_a_task_twice(wq, log):
+    n = 150
+    wq.submit_many([{"key": f"k{i}", "type": "plain", "data": {"log": str(log)}} for i in range(n)])
+    procs = [start_worker(wq.config["url"], wq.table, burst=True, processors=2, alive_time=120)
+             for _ in range(3)]
+    for p in procs:
+        code, out = finish(p, timeout=120)
+        assert code == 0, out
+    counts = Counter(k for k, _ in runs(log))
+    assert len(counts) == n and set(counts.values()) == {1}
+    assert wq.stats()["outcomes"]["success"] == n
+
+
+def test_graceful_stop_lets_running_task_finish(wq, log):
+    wq.submit("slow", "handler", {"log": str(log), "sleep": 1.5})
+    p = start_worker(wq.config["url"], wq.table)
+    wait_for(lambda: runs(log), what="task start")
+    p.send_signal(signal.SIGTERM)
+    code, out = finish(p)
+    assert code == 0, out
+    assert runs(log, "done") == [("slow", runs(log)[0][1])]
+    assert wq["slow"].metadata().outcome == "success"
+
+
+def test_immediate_stop_leaves_task_to_run_again(wq, log):
+    wq.submit("slow", "handler", {"log": str(log), "sleep": 30})
+    p = start_worker(wq.config["url"], wq.table, alive_time=2)
+    wait_for(lambda: runs(log), what="task start")
+    p.send_signal(signal.SIGQUIT)
+    code, out = finish(p, timeout=10)
+    assert runs(log, "done") == []
+    m = wq["slow"].metadata()
+    assert m.status in ("running", "waiting") and m.outcome is None
+    # Another worker takes it over once the lease expired.
+    wq.submit("x", "plain", {"log": str(log)})
+    p2 = start_worker(wq.config["url"], wq.table, alive_time=2)
+    try:
+        wait_for(lambda: len([k for k, _ in runs(log) if k == "slow"]) == 2, timeout=20, what="re-run")
+    finally:
+        p2.send_signal(signal.SIGQUIT)
+        finish(p2)
+    assert wq["slow"].metadata().attempts == 2
+
+
+def test_second_term_is_immediate(wq, log):
+    wq.submit("slow", "handler", {"log": str(log), "sleep": 30})
+    p = start_worker(wq.config["url"], wq.table)
+    wait_for(lambda: runs(log), what="task start")
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert p.poll() is None  # still finishing its task
+    p.send_signal(signal.SIGTERM)
+    finish(p, timeout=10)
+    assert runs(log, "done") == []
+
+
+def test_killed_child_is_replaced(wq, log):
+    p = start_worker(wq.config["url"], wq.table)
+    try:
+        wq.submit("a", "plain", {"log": str(log)})
+        (_, pid1), = wait_for(lambda: runs(log), what="first task")
+        os.kill(pid1, signal.SIGKILL)
+        wq.submit("b", "plain", {"log": str(log)})
+        wait_for(lambda: len(runs(log)) == 2, what="second task")
+        pid2 = runs(log)[1][1]
+        assert pid2 != pid1
+    finally:
+        p.send_signal(signal.SIGTERM)
+        code, out = finish(p)
+    assert code == 0, out
+
+
+def test_sigkilled_worker_task_is_rerun_after_lease_expiry(wq, log):
+    wq.submit("t", "handler", {"log": str(log), "sleep": 30})
+    p = start_worker(wq.config["url"], wq.table, alive_time=2)
+    wait_for(lambda: runs(log), what="task start")
+    os.killpg(p.pid, signal.SIGKILL)  # supervisor and child, no cleanup at all
+    finish(p)
+    wq["t"]  # still there
+    assert wq["t"].metadata().outcome is None
+    # A second worker does not take it while the lease is live, then re-runs it.
+    p2 = start_worker(wq.config["url"], wq.table, alive_time=2)
+    try:
+        wait_for(lambda: len(runs(log)) == 2, timeout=20, what="re-run")
+    finally:
+        p2.send_signal(signal.SIGQUIT)
+        finish(p2)
+    assert wq["t"].metadata().attempts == 2
+
+
+def test_heartbeat_keeps_lease_of_cpu_bound_task(wq, log):
+    wq.submit("cpu", "handler", {"log": str(log), "sleep": 4})
+    p1 = start_worker(wq.config["url"], wq.table, alive_time=1.5, task_heartbeat_interval=0.3)
+    wait_for(lambda: runs(log), what="task start")
+    p2 = start_worker(wq.config["url"], wq.table, alive_time=1.5)
+    try:
+        wait_for(lambda: runs(log, "done"), timeout=20, what="task done")
+    finally:
+        for p in (p1, p2):
+            p.send_signal(signal.SIGTERM)
+            finish(p)
+    assert len(runs(log)) == 1
+    assert wq["cpu"].metadata().outcome == "success"
+
+
+def test_cancel_running_task_reaches_kill_hook(wq, log):
+    wq.submit("k", "kill-me", {"log": str(log), "sleep": 30})
+    p = start_worker(wq.config["url"], wq.table, task_heartbeat_interval=0.2)
+    try:
+        wait_for(lambda: runs(log), what="task start")
+        assert wq["k"].cancel_request() == "running"
+        wait_for(lambda: runs(log, "killed"), timeout=10, what="kill hook")
+        wait_for(lambda: wq["k"].metadata().status == "finished", timeout=10, what="finish")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        finish(p)
+    assert wq["k"].metadata().outcome == "cancelled"
+
+
+def test_max_request_per_child_recycles(wq, log):
+    for i in range(6):
+        wq.submit(f"k{i}", "plain", {"log": str(log)})
+    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, max_request_per_child=2))
+    assert code == 0, out
+    pids = {pid for _, pid in runs(log)}
+    assert len(runs(log)) == 6 and len(pids) == 3
