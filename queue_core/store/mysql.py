@@ -1,0 +1,36 @@
+"""MySQL 8 and MariaDB 10.6+: SKIP LOCKED claims, INSERT IGNORE, error codes (store layer)."""
+
+from __future__ import annotations
+
+from sqlalchemy.dialects import mysql as mysql_dialect
+
+from .dialects import Dialect, error_code
+
+class MySQLDialect(Dialect):
+    name = "mysql"
+    install_hint = "pip install PyMySQL"
+    # 1205 lock wait timeout, 1213 deadlock, 2003 can't connect, 2006 gone away,
+    # 2013 lost connection, 1040 too many connections, 1053 server shutdown,
+    # 1927 connection killed, 4031 idle disconnect, 2014 commands out of sync
+    TRANSIENT = {1205, 1213, 2003, 2006, 2013, 1040, 1053, 1927, 4031, 2014, 2055, 1317}
+
+    def connect_args(self, connect_timeout):
+        return {"connect_timeout": int(max(1, connect_timeout)), "charset": "utf8mb4"}
+
+    def insert_if_absent(self, table, conflict_column):
+        # IGNORE turns only duplicate-key errors into no-ops here: every other column is
+        # validated before insert, so nothing is silently truncated.
+        return mysql_dialect.insert(table).prefix_with("IGNORE")
+
+    def execute_insert(self, conn, stmt, rows, id_column):
+        return conn.execute(stmt.values(rows)).rowcount  # MySQL has no INSERT ... RETURNING
+
+    def is_transient(self, exc):
+        code = error_code(exc)
+        if code in self.TRANSIENT:
+            return True
+        text = str(exc.orig).lower() if exc.orig is not None else ""
+        return "try restarting transaction" in text or "connection" in text and "lost" in text
+
+    def is_missing_table(self, exc):
+        return error_code(exc) == 1146

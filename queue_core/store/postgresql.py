@@ -1,0 +1,31 @@
+"""PostgreSQL: SKIP LOCKED claims, ON CONFLICT DO NOTHING, SQLSTATE classes (store layer)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+
+from .dialects import Dialect
+
+class PostgreSQLDialect(Dialect):
+    name = "postgresql"
+    install_hint = "pip install 'psycopg[binary]' (or the project's [postgres] extra)"
+
+    def connect_args(self, connect_timeout):
+        return {"connect_timeout": int(max(1, connect_timeout))}
+
+    def insert_if_absent(self, table, conflict_column):
+        return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[conflict_column])
+
+    def is_transient(self, exc):
+        state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+        if state and (state in ("40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300")
+                      or state.startswith("08")):
+            return True
+        if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+            return state is None  # connection-level failure without a SQL state
+        return False
+
+    def is_missing_table(self, exc):
+        state = getattr(exc.orig, "sqlstate", None)
+        return state == "42P01"

@@ -1,0 +1,91 @@
+"""Every statement on the schedule table of perfectsched (store layer).
+
+perfectsched computes cron times; this module only reads and writes rows. ``due`` locks due
+schedules with ``FOR UPDATE SKIP LOCKED`` (SQLite: the write transaction) so concurrent
+schedulers split the work, and every advance is a compare-and-set on ``next_time`` so an
+occurrence can only be advanced once.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..errors import SchemaError
+from .database import Database
+from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
+
+
+class ScheduleStore:
+    def __init__(self, db: Database, table: str):
+        self.db = db
+        self.metadata = sa.MetaData()
+        self.t = schedule_table(self.metadata, table)
+        self.meta = meta_table(self.metadata, table)
+        self.name = table
+        self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
+
+    def init(self, force: bool = False) -> None:
+        def create(conn):
+            if force:
+                self.metadata.drop_all(conn, checkfirst=True)
+            self.metadata.create_all(conn, checkfirst=True)
+            m = self.meta
+            v = conn.execute(sa.select(m.c.value).where(m.c.name == "schema_version")).scalar()
+            if v is not None and int(v) > SCHEDULE_SCHEMA_VERSION:
+                raise SchemaError(f"table {self.name} has schema version {v}, newer than this release")
+            if v is None:
+                conn.execute(self.db.dialect.insert_if_absent(m, "name").values(
+                    name="schema_version", value=str(SCHEDULE_SCHEMA_VERSION)))
+
+        try:
+            self.db.run(create, what=f"init {self.name}")
+        except SchemaError:
+            raise
+        except Exception:
+            if force:
+                raise
+            self.db.run(create, what=f"init {self.name}")  # lost a CREATE race: check again
+
+    def insert(self, conn, row: dict) -> bool:
+        return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
+
+    def get(self, key: str, conn=None) -> dict | None:
+        stmt = sa.select(self.t).where(self.t.c.key == key)
+        if conn is None:
+            return self.db.run(lambda c: self.get(key, c), write=False, what="get schedule")
+        r = conn.execute(stmt).first()
+        return dict(r._mapping) if r else None
+
+    def lock(self, conn, key: str) -> dict | None:
+        r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
+        return dict(r._mapping) if r else None
+
+    def list(self) -> list[dict]:
+        stmt = sa.select(self.t).order_by(self.t.c.timeout, self.t.c.key)
+        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False,
+                           what="list schedules")
+
+    def update(self, conn, key: str, **values) -> int:
+        return conn.execute(sa.update(self.t).where(self.t.c.key == key).values(**values)).rowcount
+
+    def delete(self, conn, key: str) -> int:
+        return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount
+
+    def due(self, conn, now: float, limit: int) -> list[dict]:
+        """Lock up to ``limit`` due schedules (skipping rows other schedulers hold)."""
+        stmt = sa.select(self.t).where(self.t.c.timeout <= now).order_by(self.t.c.timeout).limit(limit)
+        return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
+
+    def advance(self, conn, key: str, expected_next_time: int, **values) -> bool:
+        """Compare-and-set on ``next_time``: False when someone advanced it first."""
+        res = conn.execute(sa.update(self.t).where(self.t.c.key == key, self.t.c.next_time == expected_next_time)
+                           .values(**values))
+        return res.rowcount == 1
+
+    def fenced_update(self, conn, key: str, token: int, **values) -> int:
+        return conn.execute(sa.update(self.t).where(
+            self.t.c.key == key, self.t.c.lease_token == token, self.t.c.leased == 1).values(**values)).rowcount
+
+    def count_due(self, now: float) -> int:
+        stmt = sa.select(sa.func.count()).select_from(self.t).where(self.t.c.timeout <= now)
+        return int(self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="count schedules"))

@@ -1,0 +1,27 @@
+"""SQLite: one writer at a time; BEGIN IMMEDIATE serialises claims (store layer)."""
+
+from __future__ import annotations
+
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from .dialects import Dialect
+
+class SQLiteDialect(Dialect):
+    name = "sqlite"
+    skip_locked = False
+
+    def insert_if_absent(self, table, conflict_column):
+        return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=[conflict_column])
+
+    def lock_candidates(self, stmt):
+        return stmt  # the write transaction (BEGIN IMMEDIATE) holds the database lock
+
+    def lock_rows(self, stmt):
+        return stmt
+
+    def is_transient(self, exc):
+        text = str(exc.orig).lower() if exc.orig is not None else ""
+        return "locked" in text or "busy" in text or "disk i/o error" in text
+
+    def is_missing_table(self, exc):
+        return "no such table" in str(exc.orig).lower()

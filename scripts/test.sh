@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone:   scripts/test.sh [pytest args]
+# Creates .venv, installs the project with its test extras, starts throwaway MariaDB and
+# PostgreSQL servers on 127.0.0.1 (installing them with apt when run as root), runs pytest.
+# With CI set, a database that cannot be started is a failure, not a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[postgres,test]' 2>&1 \
+  | grep -v -e "is ignored" -e "^$" >&2 || true
+.venv/bin/python -c "import queue_core, psycopg, pytest" || { echo "install failed" >&2; exit 1; }
+if ! . scripts/start-databases.sh; then
+  if [ -n "${CI:-}" ]; then echo "databases could not be started (CI): failing" >&2; exit 1; fi
+  echo "databases could not be started: their tests will be skipped" >&2
+fi
+exec .venv/bin/python -m pytest "$@"
