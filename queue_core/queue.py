@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from . import config as config_mod
 from .clock import Clock, SystemClock, resolve_now
 from .errors import (
-    AlreadyFinishedError,
     CancelRequestedError,
     IdempotentAlreadyExistsError,
     NotFoundError,
@@ -190,6 +189,7 @@ class Task:
         return hash(self.key)
 
     def exists(self, now: float | None = None) -> bool:
+        """Whether a row with this key exists (waiting, running, or finished and not yet purged)."""
         return self.queue.store.get(self.key) is not None
 
     def metadata(self, now: float | None = None) -> TaskMetadata:
@@ -209,10 +209,7 @@ class Task:
         Returns the status after the call ("finished" or "running").
         """
         now = self.queue.now(now)
-        try:
-            res = self.queue.store.cancel(self.key, now, now + self.queue.config["retention_time"])
-        except AlreadyFinishedError:
-            raise
+        res = self.queue.store.cancel(self.key, now, now + self.queue.config["retention_time"])
         return "finished" if res == "cancelled" else "running"
 
     cancel = cancel_request

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ..errors import SchemaError
+from ..errors import DatabaseError, SchemaError
 from .database import Database
 from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
 
@@ -41,7 +41,7 @@ class ScheduleStore:
             self.db.run(create, what=f"init {self.name}")
         except SchemaError:
             raise
-        except Exception:
+        except DatabaseError:
             if force:
                 raise
             self.db.run(create, what=f"init {self.name}")  # lost a CREATE race: check again

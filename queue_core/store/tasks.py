@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from ..errors import (
     CancelRequestedError,
+    DatabaseError,
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
@@ -67,7 +68,9 @@ class TaskStore:
 
         try:
             self.db.run(create, what=f"init {self.name}")
-        except Exception:
+        except SchemaError:
+            raise
+        except DatabaseError:
             # Two processes racing on CREATE TABLE: the loser sees "already exists".
             if force:
                 raise

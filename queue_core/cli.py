@@ -1,0 +1,235 @@
+"""``perfectqueue``: the command line of queue_core (parse, call the library, print).
+
+Exit codes and the common options (-D/--table/-c/-e/-v) are described in
+:mod:`queue_core.cli_common`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+import click
+
+from .cli_common import (
+    EXIT_CODES_HELP,
+    CLIError,
+    PQGroup,
+    common_options,
+    format_time,
+    main_wrapper,
+    open_queue,
+    parse_json_object,
+    parse_time,
+    print_json,
+    print_table,
+    settings,
+)
+from .errors import ConfigError
+from .queue import STATUSES
+
+PROG = "perfectqueue"
+ERROR_WIDTH = 60
+LIST_COLUMNS = ["key", "type", "user", "status", "outcome", "priority", "attempts", "run_at",
+                "created_at", "error"]
+TIME_FIELDS = ("created_at", "run_at", "timeout", "started_at", "finished_at")
+
+
+@click.group(
+    name=PROG,
+    cls=PQGroup,
+    aliases={"cancel_request": "cancel", "force_finish": "force-finish"},
+    epilog=EXIT_CODES_HELP,
+)
+@click.version_option(package_name="pq", prog_name=PROG, message="%(prog)s %(version)s")
+def cli() -> None:
+    """A task queue stored in a SQL table (SQLite, MySQL/MariaDB, PostgreSQL).
+
+    Options such as -D URL go after the command: perfectqueue list -D sqlite:///pq.db
+    """
+
+
+def _short_error(error: str | None) -> str | None:
+    if error is None:
+        return None
+    text = re.sub(r"\s+", " ", error).strip()
+    return text if len(text) <= ERROR_WIDTH else text[: ERROR_WIDTH - 3] + "..."
+
+
+def _plain(meta) -> dict:
+    return meta.to_dict()
+
+
+# -- commands -------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--force", is_flag=True, help="Drop the table first (DELETES ALL TASKS), then create it.")
+@common_options
+def init(force: bool) -> None:
+    """Create the queue table (does nothing if it exists)."""
+    with open_queue(settings()) as q:
+        q.init(force=force)
+        click.echo(f"{'re-created' if force else 'initialized'} table {q.table} in {q.url}")
+
+
+@cli.command(short_help="Add a task.")
+@click.argument("key")
+@click.argument("task_type", metavar="TYPE")
+@click.argument("data", required=False, metavar="[DATA]")
+@click.option("-u", "--user", metavar="USER", help="User (resource) the task belongs to, for fair sharing.")
+@click.option("--max-running", type=int, metavar="N", help="Most tasks of this user running at once.")
+@click.option("-t", "--run-at", metavar="TIME", help="Do not run before TIME (epoch seconds or ISO 8601 with offset).")
+@click.option("--priority", type=int, default=0, show_default=True, metavar="P", help="Higher runs first.")
+@click.option("--max-attempts", type=int, metavar="N", help="Fail the task after N failed attempts.")
+@common_options
+def submit(key: str, task_type: str, data: str | None, user: str | None, max_running: int | None,
+           run_at: str | None, priority: int, max_attempts: int | None) -> None:
+    """Add a task; DATA is a JSON object (default {}, @FILE reads a file, - reads stdin)."""
+    payload = parse_json_object(data) if data is not None else {}
+    when = parse_time(run_at, "--run-at") if run_at is not None else None
+    with open_queue(settings()) as q:
+        task = q.submit(key, task_type, payload, user=user, max_running=max_running, run_at=when,
+                        priority=priority, max_attempts=max_attempts)
+        click.echo(task.key)
+
+
+@cli.command("list")
+@click.option("--status", type=click.Choice(STATUSES), help="Only tasks with this status.")
+@click.option("--type", "task_type", metavar="T", help="Only tasks of this type.")
+@click.option("--user", metavar="U", help="Only tasks of this user.")
+@click.option("--limit", type=click.IntRange(min=0), metavar="N", help="At most N tasks.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json includes every field, data too.")
+@common_options
+def list_cmd(status: str | None, task_type: str | None, user: str | None, limit: int | None, fmt: str) -> None:
+    """List tasks (oldest first)."""
+    with open_queue(settings()) as q:
+        tasks = list(q.list(status=status, type=task_type, user=user, limit=limit))
+    if fmt == "json":
+        print_json([_plain(m) for m in tasks])
+        return
+    rows = [{
+        "key": m.key, "type": m.type, "user": m.user, "status": m.status, "outcome": m.outcome,
+        "priority": m.priority, "attempts": m.attempts, "run_at": format_time(m.run_at),
+        "created_at": format_time(m.created_at), "error": _short_error(m.error),
+    } for m in tasks]
+    print_table(rows, LIST_COLUMNS)
+    click.echo(f"{len(rows)} {'entry' if len(rows) == 1 else 'entries'}.")
+
+
+def _show_value(field: str, value: Any) -> str:
+    if field in TIME_FIELDS:
+        return format_time(value) if value is not None else "-"
+    if field == "data":
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    text = str(value)
+    if field == "error":
+        return text.replace("\n", "\n" + " " * 19)
+    return text.replace("\n", "\\n").replace("\r", "\\r")
+
+
+@cli.command()
+@click.argument("key")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@common_options
+def show(key: str, fmt: str) -> None:
+    """Show every field of one task."""
+    with open_queue(settings()) as q:
+        meta = q[key].metadata()
+    fields = _plain(meta)
+    if fmt == "json":
+        print_json(fields)
+        return
+    for name, value in fields.items():
+        click.echo(f"{name + ':':<18} {_show_value(name, value)}")
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@common_options
+def stats(fmt: str) -> None:
+    """Count tasks by status, type and outcome."""
+    with open_queue(settings()) as q:
+        st = q.stats()
+    if fmt == "json":
+        print_json(st)
+        return
+    rows = [{"type": t, **counts, "total": sum(counts.values())} for t, counts in sorted(st["types"].items())]
+    rows.append({"type": "(all)", **{s: st[s] for s in STATUSES}, "total": st["total"]})
+    print_table(rows, ["type", *STATUSES, "total"])
+    click.echo("outcomes: " + ", ".join(f"{o} {n}" for o, n in st["outcomes"].items()))
+
+
+@cli.command(short_help="Cancel a task (a running one is told to stop).")
+@click.argument("key")
+@common_options
+def cancel(key: str) -> None:
+    """Cancel a task: a waiting one finishes now, a running one is asked to stop."""
+    with open_queue(settings()) as q:
+        click.echo(q[key].cancel_request())
+
+
+@cli.command("force-finish", short_help="Finish a task now, waiting or running.")
+@click.argument("key")
+@common_options
+def force_finish(key: str) -> None:
+    """Finish a task now, whether waiting or running (its worker loses the lease)."""
+    with open_queue(settings()) as q:
+        q[key].force_finish()
+    click.echo("finished")
+
+
+@cli.command()
+@common_options
+def cleanup() -> None:
+    """Delete finished tasks whose retention time has passed."""
+    with open_queue(settings()) as q:
+        n = q.cleanup()
+    click.echo(f"{n} {'row' if n == 1 else 'rows'} purged.")
+
+
+@cli.command(short_help="Run a worker serving TARGET.")
+@click.argument("target")
+@click.option("-I", "--include", "include", multiple=True, metavar="PATH", help="Add PATH to the import path.")
+@click.option("-r", "--require", "require", multiple=True, metavar="MODULE", help="Import MODULE (or FILE.py) first.")
+@click.option("--processors", type=click.IntRange(min=1), metavar="N", help="Processors per worker.")
+@click.option("--processor-type", type=click.Choice(["process", "thread"]), help="Child processes or threads.")
+@click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Idle wait between polls (seconds).")
+@click.option("--burst", is_flag=True, help="Exit when the queue has no runnable task.")
+@click.option("--max-request-per-child", type=click.IntRange(min=1), metavar="N",
+              help="Recycle a child process after N tasks.")
+@click.option("--log", "log_file", metavar="FILE", help="Log to FILE (reopened on SIGUSR2).")
+@common_options(own_logging=True)
+def run(target: str, include: tuple[str, ...], require: tuple[str, ...], processors: int | None,
+        processor_type: str | None, poll_interval: float | None, burst: bool,
+        max_request_per_child: int | None, log_file: str | None) -> None:
+    """Run a worker serving TARGET (module:Name, path/file.py:Name, or Name with -r)."""
+    state = click.get_current_context().obj
+    overrides = {
+        "processors": processors, "processor_type": processor_type, "poll_interval": poll_interval,
+        "max_request_per_child": max_request_per_child, "log": log_file,
+        "log_level": "DEBUG" if getattr(state, "verbose", False) else None,
+    }
+    cfg = settings(state, overrides=overrides)  # config errors first, before importing anything
+    try:
+        from queue_core.worker import load_target, run_worker
+    except ImportError as exc:
+        raise ConfigError(f"the worker is not available in this installation ({exc})") from None
+    handler = load_target(target, include=list(include), require=list(require))
+    code = run_worker(handler, dict(cfg), burst=burst,
+                      config_loader=lambda: dict(settings(state, overrides=overrides)))
+    sys.exit(code or 0)
+
+
+main = main_wrapper(cli, PROG)
+
+__all__ = ["cli", "main", "CLIError"]
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,648 @@
+"""Plumbing shared by the three command-line tools: perfectqueue, perfectsched and pqflow.
+
+Common options
+--------------
+Every command decorated with :func:`common_options` accepts, after the subcommand
+(``perfectqueue list -D URL``):
+
+  -D, --database URL      SQLAlchemy URL (env ``PQ_DATABASE_URL``)
+  --table NAME            queue table (env ``PQ_TABLE``)
+  -c, --config FILE       TOML config file, one table per environment (env ``PQ_CONFIG``)
+  -e, --environment ENV   table of the config file to use (env ``PQ_ENV``; default development)
+  -v, --verbose           debug logging, and a traceback with errors (also ``PQ_DEBUG=1``)
+
+:func:`settings` merges the configuration lazily, highest precedence first:
+CLI option > environment variable > config file section > defaults
+(:data:`queue_core.config.DEFAULTS`). Every config key ``k`` can also be set with the
+environment variable ``PQ_<K>`` (``PQ_ALIVE_TIME=60``), except ``url`` which is
+``PQ_DATABASE_URL``.
+
+Errors and exit codes
+---------------------
+A :class:`PQGroup` turns every error into ONE line on stderr, ``<prog>: error: <message>``,
+with any database password replaced by ``***``, and exits with:
+
+  0    success
+  1    error (invalid argument, invalid JSON, task data too large, task already finished, ...)
+  2    usage error (unknown option, missing argument; reported by click itself)
+  3    already exists (AlreadyExistsError: a duplicate submit can be treated as done)
+  4    not found (NotFoundError)
+  5    database error or database unreachable (DatabaseError, SchemaError)
+  6    configuration error (ConfigError: config file, database URL, table name, TARGET)
+  130  interrupted (Ctrl-C)
+
+With ``-v`` or ``PQ_DEBUG=1`` the traceback is logged as well.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import logging
+import math
+import os
+import re
+import sys
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import click
+
+from . import config as config_mod
+from .errors import (
+    AlreadyExistsError,
+    ConfigError,
+    DatabaseError,
+    NotFoundError,
+    TaskError,
+)
+
+__all__ = [
+    "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_EXISTS", "EXIT_NOT_FOUND", "EXIT_DATABASE",
+    "EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CLIError", "CLIState", "PQGroup",
+    "Settings", "common_options", "settings", "open_queue", "parse_json_object", "parse_time",
+    "format_time", "print_table", "print_json", "scrub", "main_wrapper", "exit_code_for",
+]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_EXISTS = 3
+EXIT_NOT_FOUND = 4
+EXIT_DATABASE = 5
+EXIT_CONFIG = 6
+EXIT_INTERRUPTED = 130
+
+#: For a group's ``epilog`` (``\b`` keeps click from rewrapping the lines).
+EXIT_CODES_HELP = (
+    "\b\nExit codes:\n"
+    "  0 ok, 1 error, 2 usage error, 3 already exists, 4 not found,\n"
+    "  5 database error/unreachable, 6 configuration error, 130 interrupted\n"
+    "\b\nEnvironment: PQ_DATABASE_URL, PQ_TABLE, PQ_CONFIG, PQ_ENV, PQ_DEBUG=1, PQ_<CONFIG_KEY>"
+)
+
+#: CLI commands are short-lived: fail in seconds when the database is unreachable.
+CLI_MAX_RETRY_COUNT = 2
+
+_ENV_NAMES = {"url": "PQ_DATABASE_URL"}
+
+
+def env_name(key: str) -> str:
+    """The environment variable of config key ``key``."""
+    return _ENV_NAMES.get(key, "PQ_" + key.upper())
+
+
+# -- errors -------------------------------------------------------------------------------
+class CLIError(click.ClickException):
+    """A refused command-line input (exit code 1 unless ``exit_code`` is given).
+
+    Inside a :class:`PQGroup` it is printed as the usual one ``<prog>: error:`` line.
+    """
+
+    exit_code = EXIT_ERROR
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code documented in this module for ``exc``."""
+    if isinstance(exc, click.ClickException):
+        return exc.exit_code
+    if isinstance(exc, AlreadyExistsError):
+        return EXIT_EXISTS
+    if isinstance(exc, NotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, DatabaseError):  # SchemaError included
+        return EXIT_DATABASE
+    if isinstance(exc, ConfigError):
+        return EXIT_CONFIG
+    return EXIT_ERROR
+
+
+# -- password scrubbing -----------------------------------------------------------------------
+_secrets: set[str] = set()
+_URL_PASSWORD_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*:)[^@/\s'\"]+@")
+
+
+def remember_url(url: Any) -> None:
+    """Note the password of ``url`` so :func:`scrub` removes it from any later message."""
+    if not url:
+        return
+    try:
+        from sqlalchemy.engine import make_url
+
+        pw = make_url(str(url)).password
+    except Exception:  # noqa: BLE001 - unparseable: the regex in scrub still applies
+        pw = None
+    if pw:
+        pw = str(pw)
+        _secrets.update({pw, quote(pw, safe=""), quote_plus(pw)})
+
+
+def scrub(text: str, urls: Iterable[Any] = ()) -> str:
+    """``text`` with database passwords replaced by ``***``.
+
+    Removes the passwords of ``urls`` and of every URL given to :func:`remember_url`, and
+    the password part of anything that looks like ``scheme://user:password@``.
+    """
+    for url in urls:
+        remember_url(url)
+    for secret in sorted(_secrets, key=len, reverse=True):
+        if secret and secret != "***":
+            text = text.replace(secret, "***")
+    return _URL_PASSWORD_RE.sub(r"\1***@", text)
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return "; ".join(lines)
+
+
+# -- logging --------------------------------------------------------------------------------
+class _StderrHandler(logging.Handler):
+    """Writes to the *current* ``sys.stderr`` (which test runners swap) and scrubs passwords."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(scrub(self.format(record)) + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            self.handleError(record)
+
+
+_saved_root_level: int | None = None
+
+
+def _debug_env() -> bool:
+    return os.environ.get("PQ_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def setup_logging(verbose: bool, *, own_logging: bool = False) -> None:
+    """Debug logging to stderr when verbose; otherwise keep library warnings off stderr
+    (a failing command prints exactly one line). ``own_logging``: the command (a worker)
+    configures logging itself; only set the level."""
+    global _saved_root_level
+    root = logging.getLogger()
+    if verbose:
+        if not own_logging and not any(isinstance(h, _StderrHandler) for h in root.handlers):
+            h = _StderrHandler()
+            h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            root.addHandler(h)
+        if _saved_root_level is None:
+            _saved_root_level = root.level
+        root.setLevel(logging.DEBUG)
+        return
+    # A previous verbose command in this process (tests, embedding): undo its setup.
+    for h in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(h)
+    if _saved_root_level is not None:
+        root.setLevel(_saved_root_level)
+        _saved_root_level = None
+    if own_logging:
+        return
+    for name in ("queue_core", "perfectsched", "pqflow"):
+        lg = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in lg.handlers):
+            lg.addHandler(logging.NullHandler())
+
+
+# -- the context object -------------------------------------------------------------------------
+@dataclass
+class CLIState:
+    """The common options of the running command (``ctx.obj``)."""
+
+    database: str | None = None
+    table: str | None = None
+    config_file: str | None = None
+    environment: str = "development"
+    environment_explicit: bool = False
+    verbose: bool = False
+    #: set by PQGroup: the program name used in error lines
+    prog: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Settings(dict):
+    """The merged configuration; ``explicit`` holds the keys set by option, env or file."""
+
+    explicit: frozenset = frozenset()
+    sources: dict
+
+    def __init__(self, *args: Any, explicit: Iterable[str] = (), sources: Mapping | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.explicit = frozenset(explicit)
+        self.sources = dict(sources or {})
+
+
+def _state_of(ctx_or_obj: Any) -> CLIState:
+    if isinstance(ctx_or_obj, CLIState):
+        return ctx_or_obj
+    ctx = ctx_or_obj if isinstance(ctx_or_obj, click.Context) else click.get_current_context(silent=True)
+    if ctx is None:
+        return CLIState()
+    state = ctx.find_object(CLIState)
+    return state if state is not None else ctx.ensure_object(CLIState)
+
+
+def common_options(f: Callable | None = None, *, own_logging: bool = False):
+    """Add -D/--table/-c/-e/-v to a click command and stash them in a :class:`CLIState`.
+
+    Use as ``@common_options`` or ``@common_options(own_logging=True)`` (long-running
+    commands that configure logging themselves, like workers).
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, pq_database, pq_table, pq_config, pq_environment, pq_verbose, **kwargs: Any):
+            ctx = click.get_current_context()
+            state = _state_of(ctx)
+            state.database = pq_database or None
+            state.table = pq_table or None
+            state.config_file = pq_config or None
+            state.environment = pq_environment or "development"
+            src = ctx.get_parameter_source("pq_environment")
+            state.environment_explicit = src == click.core.ParameterSource.COMMANDLINE
+            state.verbose = bool(pq_verbose) or _debug_env()
+            remember_url(state.database)
+            setup_logging(state.verbose, own_logging=own_logging)
+            return fn(*args, **kwargs)
+
+        options = [
+            click.option("-D", "--database", "pq_database", metavar="URL", envvar="PQ_DATABASE_URL",
+                         show_envvar=True,
+                         help="SQLAlchemy database URL, e.g. postgresql+psycopg://user:pw@host/db "
+                              "(default: sqlite:///pq.db)."),
+            click.option("--table", "pq_table", metavar="NAME", envvar="PQ_TABLE", show_envvar=True,
+                         help="Queue table name (default: pq_tasks)."),
+            click.option("-c", "--config", "pq_config", metavar="FILE", envvar="PQ_CONFIG", show_envvar=True,
+                         help="TOML config file with one table per environment."),
+            click.option("-e", "--environment", "pq_environment", metavar="ENV", envvar="PQ_ENV",
+                         default="development", show_default=True, show_envvar=True,
+                         help="Table of the config file to use."),
+            click.option("-v", "--verbose", "pq_verbose", is_flag=True, default=False,
+                         help="Debug logging; show tracebacks of errors (also PQ_DEBUG=1)."),
+        ]
+        for opt in reversed(options):
+            wrapper = opt(wrapper)
+        return wrapper
+
+    if f is not None:
+        return decorate(f)
+    return decorate
+
+
+# -- settings -----------------------------------------------------------------------------------
+_KNOWN_KINDS = ("bool", "str", "opt-str", "float+", "float0", "opt-float+", "int+", "int0", "opt-int+")
+
+
+def _check_extra(key: str, value: Any, spec: tuple) -> Any:
+    """Validate an extra (non-queue) key like config._check does; unknown kinds pass through."""
+    _default, kind, help_ = spec[0], spec[1], spec[2] if len(spec) > 2 else ""
+    if not isinstance(kind, str) or not (kind in _KNOWN_KINDS or kind.startswith("choice:")):
+        return value
+    if value is None and kind.startswith("opt-"):
+        return None
+    bad = ConfigError(f"invalid value for config {key}: {value!r} ({help_})")
+    if kind.startswith("choice:"):
+        choices = kind.split(":", 1)[1].split("|")
+        for c in choices:
+            if str(value).lower() == c.lower():
+                return c
+        raise ConfigError(f"config {key} must be one of {', '.join(choices)}, not {value!r}")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            v = value.strip().lower()
+            if v in ("1", "true", "yes", "on"):
+                return True
+            if v in ("0", "false", "no", "off"):
+                return False
+        raise bad
+    if kind in ("str", "opt-str"):
+        if not isinstance(value, str) or not value:
+            raise bad
+        return value
+    if isinstance(value, bool):
+        raise bad
+    try:
+        if kind.endswith("float+") or kind == "float0":
+            v = float(value)
+            if not math.isfinite(v) or v < 0 or (kind != "float0" and v == 0):
+                raise bad
+            return v
+        if isinstance(value, float) and not value.is_integer():
+            raise bad
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise bad from None
+    if n < (0 if kind == "int0" else 1):
+        raise bad
+    return n
+
+
+def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = None, *,
+             overrides: Mapping[str, Any] | None = None) -> Settings:
+    """The configuration of this command: defaults < config file < env vars < CLI options.
+
+    ``extra_keys``: more key specs ``{key: (default, kind, help)}`` (perfectsched, pqflow);
+    ``overrides``: values of command-specific CLI options (``None`` values are ignored).
+    The config file is re-read on every call (so this serves as a reload function too).
+    """
+    state = _state_of(ctx_or_obj)
+    extra = dict(extra_keys or {})
+    known = {**config_mod.DEFAULTS, **extra}
+
+    file_values: dict = {}
+    if state.config_file:
+        file_values = config_mod.load_file(state.config_file, state.environment)
+        remember_url(file_values.get("url"))
+        unknown = [k for k in file_values if k not in known]
+        if unknown:
+            raise ConfigError(
+                f"unknown config key {unknown[0]!r} in [{state.environment}] of {state.config_file}"
+                + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+            )
+    elif state.environment_explicit and state.environment != "development":
+        raise ConfigError(f"-e/--environment {state.environment} needs a config file (-c FILE or PQ_CONFIG)")
+
+    env_values: dict = {}
+    for key in known:
+        if key in ("url", "table"):
+            continue  # read by click (-D / --table envvar) so that the option beats them
+        raw = os.environ.get(env_name(key))
+        if raw is not None and raw.strip() != "":
+            env_values[key] = raw.strip()
+
+    cli_values: dict = {}
+    if state.database:
+        cli_values["url"] = state.database
+    if state.table:
+        cli_values["table"] = state.table
+    for key, value in (overrides or {}).items():
+        if key not in known:
+            raise ConfigError(f"unknown config key {key!r}")
+        if value is not None:
+            cli_values[key] = value
+
+    merged: dict = {}
+    sources: dict = {}
+    for name, layer in (("file", file_values), ("env", env_values), ("cli", cli_values)):
+        for k, v in layer.items():
+            merged[k] = v
+            sources[k] = name
+
+    core = config_mod.build({k: v for k, v in merged.items() if k in config_mod.DEFAULTS})
+    out = Settings(core, explicit=merged.keys(), sources=sources)
+    for key, spec in extra.items():
+        if key in config_mod.DEFAULTS:
+            continue
+        out[key] = _check_extra(key, merged[key], spec) if key in merged else spec[0]
+    remember_url(out.get("url"))
+    return out
+
+
+def open_queue(cfg: Mapping[str, Any]):
+    """Open the queue of ``cfg`` (extra keys ignored) for a short-lived command.
+
+    ``max_retry_count`` is lowered to 2 unless it was set explicitly, so an unreachable
+    database fails in seconds instead of retrying for long.
+    """
+    import queue_core
+
+    kwargs = {k: v for k, v in cfg.items() if k in config_mod.DEFAULTS}
+    explicit = getattr(cfg, "explicit", None)
+    default_retries = config_mod.DEFAULTS["max_retry_count"][0]
+    if explicit is not None:
+        lower = "max_retry_count" not in explicit
+    else:
+        lower = kwargs.get("max_retry_count", default_retries) == default_retries
+    if lower:
+        kwargs["max_retry_count"] = min(CLI_MAX_RETRY_COUNT, kwargs.get("max_retry_count", default_retries))
+    return queue_core.open(**kwargs)
+
+
+# -- the group ---------------------------------------------------------------------------------
+class PQGroup(click.Group):
+    """A click group that reports errors as one line and exits with the documented codes.
+
+    ``aliases`` maps hidden alternative command names to real ones
+    (``{"cancel_request": "cancel"}``).
+    """
+
+    aliases: dict[str, str]
+
+    def __init__(self, *args: Any, aliases: Mapping[str, str] | None = None, **kwargs: Any):
+        kwargs.setdefault("context_settings", {"help_option_names": ["-h", "--help"]})
+        super().__init__(*args, **kwargs)
+        self.aliases = dict(aliases or {})
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None and cmd_name in self.aliases:
+            cmd = super().get_command(ctx, self.aliases[cmd_name])
+        return cmd
+
+    def invoke(self, ctx: click.Context) -> Any:
+        state = ctx.ensure_object(CLIState)
+        if state.prog is None:
+            state.prog = self.name or ctx.info_name or "pq"
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except click.UsageError:
+            raise  # click prints usage and exits 2
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except click.ClickException as exc:
+            report_error(state, exc, exc.format_message())
+            raise click.exceptions.Exit(exc.exit_code) from None
+        except BrokenPipeError:
+            _silence_stdout()
+            raise click.exceptions.Exit(EXIT_ERROR) from None
+        except Exception as exc:  # noqa: BLE001 - every error becomes one line
+            if isinstance(exc, TaskError):
+                message = str(exc)
+            else:
+                message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            report_error(state, exc, message)
+            raise click.exceptions.Exit(exit_code_for(exc)) from None
+
+
+def report_error(state: CLIState, exc: BaseException, message: str) -> None:
+    prog = state.prog or "pq"
+    if state.verbose or _debug_env():
+        import traceback
+
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        click.echo(scrub(details.rstrip("\n"), [state.database]), err=True)
+    text = scrub(_one_line(message), [state.database])
+    click.echo(f"{prog}: error: {text}", err=True)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def main_wrapper(group: click.Command, prog_name: str | None = None) -> Callable[..., Any]:
+    """A plain ``main(argv=None)`` for a console script."""
+
+    def main(argv: list[str] | None = None) -> Any:
+        try:
+            return group.main(args=argv, prog_name=prog_name or group.name)
+        except BrokenPipeError:  # e.g. `perfectqueue list | head`
+            _silence_stdout()
+            sys.exit(EXIT_ERROR)
+
+    main.__doc__ = f"Run the {prog_name or group.name} command line."
+    return main
+
+
+# -- parsing helpers ------------------------------------------------------------------------------
+_JSON_TYPE_NAMES = {list: "a list", str: "a string", int: "a number", float: "a number",
+                    bool: "a boolean", type(None): "null"}
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def parse_json_object(text: str, what: str = "DATA") -> dict:
+    """Parse a JSON object given on the command line (``@FILE`` reads a file, ``-`` stdin)."""
+    if text is None:
+        return {}
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        path = text[1:]
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise CLIError(f"cannot read {what} file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise CLIError(f"{what} file {path} is not UTF-8 text") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:
+        raise CLIError(f"{what} is not valid JSON: {exc} is not allowed") from None
+    except RecursionError:
+        raise CLIError(f"{what} is nested too deeply") from None
+    if not isinstance(value, dict):
+        kind = _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+        raise CLIError(f"{what} must be a JSON object like '{{\"a\": 1}}', got {kind}")
+    return value
+
+
+_NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_time(text: str, what: str = "TIME") -> float:
+    """Epoch seconds (``1795255200``, ``1795255200.5``) or ISO 8601 with an offset
+    (``2026-11-21T10:00:00Z``, ``2026-11-21T10:00:00+09:00``)."""
+    s = str(text).strip()
+    if _NUMBER_RE.match(s):
+        v = float(s)
+        if not math.isfinite(v) or v < 0:
+            raise CLIError(f"{what} {text!r} is not a valid epoch time")
+        return v
+    iso = s[:-1] + "+00:00" if s[-1:] in ("Z", "z") else s
+    try:
+        dt = _dt.datetime.fromisoformat(iso)
+    except ValueError:
+        raise CLIError(
+            f"{what} {text!r} is neither epoch seconds nor an ISO 8601 time like 2026-11-21T10:00:00Z"
+        ) from None
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise CLIError(
+            f"{what} {text!r} has no UTC offset; add one, like {s}Z or {s}+09:00"
+        )
+    return dt.timestamp()
+
+
+def _tzinfo(tz: Any) -> _dt.tzinfo:
+    if tz is None:
+        return _dt.UTC
+    if isinstance(tz, _dt.tzinfo):
+        return tz
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(str(tz))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"unknown time zone {tz!r}") from None
+
+
+def format_time(ts: float | None, tz: Any = None) -> str:
+    """``ts`` (epoch seconds) as ISO 8601 with offset, in zone ``tz`` (name or tzinfo) or UTC."""
+    if ts is None:
+        return "-"
+    try:
+        dt = _dt.datetime.fromtimestamp(float(ts), _tzinfo(tz))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
+    spec = "seconds" if dt.microsecond == 0 else "milliseconds"
+    return dt.isoformat(timespec=spec)
+
+
+# -- output helpers --------------------------------------------------------------------------------
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else str(value)
+    if text == "":
+        return '""'
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else
+               0 if unicodedata.combining(ch) else 1 for ch in text)
+
+
+def print_table(rows: list[dict], columns: list[str], *, file: Any = None) -> None:
+    """Plain text table: a header line, then one aligned line per row (None shown as -)."""
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [_width(c) for c in columns]
+    for line in cells:
+        widths = [max(w, _width(v)) for w, v in zip(widths, line)]
+
+    def fmt(values: list[str]) -> str:
+        parts = [v + " " * (w - _width(v)) for v, w in zip(values, widths)]
+        return "  ".join(parts).rstrip()
+
+    click.echo(fmt(list(columns)), file=file)
+    for line in cells:
+        click.echo(fmt(line), file=file)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if isinstance(obj, (bytes, bytearray)):
+        return obj.decode("utf-8", "replace")
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    return str(obj)
+
+
+def print_json(obj: Any, *, file: Any = None) -> None:
+    """Pretty JSON on stdout (UTF-8, not ASCII-escaped)."""
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default), file=file)
