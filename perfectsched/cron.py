@@ -7,18 +7,25 @@ Syntax
 ======
 Exactly five blank-separated fields: ``minute hour day-of-month month day-of-week``.
 Each field is a comma list of ``*``, ``a``, ``a-b``, ``*/n``, ``a-b/n`` or ``a/n``
-(``a/n`` means ``a-<max>/n``, as in croniter and cronie).  Months accept ``jan``..``dec``
-and weekdays ``sun``..``sat`` (case-insensitive); ``0`` and ``7`` are both Sunday and
-``sun`` at the end of a range means 7 (``fri-sun``).  The macros ``@yearly``/``@annually``,
+(``a/n`` means ``a-<max>/n`` as in croniter, with Saturday as the day-of-week maximum).
+Months accept ``jan``..``dec`` and weekdays ``sun``..``sat`` (case-insensitive); ``0`` and
+``7`` are both Sunday and ``sun`` at the end of a range means 7 (``fri-sun``).  The macros ``@yearly``/``@annually``,
 ``@monthly``, ``@weekly``, ``@daily``/``@midnight`` and ``@hourly`` are accepted;
 ``@reboot`` and every other ``@`` word are refused.  A step larger than the field's span
 is allowed (``*/90`` in the minute field fires at minute 0 only), like croniter and Vixie.
+``a-a`` and ``a-a/n`` are the single value ``a`` (Vixie's reading; croniter 7 reads
+``0-0`` as ``*`` and ``a-a/n`` as ``*/n``).
 
 Day-of-month and day-of-week are OR-ed when *both* are restricted and AND-ed otherwise
-(the Vixie rule).  A field is *restricted* when its text is not exactly ``*``: ``*/1``,
-``1-31`` and ``0-6`` are restricted, so ``0 0 */1 * mon`` fires every day.  This matches
-croniter (real Vixie cron only looks at the first character, so it would treat ``*/2`` as
-unrestricted; we follow croniter).
+(the Vixie rule).  We follow croniter's reading of "restricted", exactly: a field is
+restricted when its text is not exactly ``*``, except that a field covering every value
+(``1-31``, ``*/1``, ``0-6``, ``1-7``) is unrestricted when the *other* field's text contains
+a ``*``.  So ``0 0 */1 * mon`` and ``0 0 13 * 0-6`` fire every day (OR), ``0 0 */2 * mon``
+fires on odd days and on Mondays (OR), while ``0 0 */2 * 0-6`` fires on odd days only and
+``0 0 1-31 * */2`` on Sundays, Tuesdays, Thursdays and Saturdays (AND).  Real Vixie cron
+calls a field unrestricted whenever its text starts with ``*``; it differs from croniter
+(and from us) only when one field starts with ``*`` and the other one is restricted but
+does not cover every value (``0 0 */2 * mon``: Vixie fires on odd Mondays only).
 
 An expression that can never fire (``0 0 30 2 *``) is refused by :func:`validate_cron` with
 a static check, so no search can ever loop on it.  ``0 0 29 2 *`` is valid: it fires in
@@ -62,9 +69,10 @@ length in that case) and stops at the first wall time whose primary instant qual
 The search only moves forward and always terminates.  It assumes offset changes are at
 least a few hours apart, which holds for every zone in the tz database since 1900.
 
-Limits: ``ts`` must be a finite real number between 1900-01-01 and 9000-01-01 UTC
-(negative values are accepted); :func:`upcoming`/:func:`occurrences` return at most
-:data:`MAX_COUNT` items.
+Limits: ``ts`` must be a finite real number (not a bool) in [``MIN_TS``, ``MAX_TS``), i.e.
+1900-01-01 to 9000-01-01 UTC (negative values are accepted).  ``n`` must be an int in
+0..``MAX_COUNT``; :func:`upcoming`/:func:`occurrences` stop early only if occurrences
+would pass ``MAX_TS``.
 """
 
 from __future__ import annotations
@@ -123,6 +131,8 @@ _MONTH_NAMES = {
 }
 _DOW_NAMES = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 _MAX_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb counts Feb 29
+_ALL_DAYS = set(range(1, 32))
+_ALL_WEEKDAYS = set(range(7))
 _ELEMENT_RE = re.compile(r"^(?P<range>\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(?P<step>[a-z0-9]*))?$")
 _ZONE_RE = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
 
@@ -287,12 +297,18 @@ def _parse_cached(text: str, original: str) -> _Spec:
         days=tuple(sorted(days)),
         months=tuple(sorted(months)),
         weekdays=frozenset(v % 7 for v in weekdays),
-        day_restricted=parts[2] != "*",
-        weekday_restricted=parts[4] != "*",
+        day_restricted=_restricted(parts[2], days == _ALL_DAYS, parts[4]),
+        weekday_restricted=_restricted(parts[4], {v % 7 for v in weekdays} == _ALL_WEEKDAYS,
+                                       parts[2]),
         fixed_time="*" not in parts[0] and "*" not in parts[1],
     )
     _check_can_fire(spec, fail)
     return spec
+
+
+def _restricted(text: str, covers_all: bool, other_text: str) -> bool:
+    """croniter's rule: not ``*``, and not "every value" next to a ``*``-bearing field."""
+    return text != "*" and not (covers_all and "*" in other_text)
 
 
 def _check_can_fire(spec: _Spec, fail) -> None:
@@ -330,7 +346,7 @@ def _parse_element(element: str, field: _Field) -> range:
             raise ValueError(f"{field.name} range {span} is reversed")
     else:
         low = _parse_value(span, field)
-        high = low if step_text is None else field.high
+        high = low if step_text is None else top  # "a/n" is "a-<max>/n" (croniter)
     step = 1
     if step_text is not None:
         if not step_text.isdigit() or len(step_text) > 9:
@@ -372,7 +388,9 @@ def _next_day(spec: _Spec, year: int, month: int, day: int) -> int | None:
     return min((d for d in (by_date, by_weekday) if d is not None), default=None)
 
 
-def _next_weekday(weekdays: frozenset[int], year: int, month: int, day: int, last: int) -> int | None:
+def _next_weekday(
+    weekdays: frozenset[int], year: int, month: int, day: int, last: int
+) -> int | None:
     weekday = (date(year, month, day).weekday() + 1) % 7  # 0 = Sunday
     for delta in range(7):
         if (weekday + delta) % 7 in weekdays:
@@ -476,8 +494,12 @@ def _map_wall(wall: datetime, zone: ZoneInfo, spec: _Spec, vixie: bool) -> _Mapp
 
 
 def _search_start(ts: float, zone: ZoneInfo) -> datetime:
-    """Earliest wall time whose instants can be >= ts (see the module docstring)."""
-    local = datetime.fromtimestamp(ts, zone)
+    """Earliest wall time whose instants can be >= ts (see the module docstring).
+
+    It starts one second before ``ts``: when ``ts`` is exactly the end of a gap, the wall
+    times in the gap (shown before ``ts``) shift onto ``ts`` itself under vixie.
+    """
+    local = datetime.fromtimestamp(ts - 1, zone)
     wall = local.replace(tzinfo=None, fold=0)
     if local.fold == 0:
         first, second = _offset(wall, zone, 0), _offset(wall, zone, 1)

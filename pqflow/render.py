@@ -90,6 +90,7 @@ def _dot(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
         f"digraph {_dot_quote(snapshot['workflow'])} {{",
         f"  label={_dot_quote(snapshot['workflow'])};",
         "  labelloc=t;",
+        '  fontname="Helvetica";',
         "  rankdir=TB;",
         '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
