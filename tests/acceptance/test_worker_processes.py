@@ -233,3 +233,90 @@ def test_max_request_per_child_recycles(wq, log):
     assert code == 0, out
     pids = {pid for _, pid in runs(log)}
     assert len(runs(log)) == 6 and len(pids) == 3
+
+
+def test_silent_child_is_killed_and_replaced(wq, log):
+    p = start_worker(wq.config["url"], wq.table, child_heartbeat_limit=1.5, alive_time=2)
+    try:
+        wq.submit("a", "plain", {"log": str(log)})
+        (_, pid1), = wait_for(lambda: runs(log), what="first task")
+        os.kill(pid1, signal.SIGSTOP)  # alive but silent: no liveness beats, no heartbeats
+        wq.submit("b", "plain", {"log": str(log)})
+        wait_for(lambda: len(runs(log)) == 2, timeout=20, what="task on the replacement child")
+        assert runs(log)[1][1] != pid1
+        wait_for(lambda: not _alive(pid1), timeout=10, what="stopped child killed")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        finish(p)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_usr1_graceful_restart_finishes_task_and_replaces_child(wq, log):
+    wq.submit("slow", "handler", {"log": str(log), "sleep": 1.0})
+    p = start_worker(wq.config["url"], wq.table)
+    try:
+        (_, pid1), = wait_for(lambda: runs(log), what="task start")
+        p.send_signal(signal.SIGUSR1)
+        wait_for(lambda: runs(log, "done"), timeout=15, what="task finished despite restart")
+        wq.submit("next", "plain", {"log": str(log)})
+        wait_for(lambda: len(runs(log)) == 2, timeout=15, what="task on the new child")
+        assert runs(log)[1][1] != pid1
+        assert p.poll() is None  # the supervisor keeps running
+    finally:
+        p.send_signal(signal.SIGTERM)
+        finish(p)
+    assert wq["slow"].metadata().outcome == "success" and wq["slow"].metadata().attempts == 1
+
+
+def test_hup_immediate_restart_kills_running_task(wq, log):
+    wq.submit("slow", "handler", {"log": str(log), "sleep": 30})
+    p = start_worker(wq.config["url"], wq.table, alive_time=2)
+    try:
+        (_, pid1), = wait_for(lambda: runs(log), what="task start")
+        p.send_signal(signal.SIGHUP)
+        wait_for(lambda: not _alive(pid1), timeout=10, what="child killed")
+        wq.submit("next", "plain", {"log": str(log)})
+        wait_for(lambda: any(k == "next" for k, _ in runs(log)), timeout=15, what="new child working")
+        # the interrupted task runs again once its lease expires
+        wait_for(lambda: [k for k, _ in runs(log)].count("slow") == 2, timeout=20, what="re-run")
+    finally:
+        p.send_signal(signal.SIGQUIT)
+        finish(p)
+    assert ("slow", pid1) not in runs(log, "done")  # the killed child never finished it
+
+
+def test_usr2_reopens_log_file(wq, log, tmp_path):
+    logfile = tmp_path / "worker.log"
+    p = start_worker(wq.config["url"], wq.table, log=str(logfile))
+    try:
+        wq.submit("a", "plain", {"log": str(log)})
+        wait_for(lambda: "finished task=a" in (logfile.read_text() if logfile.exists() else ""), what="log line")
+        rotated = tmp_path / "worker.log.1"
+        logfile.rename(rotated)
+        p.send_signal(signal.SIGUSR2)
+        time.sleep(0.5)
+        wq.submit("b", "plain", {"log": str(log)})
+        wait_for(lambda: logfile.exists() and "finished task=b" in logfile.read_text(), what="new log file")
+        assert "finished task=b" not in rotated.read_text()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        finish(p)
+
+
+def test_idle_worker_purges_finished_rows(wq, log):
+    wq.submit("old", "plain")
+    wq.poll().finish(retention_time=0)
+    assert wq["old"].exists()
+    p = start_worker(wq.config["url"], wq.table, cleanup_interval=0.2)
+    try:
+        wait_for(lambda: not wq["old"].exists(), timeout=10, what="purge on an idle queue")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        finish(p)
