@@ -1,0 +1,38 @@
+"""pqflow: workflows from decorated Python functions, stored only as queue rows.
+
+>>> etl = pqflow.Workflow("etl")
+>>> @etl.step()
+... def extract(ctx): return [1, 2, 3]
+>>> @etl.step(after=extract)
+... def load(ctx, extract): ...
+>>> class Decider(pqflow.Decider):
+...     workflows = [etl]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dag import StepDef, Workflow, get_workflow, registered_workflows
+from .errors import FlowError, StepResultError, UnknownRunError, UnknownWorkflowError, WorkflowDefinitionError
+from .runtime import Decider, Run, StepContext, StepInfo, get_run
+
+
+def graph(target: Any, format: str = "text") -> str | bytes:
+    """Draw a workflow definition, or a run (each step marked with its status)."""
+    from .render import render
+
+    if isinstance(target, Workflow):
+        return render(target.snapshot(), None, format)
+    if isinstance(target, Run):
+        if target.snapshot is None:
+            raise FlowError(f"run {target.run_id!r} has no DAG snapshot yet (not picked up by a decider)")
+        return render(target.snapshot, target.statuses, format)
+    raise TypeError(f"graph() takes a pqflow.Workflow or pqflow.Run, not {type(target).__name__}")
+
+
+__all__ = [
+    "Decider", "FlowError", "Run", "StepContext", "StepDef", "StepInfo", "StepResultError", "UnknownRunError",
+    "UnknownWorkflowError", "Workflow", "WorkflowDefinitionError", "get_run", "get_workflow", "graph",
+    "registered_workflows",
+]

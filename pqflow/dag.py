@@ -374,6 +374,16 @@ class Workflow:
         self.validate()
         return self._build_graph()
 
+    def start(self, run_id: str, data: Any = None, *, url: str | None = None, table: str | None = None,
+              now: float | None = None, queue: Any = None) -> Any:
+        """Start a run: submit the queue task (key = run id, type = this workflow's name).
+
+        A duplicate run id raises queue_core's IdempotentAlreadyExistsError.
+        """
+        from .runtime import start_run
+
+        return start_run(self, run_id, data, url=url, table=table, now=now, queue=queue)
+
     def snapshot(self) -> dict[str, Any]:
         """The self-contained, JSON-serialisable definition stored with each run."""
         self.validate()

@@ -356,6 +356,10 @@ class Transaction:
     def _store(self) -> TaskStore:
         return self.queue.store
 
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` after the transaction committed (not if it rolled back)."""
+        self._after_commit.append(callback)
+
     def get(self, key: str) -> TaskMetadata | None:
         row = self._store.get(key, self.conn)
         return metadata_from_row(row, self.now) if row else None
