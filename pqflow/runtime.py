@@ -40,6 +40,9 @@ MARK = "__pqflow__"
 SEP = "#"
 KEEP = 1e12  # retention of step rows while their run is unfinished (effectively never purged)
 SWEEP_INTERVAL = 60.0
+#: extra acquisitions a step gets when its worker dies (lease expiry) on top of its retries: a
+#: crash must not use up the retry budget, but a step that kills every worker must end
+CRASH_ALLOWANCE = 5
 
 
 def step_key(run_id: str, step: str) -> str:
@@ -182,7 +185,7 @@ def _evaluate(tx: Transaction, run_id: str, st: dict) -> logic.Decision:
         items.append({"key": step_key(run_id, name), "type": step_type(snap["workflow"], name),
                       "data": {MARK: {"run": run_id, "workflow": snap["workflow"], "step": name}},
                       "group": run_id, "priority": snap.get("priority", 0),
-                      "max_attempts": int(spec["retries"]) + 1})
+                      "max_attempts": int(spec["retries"]) + 1 + CRASH_ALLOWANCE})
     if items:
         tx.submit_many(items)
     if decision.run_status != "running":
@@ -393,8 +396,10 @@ class Decider(Runner):
         except Exception as exc:  # noqa: BLE001 - a step's error is its outcome
             if self.ctx.cancelled or t.cancel_requested:
                 return self._settle(run_id, name, "cancelled", None, None)
-            if t.attempts <= int(spec["retries"]):
-                wait = float(spec["retry_wait"]) * (2 ** (t.attempts - 1)) * (0.8 + 0.4 * random.random())
+            failures = (t.data.get(MARK) or {}).get("failures", 0) + 1
+            if failures <= int(spec["retries"]):
+                wait = float(spec["retry_wait"]) * (2 ** (failures - 1)) * (0.8 + 0.4 * random.random())
+                t.update_data({MARK: {**(t.data.get(MARK) or {}), "failures": failures}})
                 t.retry(retry_wait=wait, error=exc)  # no decision: nothing downstream moves
                 log.warning("step retry run=%s step=%s attempt=%d: %s", run_id, name, t.attempts, exc)
                 return None

@@ -1,0 +1,187 @@
+"""Workflows used by the end-to-end workflow tests (loaded by path in real worker processes).
+
+Every step appends "<run> <step> <pid>" to the file named by the run input's "log", so tests
+can count executions from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pqflow
+
+
+def record(ctx, what="run"):
+    path = (ctx.data or {}).get("log")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{ctx.run_id} {ctx.step} {os.getpid()} {what}\n")
+
+
+def marker_exists(ctx, name):
+    path = (ctx.data or {}).get(name)
+    return path is not None and os.path.exists(path)
+
+
+# diamond: a -> (b, c) -> d -> cleanup(all_done)
+diamond = pqflow.Workflow("e2e_diamond", retries=0, retry_wait=0)
+
+
+@diamond.step()
+def a(ctx):
+    record(ctx)
+    time.sleep((ctx.data or {}).get("sleep", 0))
+    return 1
+
+
+@diamond.step(after=a)
+def b(ctx, a):
+    record(ctx)
+    if (ctx.data or {}).get("fail_b") and not marker_exists(ctx, "fix"):
+        raise RuntimeError("b failed on purpose")
+    return a + 1
+
+
+@diamond.step(after=a)
+def c(ctx, a):
+    record(ctx)
+    return a + 2
+
+
+@diamond.step(after=[b, c])
+def d(ctx, b, c):
+    record(ctx)
+    return b * c
+
+
+@diamond.step(after=d, trigger="all_done")
+def cleanup(ctx):
+    record(ctx)
+    return "clean"
+
+
+# wide fan-out / fan-in: root -> w0..w29 -> join
+wide = pqflow.Workflow("e2e_wide", retry_wait=0)
+
+
+@wide.step()
+def root(ctx):
+    record(ctx)
+    return 10
+
+
+def _make_worker(i):
+    def work(ctx, root):
+        record(ctx)
+        return root + i
+    work.__name__ = f"w{i}"
+    return work
+
+
+WIDE_N = 30
+_workers = [wide.step(after=root, name=f"w{i}")(_make_worker(i)) for i in range(WIDE_N)]
+
+
+@wide.step(after=[f"w{i}" for i in range(WIDE_N)])
+def join(ctx):
+    record(ctx)
+    return sum(ctx.results[f"w{i}"] for i in range(WIDE_N))
+
+
+# retries: flaky fails on its first two attempts
+retrying = pqflow.Workflow("e2e_retry", retries=3, retry_wait=0)
+
+
+@retrying.step()
+def flaky(ctx):
+    record(ctx)
+    if ctx.attempt < 3:
+        raise RuntimeError(f"attempt {ctx.attempt} fails")
+    return ctx.attempt
+
+
+@retrying.step(after=flaky)
+def after_flaky(ctx, flaky):
+    record(ctx)
+    return flaky
+
+
+# cancellable: a long step that watches ctx.cancelled
+slow = pqflow.Workflow("e2e_slow", retry_wait=0)
+
+
+@slow.step()
+def long(ctx):
+    record(ctx)
+    deadline = time.time() + (0.2 if marker_exists(ctx, "fast") else 60)
+    while time.time() < deadline and not ctx.cancelled:
+        time.sleep(0.05)
+    if ctx.cancelled:
+        record(ctx, "cancelled")
+    return "long done"
+
+
+@slow.step(after=long)
+def after_long(ctx, long):
+    record(ctx)
+    return long
+
+
+# join race: two parents, one child
+race = pqflow.Workflow("e2e_race", retry_wait=0)
+
+
+@race.step()
+def left(ctx):
+    return "l"
+
+
+@race.step()
+def right(ctx):
+    return "r"
+
+
+@race.step(after=[left, right])
+def both(ctx, left, right):
+    record(ctx)
+    return left + right
+
+
+# a big layered DAG: LAYERS x WIDTH steps, each depending on two steps of the previous layer
+big = pqflow.Workflow("e2e_big", retry_wait=0)
+LAYERS, WIDTH = 10, 100
+
+
+def _noop(ctx):
+    return 1
+
+
+for layer in range(LAYERS):
+    for i in range(WIDTH):
+        after = [] if layer == 0 else [f"s{layer - 1}_{i}", f"s{layer - 1}_{(i + 1) % WIDTH}"]
+        fn = (lambda ctx: 1)
+        fn.__name__ = f"s{layer}_{i}"
+        big.step(after=after, name=f"s{layer}_{i}")(fn)
+
+
+class Decider(pqflow.Decider):
+    workflows = [diamond, wide, retrying, slow, race, big]
+
+    def on_step_failed(self, run_id, step, error):
+        path = self._log(run_id)
+        if path:
+            with open(path, "a") as fh:
+                fh.write(f"{run_id} {step} {os.getpid()} hook_failed\n")
+
+    def on_run_finished(self, run_id, status):
+        path = self._log(run_id)
+        if path:
+            with open(path, "a") as fh:
+                fh.write(f"{run_id} {status} {os.getpid()} hook_finished\n")
+
+    def _log(self, run_id):
+        try:
+            return (pqflow.get_run(run_id, queue=self.queue).input or {}).get("log")
+        except Exception:  # noqa: BLE001
+            return None
