@@ -3,18 +3,25 @@
 Times are Unix epoch seconds (``int`` or ``float`` in, ``int`` out).  Matching happens on
 the *wall clock* of the schedule's IANA timezone (resolved with :mod:`zoneinfo`).
 
+croniter parses, we search: :mod:`croniter` expands the five fields into value sets (names,
+ranges, steps, ``7``, macros), with our own checks on top for the syntax subset, the error
+messages and the cases below where its reading differs; the search and DST handling are ours.
+
 Syntax
 ======
 Exactly five blank-separated fields: ``minute hour day-of-month month day-of-week``.
 Each field is a comma list of ``*``, ``a``, ``a-b``, ``*/n``, ``a-b/n`` or ``a/n``
-(``a/n`` means ``a-<max>/n`` as in croniter, with Saturday as the day-of-week maximum).
+(``a/n`` means ``a-<max>/n`` as in croniter, with Saturday as the day-of-week maximum;
+``7/n`` is ``0/n``).  croniter's extensions (``?``, ``L``, ``W``, ``#``, ``H``, ``R``,
+six or seven fields) are refused, and so are reversed ranges (``fri-mon``), which croniter
+would wrap around.
 Months accept ``jan``..``dec`` and weekdays ``sun``..``sat`` (case-insensitive); ``0`` and
 ``7`` are both Sunday and ``sun`` at the end of a range means 7 (``fri-sun``).  The macros ``@yearly``/``@annually``,
 ``@monthly``, ``@weekly``, ``@daily``/``@midnight`` and ``@hourly`` are accepted;
 ``@reboot`` and every other ``@`` word are refused.  A step larger than the field's span
 is allowed (``*/90`` in the minute field fires at minute 0 only), like croniter and Vixie.
 ``a-a`` and ``a-a/n`` are the single value ``a`` (Vixie's reading; croniter 7 reads
-``0-0`` as ``*`` and ``a-a/n`` as ``*/n``).
+``0-0`` as ``*`` and ``a-a/n`` as ``*/n``, so such an element is handed to it as ``a``).
 
 Day-of-month and day-of-week are OR-ed when *both* are restricted and AND-ed otherwise
 (the Vixie rule).  We follow croniter's reading of "restricted", exactly: a field is
@@ -87,6 +94,8 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from croniter import croniter
+
 from perfectsched.errors import InvalidCronError, InvalidTimezoneError, ValidationError
 
 __all__ = [
@@ -114,46 +123,24 @@ _SECOND = timedelta(seconds=1)
 _MINUTE = timedelta(minutes=1)
 
 _FIELD_HELP = "minute hour day-of-month month day-of-week"
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_MONTH_NAMES = {
-    name: i + 1
-    for i, name in enumerate(
-        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-    )
-}
-_DOW_NAMES = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
+# Field name and the values its text accepts (croniter's ranges, except that day-of-week
+# also accepts 7 for Sunday, which croniter maps to 0).
+_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _MAX_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb counts Feb 29
 _ALL_DAYS = set(range(1, 32))
 _ALL_WEEKDAYS = set(range(7))
-_ELEMENT_RE = re.compile(r"^(?P<range>\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(?P<step>[a-z0-9]*))?$")
-_ZONE_RE = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
-
-
-@dataclass(frozen=True)
-class _Field:
-    """How to parse one cron field."""
-
-    name: str
-    low: int
-    high: int  # highest value accepted in the text (7 for day-of-week)
-    names: dict[str, int] | None = None
-
-
-_FIELDS = (
-    _Field("minute", 0, 59),
-    _Field("hour", 0, 23),
-    _Field("day-of-month", 1, 31),
-    _Field("month", 1, 12, _MONTH_NAMES),
-    _Field("day-of-week", 0, 7, _DOW_NAMES),
+# The subset of croniter's syntax we accept: "*", "a" or "a-b", then an optional "/n".
+_ELEMENT_RE = re.compile(
+    r"^(?:\*|(?P<first>[a-z0-9]+)(?:-(?P<last>[a-z0-9]+))?)(?:/(?P<step>[a-z0-9]*))?$"
 )
+_ZONE_RE = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
 
 
 @dataclass(frozen=True)
@@ -274,6 +261,8 @@ def _parse(cron: str) -> _Spec:
 
 @lru_cache(maxsize=16384)
 def _parse_cached(text: str, original: str) -> _Spec:
+    """croniter expands the fields; we check the syntax it must accept and the day rule."""
+
     def fail(reason: str) -> InvalidCronError:
         return InvalidCronError(f"invalid cron {original!r}: {reason}")
 
@@ -282,28 +271,87 @@ def _parse_cached(text: str, original: str) -> _Spec:
     if text.startswith("@"):
         if text not in _MACROS:
             raise fail(f"unsupported macro {text!r} (supported: {', '.join(_MACROS)})")
-        text = _MACROS[text]
-    parts = text.split(" ")
+        parts = _croniter(text, fail).expressions  # the macro's five fields
+    else:
+        parts = text.split(" ")
     if len(parts) != 5:
         raise fail(f"expected 5 fields ({_FIELD_HELP}), got {len(parts)}")
     try:
-        values = [_parse_field(part, field) for part, field in zip(parts, _FIELDS)]
+        fields = [
+            ",".join(_check_element(element, index) for element in part.split(","))
+            for index, part in enumerate(parts)
+        ]
     except ValueError as exc:
         raise fail(str(exc)) from None
-    minutes, hours, days, months, weekdays = values
+    expanded = _croniter(" ".join(fields), fail).expanded
+    minutes, hours, days, months, weekdays = (
+        set(range(low, high + 1)) if "*" in values else set(values)
+        for values, (_, low, high) in zip(expanded, _FIELDS)
+    )
+    weekdays = {v % 7 for v in weekdays}
     spec = _Spec(
         minutes=tuple(sorted(minutes)),
         hours=tuple(sorted(hours)),
         days=tuple(sorted(days)),
         months=tuple(sorted(months)),
-        weekdays=frozenset(v % 7 for v in weekdays),
+        weekdays=frozenset(weekdays),
         day_restricted=_restricted(parts[2], days == _ALL_DAYS, parts[4]),
-        weekday_restricted=_restricted(parts[4], {v % 7 for v in weekdays} == _ALL_WEEKDAYS,
-                                       parts[2]),
+        weekday_restricted=_restricted(parts[4], weekdays == _ALL_WEEKDAYS, parts[2]),
         fixed_time="*" not in parts[0] and "*" not in parts[1],
     )
     _check_can_fire(spec, fail)
     return spec
+
+
+def _croniter(text: str, fail) -> croniter:
+    """croniter's parse of ``text``; any error it raises becomes a one-line InvalidCronError."""
+    try:
+        return croniter(text, 0)
+    except Exception as exc:  # CroniterError (a ValueError), or anything it lets through
+        lines = str(exc).strip().splitlines()  # croniter may wrap a whole traceback
+        raise fail(f"croniter: {lines[-1].strip() if lines else type(exc).__name__}") from None
+
+
+def _check_element(element: str, index: int) -> str:
+    """Check one list element on top of croniter; return the text croniter should expand.
+
+    croniter accepts more than five-field cron (``?``, ``L``, ``W``, ``#``, ``H``, ``R``),
+    wraps reversed ranges around (``fri-mon``) and reports bad values without naming the
+    field, so the element shape, values and range order are checked here.  It also reads
+    ``a-a`` as the whole field (and ``a-a/n`` as ``*/n``): such an element is handed over as
+    plain ``a`` (Vixie's reading).
+    """
+    name = _FIELDS[index][0]
+    if not element:
+        raise ValueError(f"{name} field has an empty list element")
+    match = _ELEMENT_RE.match(element)
+    if not match:
+        raise ValueError(f"{name} element {element!r} is not valid cron syntax")
+    first, last, step = match.group("first", "last", "step")
+    low = high = _value(first, index) if first is not None else None
+    if last is not None:
+        high = _value(last, index, range_end=True)
+        if low > high:
+            raise ValueError(f"{name} range {first}-{last} is reversed")
+    if step is not None:
+        if not step.isdigit() or len(step) > 9:
+            raise ValueError(f"{name} step {step!r} is not a positive number")
+        if int(step) == 0:
+            raise ValueError(f"{name} step 0 must be at least 1")
+    return first if last is not None and low == high else element
+
+
+def _value(token: str, index: int, range_end: bool = False) -> int:
+    """The number a field token stands for (names from croniter's tables)."""
+    name, low, high = _FIELDS[index]
+    if token.isdigit():
+        if len(token) > 9 or not low <= int(token) <= high:
+            raise ValueError(f"{name} value {token} out of range {low}-{high}")
+        return int(token)
+    value = croniter.ALPHACONV[index].get(token)
+    if not isinstance(value, int):  # croniter's day-of-month table also holds "l"
+        raise ValueError(f"{name} value {token!r} is not a number or a known name")
+    return 7 if range_end and index == 4 and value == 0 else value  # "fri-sun" is 5-7
 
 
 def _restricted(text: str, covers_all: bool, other_text: str) -> bool:
@@ -320,54 +368,6 @@ def _check_can_fire(spec: _Spec, fail) -> None:
     days = ",".join(map(str, spec.days))
     months = ",".join(map(str, spec.months))
     raise fail(f"never fires: day-of-month {days} does not exist in month {months}")
-
-
-def _parse_field(text: str, field: _Field) -> set[int]:
-    values: set[int] = set()
-    for element in text.split(","):
-        values.update(_parse_element(element, field))
-    return values
-
-
-def _parse_element(element: str, field: _Field) -> range:
-    if not element:
-        raise ValueError(f"{field.name} field has an empty list element")
-    match = _ELEMENT_RE.match(element)
-    if not match:
-        raise ValueError(f"{field.name} element {element!r} is not valid cron syntax")
-    span, step_text = match.group("range"), match.group("step")
-    top = 6 if field.name == "day-of-week" else field.high
-    if span == "*":
-        low, high = field.low, top
-    elif "-" in span:
-        first, last = span.split("-")
-        low, high = _parse_value(first, field), _parse_value(last, field, range_end=True)
-        if low > high:
-            raise ValueError(f"{field.name} range {span} is reversed")
-    else:
-        low = _parse_value(span, field)
-        high = low if step_text is None else top  # "a/n" is "a-<max>/n" (croniter)
-    step = 1
-    if step_text is not None:
-        if not step_text.isdigit() or len(step_text) > 9:
-            raise ValueError(f"{field.name} step {step_text!r} is not a positive number")
-        step = int(step_text)
-        if step == 0:
-            raise ValueError(f"{field.name} step 0 must be at least 1")
-    return range(low, high + 1, step)
-
-
-def _parse_value(token: str, field: _Field, range_end: bool = False) -> int:
-    if token.isdigit():
-        if len(token) > 9 or not field.low <= int(token) <= field.high:
-            raise ValueError(
-                f"{field.name} value {token} out of range {field.low}-{field.high}"
-            )
-        return int(token)
-    if field.names and token in field.names:
-        value = field.names[token]
-        return 7 if range_end and field.name == "day-of-week" and value == 0 else value
-    raise ValueError(f"{field.name} value {token!r} is not a number or a known name")
 
 
 # ---------------------------------------------------------------------- wall-clock search

@@ -65,7 +65,8 @@ def _text(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
     for name in order:
         depth[name] = max((depth[p] + 1 for p in steps[name]["after"]), default=0)
     width = max((len(_status(statuses, s)) for s in order), default=0) + 2
-    lines = [f"workflow {snapshot['workflow']} ({len(order)} steps)"]
+    n = len(order)
+    lines = [f"workflow {snapshot['workflow']} ({n} step{'' if n == 1 else 's'})"]
     for name in order:
         spec = steps[name]
         line = ""

@@ -216,7 +216,14 @@ def _lock_state(tx: Transaction, run_id: str) -> tuple[queue_core.TaskMetadata, 
 def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> Run:
     """Submit nothing new, cancel waiting steps, tell running ones; the run ends cancelled."""
     def work(tx: Transaction):
-        run, st = _lock_state(tx, run_id)
+        run = tx.lock(run_id)
+        if run is None:
+            raise UnknownRunError(f"run {run_id!r} not found")
+        st = _state(run)
+        if st is None:  # no decider has taken it up yet: the run ends before any step
+            if not run.finished:
+                tx.cancel(run_id)
+            return
         if st.get("status") != "running":
             return
         st["cancel"] = True

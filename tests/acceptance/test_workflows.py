@@ -194,18 +194,18 @@ def test_sigkilled_workers_lose_and_double_no_step(wq, log):
     assert len(step_rows) == sum(5 if r[-1] in "02468" else flows.WIDE_N + 2 for r in runs)
 
 
-def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path):
+def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, backend):
     v1 = tmp_path / "deploy_v1.py"
     v1.write_text(
         "import pqflow\n"
-        "wf = pqflow.Workflow('e2e_deploy_v')\n"
+        f"wf = pqflow.Workflow('e2e_deploy_{backend}')\n"
         "@wf.step()\ndef a(ctx): return 1\n"
         "@wf.step(after=a)\ndef b(ctx, a): return a + 1\n"
         "class Decider(pqflow.Decider):\n    workflows = [wf]\n")
     v2 = tmp_path / "deploy_v2.py"
     v2.write_text(
         "import pqflow\n"
-        "wf = pqflow.Workflow('e2e_deploy_v')\n"
+        f"wf = pqflow.Workflow('e2e_deploy_{backend}')\n"
         "@wf.step()\ndef a(ctx): return 1\n"
         "@wf.step(after=a)\ndef c(ctx, a): return a + 2\n"
         "class Decider(pqflow.Decider):\n    workflows = [wf]\n")
