@@ -284,7 +284,8 @@ class Decider(Runner):
     """Serves workflow runs and their steps. Subclass it and list ``workflows``.
 
     Hooks (called after the deciding transaction committed; ``self.queue`` submits anything):
-    ``on_step_failed(run_id, step, error)`` and ``on_run_finished(run_id, status)``.
+    ``on_step_finished(run_id, step, status)``, ``on_step_failed(run_id, step, error)`` and
+    ``on_run_finished(run_id, status)``.
     """
 
     workflows: list[Workflow] = []
@@ -310,6 +311,9 @@ class Decider(Runner):
         self.ctx: StepContext | None = None
 
     # hooks
+    def on_step_finished(self, run_id: str, step: str, status: str) -> None:
+        pass
+
     def on_step_failed(self, run_id: str, step: str, error: str | None) -> None:
         pass
 
@@ -455,6 +459,8 @@ class Decider(Runner):
         self.queue.transaction(work, what="finish step")
         log.info("step %s run=%s step=%s", {"success": "succeeded", "failure": "failed"}.get(outcome, outcome),
                  run_id, step)
+        self._hook(self.on_step_finished, run_id, step,
+                   {"success": "succeeded", "failure": "failed"}.get(outcome, outcome))
         if outcome == "failure":
             self._hook(self.on_step_failed, run_id, step, error)
         for status in finished:

@@ -165,8 +165,41 @@ for layer in range(LAYERS):
         big.step(after=after, name=f"s{layer}_{i}")(fn)
 
 
+# kill points: k2 SIGKILLs its worker in the middle of its first run; KillingDecider SIGKILLs the
+# worker right after k1's completion (and k3's submission) committed
+killing = pqflow.Workflow("e2e_kill", retry_wait=0)
+
+
+def _first_time(ctx, name):
+    path = f"{(ctx.data or {}).get('dir')}/{ctx.run_id}.{name}"
+    if os.path.exists(path):
+        return False
+    open(path, "w").close()
+    return True
+
+
+@killing.step()
+def k1(ctx):
+    record(ctx)
+    return 1
+
+
+@killing.step(after=k1)
+def k2(ctx, k1):
+    record(ctx)
+    if _first_time(ctx, "k2"):
+        os.kill(os.getpid(), 9)
+    return k1 + 1
+
+
+@killing.step(after=k2)
+def k3(ctx, k2):
+    record(ctx)
+    return k2 + 1
+
+
 class Decider(pqflow.Decider):
-    workflows = [diamond, wide, retrying, slow, race, big]
+    workflows = [diamond, wide, retrying, slow, race, big, killing]
 
     def on_step_failed(self, run_id, step, error):
         path = self._log(run_id)
@@ -185,3 +218,13 @@ class Decider(pqflow.Decider):
             return (pqflow.get_run(run_id, queue=self.queue).input or {}).get("log")
         except Exception:  # noqa: BLE001
             return None
+
+
+class KillingDecider(Decider):
+    def on_step_finished(self, run_id, step, status):
+        if step == "k1":
+            run = pqflow.get_run(run_id, queue=self.queue)
+            path = f"{(run.input or {}).get('dir')}/{run_id}.after_k1"
+            if not os.path.exists(path):
+                open(path, "w").close()
+                os.kill(os.getpid(), 9)

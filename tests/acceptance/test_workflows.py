@@ -194,6 +194,27 @@ def test_sigkilled_workers_lose_and_double_no_step(wq, log):
     assert len(step_rows) == sum(5 if r[-1] in "02468" else flows.WIDE_N + 2 for r in runs)
 
 
+def test_sigkill_at_each_point_of_a_step(wq, log, tmp_path):
+    """Killed after k1's completion committed (successors already submitted in the same
+    transaction), and in the middle of k2: the run completes, each step once in effect."""
+    flows.killing.start("kp", {"log": str(log), "dir": str(tmp_path)}, queue=wq)
+    p = start_worker(wq.config["url"], wq.table, target="KillingDecider", _file=FLOWS, alive_time=1.5,
+                     task_heartbeat_interval=0.3)
+    try:
+        wait_for(lambda: pqflow.get_run("kp", queue=wq).status == "succeeded", timeout=60, what="run done")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        finish(p)
+    run = pqflow.get_run("kp", queue=wq)
+    assert run.steps["k3"].result == 3
+    assert (tmp_path / "kp.after_k1").exists() and (tmp_path / "kp.k2").exists()  # both kills happened
+    counts = executions(log)
+    assert counts[("kp", "k1")] == 1  # its completion had committed before the kill: not re-run
+    assert counts[("kp", "k2")] == 2  # killed mid-run: run again after its lease expired
+    assert counts[("kp", "k3")] == 1
+    assert run.steps["k2"].attempts == 2
+
+
 def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, backend):
     v1 = tmp_path / "deploy_v1.py"
     v1.write_text(
