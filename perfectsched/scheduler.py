@@ -59,13 +59,16 @@ class ScheduleMetadata:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
+
+
 def _meta(row: Mapping) -> ScheduleMetadata:
-    nrt = row["next_run_time"]
     return ScheduleMetadata(
         key=row["key"], type=row["type"], cron=row["cron"], delay=row["delay"], timezone=row["timezone"],
         data=decode_data(row["data"]), next_time=int(row["next_time"]),
-        next_run_time=int(nrt) if float(nrt).is_integer() else nrt, catchup=row["catchup"], dst=row["dst"],
-        timeout=row["timeout"], leased=bool(row["leased"]),
+        next_run_time=_num(row["next_run_time"]), catchup=row["catchup"], dst=row["dst"],
+        timeout=_num(row["timeout"]), leased=bool(row["leased"]),
     )
 
 
@@ -328,8 +331,8 @@ class Scheduler:
         return len(rows), submitted
 
     def next_due(self) -> float | None:
-        rows = self.store.list()
-        return min((r["timeout"] for r in rows), default=None)
+        """When the next schedule becomes due (None without schedules)."""
+        return self.store.next_timeout()
 
 
 def open(url: str | None = None, table: str = "pq_schedules", queue_table: str = "pq_tasks",

@@ -86,6 +86,11 @@ class ScheduleStore:
         return conn.execute(sa.update(self.t).where(
             self.t.c.key == key, self.t.c.lease_token == token, self.t.c.leased == 1).values(**values)).rowcount
 
+    def next_timeout(self) -> float | None:
+        """The earliest time any schedule becomes due (uses the timeout index)."""
+        stmt = sa.select(sa.func.min(self.t.c.timeout))
+        return self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="next due schedule")
+
     def count_due(self, now: float) -> int:
         stmt = sa.select(sa.func.count()).select_from(self.t).where(self.t.c.timeout <= now)
         return int(self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="count schedules"))

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 import queue_core
 from queue_core import cli_common
 from queue_core.cli import cli
+from cli_support import assert_one_line_error, clean_env  # noqa: F401
 
 VENV_BIN = Path(sys.executable).parent
 PERFECTQUEUE = VENV_BIN / "perfectqueue"
@@ -30,13 +31,6 @@ ISO_EPOCH = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC).timestamp()
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    """No PQ_* variables from outside; run in a temp dir (the default URL is ./pq.db)."""
-    for name in list(os.environ):
-        if name.startswith("PQ_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 def invoke(*args: str, env: dict | None = None, input: str | None = None):
@@ -44,16 +38,7 @@ def invoke(*args: str, env: dict | None = None, input: str | None = None):
 
 
 def assert_error(result, code: int, *fragments: str) -> str:
-    """Exit ``code``, nothing on stdout, exactly one ``perfectqueue: error:`` line on stderr."""
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    err = result.stderr
-    assert err.startswith("perfectqueue: error: "), err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err and "Traceback" not in result.stdout
-    assert result.stdout == ""
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-    return err
+    return assert_one_line_error("perfectqueue", result, code, *fragments)
 
 
 class PQ:

@@ -24,6 +24,7 @@ from pqflow.cli import cli
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import flows_cli  # noqa: E402
+from cli_support import assert_one_line_error, clean_env  # noqa: F401
 
 PQFLOW = Path(sys.executable).parent / "pqflow"
 FLOWS = str(HERE / "flows_cli.py")
@@ -35,13 +36,6 @@ SKIPPED_COLOUR = "#b0b0b0"
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    """No PQ_* variables from outside; run in a temp dir (the default URL is ./pq.db)."""
-    for name in list(os.environ):
-        if name.startswith("PQ_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 def invoke(*args: str, env: dict | None = None, input: str | None = None):
@@ -49,16 +43,7 @@ def invoke(*args: str, env: dict | None = None, input: str | None = None):
 
 
 def assert_error(result, code: int, *fragments: str) -> str:
-    """Exit ``code``, nothing on stdout, exactly one ``pqflow: error:`` line on stderr."""
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    err = result.stderr
-    assert err.startswith("pqflow: error: "), err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err and "Traceback" not in result.stdout
-    assert result.stdout == ""
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-    return err
+    return assert_one_line_error("pqflow", result, code, *fragments)
 
 
 def script_env() -> dict:

@@ -1,0 +1,378 @@
+"""The ``perfectsched run`` loop: the built-in submitter, or PerfectSched-style handlers.
+
+Without a target (the usual setup) the loop calls :meth:`Scheduler.tick`, which submits every
+due occurrence into the queue table as a task keyed ``"<schedule key>.<scheduled time>"`` and
+advances the schedule in the same transaction; ``perfectqueue run`` workers then execute the
+tasks. Between ticks it sleeps until the earliest due schedule or ``poll_interval``, whichever
+is sooner. Any number of these loops can run at once (no leader, each occurrence once).
+
+With a target (an ``Application``/``Dispatch`` class, a ``Router`` or a function, as for
+``perfectqueue run``) the loop leases occurrences with :meth:`Scheduler.poll` and runs the
+handler on the :class:`~perfectsched.scheduler.ScheduledTask`, heartbeating the lease from a
+:class:`queue_core.worker.TaskMonitor` thread. A handler that returns finishes the
+occurrence (the schedule advances); one that raises retries it after ``retry_wait``.
+
+Signals: TERM/INT/QUIT stop once the current handler returns (a second stop signal during a
+handler exits at once; the lease expires and the occurrence runs again), USR1/HUP restart with
+the configuration re-read, USR2 reopens log files. Handler errors, lost leases and database
+errors are logged and never end the loop (database errors back off, up to 10 s). ``--burst``
+handles what is due and returns 0; it raises database errors instead of retrying them (exit 5),
+and tries each occurrence at most once per run (with ``retry_wait = 0`` a failing handler would
+otherwise be due again at once, forever). A schedule table that was never created is reported
+at startup in every mode (exit 5, "run 'init' first").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from queue_core import config as config_mod
+from queue_core.app import make_runner
+from queue_core.errors import (
+    AlreadyFinishedError,
+    ConfigError,
+    DatabaseError,
+    PreemptedError,
+    SchemaError,
+    TaskError,
+)
+from queue_core.logs import reopen_logs, setup_logging
+from queue_core.worker import TaskMonitor, _SignalQueue
+
+from . import cron as cronlib
+from .scheduler import EXTRA_KEYS, Scheduler
+
+log = logging.getLogger("perfectsched.runner")
+
+EXIT_OK = 0
+MAX_DB_BACKOFF = 10.0
+MIN_WAIT = 0.01
+
+__all__ = ["open_scheduler", "run_scheduler"]
+
+_STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+_RESTART = (signal.SIGUSR1, signal.SIGHUP)
+
+
+def open_scheduler(settings: dict, **overrides: Any) -> Scheduler:
+    """Open the scheduler described by merged settings.
+
+    In settings ``table`` is the QUEUE table (the key perfectqueue uses) and
+    ``schedule_table`` the schedule table; ``timezone`` is the default zone of new schedules.
+    """
+    cfg = {**settings, **overrides}
+    zone = cfg.get("timezone") or EXTRA_KEYS["timezone"][0]
+    try:
+        cronlib.validate_timezone(zone)
+    except ValueError as exc:
+        raise ConfigError(f"config timezone: {exc}") from None
+    core = {k: v for k, v in cfg.items() if k in config_mod.DEFAULTS and k not in ("url", "table")}
+    own = {k: cfg[k] for k in ("catchup_grace", "tick_batch") if k in cfg}
+    return Scheduler(cfg.get("url"), cfg.get("schedule_table") or EXTRA_KEYS["schedule_table"][0],
+                     cfg.get("table") or config_mod.DEFAULTS["table"][0], zone, **core, **own)
+
+
+def _iso(ts: float, zone: str) -> str:
+    try:
+        return datetime.fromtimestamp(ts, cronlib.validate_timezone(zone)).isoformat()
+    except Exception:  # noqa: BLE001 - logging must never fail
+        return datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+class _Signals(_SignalQueue):
+    """The worker's signal queue, plus: a second stop signal while a handler runs exits at once."""
+
+    def __init__(self) -> None:
+        self.in_handler = False
+        self.stop_requested = False
+        super().__init__()
+
+    def _handler(self, signum, frame) -> None:
+        if signum in _STOP:
+            if self.stop_requested and self.in_handler:
+                os.write(2, b"perfectsched: second stop signal during a handler: exiting now\n")
+                os._exit(EXIT_OK)
+            self.stop_requested = True
+        super()._handler(signum, frame)
+
+
+class SchedulerLoop:
+    """One ``perfectsched run`` process (see the module docstring)."""
+
+    def __init__(self, settings: dict, *, target: Any = None, burst: bool = False,
+                 poll_interval: float | None = None,
+                 config_loader: Callable[[], dict] | None = None):
+        self.settings = dict(settings)
+        self.target = target
+        self.burst = burst
+        self.poll_interval_override = poll_interval
+        self.config_loader = config_loader
+        self.sched: Scheduler | None = None
+        self.monitor: TaskMonitor | None = None
+        self.signals: _Signals | None = None
+        self.stopping = False
+        self.restart = False
+        self.db_wait = 0.1
+        self.healthy = False  # True once a step succeeded (a missing table then is transient)
+        self.attempted: set[tuple[str, int]] = set()  # burst: occurrences handled in this run
+
+    # -- setup ---------------------------------------------------------------------------
+    @property
+    def poll_interval(self) -> float:
+        if self.poll_interval_override is not None:
+            return float(self.poll_interval_override)
+        return float(self.settings.get("poll_interval") or config_mod.DEFAULTS["poll_interval"][0])
+
+    def _open(self) -> None:
+        self.sched = open_scheduler(self.settings)
+        if not self.healthy:
+            self._probe()
+        if self.target is not None:
+            self.monitor = TaskMonitor({
+                "task_heartbeat_interval": self.settings.get(
+                    "task_heartbeat_interval", config_mod.DEFAULTS["task_heartbeat_interval"][0]),
+                "child_heartbeat_interval": self.settings.get(
+                    "child_heartbeat_interval", config_mod.DEFAULTS["child_heartbeat_interval"][0]),
+                "alive_time": self.alive_time,
+            })
+            self.monitor.start()
+        log.info("perfectsched %s pid=%d schedule_table=%s queue_table=%s database=%s",
+                 "running handler " + _name(self.target) if self.target is not None else "submitting",
+                 os.getpid(), self.sched.table, self.sched.queue.table, self.sched.queue.url)
+
+    def _probe(self) -> None:
+        """Fail fast (exit 5) on a schedule table that was never created, or on any database
+        error in burst mode; in a long-running loop other database errors are retried."""
+        try:
+            self.sched.next_due()
+        except DatabaseError as exc:
+            if self.burst or isinstance(exc, SchemaError):
+                self.sched.close()
+                self.sched = None
+                raise
+            log.error("database error at startup (will retry): %s", exc)
+
+    def _close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
+        if self.sched is not None:
+            self.sched.close()
+            self.sched = None
+
+    @property
+    def alive_time(self) -> float:
+        return float(self.settings.get("alive_time") or config_mod.DEFAULTS["alive_time"][0])
+
+    # -- main loop -----------------------------------------------------------------------
+    def run(self) -> int:
+        root = logging.getLogger()
+        before = set(root.handlers)
+        setup_logging(self.settings.get("log"), self.settings.get("log_level") or "INFO")
+        self.signals = _Signals()
+        try:
+            self._open()
+            while not self.stopping:
+                self._handle_signals(0)
+                if self.stopping:
+                    break
+                if self.restart:
+                    self._restart()
+                    continue
+                try:
+                    busy = self._step()
+                    self.db_wait = 0.1
+                    self.healthy = True
+                except DatabaseError as exc:
+                    if self.burst or (isinstance(exc, SchemaError) and not self.healthy):
+                        raise  # one-shot run, or never initialised: report it (exit 5)
+                    log.error("database error (retrying in %.1fs): %s", self.db_wait, exc)
+                    self._handle_signals(self.db_wait)
+                    self.db_wait = min(self.db_wait * 2, MAX_DB_BACKOFF)
+                    continue
+                if busy:
+                    continue
+                if self.burst:
+                    log.info("nothing due: exiting (burst)")
+                    break
+                self._handle_signals(self._idle_wait())
+            log.info("perfectsched stopped pid=%d", os.getpid())
+            return EXIT_OK
+        finally:
+            self._close()
+            self.signals.restore()
+            self.signals = None
+            # in-process callers (tests, embedding): take our log handlers away again
+            for h in [h for h in root.handlers if getattr(h, "_pq", False) and h not in before]:
+                root.removeHandler(h)
+                h.close()
+
+    def _step(self) -> bool:
+        """One tick or one handled occurrence. True when there may be more work right now."""
+        if self.target is None:
+            n = self.sched.tick()
+            if n:
+                log.info("submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks",
+                         self.sched.queue.table)
+            return False  # tick already submitted everything due
+        task = self.sched.poll(alive_time=self.alive_time)
+        if task is None:
+            return False
+        if self.burst:
+            # A handler that failed with retry_wait 0 is due again at once: one attempt per burst.
+            seen = (task.key, task.scheduled_time)
+            if seen in self.attempted:
+                task.release()
+                log.info("schedule=%s scheduled_time=%d was already attempted in this burst; "
+                         "leaving it for the next run", task.key, task.scheduled_time)
+                return False
+            self.attempted.add(seen)
+        self._process(task)
+        return True
+
+    def _idle_wait(self) -> float:
+        interval = self.poll_interval
+        try:
+            due = self.sched.next_due()
+        except DatabaseError as exc:
+            log.warning("could not read the next due time: %s", exc)
+            return interval
+        if due is None:
+            return interval
+        left = due - self.sched.now()
+        if left <= 0:  # held by another scheduler right now; it will advance it
+            return interval
+        return max(MIN_WAIT, min(interval, left))
+
+    def _handle_signals(self, timeout: float) -> None:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            sig = self.signals.wait(max(0.0, deadline - time.monotonic()))
+            if sig is None:
+                if time.monotonic() >= deadline:
+                    return
+                continue
+            if sig in _STOP:
+                if not self.stopping:
+                    log.info("stop signal %s: stopping", signal.Signals(sig).name)
+                self.stopping = True
+                return
+            if sig in _RESTART:
+                log.info("restart signal %s: re-reading the configuration", signal.Signals(sig).name)
+                self.restart = True
+                return
+            if sig == signal.SIGUSR2:
+                reopen_logs()
+                log.info("log files reopened")
+            # SIGCHLD and others: ignore, keep waiting
+
+    def _restart(self) -> None:
+        self.restart = False
+        old = self.settings
+        if self.config_loader is not None:
+            try:
+                self.settings = dict(self.config_loader())
+            except Exception as exc:  # noqa: BLE001 - keep running on a broken config
+                log.error("config reload failed, keeping the old config: %s", exc)
+        self._close()
+        try:
+            self._reopen(old)
+        except TaskError as exc:
+            if self.settings is old:
+                raise
+            log.error("restart with the new config failed, keeping the old config: %s", exc)
+            self.settings = old
+            self._reopen(old)
+        log.info("restarted")
+
+    def _reopen(self, old: dict) -> None:
+        if (self.settings.get("log"), self.settings.get("log_level")) != (old.get("log"), old.get("log_level")):
+            setup_logging(self.settings.get("log"), self.settings.get("log_level") or "INFO")
+        self._open()
+
+    # -- handlers -------------------------------------------------------------------------
+    def _process(self, task) -> None:
+        when = _iso(task.scheduled_time, task.timezone)
+        log.info("acquired schedule=%s type=%s scheduled_time=%d (%s)", task.key, task.type,
+                 task.scheduled_time, when)
+        started = time.monotonic()
+        error: BaseException | None = None
+        _note_decided_errors(task)
+        self.monitor.hold(task)
+        self.signals.in_handler = True
+        try:
+            runner = make_runner(self.target, task)
+            self.monitor.hold(task, runner)
+            runner.run()
+        except Exception as exc:  # noqa: BLE001 - a handler error must never end the loop
+            error = exc
+        except BaseException as exc:  # SystemExit / KeyboardInterrupt inside a handler
+            error = exc
+            if isinstance(exc, KeyboardInterrupt):
+                self.stopping = True
+        finally:
+            self.signals.in_handler = False
+            self.monitor.drop(task)
+        self._settle(task, error, time.monotonic() - started, when)
+
+    def _settle(self, task, error, elapsed: float, when: str) -> None:
+        try:
+            if getattr(task, "lost", False):
+                log.warning("schedule=%s scheduled_time=%d: lease lost during the handler; result dropped",
+                            task.key, task.scheduled_time)
+            elif task.done and getattr(task, "decided_error", None) is not None:
+                err = task.decided_error
+                log.warning("retry schedule=%s scheduled_time=%d (%s): %s: %s", task.key,
+                            task.scheduled_time, when, type(err).__name__, err)
+            elif task.done:
+                log.info("settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
+                         task.key, task.scheduled_time, when, elapsed)
+            elif error is not None:
+                task.retry()
+                log.warning("retry schedule=%s scheduled_time=%d (%s): %s: %s", task.key,
+                            task.scheduled_time, when, type(error).__name__, error)
+            else:
+                task.finish()
+                log.info("finished schedule=%s scheduled_time=%d (%s) (%.3fs)", task.key,
+                         task.scheduled_time, when, elapsed)
+        except (PreemptedError, AlreadyFinishedError) as exc:
+            log.warning("could not settle schedule=%s: %s", task.key, exc)
+        except TaskError as exc:  # DatabaseError included: the lease expires, it runs again
+            log.error("could not settle schedule=%s (the lease will expire and it runs again): %s",
+                      task.key, exc)
+
+
+def _note_decided_errors(task) -> None:
+    """Remember the error an Application's decider hands to ``retry_or_fail`` (to log it)."""
+    original = task.retry_or_fail
+    task.decided_error = None
+
+    def retry_or_fail(error: Any = None, now: float | None = None) -> str:
+        task.decided_error = error if isinstance(error, BaseException) else None
+        return original(error=error, now=now)
+
+    task.retry_or_fail = retry_or_fail
+
+
+def _name(target: Any) -> str:
+    return getattr(target, "__qualname__", None) or type(target).__name__
+
+
+def run_scheduler(settings: dict, *, target: Any = None, burst: bool = False,
+                  poll_interval: float | None = None,
+                  config_loader: Callable[[], dict] | None = None) -> int:
+    """Run ``perfectsched run`` until stopped (or, with ``burst``, until nothing is due).
+
+    ``settings``: merged config (``table`` = queue table, ``schedule_table``, ``timezone``,
+    ``catchup_grace``, ``tick_batch`` and the queue_core keys). ``target``: a handler for
+    PerfectSched-style processing; None submits occurrences as queue tasks. ``config_loader``
+    re-reads the settings on SIGUSR1/SIGHUP. Returns an exit code.
+    """
+    return SchedulerLoop(settings, target=target, burst=burst, poll_interval=poll_interval,
+                         config_loader=config_loader).run()
