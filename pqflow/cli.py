@@ -29,7 +29,9 @@ from queue_core.cli_common import (
     parse_json_object,
     print_json,
     print_table,
+    run_worker_command,
     settings,
+    worker_options,
 )
 from queue_core.errors import AlreadyExistsError, ConfigError
 
@@ -130,42 +132,18 @@ def _is_decider(obj: Any) -> bool:
 # -- run -------------------------------------------------------------------------------------------
 @cli.command(short_help="Run a worker serving a pqflow.Decider.")
 @click.argument("target")
-@click.option("-I", "--include", "include", multiple=True, metavar="PATH", help="Add PATH to the import path.")
-@click.option("-r", "--require", "require", multiple=True, metavar="MODULE", help="Import MODULE (or FILE.py) first.")
-@click.option("--processors", type=click.IntRange(min=1), metavar="N", help="Processors per worker.")
-@click.option("--processor-type", type=click.Choice(["process", "thread"]), help="Child processes or threads.")
-@click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              help="Idle wait between polls (seconds).")
-@click.option("--burst", is_flag=True, help="Exit when the queue has no runnable task.")
-@click.option("--max-request-per-child", type=click.IntRange(min=1), metavar="N",
-              help="Recycle a child process after N tasks.")
-@click.option("--log", "log_file", metavar="FILE", help="Log to FILE (reopened on SIGUSR2).")
+@worker_options
 @common_options(own_logging=True)
-def run(target: str, include: tuple[str, ...], require: tuple[str, ...], processors: int | None,
-        processor_type: str | None, poll_interval: float | None, burst: bool,
-        max_request_per_child: int | None, log_file: str | None) -> None:
+def run(target: str, **options: Any) -> None:
     """Run a worker serving TARGET, a pqflow.Decider subclass (module:Name, path/file.py:Name,
     or Name with -r MODULE). Same options as perfectqueue run."""
-    # Same as perfectqueue run (queue_core/cli.py), plus the Decider check between
-    # loading the target and starting the worker.
-    state = click.get_current_context().obj
-    overrides = {
-        "processors": processors, "processor_type": processor_type, "poll_interval": poll_interval,
-        "max_request_per_child": max_request_per_child, "log": log_file,
-        "log_level": "DEBUG" if getattr(state, "verbose", False) else None,
-    }
-    cfg = settings(state, overrides=overrides)  # config errors first, before importing anything
-    try:
-        from queue_core.worker import load_target, run_worker
-    except ImportError as exc:
-        raise ConfigError(f"the worker is not available in this installation ({exc})") from None
-    handler = load_target(target, include=list(include), require=list(require))
-    if not _is_decider(handler):
-        what = f"class {handler.__name__}" if isinstance(handler, type) else type(handler).__name__
-        raise ConfigError(f"TARGET {target} is not a pqflow.Decider subclass (it is a {what})")
-    code = run_worker(handler, dict(cfg), burst=burst,
-                      config_loader=lambda: dict(settings(state, overrides=overrides)))
-    sys.exit(code or 0)
+
+    def check(handler: Any) -> None:
+        if not _is_decider(handler):
+            what = f"class {handler.__name__}" if isinstance(handler, type) else type(handler).__name__
+            raise ConfigError(f"TARGET {target} is not a pqflow.Decider subclass (it is a {what})")
+
+    run_worker_command(target, check=check, **options)
 
 
 # -- start -----------------------------------------------------------------------------------------

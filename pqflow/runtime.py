@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 

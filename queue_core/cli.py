@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from typing import Any
 
 import click
@@ -25,9 +24,10 @@ from .cli_common import (
     parse_time,
     print_json,
     print_table,
+    run_worker_command,
     settings,
+    worker_options,
 )
-from .errors import ConfigError
 from .queue import STATUSES
 
 PROG = "perfectqueue"
@@ -195,36 +195,11 @@ def cleanup() -> None:
 
 @cli.command(short_help="Run a worker serving TARGET.")
 @click.argument("target")
-@click.option("-I", "--include", "include", multiple=True, metavar="PATH", help="Add PATH to the import path.")
-@click.option("-r", "--require", "require", multiple=True, metavar="MODULE", help="Import MODULE (or FILE.py) first.")
-@click.option("--processors", type=click.IntRange(min=1), metavar="N", help="Processors per worker.")
-@click.option("--processor-type", type=click.Choice(["process", "thread"]), help="Child processes or threads.")
-@click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              help="Idle wait between polls (seconds).")
-@click.option("--burst", is_flag=True, help="Exit when the queue has no runnable task.")
-@click.option("--max-request-per-child", type=click.IntRange(min=1), metavar="N",
-              help="Recycle a child process after N tasks.")
-@click.option("--log", "log_file", metavar="FILE", help="Log to FILE (reopened on SIGUSR2).")
+@worker_options
 @common_options(own_logging=True)
-def run(target: str, include: tuple[str, ...], require: tuple[str, ...], processors: int | None,
-        processor_type: str | None, poll_interval: float | None, burst: bool,
-        max_request_per_child: int | None, log_file: str | None) -> None:
+def run(target: str, **options: Any) -> None:
     """Run a worker serving TARGET (module:Name, path/file.py:Name, or Name with -r)."""
-    state = click.get_current_context().obj
-    overrides = {
-        "processors": processors, "processor_type": processor_type, "poll_interval": poll_interval,
-        "max_request_per_child": max_request_per_child, "log": log_file,
-        "log_level": "DEBUG" if getattr(state, "verbose", False) else None,
-    }
-    cfg = settings(state, overrides=overrides)  # config errors first, before importing anything
-    try:
-        from queue_core.worker import load_target, run_worker
-    except ImportError as exc:
-        raise ConfigError(f"the worker is not available in this installation ({exc})") from None
-    handler = load_target(target, include=list(include), require=list(require))
-    code = run_worker(handler, dict(cfg), burst=burst,
-                      config_loader=lambda: dict(settings(state, overrides=overrides)))
-    sys.exit(code or 0)
+    run_worker_command(target, **options)
 
 
 main = main_wrapper(cli, PROG)

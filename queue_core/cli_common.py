@@ -299,55 +299,6 @@ def common_options(f: Callable | None = None, *, own_logging: bool = False):
 
 
 # -- settings -----------------------------------------------------------------------------------
-_KNOWN_KINDS = ("bool", "str", "opt-str", "float+", "float0", "opt-float+", "int+", "int0", "opt-int+")
-
-
-def _check_extra(key: str, value: Any, spec: tuple) -> Any:
-    """Validate an extra (non-queue) key like config._check does; unknown kinds pass through."""
-    _default, kind, help_ = spec[0], spec[1], spec[2] if len(spec) > 2 else ""
-    if not isinstance(kind, str) or not (kind in _KNOWN_KINDS or kind.startswith("choice:")):
-        return value
-    if value is None and kind.startswith("opt-"):
-        return None
-    bad = ConfigError(f"invalid value for config {key}: {value!r} ({help_})")
-    if kind.startswith("choice:"):
-        choices = kind.split(":", 1)[1].split("|")
-        for c in choices:
-            if str(value).lower() == c.lower():
-                return c
-        raise ConfigError(f"config {key} must be one of {', '.join(choices)}, not {value!r}")
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            v = value.strip().lower()
-            if v in ("1", "true", "yes", "on"):
-                return True
-            if v in ("0", "false", "no", "off"):
-                return False
-        raise bad
-    if kind in ("str", "opt-str"):
-        if not isinstance(value, str) or not value:
-            raise bad
-        return value
-    if isinstance(value, bool):
-        raise bad
-    try:
-        if kind.endswith("float+") or kind == "float0":
-            v = float(value)
-            if not math.isfinite(v) or v < 0 or (kind != "float0" and v == 0):
-                raise bad
-            return v
-        if isinstance(value, float) and not value.is_integer():
-            raise bad
-        n = int(value)
-    except (TypeError, ValueError, OverflowError):
-        raise bad from None
-    if n < (0 if kind == "int0" else 1):
-        raise bad
-    return n
-
-
 def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = None, *,
              overrides: Mapping[str, Any] | None = None) -> Settings:
     """The configuration of this command: defaults < config file < env vars < CLI options.
@@ -404,7 +355,7 @@ def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = No
     for key, spec in extra.items():
         if key in config_mod.DEFAULTS:
             continue
-        out[key] = _check_extra(key, merged[key], spec) if key in merged else spec[0]
+        out[key] = config_mod.check_value(key, merged[key], spec) if key in merged else spec[0]
     remember_url(out.get("url"))
     return out
 
@@ -646,3 +597,47 @@ def _json_default(obj: Any) -> Any:
 def print_json(obj: Any, *, file: Any = None) -> None:
     """Pretty JSON on stdout (UTF-8, not ASCII-escaped)."""
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default), file=file)
+
+
+# -- worker commands (perfectqueue run, pqflow run) -----------------------------------------------
+def worker_options(fn: Callable) -> Callable:
+    """The options of a worker command: -I, -r, --processors, ..., --log."""
+    options = [
+        click.option("-I", "--include", "include", multiple=True, metavar="PATH", help="Add PATH to the import path."),
+        click.option("-r", "--require", "require", multiple=True, metavar="MODULE",
+                     help="Import MODULE (or FILE.py) first."),
+        click.option("--processors", type=click.IntRange(min=1), metavar="N", help="Processors per worker."),
+        click.option("--processor-type", type=click.Choice(["process", "thread"]), help="Child processes or threads."),
+        click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), metavar="S",
+                     help="Idle wait between polls (seconds)."),
+        click.option("--burst", is_flag=True, help="Exit when the queue has no runnable task."),
+        click.option("--max-request-per-child", type=click.IntRange(min=1), metavar="N",
+                     help="Recycle a child process after N tasks."),
+        click.option("--log", "log_file", metavar="FILE", help="Log to FILE (reopened on SIGUSR2)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def run_worker_command(target: str, *, include, require, processors, processor_type, poll_interval, burst,
+                       max_request_per_child, log_file, load: Callable | None = None,
+                       check: Callable[[Any], None] | None = None) -> None:
+    """Body of a worker command: settings first, then the target, then the worker (exits)."""
+    state = click.get_current_context().obj
+    overrides = {
+        "processors": processors, "processor_type": processor_type, "poll_interval": poll_interval,
+        "max_request_per_child": max_request_per_child, "log": log_file,
+        "log_level": "DEBUG" if getattr(state, "verbose", False) else None,
+    }
+    cfg = settings(state, overrides=overrides)  # config errors first, before importing anything
+    try:
+        from .worker import load_target, run_worker
+    except ImportError as exc:
+        raise ConfigError(f"the worker is not available in this installation ({exc})") from None
+    handler = (load or load_target)(target, include=list(include), require=list(require))
+    if check is not None:
+        check(handler)
+    code = run_worker(handler, dict(cfg), burst=burst,
+                      config_loader=lambda: dict(settings(state, overrides=overrides)))
+    sys.exit(code or 0)

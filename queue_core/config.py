@@ -48,8 +48,23 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
 }
 
 
+KINDS = ("bool", "str", "opt-str", "float+", "float0", "opt-float+", "int+", "int0", "opt-int+")
+
+
 def _check(key: str, value: Any) -> Any:
-    default, kind, _ = DEFAULTS[key]
+    return check_value(key, value, DEFAULTS[key])
+
+
+def check_value(key: str, value: Any, spec: tuple) -> Any:
+    """Validate ``value`` for ``key`` against ``spec = (default, kind, help)``.
+
+    Kinds other than those in KINDS and ``choice:a|b`` pass through unchanged (extra keys of
+    perfectsched and pqflow may carry their own types).
+    """
+    kind = spec[1]
+    help_ = spec[2] if len(spec) > 2 else ""
+    if not isinstance(kind, str) or not (kind in KINDS or kind.startswith("choice:")):
+        return value
     if value is None and (kind.startswith("opt-")):
         return None
     try:
@@ -90,7 +105,7 @@ def _check(key: str, value: Any) -> Any:
                 raise ValueError
             return v
     except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"invalid value for config {key}: {value!r} ({DEFAULTS[key][2]})") from None
+        raise ConfigError(f"invalid value for config {key}: {value!r} ({help_})") from None
     raise AssertionError(kind)
 
 

@@ -10,41 +10,19 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ..errors import DatabaseError, SchemaError
+from .base import VersionedTables
 from .database import Database
 from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
 
 
-class ScheduleStore:
+class ScheduleStore(VersionedTables):
+    current_version = SCHEDULE_SCHEMA_VERSION
+
     def __init__(self, db: Database, table: str):
-        self.db = db
-        self.metadata = sa.MetaData()
-        self.t = schedule_table(self.metadata, table)
-        self.meta = meta_table(self.metadata, table)
-        self.name = table
+        metadata = sa.MetaData()
+        self.t = schedule_table(metadata, table)
+        super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
-
-    def init(self, force: bool = False) -> None:
-        def create(conn):
-            if force:
-                self.metadata.drop_all(conn, checkfirst=True)
-            self.metadata.create_all(conn, checkfirst=True)
-            m = self.meta
-            v = conn.execute(sa.select(m.c.value).where(m.c.name == "schema_version")).scalar()
-            if v is not None and int(v) > SCHEDULE_SCHEMA_VERSION:
-                raise SchemaError(f"table {self.name} has schema version {v}, newer than this release")
-            if v is None:
-                conn.execute(self.db.dialect.insert_if_absent(m, "name").values(
-                    name="schema_version", value=str(SCHEDULE_SCHEMA_VERSION)))
-
-        try:
-            self.db.run(create, what=f"init {self.name}")
-        except SchemaError:
-            raise
-        except DatabaseError:
-            if force:
-                raise
-            self.db.run(create, what=f"init {self.name}")  # lost a CREATE race: check again
 
     def insert(self, conn, row: dict) -> bool:
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1

@@ -17,12 +17,11 @@ import sqlalchemy as sa
 
 from ..errors import (
     CancelRequestedError,
-    DatabaseError,
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
-    SchemaError,
 )
+from .base import VersionedTables
 from .database import Database
 from .schema import SCHEMA_VERSION, meta_table, task_table
 
@@ -49,53 +48,15 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore:
+class TaskStore(VersionedTables):
+    current_version = SCHEMA_VERSION
+    meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
+
     def __init__(self, db: Database, table: str):
-        self.db = db
-        self.metadata = sa.MetaData()
-        self.t = task_table(self.metadata, table)
-        self.meta = meta_table(self.metadata, table)
-        self.name = table
+        metadata = sa.MetaData()
+        self.t = task_table(metadata, table)
+        super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
-
-    # -- schema ------------------------------------------------------------------------
-    def init(self, force: bool = False) -> None:
-        def create(conn):
-            if force:
-                self.metadata.drop_all(conn, checkfirst=True)
-            self.metadata.create_all(conn, checkfirst=True)
-            self._write_meta(conn)
-
-        try:
-            self.db.run(create, what=f"init {self.name}")
-        except SchemaError:
-            raise
-        except DatabaseError:
-            # Two processes racing on CREATE TABLE: the loser sees "already exists".
-            if force:
-                raise
-            self.db.run(lambda c: (self.metadata.create_all(c, checkfirst=True), self._write_meta(c)),
-                        what=f"init {self.name}")
-
-    def _write_meta(self, conn) -> None:
-        m = self.meta
-        rows = {r.name: r.value for r in conn.execute(sa.select(m.c.name, m.c.value))}
-        version = int(rows.get("schema_version", SCHEMA_VERSION))
-        if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"table {self.name} has schema version {version}, newer than this release "
-                f"understands ({SCHEMA_VERSION}); upgrade pq"
-            )
-        for name, value in (("schema_version", str(SCHEMA_VERSION)), ("fair_lock", "")):
-            if name not in rows:
-                conn.execute(self.db.dialect.insert_if_absent(m, "name").values(name=name, value=value))
-
-    def schema_version(self) -> int | None:
-        def read(conn):
-            v = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
-            return int(v) if v is not None else None
-
-        return self.db.run(read, write=False, what="schema version")
 
     # -- submit ------------------------------------------------------------------------
     def _row(self, task: NewTask, now: float) -> dict:

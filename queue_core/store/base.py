@@ -1,0 +1,59 @@
+"""What every store has in common: its tables, their creation and their schema version."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ..errors import DatabaseError, SchemaError
+from .database import Database
+
+
+class VersionedTables:
+    """Tables created by ``init`` with a ``<table>_meta`` row recording the schema version."""
+
+    #: version this release writes and understands
+    current_version: int = 1
+    #: more (name, value) rows the meta table must hold
+    meta_rows: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, db: Database, name: str, metadata: sa.MetaData, meta: sa.Table):
+        self.db, self.name, self.metadata, self.meta = db, name, metadata, meta
+
+    def init(self, force: bool = False) -> None:
+        """Create the tables (idempotent); ``force`` drops and recreates them."""
+        def create(conn, drop: bool):
+            if drop:
+                self.metadata.drop_all(conn, checkfirst=True)
+            self.metadata.create_all(conn, checkfirst=True)
+            self._write_meta(conn)
+
+        try:
+            self.db.run(lambda c: create(c, force), what=f"init {self.name}")
+        except SchemaError:
+            raise
+        except DatabaseError:
+            if force:
+                raise
+            # Two processes racing on CREATE TABLE: the loser sees "already exists"; look again.
+            self.db.run(lambda c: create(c, False), what=f"init {self.name}")
+
+    def _write_meta(self, conn) -> None:
+        m = self.meta
+        rows = {r.name: r.value for r in conn.execute(sa.select(m.c.name, m.c.value))}
+        version = int(rows.get("schema_version", self.current_version))
+        if version > self.current_version:
+            raise SchemaError(
+                f"table {self.name} has schema version {version}, newer than this release "
+                f"understands ({self.current_version}); upgrade pq"
+            )
+        for name, value in (("schema_version", str(self.current_version)), *self.meta_rows):
+            if name not in rows:
+                conn.execute(self.db.dialect.insert_if_absent(m, "name").values(name=name, value=value))
+
+    def schema_version(self) -> int | None:
+        """The version recorded in the meta table (None before init)."""
+        def read(conn):
+            v = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
+            return int(v) if v is not None else None
+
+        return self.db.run(read, write=False, what="schema version")
