@@ -181,8 +181,7 @@ class Dispatch(Runner):
     @classmethod
     def route(cls, pattern, handler=None):
         if "routes" not in cls.__dict__:
-            cls.routes = list(cls.routes)
-        cls.__dict__.get("_router") and cls.__dict__["_router"].add  # noqa: B018
+            cls.routes = list(cls.routes)  # copy-on-write: a subclass never edits its parent's routes
         if handler is not None:
             cls.routes.append((pattern, handler))
             cls._router = None
