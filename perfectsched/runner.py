@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from queue_core import config as config_mod
-from queue_core.app import make_runner
 from queue_core.errors import (
     AlreadyFinishedError,
     ConfigError,
@@ -43,7 +42,7 @@ from queue_core.errors import (
     TaskError,
 )
 from queue_core.logs import reopen_logs, setup_logging
-from queue_core.worker import TaskMonitor, _SignalQueue
+from queue_core.worker import TaskMonitor, _SignalQueue, run_handler
 
 from . import cron as cronlib
 from .scheduler import EXTRA_KEYS, Scheduler
@@ -302,23 +301,14 @@ class SchedulerLoop:
         log.info("acquired schedule=%s type=%s scheduled_time=%d (%s)", task.key, task.type,
                  task.scheduled_time, when)
         started = time.monotonic()
-        error: BaseException | None = None
         _note_decided_errors(task)
-        self.monitor.hold(task)
         self.signals.in_handler = True
         try:
-            runner = make_runner(self.target, task)
-            self.monitor.hold(task, runner)
-            runner.run()
-        except Exception as exc:  # noqa: BLE001 - a handler error must never end the loop
-            error = exc
-        except BaseException as exc:  # SystemExit / KeyboardInterrupt inside a handler
-            error = exc
-            if isinstance(exc, KeyboardInterrupt):
-                self.stopping = True
+            error = run_handler(self.target, task, self.monitor)
         finally:
             self.signals.in_handler = False
-            self.monitor.drop(task)
+        if isinstance(error, KeyboardInterrupt):
+            self.stopping = True
         self._settle(task, error, time.monotonic() - started, when)
 
     def _settle(self, task, error, elapsed: float, when: str) -> None:

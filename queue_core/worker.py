@@ -123,6 +123,23 @@ class TaskMonitor(threading.Thread):
             log.exception("handler kill() raised")
 
 
+def run_handler(target: Any, task, monitor: TaskMonitor) -> BaseException | None:
+    """Run ``target``'s handler on ``task`` under ``monitor``; return what it raised, if anything.
+
+    Nothing a handler raises (SystemExit and KeyboardInterrupt included) ends the caller's loop.
+    """
+    monitor.hold(task)
+    try:
+        runner = make_runner(target, task)
+        monitor.hold(task, runner)
+        runner.run()
+    except BaseException as exc:  # noqa: BLE001 - a handler error is the task's outcome
+        return exc
+    finally:
+        monitor.drop(task)
+    return None
+
+
 class Processor:
     """One poll loop: lease tasks, run their handlers, settle the outcome."""
 
@@ -207,20 +224,9 @@ class Processor:
     def process(self, task) -> None:
         log.info("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         started = time.monotonic()
-        error: BaseException | None = None
-        runner = None
-        try:
-            runner = make_runner(self.target, task)
-            self.monitor.hold(task, runner)
-            runner.run()
-        except Exception as exc:  # noqa: BLE001 - a handler error must never end the worker
-            error = exc
-        except BaseException as exc:  # SystemExit / KeyboardInterrupt inside a handler
-            error = exc
-            if isinstance(exc, KeyboardInterrupt):
-                self.stop()
-        finally:
-            self.monitor.drop(task)
+        error = run_handler(self.target, task, self.monitor)
+        if isinstance(error, KeyboardInterrupt):
+            self.stop()
         self._settle(task, error, time.monotonic() - started)
 
     def _settle(self, task, error, elapsed) -> None:

@@ -88,3 +88,10 @@ def queue(db_url, table_name, clock, backend):
     q.close()
     if backend != "sqlite":
         drop_tables(db_url, table_name)
+
+
+@pytest.fixture
+def wq(queue):
+    """The queue fixture without its fake clock: for tests that run real workers in real time."""
+    queue.clock = queue_core.SystemClock()
+    return queue

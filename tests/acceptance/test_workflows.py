@@ -13,19 +13,12 @@ from pathlib import Path
 import pytest
 
 import pqflow
-import queue_core
 
 sys.path.insert(0, str(Path(__file__).parent))
 import flows  # noqa: E402
-from test_worker_processes import finish, start_worker, wait_for  # noqa: E402
+from procs import finish, start_worker, wait_for  # noqa: E402
 
 FLOWS = str(Path(__file__).with_name("flows.py"))
-
-
-@pytest.fixture
-def wq(queue):
-    queue.clock = queue_core.SystemClock()
-    return queue
 
 
 @pytest.fixture

@@ -1,0 +1,59 @@
+"""Real worker processes for the acceptance tests: start, wait, collect."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HANDLERS = str(Path(__file__).with_name("handlers.py"))
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, **settings):
+    settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
+                "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
+                **settings}
+    code = (
+        "import sys, json, queue_core.worker as w, queue_core.config as c\n"
+        f"s = c.build(json.loads({json.dumps(json.dumps(settings))}))\n"
+        f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=env, start_new_session=True)
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def runs(log: Path, what="run") -> list[tuple[str, int]]:
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        key, pid, kind = line.split()
+        if kind == what:
+            out.append((key, int(pid)))
+    return out
+
+
+def finish(proc, timeout=30):
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError("worker did not exit:\n" + out.decode(errors="replace")[-3000:])
+    return proc.returncode, out.decode(errors="replace")
