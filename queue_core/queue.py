@@ -12,7 +12,7 @@ import os
 import random
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ from .errors import (
     ValidationError,
 )
 from .store.database import Database
-from .store.tasks import FINISHED, FOREVER, UNSET, NewTask, TaskStore
+from .store.tasks import FINISHED, FOREVER, UNSET, NewTask, Settled, TaskStore
 
 T = TypeVar("T")
 
@@ -243,6 +243,8 @@ class AcquiredTask:
         self.cancel_requested = bool(row["cancel_requested"])
         #: set when this holder finished, retried or released the task
         self.done = False
+        #: set when the lease was found taken over (by the worker or a batched finish)
+        self.lost = False
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -533,13 +535,50 @@ class Queue:
         tasks = self.poll_multi(1, alive_time=alive_time, now=now)
         return tasks[0] if tasks else None
 
-    def poll_multi(self, max_acquire: int, *, alive_time: float | None = None,
-                   now: float | None = None) -> list[AcquiredTask]:
-        n = check_int(max_acquire, "max_acquire", minimum=1)
+    def poll_multi(self, max_acquire: int, *, alive_time: float | None = None, now: float | None = None,
+                   finish: Sequence[AcquiredTask] = ()) -> list[AcquiredTask]:
+        """Lease up to ``max_acquire`` tasks.
+
+        ``finish``: held tasks to finish with outcome success in the same transaction, before
+        the claim (a worker settles its last batch and leases the next one in one commit).
+        Each is fenced as ``finish()`` is; one whose lease was lost is not finished and gets
+        ``task.lost = True``.
+        """
+        n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         now = self.now(now)
         alive = self._alive(alive_time)
-        rows = self.store.claim(n, alive, now, self.owner)
+        entries, lost = self._settle_entries(finish, now), []
+        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost)
+        self._mark_settled(finish, lost, now)
         return [AcquiredTask(self, r, now) for r in rows]
+
+    def finish_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> list[AcquiredTask]:
+        """Finish several held tasks (outcome success) in one transaction.
+
+        Returns the tasks that were not finished because their lease was lost (``task.lost``).
+        """
+        now = self.now(now)
+        lost = self.store.settle(self._settle_entries(tasks, now), now)
+        return self._mark_settled(tasks, lost, now)
+
+    def _settle_entries(self, tasks: Sequence[AcquiredTask], now: float) -> list[Settled]:
+        purge_at = now + self.config["retention_time"]
+        for t in tasks:
+            if not isinstance(t, AcquiredTask) or t.queue is not self:
+                raise ValidationError("finish takes tasks leased from this queue")
+        return [Settled(t._id, t._token, purge_at) for t in tasks]
+
+    @staticmethod
+    def _mark_settled(tasks: Sequence[AcquiredTask], lost: Sequence[Settled], now: float) -> list[AcquiredTask]:
+        lost_ids = {s.id for s in lost}
+        out = []
+        for t in tasks:
+            if t._id in lost_ids:
+                t.lost = True
+                out.append(t)
+            else:
+                t._mark_finished("success", t.error, now)
+        return out
 
     # -- reads ----------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Task:

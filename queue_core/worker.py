@@ -56,15 +56,16 @@ class TaskMonitor(threading.Thread):
     its ``kill(reason)``, when its task was cancelled or its lease taken over.
     """
 
-    def __init__(self, settings: dict, beat_fd: int | None = None):
+    def __init__(self, settings: dict, beat_fd: int | None = None, settler: Settler | None = None):
         super().__init__(name="pq-task-monitor", daemon=True)
         self.interval = settings["task_heartbeat_interval"]
         self.child_interval = settings["child_heartbeat_interval"]
         self.alive_time = settings["alive_time"]
         self.beat_fd = beat_fd
+        self.settler = settler
         self._held: dict[int, tuple[Any, Any]] = {}  # id(task) -> (task, runner)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def hold(self, task, runner=None) -> None:
         with self._lock:
@@ -75,21 +76,28 @@ class TaskMonitor(threading.Thread):
             self._held.pop(id(task), None)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
         next_hb = time.monotonic() + self.interval
-        while not self._stop.is_set():
+        next_beat = 0.0
+        while not self._halt.is_set():
             now = time.monotonic()
             if now >= next_hb:
                 self._heartbeat_all()
                 next_hb = now + self.interval
-            if self.beat_fd is not None:
+            if self.settler is not None and self.settler.due():
+                self.settler.flush()
+            if self.beat_fd is not None and now >= next_beat:
                 try:
                     os.write(self.beat_fd, b"\0")
                 except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
                     os._exit(EXIT_IMMEDIATE)
-            self._stop.wait(min(self.child_interval, max(0.05, next_hb - time.monotonic())))
+                next_beat = now + self.child_interval
+            wake = min(next_hb, next_beat if self.beat_fd is not None else next_hb)
+            if self.settler is not None:
+                wake = min(wake, now + self.settler.delay)
+            self._halt.wait(max(0.01, wake - time.monotonic()))
 
     def _heartbeat_all(self) -> None:
         with self._lock:
@@ -123,6 +131,68 @@ class TaskMonitor(threading.Thread):
             log.exception("handler kill() raised")
 
 
+class Settler:
+    """Successes waiting to be written, in one transaction per batch.
+
+    A processor's successful tasks are finished together with its next claim (one commit
+    for the batch); when a handler runs long, the monitor thread writes them after
+    ``delay`` seconds instead, so a finish is never held back by another task. Until then
+    the task keeps its lease: it is finished exactly as ``task.finish()`` would, fenced.
+    """
+
+    def __init__(self, queue, delay: float = 0.05):
+        self.queue = queue
+        self.delay = delay
+        self._items: list[tuple[Any, float]] = []
+        self._since: float | None = None
+        self._lock = threading.Lock()
+
+    def add(self, task, elapsed: float) -> None:
+        with self._lock:
+            self._items.append((task, elapsed))
+            if self._since is None:
+                self._since = time.monotonic()
+
+    def take(self) -> list[tuple[Any, float]]:
+        with self._lock:
+            items, self._items, self._since = self._items, [], None
+        return items
+
+    def put_back(self, items: list[tuple[Any, float]]) -> None:
+        if items:
+            with self._lock:
+                self._items[:0] = items
+                self._since = self._since or time.monotonic()
+
+    def due(self) -> bool:
+        since = self._since
+        return since is not None and time.monotonic() - since >= self.delay
+
+    def flush(self) -> None:
+        items = self.take()
+        if not items:
+            return
+        try:
+            self.queue.finish_many([t for t, _ in items])
+        except DatabaseError as exc:
+            log.error("finish failed (will retry): %s", exc)
+            self.put_back(items)
+            return
+        except TaskError as exc:  # pragma: no cover - finish_many raises only database errors
+            log.error("could not finish %d tasks (their leases will expire and they run again): %s",
+                      len(items), exc)
+            return
+        self.report(items)
+
+    @staticmethod
+    def report(items: list[tuple[Any, float]]) -> None:
+        for task, elapsed in items:
+            if task.lost:
+                log.warning("could not finish task=%s type=%s: its lease was taken over", task.key, task.type)
+            else:
+                log.info("finished task=%s type=%s (%.3fs)", task.key, task.type, elapsed)
+
+
 def run_handler(target: Any, task, monitor: TaskMonitor) -> BaseException | None:
     """Run ``target``'s handler on ``task`` under ``monitor``; return what it raised, if anything.
 
@@ -152,10 +222,12 @@ class Processor:
         self.burst = burst
         self.name = name
         self.queue = queue or Queue(**{k: v for k, v in settings.items() if k in _QUEUE_KEYS})
-        self.monitor = TaskMonitor(settings, beat_fd)
+        self.settler = Settler(self.queue)
+        self.monitor = TaskMonitor(settings, beat_fd, self.settler)
         self.stopping = threading.Event()
         self.processed = 0
         self._wake = threading.Event()
+        self._avg_task_time: float | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -168,6 +240,20 @@ class Processor:
             return self._loop()
         finally:
             self.monitor.stop()
+            self.monitor.join(5)
+            self.settler.flush()
+
+    def batch_size(self) -> int:
+        """How many tasks to lease: as many as this processor expects to finish in
+        BATCH_WINDOW seconds (at least 1 + task_prefetch, at most batch_size)."""
+        s = self.settings
+        n = 1 + s["task_prefetch"]
+        if self._avg_task_time is not None:
+            fit = int(BATCH_WINDOW / max(self._avg_task_time, 1e-5))
+            n = max(n, min(s["batch_size"], fit))
+        if s.get("max_request_per_child"):
+            n = min(n, max(1, s["max_request_per_child"] - self.processed))
+        return n
 
     def _loop(self) -> int:
         s = self.settings
@@ -178,14 +264,18 @@ class Processor:
             if time.monotonic() >= next_cleanup:
                 self._cleanup()
                 next_cleanup = time.monotonic() + s["cleanup_interval"]
+            settled = self.settler.take()
             try:
-                tasks = self.queue.poll_multi(1 + s["task_prefetch"], alive_time=s["alive_time"])
+                tasks = self.queue.poll_multi(self.batch_size(), alive_time=s["alive_time"],
+                                              finish=[t for t, _ in settled])
                 db_wait = 0.1
             except DatabaseError as exc:
+                self.settler.put_back(settled)
                 log.error("poll failed (will retry in %.1fs): %s", db_wait, exc)
                 self._wake.wait(db_wait)
                 db_wait = min(db_wait * 2, 10.0)
                 continue
+            self.settler.report(settled)
             if not tasks:
                 if self.burst:
                     return EXIT_OK
@@ -222,12 +312,19 @@ class Processor:
                 log.warning("release failed task=%s: %s", t.key, exc)
 
     def process(self, task) -> None:
-        log.info("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
+        if task.lost or task.cancel_requested:  # learned by a heartbeat while it waited its turn
+            self.monitor.drop(task)
+            self._settle(task, None, 0.0)
+            return
+        log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         started = time.monotonic()
         error = run_handler(self.target, task, self.monitor)
         if isinstance(error, KeyboardInterrupt):
             self.stop()
-        self._settle(task, error, time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        avg = self._avg_task_time
+        self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
+        self._settle(task, error, elapsed)
 
     def _settle(self, task, error, elapsed) -> None:
         try:
@@ -246,8 +343,7 @@ class Processor:
                         "failed" if what == "failure" else "retry", task.key, task.type, task.attempts,
                         type(error).__name__, error)
             else:
-                task.finish()
-                log.info("finished task=%s type=%s (%.3fs)", task.key, task.type, elapsed)
+                self.settler.add(task, elapsed)  # finished with the next claim, or by the monitor
         except (PreemptedError, AlreadyFinishedError) as exc:
             log.warning("could not settle task=%s: %s", task.key, exc)
         except TaskError as exc:
@@ -261,6 +357,9 @@ def _verb(task) -> str:
 
 
 _QUEUE_KEYS = set(DEFAULTS)
+
+#: a processor leases as many short tasks as it expects to finish in this time (seconds)
+BATCH_WINDOW = 0.1
 
 
 # -- thread mode --------------------------------------------------------------------------

@@ -44,6 +44,16 @@ class NewTask:
     group: str | None = None
 
 
+@dataclass(frozen=True)
+class Settled:
+    """A held task whose outcome is decided and waits to be written with the next batch."""
+
+    id: int
+    token: int
+    purge_at: float
+    outcome: str = "success"
+
+
 def new_token() -> int:
     return secrets.randbits(62) + 1
 
@@ -94,15 +104,57 @@ class TaskStore(VersionedTables):
         return bool(row and row["created_at"] == now and row["type"] == task.type and row["data"] == task.data)
 
     # -- claim -------------------------------------------------------------------------
-    def claim(self, n: int, alive_time: float, now: float, owner: str) -> list[dict]:
+    def claim(self, n: int, alive_time: float, now: float, owner: str,
+              settle: Sequence[Settled] = (), lost: list | None = None) -> list[dict]:
+        """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
+
+        Settling the previous batch together with the next claim makes a drain cost one
+        transaction per batch instead of two per task, with the same fencing as ``finish``:
+        a settled task whose lease was taken over is not finished, and its ``Settled`` entry
+        is appended to ``lost``.
+        """
+        pending = list(settle)
+
         def work(conn):
-            return self._claim(conn, n, alive_time, now, owner)
+            if pending:
+                gone = self._settle(conn, pending, now)
+                if lost is not None:
+                    lost[:] = gone
+            return self._claim(conn, n, alive_time, now, owner) if n else ([], 0)
 
         for _ in range(4):
             rows, consumed = self.db.run(work, what="poll")
+            pending = []
             if rows or not consumed:
                 return rows
         return []
+
+    def settle(self, settled: Sequence[Settled], now: float) -> list[Settled]:
+        """Finish a batch of held tasks in one transaction; returns those whose lease was lost."""
+        return self.db.run(lambda c: self._settle(c, settled, now), what="finish") if settled else []
+
+    def _settle(self, conn, settled: Sequence[Settled], now: float) -> list[Settled]:
+        t = self.t
+        by_batch: dict[tuple, list[Settled]] = {}
+        for s in settled:
+            by_batch.setdefault((s.token, s.outcome, s.purge_at), []).append(s)
+        short: list[Settled] = []
+        for (token, outcome, purge_at), group in by_batch.items():
+            ids = [s.id for s in group]
+            res = conn.execute(sa.update(t).where(
+                t.c.id.in_(ids), t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
+            ).values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at))
+            if res.rowcount != len(ids):
+                short += group
+        if not short:
+            return []
+        # Some were not ours to finish: those finished by us already (an earlier attempt of this
+        # transaction committed) are fine; the others lost their lease.
+        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token)
+                            .where(t.c.id.in_([s.id for s in short]))).all()
+        ours = {r.id for r in rows if r.state == FINISHED and r.lease_token is not None}
+        tokens = {r.id: r.lease_token for r in rows}
+        return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
     def _claim(self, conn, n, alive_time, now, owner) -> tuple[list[dict], int]:
         t = self.t

@@ -159,6 +159,38 @@ def test_finish_twice(queue):
     assert m.status == "finished" and m.outcome == "success" and m.finished_at == T0 + 1
 
 
+def test_finish_batched_with_the_next_claim(queue):
+    for i in range(5):
+        queue.submit(f"k{i}", "t", now=T0 + i)
+    first = queue.poll_multi(3, now=T0 + 10)
+    assert [t.key for t in first] == ["k0", "k1", "k2"]
+    nxt = queue.poll_multi(3, finish=first, now=T0 + 11)
+    assert [t.key for t in nxt] == ["k3", "k4"]
+    for t in first:
+        assert t.done and not t.lost and t.status == "finished" and t.outcome == "success"
+        m = queue[t.key].metadata(now=T0 + 12)
+        assert (m.status, m.outcome, m.finished_at, m.attempts) == ("finished", "success", T0 + 11, 1)
+    assert queue.poll_multi(0, finish=nxt, now=T0 + 12) == []
+    assert queue.stats(now=T0 + 12)["finished"] == 5
+    with pytest.raises(ValidationError):
+        queue.poll_multi(0, now=T0 + 12)  # nothing to finish: a claim of 0 is a mistake
+
+
+def test_batched_finish_is_fenced(queue):
+    queue.submit("a", "t", now=T0)
+    queue.submit("b", "t", now=T0)
+    held = queue.poll_multi(2, alive_time=10, now=T0)
+    taker = queue.poll(alive_time=10, now=T0 + 11)  # a's lease expired and was taken over
+    assert taker.key == "a"
+    lost = queue.finish_many(held, now=T0 + 12)
+    assert [t.key for t in lost] == ["a"] and lost[0].lost and not lost[0].done
+    assert queue["a"].metadata(now=T0 + 12).status == "running"  # still the taker's
+    assert queue["b"].metadata(now=T0 + 12).outcome == "success"
+    assert queue.finish_many([held[1]], now=T0 + 13) == []  # finished by us already: not lost
+    taker.finish(now=T0 + 14)
+    assert queue["a"].metadata().outcome == "success"
+
+
 def test_holder_heartbeat_after_expiry_without_takeover_is_allowed(queue):
     queue.submit("k", "t", now=T0)
     a = queue.poll(alive_time=10, now=T0)
