@@ -455,6 +455,8 @@ class Queue:
         self.table = self.config["table"]
         self.store = TaskStore(self.db, self.table)
         self.store.retention_time = self.config["retention_time"]
+        if not self.config["notify"]:
+            self.store.channel = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
 
     # context manager
@@ -579,6 +581,21 @@ class Queue:
             else:
                 t._mark_finished("success", t.error, now)
         return out
+
+    @property
+    def notifies(self) -> bool:
+        """Whether submissions wake listening workers at once (PostgreSQL, ``notify`` on)."""
+        return self.store.channel is not None
+
+    def listen(self, on_notify: Callable[[], None], stop: threading.Event, *, timeout: float = 1.0) -> None:
+        """Call ``on_notify()`` whenever runnable tasks are submitted, until ``stop`` is set.
+
+        Blocks; raises DatabaseError when the connection fails (listen again after a pause).
+        Only for queues where :attr:`notifies` is true.
+        """
+        if not self.notifies:
+            raise ValidationError("this queue has no notifications (PostgreSQL with notify = true only)")
+        self.store.listen(on_notify, stop, timeout)
 
     # -- reads ----------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Task:

@@ -131,6 +131,47 @@ class TaskMonitor(threading.Thread):
             log.exception("handler kill() raised")
 
 
+class Waker(threading.Thread):
+    """Wakes idle processors when tasks are submitted (PostgreSQL LISTEN/NOTIFY).
+
+    Without it, an idle processor finds new work at its next poll (``poll_interval``); with it,
+    within milliseconds. A lost connection is re-established with backoff; meanwhile polling
+    goes on as usual, so a missed notification delays a task by at most one poll interval.
+    """
+
+    def __init__(self, queue, wake: Callable[[], None]):
+        super().__init__(name="pq-waker", daemon=True)
+        self.queue = queue
+        self.wake = wake
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        backoff = 0.5
+        while not self._halt.is_set():
+            try:
+                self.queue.listen(self.wake, self._halt, timeout=0.5)
+            except DatabaseError as exc:
+                log.warning("wake-up listener lost its connection (polling meanwhile): %s", exc)
+                self._halt.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            except Exception:  # noqa: BLE001 - never take the worker down; polling still works
+                log.exception("wake-up listener crashed (polling meanwhile)")
+                self._halt.wait(10.0)
+            backoff = 0.5
+
+
+def start_waker(queue, wake: Callable[[], None]) -> Waker | None:
+    if not queue.notifies:
+        return None
+    waker = Waker(queue, wake)
+    waker.start()
+    return waker
+
+
 class Settler:
     """Successes waiting to be written, in one transaction per batch.
 
@@ -233,12 +274,22 @@ class Processor:
         self.stopping.set()
         self._wake.set()
 
-    def run(self) -> int:
-        """Run until stopped, burst-empty or recycled. Returns an exit code."""
+    def wake(self) -> None:
+        """Poll now instead of at the end of the idle wait (called from other threads)."""
+        self._wake.set()
+
+    def run(self, *, listen: bool = True) -> int:
+        """Run until stopped, burst-empty or recycled. Returns an exit code.
+
+        ``listen``: start this processor's own wake-up listener (thread workers share one).
+        """
         self.monitor.start()
+        waker = start_waker(self.queue, self.wake) if listen and not self.burst else None
         try:
             return self._loop()
         finally:
+            if waker is not None:
+                waker.stop()
             self.monitor.stop()
             self.monitor.join(5)
             self.settler.flush()
@@ -368,6 +419,7 @@ class ThreadWorker:
         self.target, self.settings, self.burst, self.config_loader = target, settings, burst, config_loader
         self.processors: list[Processor] = []
         self.threads: list[threading.Thread] = []
+        self.waker: Waker | None = None
         self.exit_code = EXIT_OK
 
     def _start(self) -> None:
@@ -376,7 +428,12 @@ class ThreadWorker:
         q = Queue(**{k: v for k, v in self.settings.items() if k in _QUEUE_KEYS})
         self.processors = [Processor(self.target, self.settings, burst=self.burst, queue=q, name=f"thread-{i}")
                            for i in range(self.settings["processors"])]
-        self.threads = [threading.Thread(target=p.run, name=p.name, daemon=True) for p in self.processors]
+        self.threads = [threading.Thread(target=p.run, kwargs={"listen": False}, name=p.name, daemon=True)
+                        for p in self.processors]
+        if self.waker is not None:
+            self.waker.stop()
+        processors = self.processors
+        self.waker = None if self.burst else start_waker(q, lambda: [p.wake() for p in processors])
         for t in self.threads:
             t.start()
         log.info("worker started: %d thread processors pid=%d", len(self.threads), os.getpid())

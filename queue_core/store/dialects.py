@@ -38,6 +38,19 @@ class Dialect:
     def is_transient(self, exc: sa.exc.DBAPIError) -> bool:
         return False
 
+    #: whether idle workers can be woken by the database (PostgreSQL LISTEN/NOTIFY)
+    can_notify = False
+
+    def notify(self, conn: sa.Connection, channel: str) -> None:
+        """Tell listeners of ``channel`` that tasks arrived (delivered at commit)."""
+
+    def listen(self, engine: sa.Engine, channel: str, on_notify, stop, timeout: float) -> None:
+        """Call ``on_notify()`` for notifications on ``channel`` until ``stop`` is set.
+
+        Returns when the connection fails; the caller reconnects.
+        """
+        raise NotImplementedError
+
     def is_missing_table(self, exc: sa.exc.DBAPIError) -> bool:
         return False
 

@@ -1,4 +1,4 @@
-"""PostgreSQL: SKIP LOCKED claims, ON CONFLICT DO NOTHING, SQLSTATE classes (store layer)."""
+"""PostgreSQL: SKIP LOCKED claims, ON CONFLICT DO NOTHING, LISTEN/NOTIFY, SQLSTATE classes (store layer)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,30 @@ class PostgreSQLDialect(Dialect):
         if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
             return state is None  # connection-level failure without a SQL state
         return False
+
+    can_notify = True
+
+    def notify(self, conn, channel):
+        conn.execute(sa.select(sa.func.pg_notify(channel, "")))
+
+    def listen(self, engine, channel, on_notify, stop, timeout):
+        from psycopg import sql
+
+        raw = engine.raw_connection()
+        conn = raw.driver_connection
+        raw.detach()  # a dedicated session: never handed back to the pool
+        try:
+            conn.rollback()
+            conn.autocommit = True
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            while not stop.is_set():
+                for _ in conn.notifies(timeout=timeout, stop_after=1):
+                    on_notify()
+        finally:
+            try:
+                raw.close()
+            except Exception:  # noqa: BLE001 - the connection is already broken
+                pass
 
     def is_missing_table(self, exc):
         state = getattr(exc.orig, "sqlstate", None)

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from ..errors import (
     CancelRequestedError,
+    DatabaseError,
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
@@ -67,6 +68,8 @@ class TaskStore(VersionedTables):
         self.t = task_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
+        #: LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported
+        self.channel: str | None = f"pq_{table}"[:63] if db.dialect.can_notify else None
 
     # -- submit ------------------------------------------------------------------------
     def _row(self, task: NewTask, now: float) -> dict:
@@ -93,7 +96,19 @@ class TaskStore(VersionedTables):
             conn.execute(sa.delete(t).where(t.c.key.in_(chunk_keys), t.c.state == FINISHED, t.c.timeout <= now))
             rows = [self._row(x, now) for x in tasks[i:i + 500]]
             inserted += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+        if inserted and self.channel and any(x.run_at <= now for x in tasks):
+            self.db.dialect.notify(conn, self.channel)
         return inserted
+
+    def listen(self, on_notify, stop, timeout: float = 1.0) -> None:
+        """Block, calling ``on_notify()`` when tasks are submitted, until ``stop`` is set or the
+        connection fails (raises DatabaseError; the caller waits and listens again)."""
+        if not self.channel:
+            raise ValueError("this database has no notifications")
+        try:
+            self.db.dialect.listen(self.db.engine, self.channel, on_notify, stop, timeout)
+        except Exception as exc:  # noqa: BLE001 - any driver failure: report it scrubbed
+            raise DatabaseError(f"listen failed on {self.db.masked_url}: {self.db.scrub(exc)}") from None
 
     def submit(self, tasks: Sequence[NewTask], now: float) -> int:
         return self.db.run(lambda c: self.insert(c, tasks, now), what="submit")
