@@ -315,19 +315,20 @@ class Scheduler:
 
     def _tick_batch(self, tx: Transaction, now: float) -> tuple[int, int]:
         rows = self.store.due(tx.conn, now, self.options["tick_batch"])
-        submitted = 0
+        tasks, advances = [], []
         for row in rows:
             todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now,
                                            grace=self.options["catchup_grace"])
             if todo:
                 data = json.loads(row["data"]) if row["data"] else {}
-                submitted += tx.submit_many(
-                    {"key": f"{row['key']}.{o}", "type": row["type"], "data": data,
-                     "run_at": row["next_run_time"] if o == int(row["next_time"]) else o + row["delay"]}
-                    for o in todo)
-            self.store.advance(tx.conn, row["key"], int(row["next_time"]), next_time=after,
-                               next_run_time=after + row["delay"], timeout=after + row["delay"], leased=0,
-                               lease_token=None, updated_at=now)
+                tasks += ({"key": f"{row['key']}.{o}", "type": row["type"], "data": data,
+                           "run_at": row["next_run_time"] if o == int(row["next_time"]) else o + row["delay"]}
+                          for o in todo)
+            advances.append((row["key"], int(row["next_time"]), after, after + row["delay"]))
+        # The whole batch in a few statements: one insert of every occurrence's task, one
+        # batched compare-and-set advance of every schedule, committed together.
+        submitted = tx.submit_many(tasks) if tasks else 0
+        self.store.advance_many(tx.conn, advances, now)
         return len(rows), submitted
 
     def next_due(self) -> float | None:

@@ -28,8 +28,12 @@ class Dialect:
         return stmt.with_for_update(skip_locked=True)
 
     def execute_insert(self, conn: sa.Connection, stmt, rows: list[dict], id_column) -> int:
-        """Run an insert-if-absent of ``rows``; return how many rows were inserted."""
-        return len(conn.execute(stmt.values(rows).returning(id_column)).all())
+        """Run an insert-if-absent of ``rows``; return how many rows were inserted.
+
+        Rows go as parameters of one cached statement (SQLAlchemy batches them into
+        multi-row VALUES), never as a statement compiled per call.
+        """
+        return len(conn.execute(stmt.returning(id_column), rows).all())
 
     def lock_rows(self, stmt: sa.Select) -> sa.Select:
         """A blocking row lock (for serialising decisions about one row)."""

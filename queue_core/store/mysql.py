@@ -23,7 +23,7 @@ class MySQLDialect(Dialect):
         return mysql_dialect.insert(table).prefix_with("IGNORE")
 
     def execute_insert(self, conn, stmt, rows, id_column):
-        return conn.execute(stmt.values(rows)).rowcount  # MySQL has no INSERT ... RETURNING
+        return conn.execute(stmt, rows).rowcount  # no INSERT ... RETURNING; PyMySQL sums batches
 
     def is_transient(self, exc):
         code = error_code(exc)

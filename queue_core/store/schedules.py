@@ -54,11 +54,20 @@ class ScheduleStore(VersionedTables):
         stmt = sa.select(self.t).where(self.t.c.timeout <= now).order_by(self.t.c.timeout).limit(limit)
         return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
 
-    def advance(self, conn, key: str, expected_next_time: int, **values) -> bool:
-        """Compare-and-set on ``next_time``: False when someone advanced it first."""
-        res = conn.execute(sa.update(self.t).where(self.t.c.key == key, self.t.c.next_time == expected_next_time)
-                           .values(**values))
-        return res.rowcount == 1
+    def advance_many(self, conn, advances: list[tuple[str, int, int, float]], now: float) -> int:
+        """Advance locked schedules in one batched statement: ``(key, expected next_time,
+        next_time, next_run_time)`` each, compare-and-set on next_time, lease cleared.
+
+        Returns how many advanced.
+        """
+        if not advances:
+            return 0
+        t = self.t
+        stmt = sa.update(t).where(t.c.key == sa.bindparam("b_key"), t.c.next_time == sa.bindparam("b_expected")) \
+            .values(next_time=sa.bindparam("b_next"), next_run_time=sa.bindparam("b_run"),
+                    timeout=sa.bindparam("b_run"), leased=0, lease_token=None, updated_at=now)
+        params = [{"b_key": k, "b_expected": exp, "b_next": nxt, "b_run": run} for k, exp, nxt, run in advances]
+        return conn.execute(stmt, params).rowcount
 
     def fenced_update(self, conn, key: str, token: int, **values) -> int:
         return conn.execute(sa.update(self.t).where(
