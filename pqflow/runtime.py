@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import queue_core
@@ -171,10 +171,14 @@ def start_run(workflow: Workflow, run_id: str, data: Any = None, *, url: str | N
 
 
 # -- decisions (always inside a transaction that locked the run row first) --------------------
-def _evaluate(tx: Transaction, run_id: str, st: dict) -> logic.Decision:
-    """Submit whatever became ready; finish the run when every step is terminal."""
+def _evaluate(tx: Transaction, run_id: str, st: dict,
+              group: list[queue_core.TaskMetadata] | None = None) -> logic.Decision:
+    """Submit whatever became ready; finish the run when every step is terminal.
+
+    ``group``: the run's rows as this transaction already read them (else they are read).
+    """
     snap = st["dag"]
-    rows = [m for m in tx.group(run_id) if m.key.startswith(run_id + SEP)]
+    rows = [m for m in (tx.group(run_id) if group is None else group) if m.key.startswith(run_id + SEP)]
     submitted = {m.key[len(run_id) + 1:]: _status_of(m) for m in rows}
     submitted = {k: v for k, v in submitted.items() if k in snap["steps"]}
     decision = logic.decide(snap, submitted, cancel_requested=bool(st.get("cancel")))
@@ -381,7 +385,7 @@ class Decider(Runner):
         run_id, wf_name, name = info.get("run"), info.get("workflow"), info.get("step")
         if not (run_id and wf_name and name):
             raise FlowError(f"task {t.key!r} of type {t.type!r} is not a pqflow step")
-        run = self.queue[run_id].metadata()
+        run, parent_rows = self._read(run_id, name)
         st = _state(run) or {}
         snap = st.get("dag") or {}
         spec = snap.get("steps", {}).get(name)
@@ -396,9 +400,7 @@ class Decider(Runner):
             err = (f"step {name!r} of workflow {wf_name!r} no longer exists in the worker's code"
                    if fn is None else f"step {name!r} is not in the run's DAG snapshot")
             return self._settle(run_id, name, "failure", err, None)
-        parents = [step_key(run_id, p) for p in spec.get("inputs", [])] + \
-                  [step_key(run_id, p) for p in snap["steps"][name]["after"]]
-        results = self._results(run_id, parents)
+        results = {k[len(run_id) + 1:]: (m.data.get(MARK) or {}).get("result") for k, m in parent_rows.items()}
         self.ctx = StepContext(t, run_id, wf_name, name, st.get("input"), results)
         kwargs = {p: results.get(p) for p in spec.get("inputs", [])}
         try:
@@ -422,11 +424,17 @@ class Decider(Runner):
             return self._settle(run_id, name, "failure", str(exc), None)
         return self._settle(run_id, name, "success", None, result)
 
-    def _results(self, run_id: str, keys: list[str]) -> dict:
-        if not keys:
-            return {}
-        found = self.queue.transaction(lambda tx: tx.get_many(set(keys)), what="read results")
-        return {k[len(run_id) + 1:]: (m.data.get(MARK) or {}).get("result") for k, m in found.items()}
+    def _read(self, run_id: str, step: str) -> tuple[queue_core.TaskMetadata, dict]:
+        """The run row and the rows of the step's parents (for their results), in one read."""
+        def read(tx: Transaction):
+            run = tx.get(run_id)
+            if run is None:
+                raise UnknownRunError(f"run {run_id!r} not found")
+            spec = ((_state(run) or {}).get("dag") or {}).get("steps", {}).get(step) or {}
+            parents = {step_key(run_id, p) for p in [*spec.get("inputs", []), *spec.get("after", [])]}
+            return run, (tx.get_many(parents) if parents else {})
+
+        return self.queue.transaction(read, what="read run")
 
     def _check_result(self, result: Any) -> None:
         limit = self.max_result_size or self.queue.config["max_data_size"]
@@ -443,15 +451,18 @@ class Decider(Runner):
 
         def work(tx: Transaction):
             run, st = _lock_state(tx, run_id)  # the run lock serialises every decision of this run
+            rows = {m.key: m for m in tx.group(run_id)}
+            mine = rows.get(t.key)
             final = outcome
-            mine = tx.get(t.key)
             if outcome == "success" and mine is not None and mine.cancel_requested:
                 final = "cancelled"
             data = {MARK: {**(t.data.get(MARK) or {}), "result": result if final == "success" else None}}
             tx.finish(t, final, error=error, data=data, retention_time=KEEP)
             if st.get("status") != "running":
                 return
-            decision = _evaluate(tx, run_id, st)
+            if mine is not None:
+                rows[t.key] = replace(mine, status="finished", outcome=final)
+            decision = _evaluate(tx, run_id, st, list(rows.values()))
             if decision.run_status != "running":
                 finished.append(decision.run_status)
 

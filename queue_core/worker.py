@@ -34,6 +34,7 @@ from .errors import (
     AlreadyFinishedError,
     CancelRequestedError,
     DatabaseError,
+    IdempotentAlreadyFinishedError,
     PreemptedError,
     TaskError,
 )
@@ -110,6 +111,8 @@ class TaskMonitor(threading.Thread):
             except CancelRequestedError as exc:
                 log.info("cancel requested task=%s type=%s", task.key, task.type)
                 self._kill(runner, exc)
+            except IdempotentAlreadyFinishedError:
+                self.drop(task)  # finished by its own holder between our look and the heartbeat
             except (PreemptedError, AlreadyFinishedError) as exc:
                 log.warning("lease lost task=%s type=%s: %s", task.key, task.type, exc)
                 task.lost = True
