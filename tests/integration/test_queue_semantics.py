@@ -101,6 +101,19 @@ def test_order_priority_then_run_at_then_submission(queue):
     assert got == ["old-high", "new-high", "old-low", "b1", "b2"]
 
 
+def test_batch_claim_spans_priority_levels_and_skips_future_rows(queue):
+    queue.submit_many([{"key": f"future-top{i}", "type": "t", "priority": 9, "run_at": T0 + 100} for i in range(5)]
+                      + [{"key": "p5", "type": "t", "priority": 5, "run_at": T0 - 1},
+                         {"key": "p0-late", "type": "t", "run_at": T0 - 2},
+                         {"key": "p0-early", "type": "t", "run_at": T0 - 3},
+                         {"key": "neg", "type": "t", "priority": -4, "run_at": T0 - 9},
+                         {"key": "future-neg", "type": "t", "priority": -4, "run_at": T0 + 1}], now=T0 - 10)
+    got = [t.key for t in queue.poll_multi(10, now=T0)]
+    assert got == ["p5", "p0-early", "p0-late", "neg"]
+    assert [t.key for t in queue.poll_multi(10, now=T0 + 1)] == ["future-neg"]
+    assert len(queue.poll_multi(10, now=T0 + 100)) == 5
+
+
 def test_lease_expiry_boundary_and_reacquire(queue):
     queue.submit("k", "t", now=T0)
     a = queue.poll(alive_time=10, now=T0)
