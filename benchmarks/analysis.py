@@ -1,0 +1,128 @@
+"""Ratios and the targets of issue 5, computed from a results document.
+
+Ratios are taken run by run (``a[i] / b[i]``: both measured in run i of the same invocation,
+minutes apart) and then summarised, never as a ratio of medians.
+"""
+
+from __future__ import annotations
+
+from .stats import ratio_samples, summary
+
+RAW_COMMIT = "raw commit rate (the higher of INSERT and UPDATE + commit)"
+
+
+def samples(doc: dict, db: str, section: str, key: str) -> list | None:
+    m = doc["pq"].get(db, {}).get(section, {}).get("metrics", {}).get(key)
+    return m["samples"] if m else None
+
+
+def median(doc: dict, db: str, section: str, key: str) -> float | None:
+    m = doc["pq"].get(db, {}).get(section, {}).get("metrics", {}).get(key)
+    return m.get("median") if m else None
+
+
+def raw_commit(doc: dict, db: str) -> list | None:
+    ins, upd = samples(doc, db, "raw", "insert_per_s"), samples(doc, db, "raw", "update_per_s")
+    if not ins or not upd:
+        return None
+    return [max(a, b) if a is not None and b is not None else None for a, b in zip(ins, upd)]
+
+
+def ratios(doc: dict) -> list[dict]:
+    """pq ÷ raw limit and pq ÷ each peer, per database."""
+    out = []
+
+    def add(name: str, db: str, num, den, peer: str | None = None) -> None:
+        if num and den:
+            s = summary(ratio_samples(num, den))
+            if s:
+                out.append({"name": name, "db": db, "peer": peer, **s})
+
+    for db in doc["pq"]:
+        drain2 = samples(doc, db, "drain", "p2_per_s")
+        add(f"pq drain (2 processes) ÷ {RAW_COMMIT}", db, drain2, raw_commit(doc, db))
+        add("pq submit one by one ÷ raw INSERT + commit", db, samples(doc, db, "enqueue", "submit_per_s"),
+            samples(doc, db, "raw", "insert_per_s"))
+        for name, peer in doc["peers"].items():
+            result = peer.get("result")
+            if not result or not result.get("n") or peer["db"] not in (None, db):
+                continue
+            if peer["section"] == "drain":
+                add(f"pq drain (2 processes) ÷ {peer['label']}", db, drain2, result["samples"], name)
+            else:
+                add(f"pq workflow steps/s ÷ {peer['label']}", db, samples(doc, db, "workflow", "steps_per_s"),
+                    result["samples"], name)
+    return out
+
+
+def _ratio(doc: dict, db: str, peer: str) -> float | None:
+    for r in doc.get("ratios", []):
+        if r["db"] == db and r["peer"] == peer:
+            return r["median"]
+    return None
+
+
+def _raw_ratio(doc: dict, db: str) -> float | None:
+    for r in doc.get("ratios", []):
+        if r["db"] == db and r["name"].endswith(RAW_COMMIT):
+            return r["median"]
+    return None
+
+
+def targets(doc: dict) -> list[dict]:
+    """Each target of issue 5 with the measured median and whether it is met (None: not measured)."""
+    out: list[dict] = []
+    sizes = doc["sizes"]
+
+    def add(db: str, target: str, value: float | None, ok, unit: str = "", needs: tuple = ()) -> None:
+        """``needs``: the sections that must have run for the target to be listed."""
+        out.append({"db": db, "target": target, "measured": value, "unit": unit, "sections": set(needs),
+                    "ok": None if value is None else bool(ok(value))})
+
+    peer_for = {"sqlite": ("huey", "huey (SqliteHuey)"), "postgres": ("procrastinate", "procrastinate"),
+                "mariadb": ("celery", "Celery on SQLAlchemy")}
+    for db in doc["pq"]:
+        ran = set(doc["pq"][db])
+        start = len(out)
+        if db in peer_for:
+            peer, label = peer_for[db]
+            if peer in doc["peers"]:
+                add(db, f"drain, 2 processes ≥ 2 × {label}", _ratio(doc, db, peer), lambda v: v >= 2, "×", ("drain",))
+        if db == "mariadb":
+            add(db, "drain, 2 processes ≥ 1,000 tasks/s", median(doc, db, "drain", "p2_per_s"),
+                lambda v: v >= 1000, "tasks/s", ("drain",))
+        add(db, "drain, 2 processes ≥ raw single-row commit rate", _raw_ratio(doc, db), lambda v: v >= 1, "×",
+            ("drain", "raw"))
+        for key, m in sorted(doc["pq"].get(db, {}).get("latency", {}).get("metrics", {}).items()):
+            if key.startswith("p95_"):
+                interval = float(key[4:-1])
+                limit = 20.0 if db == "postgres" else interval * 1000 + 50
+                add(db, f"latency p95 ≤ {limit:g} ms (poll interval {interval:g} s"
+                        f"{', LISTEN/NOTIFY' if db == 'postgres' else ''})",
+                    m.get("median"), lambda v, lim=limit: v <= lim, "ms", ("latency",))
+        for what in ("claim", "none"):
+            add(db, f"poll cost, loaded ≤ 2 × empty ({'claiming' if what == 'claim' else 'empty'} poll)",
+                median(doc, db, "poll", f"{what}_ratio"), lambda v: v <= 2, "×", ("poll",))
+        for p in sizes["sched_processes"]:
+            add(db, f"{sizes['sched_due']:,} due schedules submitted in ≤ 10 s, {p} scheduler process(es)",
+                median(doc, db, "scheduler", f"due_p{p}_s"), lambda v: v <= 10, "s", ("scheduler",))
+        checks = doc["pq"].get(db, {}).get("scheduler", {}).get("checks", {})
+        dups = sum(v for k, v in checks.items() if k.endswith("duplicates")) if checks else None
+        add(db, "scheduler duplicates = 0", dups, lambda v: v == 0, "", ("scheduler",))
+        add(db, f"idle tick over {sizes['sched_idle']:,} schedules ≤ 20 ms",
+            median(doc, db, "scheduler", "idle_tick_ms"), lambda v: v <= 20, "ms", ("scheduler",))
+        add(db, "workflow overhead per step ≤ 2 × a plain task", median(doc, db, "workflow", "overhead_per_step"),
+            lambda v: v <= 2, "×", ("workflow", "drain"))
+        add(db, "worker RSS ≤ 80 MB per process", median(doc, db, "memory", "worker_mb"), lambda v: v <= 80, "MB",
+            ("memory",))
+        listed = [t for t in out[start:] if t["sections"] <= ran]  # only targets of scenarios that ran
+        out[start:] = listed
+    for t in out:
+        del t["sections"]
+    return out
+
+
+def analyse(doc: dict) -> dict:
+    doc["ratios"] = ratios(doc)
+    doc["targets"] = targets(doc)
+    return doc

@@ -1,0 +1,27 @@
+"""huey's application for the benchmarks: ``huey_consumer benchmarks.peers.huey_app.huey``.
+
+The consumer builds it from ``BENCH_HUEY_DB``; the harness calls :func:`build` itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .done import mark
+
+
+def build(filename: str):
+    """A SqliteHuey with its documented defaults on ``filename``, and its no-op task."""
+    from huey import SqliteHuey
+
+    app = SqliteHuey("bench", filename=filename)
+
+    @app.task(name="noop")
+    def noop():
+        mark()
+
+    return app, noop
+
+
+if os.environ.get("BENCH_HUEY_DB"):
+    huey, noop = build(os.environ["BENCH_HUEY_DB"])
