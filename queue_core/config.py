@@ -31,7 +31,7 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
     "processor_type": ("process", "choice:process|thread", "process or thread"),
     "task_heartbeat_interval": (2.0, "float+", "lease heartbeat period of running tasks (s)"),
     "task_prefetch": (0, "int0", "extra tasks a processor leases per poll (heartbeated while they wait)"),
-    "batch_size": (32, "int+", "most tasks a processor leases per poll when tasks are short "
+    "batch_size": (64, "int+", "most tasks a processor leases per poll when tasks are short "
                    "(it leases what it expects to finish in 0.1 s)"),
     "cleanup_interval": (60.0, "float0", "period of the purge of finished rows inside workers (s); 0 = every poll"),
     "child_heartbeat_interval": (2.0, "float+", "child to supervisor liveness beat (s)"),
