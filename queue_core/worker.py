@@ -184,9 +184,12 @@ class Settler:
     the task keeps its lease: it is finished exactly as ``task.finish()`` would, fenced.
     """
 
-    def __init__(self, queue, delay: float = 0.05):
+    def __init__(self, queue, delay: float = 0.05, release: Callable[[Any], None] | None = None):
         self.queue = queue
         self.delay = delay
+        #: called with each task once its finish is written (or refused): the monitor stops
+        #: heartbeating it, having kept its lease alive while the write waited (e.g. an outage)
+        self.release = release or (lambda task: None)
         self._items: list[tuple[Any, float]] = []
         self._since: float | None = None
         self._lock = threading.Lock()
@@ -225,12 +228,14 @@ class Settler:
         except TaskError as exc:  # pragma: no cover - finish_many raises only database errors
             log.error("could not finish %d tasks (their leases will expire and they run again): %s",
                       len(items), exc)
+            for task, _ in items:
+                self.release(task)
             return
         self.report(items)
 
-    @staticmethod
-    def report(items: list[tuple[Any, float]]) -> None:
+    def report(self, items: list[tuple[Any, float]]) -> None:
         for task, elapsed in items:
+            self.release(task)
             if task.lost:
                 log.warning("could not finish task=%s type=%s: its lease was taken over", task.key, task.type)
             else:
@@ -268,6 +273,7 @@ class Processor:
         self.queue = queue or Queue(**{k: v for k, v in settings.items() if k in _QUEUE_KEYS})
         self.settler = Settler(self.queue)
         self.monitor = TaskMonitor(settings, beat_fd, self.settler)
+        self.settler.release = self.monitor.drop
         self.stopping = threading.Event()
         self.processed = 0
         self._wake = threading.Event()
@@ -397,6 +403,7 @@ class Processor:
                         "failed" if what == "failure" else "retry", task.key, task.type, task.attempts,
                         type(error).__name__, error)
             else:
+                self.monitor.hold(task)  # heartbeated until its finish is written
                 self.settler.add(task, elapsed)  # finished with the next claim, or by the monitor
         except (PreemptedError, AlreadyFinishedError) as exc:
             log.warning("could not settle task=%s: %s", task.key, exc)
