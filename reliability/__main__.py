@@ -1,0 +1,7 @@
+"""``python -m reliability`` (see :mod:`reliability.runner`)."""
+
+import sys
+
+from .runner import main
+
+sys.exit(main())

@@ -1,0 +1,115 @@
+"""A sampler of live leases, run in the scenario process while workers work.
+
+Every ``interval`` it reads the leased live rows and records:
+
+* **cut leases**: leases whose owner (``host:pid``, written by the claim) is a process of this
+  host that no longer runs. Such a lease can only end by expiring, and its task then runs
+  again; the checks allow one re-execution per cut lease of the same key, no more. The owner
+  is found dead *after* the rows were read, so a lease is only a suspect at first (its owner may
+  have finished it and exited in between); it is a cut lease when the next sample, read after
+  the death was seen, still shows the same lease. A cut lease stays visible for at least
+  ``alive_time - task_heartbeat_interval`` seconds, several sampling intervals, so none is
+  missed.
+* **per-user live leases** (``timeout > now``), to check ``max_running`` caps.
+
+Database errors (the server may be down on purpose) are counted and sampling goes on.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from .procs import alive
+
+HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class CutLease:
+    key: str
+    token: int
+    pid: int
+    seen: float
+
+
+class LeaseWatch(threading.Thread):
+    def __init__(self, url: str, t: sa.Table, interval: float = 0.25):
+        """``t``: the queue's table object (its column types decode keys on every database)."""
+        super().__init__(name=f"lease-watch-{t.name}", daemon=True)
+        self.interval = interval
+        self.engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        self.stmt = sa.select(t.c.key, t.c.lease_token, t.c.owner, t.c.resource, t.c.max_running,
+                              t.c.timeout).where(t.c.state == 0, t.c.leased == 1)
+        self.cut: dict[tuple[str, int], CutLease] = {}
+        self._suspects: dict[tuple[str, int], float] = {}  # lease -> when its owner was seen dead
+        self.max_per_user: Counter = Counter()
+        self.cap_violations: list[str] = []
+        self.samples = 0
+        self.errors = 0
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.interval)
+
+    def stop(self) -> None:
+        if self.is_alive():
+            self._halt.set()
+            self.join()
+        self.sample()
+        self.engine.dispose()
+
+    def settle(self) -> None:
+        """Two samples now: every lease whose owner is already dead gets confirmed."""
+        self.sample()
+        time.sleep(self.interval)
+        self.sample()
+
+    def sample(self) -> None:
+        read_at = time.monotonic()
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(self.stmt).all()
+        except sa.exc.SQLAlchemyError:
+            self.errors += 1
+            return
+        now = time.time()
+        per_user: Counter = Counter()
+        caps: dict[str, int] = {}
+        with self._lock:
+            self.samples += 1
+            for key, token, owner, user, cap, timeout in rows:
+                host, _, pid = (owner or "").rpartition(":")
+                lease = (key, token)
+                if host == HOST and pid.isdigit() and lease not in self.cut and not alive(int(pid)):
+                    if read_at > self._suspects.get(lease, read_at):  # still leased after the death was seen
+                        self.cut[lease] = CutLease(key, token, int(pid), now)
+                    else:
+                        self._suspects.setdefault(lease, time.monotonic())
+                if user is not None and timeout > now:
+                    per_user[user] += 1
+                    if cap is not None:
+                        caps[user] = cap
+            for user, n in per_user.items():
+                self.max_per_user[user] = max(self.max_per_user[user], n)
+                if user in caps and n > caps[user]:
+                    self.cap_violations.append(f"user {user} held {n} live leases, max_running {caps[user]}")
+
+    def cut_per_key(self) -> Counter:
+        with self._lock:
+            return Counter(c.key for c in self.cut.values())
+
+    def cut_by_pid(self) -> dict[int, list[CutLease]]:
+        out: dict[int, list[CutLease]] = {}
+        with self._lock:
+            for c in self.cut.values():
+                out.setdefault(c.pid, []).append(c)
+        return out

@@ -1,0 +1,20 @@
+"""The fault and load scenarios, one module each, all with ``NAME``, ``FULL``, ``QUICK``,
+``BACKENDS`` and ``run(ctx, params) -> Result``."""
+
+from __future__ import annotations
+
+from . import (
+    contention,
+    db_restarts,
+    graceful_restart,
+    long_tasks,
+    scheduler_storm,
+    soak,
+    worker_crashes,
+    workflow_chaos,
+)
+
+#: in the order of the issue (scenarios 1-8)
+ALL = [worker_crashes, db_restarts, graceful_restart, contention, scheduler_storm, workflow_chaos,
+       long_tasks, soak]
+BY_NAME = {m.NAME: m for m in ALL}

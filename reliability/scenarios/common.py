@@ -1,0 +1,36 @@
+"""Pieces more than one scenario uses: workflow runs of :data:`reliability.handlers.dag`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pqflow
+
+from ..handlers import DAG_STEPS, dag
+from ..result import Result
+from ..stage import Stage
+
+
+def start_runs(st: Stage, prefix: str, n: int, step_sleep: float = 0.0) -> list[str]:
+    ids = [f"{prefix}{i}" for i in range(n)]
+    for run_id in ids:
+        dag.start(run_id, {"sleep": step_sleep}, queue=st.queue)
+    return ids
+
+
+def step_keys(run_ids: Iterable[str]) -> list[str]:
+    """The queue keys of every step of these runs."""
+    return [pqflow.runtime.step_key(r, s) for r in run_ids for s in DAG_STEPS]
+
+
+def runs_succeeded(result: Result, st: Stage, run_ids: Iterable[str]) -> None:
+    """Every run succeeded with every step succeeded (step rows once and finished once are
+    checked with the tasks: their keys are in the expected set)."""
+    for run_id in run_ids:
+        run = pqflow.get_run(run_id, queue=st.queue)
+        if run.status != "succeeded":
+            result.loss(f"run {run_id} is {run.status}: {run.statuses}")
+            continue
+        bad = {n: s for n, s in run.statuses.items() if s != "succeeded"}
+        if bad or set(run.statuses) != set(DAG_STEPS):
+            result.loss(f"run {run_id} succeeded with steps {run.statuses}")
