@@ -10,7 +10,6 @@ occurrences are submitted into; ``--schedule-table`` (config ``schedule_table``,
 from __future__ import annotations
 
 import functools
-import json
 import sys
 import time
 from typing import Any
@@ -25,15 +24,18 @@ from queue_core.cli_common import (
     PQGroup,
     common_options,
     format_time,
+    json_text,
     main_wrapper,
     parse_json_object,
     parse_time,
     print_json,
     print_table,
+    printable,
     settings,
 )
 from queue_core.config import DEFAULTS
 from queue_core.errors import ConfigError
+from queue_core.queue import check_name
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
@@ -64,7 +66,7 @@ def _state() -> CLIState:
     return click.get_current_context().ensure_object(CLIState)
 
 
-def sched_options(fn=None, *, own_logging: bool = False):
+def sched_options(fn=None, *, own_logging: bool = False, long_running: bool = False):
     """:func:`common_options` plus ``--schedule-table NAME``."""
 
     def decorate(f):
@@ -76,7 +78,7 @@ def sched_options(fn=None, *, own_logging: bool = False):
         inner = click.option("--schedule-table", "schedule_table", metavar="NAME",
                              help="Schedule table name (config schedule_table, env PQ_SCHEDULE_TABLE; "
                                   "default: pq_schedules).")(inner)
-        return common_options(inner, own_logging=own_logging)
+        return common_options(inner, own_logging=own_logging, long_running=long_running)
 
     return decorate(fn) if fn is not None else decorate
 
@@ -111,7 +113,7 @@ def _time(ts: float | None, zone: str) -> str:
 
 
 def _data_text(data: dict) -> str:
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return json_text(data, sort_keys=True, separators=(",", ":"))
 
 
 def _json_meta(m: ScheduleMetadata) -> dict:
@@ -199,7 +201,7 @@ def _show_value(name: str, value: Any, zone: str) -> str:
         return _data_text(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value).replace("\n", "\\n").replace("\r", "\\r")
+    return printable(str(value)).replace("\n", "\\n").replace("\r", "\\r")
 
 
 @cli.command()
@@ -243,6 +245,7 @@ def modify(key: str, cron_expr: str | None, sched_type: str | None, data: str | 
 
     Prints the key and the (new) next_time/next_run_time.
     """
+    check_name(key, "schedule key")  # before it reaches the database driver
     if all(v is None for v in (cron_expr, sched_type, data, delay, tz, catchup, dst)):
         raise click.UsageError("nothing to change: give at least one of --cron, --type, --data, --delay, "
                                "--timezone, --catchup, --dst")
@@ -265,7 +268,7 @@ def modify(key: str, cron_expr: str | None, sched_type: str | None, data: str | 
 @click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Longest idle wait between ticks (seconds; config poll_interval, default 1).")
 @click.option("--log", "log_file", metavar="FILE", help="Log to FILE (reopened on SIGUSR2).")
-@sched_options(own_logging=True)
+@sched_options(own_logging=True, long_running=True)
 def run(target: str | None, include: tuple[str, ...], require: tuple[str, ...], burst: bool,
         poll_interval: float | None, log_file: str | None) -> None:
     """Run the scheduler.

@@ -242,6 +242,7 @@ class Scheduler:
                dst: str | None = None, now: float | None = None) -> ScheduleMetadata:
         """Change a schedule; a new cron, timezone, delay or dst policy recomputes next_time from now."""
         now = self.now(now)
+        check_name(key, "schedule key")
         if type is not None:
             check_name(type, "schedule type")
         data_text = None if data is None else encode_data(data, self.queue.config["max_data_size"])

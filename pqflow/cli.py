@@ -34,6 +34,7 @@ from queue_core.cli_common import (
     worker_options,
 )
 from queue_core.errors import AlreadyExistsError, ConfigError
+from queue_core.queue import check_name
 
 from . import logic
 from .dag import NAME_PATTERN, Workflow, registered_workflows
@@ -48,6 +49,9 @@ BINARY_FORMATS = ("svg", "png")
 #: how long ``cancel`` waits for a decider that is picking the run up right now
 CANCEL_PICKUP_WAIT = 10.0
 _NAME_RE = re.compile(NAME_PATTERN)
+#: longest run id ``start`` accepts: its steps are keyed "<run id>#<step>", step names have at
+#: most 64 characters and keys at most 255
+MAX_RUN_ID = 255 - len(SEP) - 64
 
 
 class _FlowErrors(click.Group):
@@ -77,8 +81,13 @@ def cli() -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def _run_id(run_id: str) -> str:
+    """A RUN_ID argument checked like any key (exit 1), before it reaches the database driver."""
+    return check_name(run_id, "run id")
+
+
 def _load_run(q, run_id: str) -> Run:
-    return get_run(run_id, queue=q)
+    return get_run(_run_id(run_id), queue=q)
 
 
 def _step_rows(run: Run) -> list[dict]:
@@ -133,7 +142,7 @@ def _is_decider(obj: Any) -> bool:
 @cli.command(short_help="Run a worker serving a pqflow.Decider.")
 @click.argument("target")
 @worker_options
-@common_options(own_logging=True)
+@common_options(own_logging=True, long_running=True)
 def run(target: str, **options: Any) -> None:
     """Run a worker serving TARGET, a pqflow.Decider subclass (module:Name, path/file.py:Name,
     or Name with -r MODULE). Same options as perfectqueue run."""
@@ -156,8 +165,12 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
     """Start a run: submit task RUN_ID of type WORKFLOW with DATA (a JSON object, default {};
     @FILE reads a file, - reads stdin) as the run's input. No workflow code is needed here:
     the decider takes the DAG snapshot when it first picks the run up."""
+    _run_id(run_id)
     if SEP in run_id:
         raise CLIError(f"run id must not contain {SEP!r}: {run_id!r}")
+    if len(run_id) > MAX_RUN_ID:
+        raise CLIError(f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} "
+                       "(its steps are keyed '<run id>#<step>')")
     if not _NAME_RE.match(workflow):
         raise CLIError(f"invalid workflow name {workflow!r}: 1 to 64 letters, digits, '_' or '-', "
                        "starting with a letter or '_' (no dots)")
@@ -300,6 +313,7 @@ def _cancel_unpicked(q, run_id: str) -> str:
 def cancel(run_id: str) -> None:
     """Cancel a run: nothing new is submitted, waiting steps are cancelled and running ones told
     to stop. Prints the run's status afterwards (running while steps are still stopping)."""
+    _run_id(run_id)
     with open_queue(settings()) as q:
         before = _load_run(q, run_id)
         if before.status != "running":

@@ -14,6 +14,7 @@ __all__ = [
     "WorkflowDefinitionError",
     "UnknownWorkflowError",
     "UnknownRunError",
+    "UnknownStepError",
     "StepResultError",
     "RenderError",
 ]
@@ -41,3 +42,7 @@ class StepResultError(FlowError, ValueError):
 
 class RenderError(FlowError, RuntimeError):
     """Rendering this format needs a tool that is not available."""
+
+
+class UnknownStepError(FlowError, LookupError, ValueError):
+    """The run's workflow has no step with this name."""

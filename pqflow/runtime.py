@@ -31,7 +31,7 @@ from queue_core.queue import Transaction
 
 from . import logic
 from .dag import Workflow, get_workflow
-from .errors import FlowError, StepResultError, UnknownRunError, UnknownWorkflowError
+from .errors import FlowError, StepResultError, UnknownRunError, UnknownStepError, UnknownWorkflowError
 
 log = logging.getLogger("pqflow")
 
@@ -39,6 +39,9 @@ MARK = "__pqflow__"
 SEP = "#"
 KEEP = 1e12  # retention of step rows while their run is unfinished (effectively never purged)
 SWEEP_INTERVAL = 60.0
+#: longest run id: step keys "<run id>#<step>" must fit the 255-character key limit (step names
+#: have at most 64 characters)
+MAX_RUN_ID = 255 - len(SEP) - 64
 #: extra acquisitions a step gets when its worker dies (lease expiry) on top of its retries: a
 #: crash must not use up the retry budget, but a step that kills every worker must end
 CRASH_ALLOWANCE = 5
@@ -104,7 +107,10 @@ class Run:
     def why(self, step: str) -> str:
         if self.snapshot is None:
             return f"run {self.run_id!r} has not been picked up by a decider yet"
-        return logic.explain(self.snapshot, self._submitted(), step, cancel_requested=self.cancel_requested)
+        try:
+            return logic.explain(self.snapshot, self._submitted(), step, cancel_requested=self.cancel_requested)
+        except ValueError as exc:
+            raise UnknownStepError(str(exc)) from None
 
     def _submitted(self) -> dict[str, str]:
         return {n: s.status for n, s in self.steps.items() if s.status not in ("pending", "skipped")}
@@ -124,7 +130,15 @@ def get_run(run_id: str, *, url: str | None = None, table: str | None = None,
     return _load(queue or _open(url, table), run_id)
 
 
+def _check_run_id(run_id: Any) -> str:
+    from queue_core.queue import check_name
+
+    return check_name(run_id, "run id")
+
+
 def _load(q: queue_core.Queue, run_id: str) -> Run:
+    _check_run_id(run_id)
+
     def read(tx: Transaction):
         run = tx.get(run_id)
         if run is None:
@@ -162,8 +176,12 @@ def start_run(workflow: Workflow, run_id: str, data: Any = None, *, url: str | N
               table: str | None = None, now: float | None = None,
               queue: queue_core.Queue | None = None) -> Run:
     """Submit the run's task (key = run id, type = workflow name) with the DAG snapshot."""
+    _check_run_id(run_id)
     if SEP in run_id:
         raise queue_core.ValidationError(f"run id must not contain {SEP!r}")
+    if len(run_id) > MAX_RUN_ID:
+        raise queue_core.ValidationError(f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} "
+                                         "(step keys add '#<step>')")
     q = queue or _open(url, table)
     state = {"input": data, "dag": workflow.snapshot(), "status": "running", "cancel": False}
     q.submit(run_id, workflow.name, {MARK: state}, priority=workflow.priority, now=now)
@@ -218,6 +236,8 @@ def _lock_state(tx: Transaction, run_id: str) -> tuple[queue_core.TaskMetadata, 
 
 def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> Run:
     """Submit nothing new, cancel waiting steps, tell running ones; the run ends cancelled."""
+    _check_run_id(run_id)
+
     def work(tx: Transaction):
         run = tx.lock(run_id)
         if run is None:
@@ -243,6 +263,8 @@ def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) ->
 def retry_run(q: queue_core.Queue, run_id: str, *, now: float | None = None,
               sweep_interval: float = SWEEP_INTERVAL) -> Run:
     """Re-run the failed, skipped and cancelled steps of a failed or cancelled run."""
+    _check_run_id(run_id)
+
     def work(tx: Transaction):
         run, st = _lock_state(tx, run_id)
         if st.get("status") not in ("failed", "cancelled"):
@@ -381,7 +403,8 @@ class Decider(Runner):
     # a step: run the function, then decide
     def _run_step(self) -> None:
         t = self.task
-        info = t.data.get(MARK) or {}
+        info = t.data.get(MARK)
+        info = info if isinstance(info, dict) else {}
         run_id, wf_name, name = info.get("run"), info.get("workflow"), info.get("step")
         if not (run_id and wf_name and name):
             raise FlowError(f"task {t.key!r} of type {t.type!r} is not a pqflow step")

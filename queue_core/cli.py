@@ -6,7 +6,6 @@ Exit codes and the common options (-D/--table/-c/-e/-v) are described in
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -18,12 +17,14 @@ from .cli_common import (
     PQGroup,
     common_options,
     format_time,
+    json_text,
     main_wrapper,
     open_queue,
     parse_json_object,
     parse_time,
     print_json,
     print_table,
+    printable,
     run_worker_command,
     settings,
     worker_options,
@@ -122,12 +123,12 @@ def _show_value(field: str, value: Any) -> str:
     if field in TIME_FIELDS:
         return format_time(value) if value is not None else "-"
     if field == "data":
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return json_text(value, sort_keys=True)
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    text = str(value)
+    text = printable(str(value))
     if field == "error":
         return text.replace("\n", "\n" + " " * 19)
     return text.replace("\n", "\\n").replace("\r", "\\r")
@@ -196,7 +197,7 @@ def cleanup() -> None:
 @cli.command(short_help="Run a worker serving TARGET.")
 @click.argument("target")
 @worker_options
-@common_options(own_logging=True)
+@common_options(own_logging=True, long_running=True)
 def run(target: str, **options: Any) -> None:
     """Run a worker serving TARGET (module:Name, path/file.py:Name, or Name with -r)."""
     run_worker_command(target, **options)

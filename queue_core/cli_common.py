@@ -32,6 +32,15 @@ with any database password replaced by ``***``, and exits with:
   130  interrupted (Ctrl-C)
 
 With ``-v`` or ``PQ_DEBUG=1`` the traceback is logged as well.
+
+Passwords and process titles
+----------------------------
+A long-running command (``run``) started with ``-D URL`` where URL holds a password re-executes
+itself at once, with the URL moved into ``PQ_DATABASE_URL`` and the ``-D`` argument removed,
+so the password is not left in ``/proc/<pid>/cmdline`` (readable by every local user through
+``ps``) of the worker or its children; ``/proc/<pid>/environ`` is readable only by the same
+user and root. The process keeps its pid. Since the option beats the environment variable,
+which beats the config file, the precedence is unchanged. See :func:`hide_url_from_argv`.
 """
 
 from __future__ import annotations
@@ -65,7 +74,8 @@ __all__ = [
     "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_EXISTS", "EXIT_NOT_FOUND", "EXIT_DATABASE",
     "EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CLIError", "CLIState", "PQGroup",
     "Settings", "common_options", "settings", "open_queue", "parse_json_object", "parse_time",
-    "format_time", "print_table", "print_json", "scrub", "main_wrapper", "exit_code_for",
+    "format_time", "print_table", "print_json", "json_text", "printable", "scrub", "main_wrapper",
+    "exit_code_for",
 ]
 
 EXIT_OK = 0
@@ -251,11 +261,12 @@ def _state_of(ctx_or_obj: Any) -> CLIState:
     return state if state is not None else ctx.ensure_object(CLIState)
 
 
-def common_options(f: Callable | None = None, *, own_logging: bool = False):
+def common_options(f: Callable | None = None, *, own_logging: bool = False, long_running: bool = False):
     """Add -D/--table/-c/-e/-v to a click command and stash them in a :class:`CLIState`.
 
     Use as ``@common_options`` or ``@common_options(own_logging=True)`` (long-running
-    commands that configure logging themselves, like workers).
+    commands that configure logging themselves, like workers). ``long_running``: a ``-D``
+    URL with a password is moved out of the process's argv (:func:`hide_url_from_argv`).
     """
 
     def decorate(fn: Callable) -> Callable:
@@ -263,6 +274,13 @@ def common_options(f: Callable | None = None, *, own_logging: bool = False):
         def wrapper(*args: Any, pq_database, pq_table, pq_config, pq_environment, pq_verbose, **kwargs: Any):
             ctx = click.get_current_context()
             state = _state_of(ctx)
+            for param, value, flag in (("pq_database", pq_database, "-D/--database"), ("pq_table", pq_table, "--table"),
+                                       ("pq_config", pq_config, "-c/--config")):
+                # An empty environment variable counts as unset; an empty option is a mistake
+                # that must not silently mean the default database or table.
+                if value is not None and not value.strip() and \
+                        ctx.get_parameter_source(param) == click.core.ParameterSource.COMMANDLINE:
+                    raise ConfigError(f"{flag} must not be empty")
             state.database = pq_database or None
             state.table = pq_table or None
             state.config_file = pq_config or None
@@ -271,6 +289,8 @@ def common_options(f: Callable | None = None, *, own_logging: bool = False):
             state.environment_explicit = src == click.core.ParameterSource.COMMANDLINE
             state.verbose = bool(pq_verbose) or _debug_env()
             remember_url(state.database)
+            if long_running:
+                hide_url_from_argv(ctx, state)
             setup_logging(state.verbose, own_logging=own_logging)
             return fn(*args, **kwargs)
 
@@ -313,7 +333,11 @@ def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = No
 
     file_values: dict = {}
     if state.config_file:
-        file_values = config_mod.load_file(state.config_file, state.environment)
+        try:
+            file_values = config_mod.load_file(state.config_file, state.environment)
+        except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself
+            raise ConfigError(f"config file {state.config_file} is not UTF-8 text "
+                              f"(byte {exc.start}: {exc.reason})") from None
         remember_url(file_values.get("url"))
         unknown = [k for k in file_values if k not in known]
         if unknown:
@@ -434,8 +458,8 @@ def report_error(state: CLIState, exc: BaseException, message: str) -> None:
         import traceback
 
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        click.echo(scrub(details.rstrip("\n"), [state.database]), err=True)
-    text = scrub(_one_line(message), [state.database])
+        click.echo(printable(scrub(details.rstrip("\n"), [state.database])), err=True)
+    text = printable(scrub(_one_line(message), [state.database]))
     click.echo(f"{prog}: error: {text}", err=True)
 
 
@@ -451,6 +475,9 @@ def main_wrapper(group: click.Command, prog_name: str | None = None) -> Callable
     """A plain ``main(argv=None)`` for a console script."""
 
     def main(argv: list[str] | None = None) -> Any:
+        global _process_args
+        # Only a command parsed from this process's own argv may re-execute it.
+        _process_args = list(sys.argv[1:]) if argv is None else None
         try:
             return group.main(args=argv, prog_name=prog_name or group.name)
         except BrokenPipeError:  # e.g. `perfectqueue list | head`
@@ -459,6 +486,136 @@ def main_wrapper(group: click.Command, prog_name: str | None = None) -> Callable
 
     main.__doc__ = f"Run the {prog_name or group.name} command line."
     return main
+
+
+# -- keeping the password out of process titles ---------------------------------------------
+#: this process's arguments when a console script parses them (set by ``main_wrapper``);
+#: None in-process (tests, embedding): nothing is ever re-executed then
+_process_args: list[str] | None = None
+
+
+def url_password(url: Any) -> str | None:
+    """The password of database URL ``url`` (None without one, or when it does not parse)."""
+    if not url:
+        return None
+    try:
+        from sqlalchemy.engine import make_url
+
+        pw = make_url(str(url)).password
+    except Exception:  # noqa: BLE001 - not a URL: the command will report it
+        return None
+    return str(pw) if pw else None
+
+
+def _option_table(command: click.Command) -> dict[str, tuple[str, bool]]:
+    """``{"-D": ("pq_database", True), "--burst": ("burst", False), ...}``: name, takes a value."""
+    table: dict[str, tuple[str, bool]] = {}
+    for p in command.params:
+        if isinstance(p, click.Option):
+            takes_value = not (p.is_flag or p.count)
+            for opt in (*p.opts, *p.secondary_opts):
+                table[opt] = (p.name or "", takes_value)
+    return table
+
+
+def without_option(args: list[str], group: click.Command, command: click.Command, name: str) -> tuple[list[str], int]:
+    """``args`` (``[<group options>] SUBCOMMAND [...]``) without every occurrence of the option
+    whose parameter is ``name`` and its value, tokenised as click does (``-D URL``, ``-DURL``,
+    ``-vD URL``, ``--database URL``, ``--database=URL``; nothing after ``--``).
+    Returns the new list and how many occurrences were removed."""
+    out: list[str] = []
+    removed = 0
+    table = _option_table(group)
+    in_command = False
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if tok == "--":
+            out.append(tok)
+            out.extend(args[i:])
+            break
+        if not tok.startswith("-") or tok == "-":
+            out.append(tok)
+            if not in_command:  # the subcommand's name
+                in_command, table = True, _option_table(command)
+            continue
+        head, eq, _value = tok.partition("=")
+        if head in table and (head.startswith("--") or len(head) > 2):  # a long option
+            pname, takes_value = table[head]
+            consumes_next = takes_value and not eq and i < len(args)
+            if pname == name:
+                removed += 1
+            else:
+                out.append(tok)
+                if consumes_next:
+                    out.append(args[i])
+            if consumes_next:
+                i += 1
+            continue
+        if tok.startswith("--"):  # unknown long option: click refused it already; keep as is
+            out.append(tok)
+            continue
+        # short options, possibly clustered: -v, -vD URL, -DURL
+        kept = "-"
+        for j, ch in enumerate(tok[1:], start=2):
+            spec = table.get("-" + ch)
+            if spec is None:  # not ours to understand: keep the rest untouched
+                kept += tok[j - 1:]
+                break
+            pname, takes_value = spec
+            if not takes_value:
+                kept += ch
+                continue
+            rest = tok[j:]
+            if pname == name:
+                removed += 1
+                if not rest and i < len(args):
+                    i += 1  # the value is the next argument
+            else:
+                kept += ch + rest
+                if not rest and i < len(args):
+                    out.append(kept)
+                    kept = ""
+                    out.append(args[i])
+                    i += 1
+            break
+        if kept not in ("", "-"):
+            out.append(kept)
+    return out, removed
+
+
+def hide_url_from_argv(ctx: click.Context, state: CLIState) -> None:
+    """Re-execute this command without a password in its argv.
+
+    When ``-D URL`` was given on the command line, URL has a password and this process was
+    started as a console script (``perfectqueue``, ``python -m queue_core.cli``, ...), replace
+    the process (``execve``: same pid) by the same command with ``-D`` removed and the URL in
+    ``PQ_DATABASE_URL``. The option beats the variable and the variable beats the config file,
+    so the same URL is used. Does nothing otherwise, or when anything looks unusual.
+    """
+    if os.name != "posix" or _process_args is None or sys.argv[1:] != _process_args or not sys.executable:
+        return
+    if ctx.get_parameter_source("pq_database") != click.core.ParameterSource.COMMANDLINE:
+        return
+    if not url_password(state.database):
+        return
+    root = ctx.find_root().command
+    args, removed = without_option(_process_args, root, ctx.command, "pq_database")
+    orig = list(getattr(sys, "orig_argv", []) or [])
+    n = len(_process_args)
+    if not removed or len(orig) <= n or (n and orig[-n:] != _process_args):
+        return
+    interpreter_args = orig[1:len(orig) - n]  # interpreter options and the script (or -m MODULE)
+    env = dict(os.environ)
+    env["PQ_DATABASE_URL"] = str(state.database)
+    logging.getLogger("queue_core.cli").debug("re-executing without the database URL in argv")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *interpreter_args, *args], env)
+    except OSError as exc:  # keep running as we are: a visible password beats no worker
+        logging.getLogger("queue_core.cli").warning("could not re-execute without the URL in argv: %s", exc)
 
 
 # -- parsing helpers ------------------------------------------------------------------------------
@@ -554,13 +711,35 @@ def format_time(ts: float | None, tz: Any = None) -> str:
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def printable(text: str) -> str:
+    """``text`` that any UTF-8 stream accepts: a lone surrogate (which Python strings, and so
+    task data or error texts, may hold) becomes a ``\\udcff`` escape instead of making the
+    output fail half-way with UnicodeEncodeError."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def json_text(obj: Any, **kwargs: Any) -> str:
+    """JSON text as compact as asked, not ASCII-escaped unless it has to be: data holding a
+    lone surrogate is written with ``\\uXXXX`` escapes, so it parses back to the same value."""
+    text = json.dumps(obj, ensure_ascii=False, default=_json_default, **kwargs)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, default=_json_default, **kwargs)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
     text = value if isinstance(value, str) else str(value)
     if text == "":
         return '""'
-    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
+    return printable(_CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text))
 
 
 def _width(text: str) -> int:
@@ -596,7 +775,7 @@ def _json_default(obj: Any) -> Any:
 
 def print_json(obj: Any, *, file: Any = None) -> None:
     """Pretty JSON on stdout (UTF-8, not ASCII-escaped)."""
-    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default), file=file)
+    click.echo(json_text(obj, indent=2), file=file)
 
 
 # -- worker commands (perfectqueue run, pqflow run) -----------------------------------------------

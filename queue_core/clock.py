@@ -6,6 +6,7 @@ clock is asked. Tests inject a :class:`FakeClock` instead of sleeping.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Protocol
@@ -47,8 +48,14 @@ def resolve_now(now: float | int | None, clock: Clock) -> float:
     """Return ``now`` as a float, asking ``clock`` when it is None."""
     if now is None:
         return float(clock.now())
-    if isinstance(now, bool) or not isinstance(now, (int, float)):
-        from .errors import ValidationError
+    from .errors import ValidationError
 
-        raise ValidationError(f"now must be epoch seconds (int or float), got {now!r}")
-    return float(now)
+    if isinstance(now, bool) or not isinstance(now, (int, float)):
+        raise ValidationError(f"now must be epoch seconds (int or float), got {type(now).__name__}")
+    try:
+        value = float(now)
+    except OverflowError:  # an int beyond any float
+        value = math.inf
+    if not (math.isfinite(value) and 0 <= value <= 1e13):  # the range check_time accepts
+        raise ValidationError(f"now must be epoch seconds between 0 and 1e13, got {value!r}")
+    return value

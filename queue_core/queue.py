@@ -54,13 +54,22 @@ def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     return value
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message; also for ints past Python's int-to-str digit limit."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to print>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{what} must be an integer, not {value!r}")
+        raise ValidationError(f"{what} must be an integer, not {_shown(value)}")
     if not (_INT_MIN <= value <= _INT_MAX):
-        raise ValidationError(f"{what} {value} is out of range")
+        raise ValidationError(f"{what} {_shown(value)} is out of range")
     if minimum is not None and value < minimum:
         raise ValidationError(f"{what} must be at least {minimum}, not {value}")
     return value
@@ -68,20 +77,50 @@ def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bo
 
 def check_time(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{what} must be epoch seconds (a number), not {value!r}")
-    v = float(value)
+        raise ValidationError(f"{what} must be epoch seconds (a number), not {_shown(value)}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond any float
+        v = math.inf
     if not math.isfinite(v) or v < 0 or v > 1e13:
-        raise ValidationError(f"{what} {value!r} is not a valid epoch time")
+        raise ValidationError(f"{what} {_shown(value)} is not a valid epoch time")
     return v
 
 
 def check_duration(value: Any, what: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{what} must be a number of seconds, not {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or v < 0 or (positive and v == 0) or v > 1e11:
-        raise ValidationError(f"{what} {value!r} is out of range")
+        raise ValidationError(f"{what} must be a number of seconds, not {_shown(value)}")
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v) or v < 0 or (positive and v == 0) or v > MAX_DURATION:
+        raise ValidationError(f"{what} {_shown(value)} is out of range")
     return v
+
+
+MAX_DURATION = 1e11
+#: deepest nesting of task data: far below Python's recursion limit, so that data written from
+#: a shallow stack can always be decoded from a deeper one (a worker's poll, the CLI)
+MAX_DATA_DEPTH = 200
+
+
+def _check_structure(data: Mapping) -> None:
+    """Keys are strings (json.dumps would turn 1 into "1", silently merging keys) and nesting is
+    at most MAX_DATA_DEPTH. Iterative: no recursion limit of its own."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DATA_DEPTH:
+            raise ValidationError(f"task data is nested deeper than {MAX_DATA_DEPTH} levels")
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise ValidationError(f"task data keys must be strings, not {type(k).__name__} {_shown(k)}")
+                if isinstance(v, (Mapping, list, tuple)):
+                    stack.append((v, depth + 1))
+        else:
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (Mapping, list, tuple)))
 
 
 def encode_data(data: Any, limit: int) -> str:
@@ -99,6 +138,7 @@ def encode_data(data: Any, limit: int) -> str:
         raise ValidationError("task data is nested too deeply to encode as JSON") from None
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"task data is not JSON-serialisable: {exc}") from None
+    _check_structure(data)  # after dumps, which refuses cycles
     size = len(text.encode("utf-8"))
     if size > limit:
         raise ValidationError(f"task data is {size} bytes as JSON; the limit is {limit} (max_data_size)")
@@ -324,9 +364,9 @@ class AcquiredTask:
     def backoff(self) -> float:
         """The retry delay for this attempt: retry_wait doubled per attempt, capped, jittered."""
         cfg = self.queue.config
-        base = cfg["retry_wait"] * (2 ** max(0, self.attempts - 1))
+        base = cfg["retry_wait"] * (2.0 ** min(max(0, self.attempts - 1), 64))  # no float overflow
         wait = min(base, cfg["max_retry_wait"]) if cfg["max_retry_wait"] else base
-        return wait * (0.8 + 0.4 * random.random())
+        return min(wait * (0.8 + 0.4 * random.random()), MAX_DURATION)
 
     def retry_or_fail(self, error: Any, now: float | None = None) -> str:
         """What a worker does when a handler raised: retry with backoff or, at max_attempts, fail."""
@@ -337,14 +377,21 @@ class AcquiredTask:
         return "retry"
 
 
+#: bytes of an error text: MySQL/MariaDB's TEXT column holds 65,535
+MAX_ERROR_BYTES = 65000
+
+
 def _error_text(error: Any) -> str | None:
+    """``error`` as storable text: never raises (a handler's exception may have a broken
+    ``__str__``), valid UTF-8 (lone surrogates escaped), at most MAX_ERROR_BYTES bytes."""
     if error is None:
         return None
-    if isinstance(error, BaseException):
-        text = f"{type(error).__name__}: {error}"
-    else:
-        text = str(error)
-    return text[:65000]
+    try:
+        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    except Exception:  # noqa: BLE001
+        text = f"{type(error).__name__}: <str() failed>"
+    raw = text.encode("utf-8", "backslashreplace")[:MAX_ERROR_BYTES]
+    return raw.decode("utf-8", "ignore")
 
 
 class Transaction:

@@ -350,6 +350,10 @@ class Processor:
                     break
                 self.process(t)
                 self.processed += 1
+                if t.max_attempts is not None:
+                    # Its attempts are limited: its success must be written before any other
+                    # handler of the batch runs (and could bring the process down first).
+                    self.settler.flush()
             if limit and self.processed >= limit:
                 return EXIT_RECYCLE
         return EXIT_OK
@@ -378,9 +382,7 @@ class Processor:
             return
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         started = time.monotonic()
-        error = run_handler(self.target, task, self.monitor)
-        if isinstance(error, KeyboardInterrupt):
-            self.stop()
+        error = run_handler(self.target, task, self.monitor)  # KeyboardInterrupt included: the task's error
         elapsed = time.monotonic() - started
         avg = self._avg_task_time
         self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
@@ -409,6 +411,8 @@ class Processor:
             log.warning("could not settle task=%s: %s", task.key, exc)
         except TaskError as exc:
             log.error("could not settle task=%s (lease will expire and it will run again): %s", task.key, exc)
+        except Exception:  # noqa: BLE001 - nothing a handler left behind may end the processor
+            log.exception("could not settle task=%s (lease will expire and it will run again)", task.key)
 
 
 def _verb(task) -> str:

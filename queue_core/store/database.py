@@ -182,7 +182,11 @@ class Database:
         if lock is not None:
             lock.acquire()
         try:
-            with self.engine.connect() as conn:
+            try:
+                raw = self.engine.connect()
+            except TypeError as exc:  # a URL query option the driver does not take (?sslmode= for PyMySQL)
+                raise ConfigError(f"cannot connect with {self.masked_url}: {self.scrub(exc)}") from None
+            with raw as conn:
                 if self.dialect.name == "sqlite":
                     conn = conn.execution_options(pq_write=write)
                 with conn.begin():

@@ -185,6 +185,7 @@ class TaskStore(VersionedTables):
         if not picked:
             return [], 0
         deliver, consumed = self._screen(conn, picked, now)
+        deliver = _limited_first(deliver)
         if deliver:
             token = new_token()
             expires = now + alive_time
@@ -511,6 +512,19 @@ class TaskStore(VersionedTables):
             total += n
             if n < batch:
                 return total
+
+
+def _limited_first(rows: list[dict]) -> list[dict]:
+    """Cut a batch before its first task with ``max_attempts`` that is not the first.
+
+    Each lease counts an attempt. A task leased behind others could lose an attempt without
+    running if an earlier handler of its batch brought the process down; a task whose attempts
+    are limited is therefore only ever leased alone or first in its batch.
+    """
+    for i, r in enumerate(rows):
+        if i and r["max_attempts"] is not None:
+            return rows[:i]
+    return rows
 
 
 def _weight(row: dict, running: dict[str, int]) -> float:

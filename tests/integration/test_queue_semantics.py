@@ -114,6 +114,14 @@ def test_batch_claim_spans_priority_levels_and_skips_future_rows(queue):
     assert len(queue.poll_multi(10, now=T0 + 100)) == 5
 
 
+def test_a_task_with_limited_attempts_is_leased_alone_or_first(queue):
+    queue.submit_many([{"key": "a", "type": "t", "run_at": T0 - 3},
+                       {"key": "limited", "type": "t", "run_at": T0 - 2, "max_attempts": 2},
+                       {"key": "c", "type": "t", "run_at": T0 - 1}], now=T0 - 10)
+    assert [t.key for t in queue.poll_multi(5, now=T0)] == ["a"]  # not behind another task
+    assert [t.key for t in queue.poll_multi(5, now=T0)] == ["limited", "c"]
+
+
 def test_lease_expiry_boundary_and_reacquire(queue):
     queue.submit("k", "t", now=T0)
     a = queue.poll(alive_time=10, now=T0)
