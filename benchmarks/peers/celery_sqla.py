@@ -1,8 +1,10 @@
 """Peer: Celery with kombu's SQLAlchemy transport on MariaDB, compared with pq on MariaDB.
 
 Broker ``sqla+mysql+pymysql://`` on the test database; the transport's two tables are named
-``bench_<pid>_kombu_queue`` / ``_message`` (transport options ``queue_tablename`` /
-``message_tablename``) and dropped before each run and at the end. No result backend. Tasks
+``bench_<pid>_kombu<run>_queue`` / ``_message`` (transport options ``queue_tablename`` /
+``message_tablename``), new ones each run (kombu creates its tables once per process and
+engine, so a table dropped and re-used in the next run would be missing), all dropped at the
+end. No result backend. Tasks
 are sent first, then ``celery worker -c 2`` (prefork, 2 processes) runs them; everything else
 is Celery's default (prefetch multiplier 4, early acks). kombu documents this transport as
 experimental.
@@ -19,8 +21,8 @@ from .base import Peer, drain
 WORKERS = 2
 
 
-def tables_prefix() -> str:
-    return f"bench_{os.getpid()}_kombu"
+def tables_prefix(run: int) -> str:
+    return f"bench_{os.getpid()}_kombu{run}"
 
 
 class CelerySqla(Peer):
@@ -38,8 +40,10 @@ class CelerySqla(Peer):
             return "skipped: no MariaDB server"
         return super().skip_reason(ctx)
 
-    def _clean(self, ctx) -> None:
-        prefix = tables_prefix()
+    runs = 0
+
+    def _clean(self, ctx, run: int) -> None:
+        prefix = tables_prefix(run)
         drop_tables(ctx.extra["server_urls"]["mariadb"], [f"{prefix}_message", f"{prefix}_queue"])
 
     def run(self, ctx) -> float:
@@ -47,8 +51,10 @@ class CelerySqla(Peer):
 
         n = ctx.sizes.peer_tasks
         broker = "sqla+" + ctx.extra["server_urls"]["mariadb"]
-        self._clean(ctx)
-        app = build(broker, tables=tables_prefix())
+        self.runs += 1
+        prefix = tables_prefix(self.runs)
+        self._clean(ctx, self.runs)
+        app = build(broker, tables=prefix)
         noop = app.tasks["noop"]
         with app.producer_or_acquire() as producer:
             for _ in range(n):
@@ -56,8 +62,9 @@ class CelerySqla(Peer):
         app.close()
         argv = [*command("celery", "celery"), "-A", "benchmarks.peers.celery_app", "worker", "-c", str(WORKERS)]
         seconds = drain(ctx, "celery-sqla", [argv], n,
-                        env={"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_TABLES": tables_prefix()})
+                        env={"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_TABLES": prefix})
         return n / seconds
 
     def teardown(self, ctx) -> None:
-        self._clean(ctx)
+        for run in range(1, self.runs + 1):
+            self._clean(ctx, run)
