@@ -19,6 +19,7 @@ import click
 from queue_core.cli_common import (
     CLI_MAX_RETRY_COUNT,
     EXIT_CODES_HELP,
+    STRICT_INT,
     CLIError,
     CLIState,
     PQGroup,
@@ -145,7 +146,7 @@ def init(force: bool) -> None:
 @click.argument("sched_type", metavar="TYPE")
 @click.argument("cron_expr", metavar="CRON")
 @click.argument("data", required=False, metavar="[DATA]")
-@click.option("-d", "--delay", type=int, default=0, show_default=True, metavar="SEC",
+@click.option("-d", "--delay", type=STRICT_INT, default=0, show_default=True, metavar="SEC",
               help="Submit each occurrence SEC seconds after its scheduled time.")
 @click.option("-t", "--timezone", "tz", metavar="TZ",
               help="IANA timezone of the cron expression (default: config timezone, else UTC).")
@@ -234,7 +235,7 @@ def delete(key: str) -> None:
 @click.option("--cron", "cron_expr", metavar="CRON", help="New cron expression.")
 @click.option("--type", "sched_type", metavar="TYPE", help="New task type.")
 @click.option("--data", metavar="DATA", help="New data (JSON object, @FILE, or - for stdin).")
-@click.option("--delay", type=int, metavar="SEC", help="New delay in seconds.")
+@click.option("--delay", type=STRICT_INT, metavar="SEC", help="New delay in seconds.")
 @click.option("--timezone", "tz", metavar="TZ", help="New IANA timezone.")
 @click.option("--catchup", type=CATCHUP_CHOICE, help="New catch-up policy.")
 @click.option("--dst", type=DST_CHOICE, help="New daylight-saving policy.")

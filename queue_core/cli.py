@@ -13,6 +13,7 @@ import click
 
 from .cli_common import (
     EXIT_CODES_HELP,
+    STRICT_INT,
     CLIError,
     PQGroup,
     common_options,
@@ -79,10 +80,10 @@ def init(force: bool) -> None:
 @click.argument("task_type", metavar="TYPE")
 @click.argument("data", required=False, metavar="[DATA]")
 @click.option("-u", "--user", metavar="USER", help="User (resource) the task belongs to, for fair sharing.")
-@click.option("--max-running", type=int, metavar="N", help="Most tasks of this user running at once.")
+@click.option("--max-running", type=STRICT_INT, metavar="N", help="Most tasks of this user running at once.")
 @click.option("-t", "--run-at", metavar="TIME", help="Do not run before TIME (epoch seconds or ISO 8601 with offset).")
-@click.option("--priority", type=int, default=0, show_default=True, metavar="P", help="Higher runs first.")
-@click.option("--max-attempts", type=int, metavar="N", help="Fail the task after N failed attempts.")
+@click.option("--priority", type=STRICT_INT, default=0, show_default=True, metavar="P", help="Higher runs first.")
+@click.option("--max-attempts", type=STRICT_INT, metavar="N", help="Fail the task after N failed attempts.")
 @common_options
 def submit(key: str, task_type: str, data: str | None, user: str | None, max_running: int | None,
            run_at: str | None, priority: int, max_attempts: int | None) -> None:

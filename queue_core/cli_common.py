@@ -75,7 +75,7 @@ __all__ = [
     "EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CLIError", "CLIState", "PQGroup",
     "Settings", "common_options", "settings", "open_queue", "parse_json_object", "parse_time",
     "format_time", "print_table", "print_json", "json_text", "printable", "scrub", "main_wrapper",
-    "exit_code_for",
+    "exit_code_for", "STRICT_INT",
 ]
 
 EXIT_OK = 0
@@ -486,6 +486,27 @@ def main_wrapper(group: click.Command, prog_name: str | None = None) -> Callable
 
     main.__doc__ = f"Run the {prog_name or group.name} command line."
     return main
+
+
+class StrictInt(click.ParamType):
+    """An integer written plainly: optional sign and ASCII digits.
+
+    click's INT takes whatever ``int()`` takes: " 7", "1_000", "٣" (an Arabic-Indic three).
+    Options that go into the database say exactly what they mean instead.
+    """
+
+    name = "integer"
+    _PLAIN = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and self._PLAIN.fullmatch(value):
+            return int(value)
+        self.fail(f"{value!r} is not a plain integer (digits, optionally signed)", param, ctx)
+
+
+STRICT_INT = StrictInt()
 
 
 # -- keeping the password out of process titles ---------------------------------------------

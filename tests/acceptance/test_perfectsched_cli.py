@@ -460,11 +460,13 @@ def test_script_next_and_one_line_errors(tmp_path):
 def test_script_run_submits_until_sigterm(ps, tmp_path):
     opts = ps.opts()
     assert script("init", *opts).returncode == 0
-    start = datetime.fromtimestamp(time.time() - 180, UTC).isoformat()
+    start_ts = time.time() - 180
+    start = datetime.fromtimestamp(start_ts, UTC).isoformat()
     proc = script("add", "every", "tick", "* * * * *", "{}", "--start", start, *opts)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("every next_time=")
-    due = [t for t in perfectsched.upcoming("* * * * *", epoch(start) - 1, 10) if t <= time.time()]
+    # occurrences at or after --start (which has fractions of a second) that are due by now
+    due = [t for t in perfectsched.upcoming("* * * * *", start_ts - 1, 10) if start_ts <= t <= time.time()]
     log_file = tmp_path / "sched.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
     runner = subprocess.Popen([str(PERFECTSCHED), "run", *opts, "--poll-interval", "0.2", "--log", str(log_file)],
