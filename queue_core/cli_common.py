@@ -333,11 +333,7 @@ def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = No
 
     file_values: dict = {}
     if state.config_file:
-        try:
-            file_values = config_mod.load_file(state.config_file, state.environment)
-        except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself
-            raise ConfigError(f"config file {state.config_file} is not UTF-8 text "
-                              f"(byte {exc.start}: {exc.reason})") from None
+        file_values = config_mod.load_file(state.config_file, state.environment)
         remember_url(file_values.get("url"))
         unknown = [k for k in file_values if k not in known]
         if unknown:

@@ -225,9 +225,8 @@ class Settler:
             log.error("finish failed (will retry): %s", exc)
             self.put_back(items)
             return
-        except TaskError as exc:  # pragma: no cover - finish_many raises only database errors
-            log.error("could not finish %d tasks (their leases will expire and they run again): %s",
-                      len(items), exc)
+        except Exception:  # noqa: BLE001 - the monitor thread calls this: it must survive anything
+            log.exception("could not finish %d tasks (their leases will expire and they run again)", len(items))
             for task, _ in items:
                 self.release(task)
             return
