@@ -55,28 +55,39 @@ def save(results: list[Result], mode: str) -> Path:
     doc = json.loads(path.read_text()) if path.exists() else {"results": []}
     fresh = {(r.scenario, r.backend) for r in results}
     kept = [r for r in doc["results"] if (r["scenario"], r["backend"]) not in fresh]
-    doc.update(date=dt.datetime.now().isoformat(timespec="seconds"), host=host, mode=mode, commit=_git(),
+    now, commit = dt.datetime.now().isoformat(timespec="seconds"), _git()
+    rows = [{**r.to_dict(), "measured": now, "commit": commit} for r in results]
+    doc.update(date=now, host=host, mode=mode, commit=commit,
                python=platform.python_version(), cpus=os.cpu_count(),
-               results=sorted(kept + [r.to_dict() for r in results],
-                              key=lambda r: (ORDER.index(r["scenario"]), r["backend"])))
+               results=sorted(kept + rows, key=lambda r: (ORDER.index(r["scenario"]), r["backend"])))
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
 
 
 def table(doc: dict) -> str:
-    """The markdown table of a results file."""
-    head = (f"Measured {doc['date']} on `{doc['host']}` ({doc['cpus']} CPUs, Python {doc['python']}, "
-            f"commit {doc['commit']}), **{doc['mode']}** parameters.\n\n"
+    """The markdown table of a results file.
+
+    Rows merged from several sittings keep their own commit and time (rows saved before these
+    were recorded per row take the file's); when the commits differ, a column shows each row's.
+    """
+    commits = [r.get("commit", doc["commit"]) for r in doc["results"]]
+    times = sorted(r.get("measured", doc["date"]) for r in doc["results"]) or [doc["date"]]
+    when = times[0] if times[0] == times[-1] else f"{times[0]} to {times[-1]}"
+    mixed = len(set(commits)) > 1
+    code = "the commit of each row" if mixed else f"commit {commits[0] if commits else doc['commit']}"
+    head = (f"Measured {when} on `{doc['host']}` ({doc['cpus']} CPUs, Python {doc['python']}, "
+            f"{code}), **{doc['mode']}** parameters.\n\n"
             "| # | scenario | database | result | tasks | kills | restarts | duplicates | losses | "
-            "time to recover | duration | other figures |\n"
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+            f"time to recover | duration | other figures |{' commit |' if mixed else ''}\n"
+            f"|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|{'---|' if mixed else ''}\n")
     rows = []
-    for r in doc["results"]:
+    for r, commit in zip(doc["results"], commits):
         rec = "–" if r["recover_s"] is None else f"{r['recover_s']:.1f} s"
         notes = "; ".join(f"{k} {_fmt(r['figures'][k])}" for k in NOTES.get(r["scenario"], []) if k in r["figures"])
         rows.append(f"| {ORDER.index(r['scenario']) + 1} | {r['scenario']} | {r['backend']} | "
                     f"{'pass' if r['ok'] else '**FAIL**'} | {r['tasks']} | {r['kills']} | {r['restarts']} | "
-                    f"{r['duplicates']} | {r['losses']} | {rec} | {r['duration_s']:.0f} s | {notes} |")
+                    f"{r['duplicates']} | {r['losses']} | {rec} | {r['duration_s']:.0f} s | {notes} |"
+                    + (f" {commit} |" if mixed else ""))
     failures = [f"- {r['scenario']} on {r['backend']}: {f}" for r in doc["results"] for f in r["failures"]]
     tail = ("\n\nFailures:\n\n" + "\n".join(failures)) if failures else ""
     return head + "\n".join(rows) + tail
@@ -112,10 +123,51 @@ def _replace(text: str, markers: tuple[str, str], body: str, where: Path) -> str
     return f"{before}{begin}\n{body}\n{end}{after}"
 
 
-def write_markdown(json_path: Path, md_path: Path, modules) -> None:
+def write_markdown(json_path: Path, md_path: Path, modules) -> str | None:
     """Replace the text between the markers of ``md_path``: the figures of ``json_path`` and
-    the parameters of ``modules``."""
+    the parameters of ``modules``; draw the soak's samples next to it (``<name>-soak.png``).
+    Returns None, or why there is no chart."""
+    doc = json.loads(json_path.read_text())
     text = md_path.read_text()
-    text = _replace(text, RESULTS_MARKERS, table(json.loads(json_path.read_text())), md_path)
+    text = _replace(text, RESULTS_MARKERS, table(doc), md_path)
     text = _replace(text, PARAMS_MARKERS, params_table(modules), md_path)
     md_path.write_text(text)
+    return soak_chart(doc, md_path.with_name(f"{md_path.stem}-soak.png"))
+
+
+def soak_chart(doc: dict, path: Path) -> str | None:
+    """Draw the soak's samples (memory, descriptors, sessions of the worker processes over
+    time, one line per database) into ``path``; returns None, or why there is no chart."""
+    soaks = [r for r in doc["results"] if r["scenario"] == "soak" and r["figures"].get("samples")]
+    if not soaks:
+        return "no soak samples in this results file"
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]')"
+    panels = [("rss_mb", "resident memory of the worker processes (MB, sum)"),
+              ("fds", "open file descriptors (sum)"), ("db_sessions", "database sessions")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, (key, title) in zip(axes, panels):
+        for r in soaks:
+            pts = [(s["t"] / 60, s[key]) for s in r["figures"]["samples"] if s.get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts), label=r["backend"], linewidth=1.2)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("minutes")
+        ax.set_ylim(bottom=0)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not sampled (SQLite has no server)", ha="center", va="center",
+                    transform=ax.transAxes)
+    lengths = ", ".join(f"{r['backend']} {r['duration_s'] / 60:.0f} min" for r in soaks)
+    fig.suptitle(f"pq soak — {doc['host']}, {doc['cpus']} CPUs: {lengths}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return None

@@ -136,6 +136,6 @@ def main(argv: list[str] | None = None) -> int:
         path = report.save(results, "quick" if args.quick else "full")
         print(f"figures: {path.relative_to(ROOT)}  (process logs and ledgers: {workdir})")
         if args.out_md:
-            report.write_markdown(path, args.out_md, ALL)
-            print(f"table written to {args.out_md}")
+            why = report.write_markdown(path, args.out_md, ALL)
+            print(f"table written to {args.out_md}" + (f" (no soak chart: {why})" if why else ""))
     return 0 if all(r.ok for r in results) else 1
