@@ -47,6 +47,10 @@ def _git() -> str:
         return "unknown"
 
 
+def now() -> str:
+    return dt.datetime.now().isoformat(timespec="seconds")
+
+
 def save(results: list[Result], mode: str) -> Path:
     """Merge ``results`` into today's JSON file; return its path."""
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -55,9 +59,9 @@ def save(results: list[Result], mode: str) -> Path:
     doc = json.loads(path.read_text()) if path.exists() else {"results": []}
     fresh = {(r.scenario, r.backend) for r in results}
     kept = [r for r in doc["results"] if (r["scenario"], r["backend"]) not in fresh]
-    now, commit = dt.datetime.now().isoformat(timespec="seconds"), _git()
-    rows = [{**r.to_dict(), "measured": now, "commit": commit} for r in results]
-    doc.update(date=now, host=host, mode=mode, commit=commit,
+    saved, commit = now(), _git()
+    rows = [{**r.to_dict(), "measured": r.measured or saved, "commit": commit} for r in results]
+    doc.update(date=saved, host=host, mode=mode, commit=commit,
                python=platform.python_version(), cpus=os.cpu_count(),
                results=sorted(kept + rows, key=lambda r: (ORDER.index(r["scenario"]), r["backend"])))
     path.write_text(json.dumps(doc, indent=1) + "\n")
@@ -71,7 +75,7 @@ def table(doc: dict) -> str:
     were recorded per row take the file's); when the commits differ, a column shows each row's.
     """
     commits = [r.get("commit", doc["commit"]) for r in doc["results"]]
-    times = sorted(r.get("measured", doc["date"]) for r in doc["results"]) or [doc["date"]]
+    times = sorted(r.get("measured") or doc["date"] for r in doc["results"]) or [doc["date"]]
     when = times[0] if times[0] == times[-1] else f"{times[0]} to {times[-1]}"
     mixed = len(set(commits)) > 1
     code = "the commit of each row" if mixed else f"commit {commits[0] if commits else doc['commit']}"

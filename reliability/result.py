@@ -29,6 +29,8 @@ class Result:
     duration_s: float = 0.0
     figures: dict = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    #: when the scenario ended (ISO time; stamped by the runner, else when the results are saved)
+    measured: str | None = None
     _counts: dict = field(default_factory=dict, repr=False)
 
     @property

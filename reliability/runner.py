@@ -90,11 +90,12 @@ def params(mod, args):
 
 def run_one(mod, ctx: Context, p) -> Result:
     try:
-        return mod.run(ctx, p)
+        r = mod.run(ctx, p)
     except Exception as exc:  # noqa: BLE001 - a scenario that cannot finish is a failed scenario
         r = Result(mod.NAME, ctx.backend)
         r.fail(f"the scenario did not complete: {type(exc).__name__}: {exc}")
-        return r
+    r.measured = report.now()
+    return r
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,3 +95,15 @@ def test_soak_chart_is_drawn_from_the_samples(tmp_path):
     else:
         assert why is None
         assert (tmp_path / "soak.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_row_keeps_the_time_its_scenario_ended(results_dir, monkeypatch):
+    monkeypatch.setattr(report, "now", lambda: "2026-01-01T10:00:00")
+    ended = _result("soak", "mariadb")
+    ended.measured = "2026-01-01T09:30:00"
+    path = report.save([ended, _result("soak", "postgres")], "full")
+    rows = {r["backend"]: r for r in json.loads(path.read_text())["results"]}
+    assert rows["mariadb"]["measured"] == "2026-01-01T09:30:00"
+    assert rows["postgres"]["measured"] == "2026-01-01T10:00:00"
+    assert report.table(json.loads(path.read_text())).startswith(
+        "Measured 2026-01-01T09:30:00 to 2026-01-01T10:00:00 on")
