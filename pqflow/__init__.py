@@ -15,7 +15,8 @@ from typing import Any
 
 from .dag import StepDef, Workflow, get_workflow, registered_workflows
 from .errors import FlowError, StepResultError, UnknownRunError, UnknownWorkflowError, WorkflowDefinitionError
-from .runtime import Decider, Run, StepContext, StepInfo, get_run
+from .runs import ItemInfo, MapInfo, Run, StepInfo, cancel_run, get_run, list_runs, retry_run
+from .runtime import Decider, StepContext
 
 
 def graph(target: Any, format: str = "text") -> str | bytes:
@@ -32,7 +33,7 @@ def graph(target: Any, format: str = "text") -> str | bytes:
 
 
 __all__ = [
-    "Decider", "FlowError", "Run", "StepContext", "StepDef", "StepInfo", "StepResultError", "UnknownRunError",
-    "UnknownWorkflowError", "Workflow", "WorkflowDefinitionError", "get_run", "get_workflow", "graph",
+    "Decider", "FlowError", "ItemInfo", "MapInfo", "Run", "StepContext", "StepDef", "StepInfo", "StepResultError", "UnknownRunError",
+    "UnknownWorkflowError", "Workflow", "WorkflowDefinitionError", "cancel_run", "get_run", "get_workflow", "graph", "list_runs", "retry_run",
     "registered_workflows",
 ]

@@ -8,6 +8,7 @@ subcommand) are those of :mod:`queue_core.cli_common`; in addition an unknown ru
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import time
@@ -33,14 +34,18 @@ from queue_core.cli_common import (
     settings,
     worker_options,
 )
-from queue_core.errors import AlreadyExistsError, ConfigError
+from queue_core.errors import ConfigError, TaskError
 from queue_core.queue import check_name
 
 from . import logic
 from .dag import NAME_PATTERN, Workflow, registered_workflows
 from .errors import UnknownRunError, UnknownWorkflowError
 from .render import FORMATS
-from .runtime import MARK, SEP, Decider, Run, _state, _status_of, cancel_run, get_run, retry_run
+from .engine import check_run_id
+from .errors import FlowError
+from .rows import MAX_RUN_ID, RunState
+from .runs import Run, cancel_run, get_run, list_runs, retry_run
+from .runtime import Decider
 
 PROG = "pqflow"
 STEP_COLUMNS = ["step", "status", "attempts", "started", "finished", "error"]
@@ -49,9 +54,6 @@ BINARY_FORMATS = ("svg", "png")
 #: how long ``cancel`` waits for a decider that is picking the run up right now
 CANCEL_PICKUP_WAIT = 10.0
 _NAME_RE = re.compile(NAME_PATTERN)
-#: longest run id ``start`` accepts: its steps are keyed "<run id>#<step>", step names have at
-#: most 64 characters and keys at most 255
-MAX_RUN_ID = 255 - len(SEP) - 64
 
 
 class _FlowErrors(click.Group):
@@ -92,7 +94,7 @@ def _load_run(q, run_id: str) -> Run:
 
 def _step_rows(run: Run) -> list[dict]:
     return [{
-        "step": s.name, "status": s.status, "attempts": s.attempts if s.attempts else "-",
+        "step": s.name, "status": f"{s.status} ({s.items})" if s.items is not None else s.status, "attempts": s.attempts if s.attempts else "-",
         "started": format_time(s.started_at), "finished": format_time(s.finished_at),
         "error": _short_error(s.error),
     } for s in run.steps.values()]
@@ -111,6 +113,7 @@ def _run_json(run: Run) -> dict:
         "steps": {s.name: {
             "status": s.status, "attempts": s.attempts, "result": s.result, "error": s.error,
             "started_at": s.started_at, "finished_at": s.finished_at,
+            **({"items": s.items.__dict__} if s.items is not None else {}),
         } for s in run.steps.values()},
     }
 
@@ -151,8 +154,20 @@ def run(target: str, **options: Any) -> None:
         if not _is_decider(handler):
             what = f"class {handler.__name__}" if isinstance(handler, type) else type(handler).__name__
             raise ConfigError(f"TARGET {target} is not a pqflow.Decider subclass (it is a {what})")
+        _register(handler)
 
     run_worker_command(target, check=check, **options)
+
+
+def _register(decider: type[Decider]) -> None:
+    """Record the workflows a decider serves, so that runs submitted as plain tasks are listed."""
+    names = sorted(wf.name for wf in decider.workflows)
+    try:
+        with open_queue(settings()) as q:
+            q.transaction(lambda tx: [tx.runs.register(tx.conn, "workflow", n) for n in names],
+                          what="register workflows")
+    except TaskError as exc:  # the worker reports an unusable database itself
+        logging.getLogger("pqflow").warning("could not record the served workflows: %s", exc)
 
 
 # -- start -----------------------------------------------------------------------------------------
@@ -165,25 +180,24 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
     """Start a run: submit task RUN_ID of type WORKFLOW with DATA (a JSON object, default {};
     @FILE reads a file, - reads stdin) as the run's input. No workflow code is needed here:
     the decider takes the DAG snapshot when it first picks the run up."""
-    _run_id(run_id)
-    if SEP in run_id:
-        raise CLIError(f"run id must not contain {SEP!r}: {run_id!r}")
-    if len(run_id) > MAX_RUN_ID:
-        raise CLIError(f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} "
-                       "(its steps are keyed '<run id>#<step>')")
+    try:
+        check_run_id(run_id)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     if not _NAME_RE.match(workflow):
         raise CLIError(f"invalid workflow name {workflow!r}: 1 to 64 letters, digits, '_' or '-', "
                        "starting with a letter or '_' (no dots)")
     payload = parse_json_object(data) if data is not None else {}
-    if MARK in payload:
-        raise CLIError(f"DATA must not have the key {MARK!r} (reserved for pqflow's own state)")
     with open_queue(settings()) as q:
-        try:
-            task = q.submit(run_id, workflow, payload)
-        except AlreadyExistsError:
-            raise CLIError(f"run {run_id!r} already exists (a task with this key is in the table)",
-                           EXIT_EXISTS) from None
-    click.echo(task.key)
+        def submit(tx) -> bool:
+            if not tx.submit(run_id, workflow, payload):
+                return False
+            tx.runs.register(tx.conn, "workflow", workflow)  # listed by `pqflow runs` at once
+            return True
+
+        if not q.transaction(submit, what="start run"):
+            raise CLIError(f"run {run_id!r} already exists (a task with this key is in the table)", EXIT_EXISTS)
+    click.echo(run_id)
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -218,27 +232,18 @@ def status(run_id: str, fmt: str) -> None:
 
 
 # -- runs ------------------------------------------------------------------------------------------
-def _run_summary(meta, step_rows: list) -> dict:
-    """One line of ``runs`` for run row ``meta`` and its step rows."""
-    st = _state(meta)
-    if st is None:
-        status = "cancelled" if meta.outcome == "cancelled" else ("failed" if meta.finished else "running")
-        return {"run": meta.key, "workflow": meta.type, "status": status, "steps": "-", "succeeded": 0,
-                "total": 0, "created_at": meta.created_at, "finished_at": meta.finished_at}
-    snap = st["dag"]
-    submitted = {}
-    for m in step_rows:
-        name = m.key[len(meta.key) + 1:]
-        if name in snap["steps"]:
-            submitted[name] = _status_of(m)
-    statuses = logic.decide(snap, submitted, cancel_requested=bool(st.get("cancel"))).statuses
-    return {"run": meta.key, "workflow": snap["workflow"], "status": st.get("status", "running"),
-            "steps": _counts(statuses), "succeeded": sum(1 for s in statuses.values() if s == "succeeded"),
-            "total": len(statuses), "created_at": meta.created_at, "finished_at": st.get("finished_at")}
-
-
-def _marked(meta) -> bool:
-    return isinstance(meta.data.get(MARK), dict)
+def _run_summary(row: dict) -> dict:
+    """One line of ``runs`` for a run row."""
+    state = RunState.load(row.get("workflow"))
+    if state is None:  # not picked up by a decider (yet, or ever: cancelled before)
+        status = "running" if row["state"] != 1 else \
+            {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
+        return {"run": row["key"], "workflow": row["type"], "status": status, "steps": "-", "succeeded": 0,
+                "total": 0, "created_at": row["created_at"], "finished_at": row["finished_at"]}
+    total, done = len(state.dag["steps"]), state.succeeded
+    return {"run": row["key"], "workflow": state.dag["workflow"], "status": state.status,
+            "steps": f"{done}/{total}", "succeeded": done, "total": total, "created_at": row["created_at"],
+            "finished_at": state.finished_at}
 
 
 @cli.command(short_help="List workflow runs.")
@@ -248,36 +253,17 @@ def _marked(meta) -> bool:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @common_options
 def runs(workflow: str | None, run_status: str | None, limit: int | None, fmt: str) -> None:
-    """List workflow runs (oldest first) with their status and succeeded/total steps.
-
-    Without --workflow, a run that no decider has picked up yet is listed only if its workflow
-    already has other runs in the table (a plain task of that type is otherwise
-    indistinguishable from a run)."""
+    """List workflow runs (oldest first) with their status and succeeded/total steps, from the
+    moment they are started (also runs no decider has picked up yet)."""
     out: list[dict] = []
     with open_queue(settings()) as q:
-        if workflow is not None:
-            candidates = [m for m in q.list(type=workflow) if SEP not in m.key]
-            steps_of = {m.key: list(q.list(group=m.key)) for m in candidates if _state(m) is not None}
-        else:
-            candidates, steps_of, known = [], {}, set()
-            for m in q.list():
-                if SEP in m.key:
-                    info = m.data.get(MARK)
-                    if isinstance(info, dict) and info.get("run") and info.get("workflow"):
-                        steps_of.setdefault(info["run"], []).append(m)
-                        known.add(info["workflow"])
-                elif "." not in m.type:
-                    candidates.append(m)
-                    if _state(m) is not None:
-                        known.add(_state(m)["dag"]["workflow"])
-            candidates = [m for m in candidates if _state(m) is not None or _marked(m) or m.type in known]
-    for m in candidates:
-        row = _run_summary(m, [s for s in steps_of.get(m.key, []) if s.key.startswith(m.key + SEP)])
-        if run_status is not None and row["status"] != run_status:
-            continue
-        out.append(row)
-        if limit is not None and len(out) >= limit:
-            break
+        for row in list_runs(q, workflow=workflow):
+            line = _run_summary(row)
+            if run_status is not None and line["status"] != run_status:
+                continue
+            out.append(line)
+            if limit is not None and len(out) >= limit:
+                break
     if fmt == "json":
         print_json([{"run_id": r["run"], "workflow": r["workflow"], "status": r["status"],
                      "succeeded_steps": r["succeeded"], "total_steps": r["total"],
@@ -289,24 +275,6 @@ def runs(workflow: str | None, run_status: str | None, limit: int | None, fmt: s
 
 
 # -- cancel / retry / why ---------------------------------------------------------------------------
-def _cancel_unpicked(q, run_id: str) -> str:
-    """Cancel the run row of a run no decider has picked up; "started" if one has."""
-    def work(tx):
-        row = tx.lock(run_id)
-        if row is None:
-            raise UnknownRunError(f"run {run_id!r} not found")
-        if _state(row) is not None:
-            return "started"
-        if row.finished:
-            return "finished"
-        if row.running:
-            return "busy"  # a decider is picking it up right now: wait for its snapshot
-        tx.cancel(run_id)
-        return "cancelled"
-
-    return q.transaction(work, what="cancel run")
-
-
 @cli.command(short_help="Cancel a run.")
 @click.argument("run_id", metavar="RUN_ID")
 @common_options
@@ -319,19 +287,14 @@ def cancel(run_id: str) -> None:
         if before.status != "running":
             raise CLIError(f"run {run_id!r} is already {before.status}")
         deadline = time.monotonic() + CANCEL_PICKUP_WAIT
-        while before.snapshot is None:
-            outcome = _cancel_unpicked(q, run_id)
-            if outcome == "started":
-                break
-            if outcome == "finished":
-                raise CLIError(f"run {run_id!r} is already {_load_run(q, run_id).status}")
-            if outcome == "cancelled":
-                click.echo(_load_run(q, run_id).status)
+        while True:
+            try:
+                click.echo(cancel_run(q, run_id).status)
                 return
-            if time.monotonic() > deadline:
-                raise CLIError(f"run {run_id!r} is being picked up by a decider; try again")
+            except FlowError as exc:
+                if "picked up" not in str(exc) or time.monotonic() > deadline:
+                    raise CLIError(str(exc)) from None
             time.sleep(0.2)
-        click.echo(cancel_run(q, run_id).status)
 
 
 @cli.command(short_help="Retry a failed or cancelled run.")

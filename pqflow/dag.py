@@ -122,6 +122,12 @@ class StepDef:
     retry_wait: float | None
     defined_at: CallSite = field(repr=False)
     inputs: tuple[str, ...] = ()
+    #: the step whose result (a JSON list) this step maps over: one task per item
+    map: str | None = None
+    #: how many items of this map may run at once across all workers (None: no cap)
+    max_parallel: int | None = None
+    #: a map whose items failed still succeeds; downstream receives None for a failed item
+    allow_failed_items: bool = False
 
     @property
     def effective_retries(self) -> int:
@@ -214,14 +220,23 @@ class Workflow:
         retries: int | None = None,
         retry_wait: float | None = None,
         trigger: str = DEFAULT_TRIGGER,
+        map: Any = None,
+        max_parallel: int | None = None,
+        allow_failed_items: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a step; returns the function unchanged.
 
         ``after`` is None, a step function or step name, or a list/tuple of those.
-        Names may refer to steps declared later.
+        Names may refer to steps declared later. ``map``: a step (function or name) whose
+        result is a JSON list; this step then runs once per item (``fn(ctx, item, ...)``),
+        at most ``max_parallel`` at once, and its downstream receives the list of results.
         """
         site = _call_site(sys._getframe(1))
+        mapped = self._resolve_after(map)[0] if map is not None else None
         parents = self._resolve_after(after)
+        if mapped is not None and mapped not in parents:
+            parents = (mapped, *parents)
+        self._check_map_options(mapped, max_parallel, allow_failed_items)
         _check_trigger(trigger)
         if retries is not None:
             _check_retries("retries", retries)
@@ -247,13 +262,23 @@ class Workflow:
                     f"function {getattr(fn, '__qualname__', fn)!r} is already step {previous.name!r} "
                     f"of workflow {previous.workflow.name!r}; wrap it in a new function to reuse it"
                 )
-            sd = StepDef(step_name, fn, self, parents, trigger, retries, retry_wait, site)
+            sd = StepDef(step_name, fn, self, parents, trigger, retries, retry_wait, site, map=mapped,
+                         max_parallel=max_parallel, allow_failed_items=allow_failed_items)
             fn.__pqflow_step__ = sd  # type: ignore[attr-defined]
             self._steps[step_name] = sd
             self._version += 1
             return fn
 
         return decorate
+
+    def _check_map_options(self, mapped: str | None, max_parallel: Any, allow_failed_items: Any) -> None:
+        if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
+                                         or max_parallel < 1):
+            raise WorkflowDefinitionError(f"max_parallel must be an integer >= 1, not {max_parallel!r}")
+        if not isinstance(allow_failed_items, bool):
+            raise WorkflowDefinitionError(f"allow_failed_items must be True or False, not {allow_failed_items!r}")
+        if mapped is None and (max_parallel is not None or allow_failed_items):
+            raise WorkflowDefinitionError("max_parallel and allow_failed_items apply to map steps only (map=...)")
 
     def _resolve_after(self, after: Any) -> tuple[str, ...]:
         items = [] if after is None else list(after) if isinstance(after, (list, tuple)) else [after]
@@ -301,6 +326,7 @@ class Workflow:
                 trigger=sd.trigger,
                 retries=sd.effective_retries,
                 retry_wait=sd.effective_retry_wait,
+                **({"map": sd.map} if sd.map else {}),
             )
         for sd in self._steps.values():
             for parent in sd.after:
@@ -350,6 +376,12 @@ class Workflow:
         for p in params:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
+            if sd.map is not None and p.name == "item":
+                continue  # receives this task's item of the map
+            if sd.map is not None and p.name == sd.map:
+                raise WorkflowDefinitionError(
+                    where.format(p.name) + f" would receive the whole list it maps over; a map step receives "
+                    "one element as 'item' (and its index as ctx.index)")
             has_default = p.default is not p.empty
             if p.kind is p.POSITIONAL_ONLY:
                 if not has_default:
@@ -380,7 +412,7 @@ class Workflow:
 
         A duplicate run id raises queue_core's IdempotentAlreadyExistsError.
         """
-        from .runtime import start_run
+        from .runs import start_run
 
         return start_run(self, run_id, data, url=url, table=table, now=now, queue=queue)
 
@@ -403,6 +435,8 @@ class Workflow:
                     "retries": sd.effective_retries,
                     "retry_wait": sd.effective_retry_wait,
                     "inputs": list(sd.inputs),
+                    **({"map": sd.map, "max_parallel": sd.max_parallel,
+                        "allow_failed_items": sd.allow_failed_items} if sd.map else {}),
                 }
                 for sd in self._steps.values()
             },
@@ -417,7 +451,8 @@ def snapshot_graph(snapshot: dict[str, Any]) -> nx.DiGraph:
     g = nx.DiGraph()
     steps: dict[str, dict[str, Any]] = snapshot["steps"]
     for name, spec in steps.items():
-        g.add_node(name, trigger=spec["trigger"], retries=spec["retries"], retry_wait=spec["retry_wait"])
+        g.add_node(name, trigger=spec["trigger"], retries=spec["retries"], retry_wait=spec["retry_wait"],
+                   **({"map": spec["map"]} if spec.get("map") else {}))
     for name, spec in steps.items():
         for parent in spec["after"]:
             g.add_edge(parent, name)

@@ -28,6 +28,9 @@ __all__ = [
     "Decision",
     "decide",
     "explain",
+    "map_status",
+    "run_status",
+    "verdict",
 ]
 
 TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
@@ -37,7 +40,8 @@ SUBMITTED_STATUSES = ACTIVE | TERMINAL
 STEP_STATUSES = ("pending", "waiting", "running", "succeeded", "failed", "skipped", "cancelled")
 RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
 
-_SUBMIT, _SKIP, _PENDING = "submit", "skip", "pending"
+SUBMIT, SKIP, PENDING = "submit", "skip", "pending"
+_SUBMIT, _SKIP, _PENDING = SUBMIT, SKIP, PENDING
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,18 @@ def _compile(snapshot: dict[str, Any]) -> _Compiled:
 
 def _evaluate(trigger: str, parent_statuses: list[str]) -> str:
     """submit / skip / pending for a not-yet-submitted step with at least one parent."""
-    n = len(parent_statuses)
     succeeded = parent_statuses.count("succeeded")
     failed = parent_statuses.count("failed")
     done = sum(1 for s in parent_statuses if s in TERMINAL)
+    return verdict(trigger, len(parent_statuses), succeeded, failed, done)
+
+
+def verdict(trigger: str, n: int, succeeded: int, failed: int, done: int) -> str:
+    """submit / skip / pending for a step with ``n`` parents of which ``done`` ended,
+    ``succeeded`` and ``failed`` of those with that outcome (the others skipped or cancelled).
+
+    The one rule of triggers: a step is decided from these counts alone, so a completion needs
+    only the counts of its successors, never the rest of the run."""
     if trigger == "all_success":
         return _SUBMIT if succeeded == n else _SKIP if done > succeeded else _PENDING
     if trigger == "all_done":
@@ -98,6 +110,24 @@ def _evaluate(trigger: str, parent_statuses: list[str]) -> str:
     if trigger == "none_failed":
         return _SKIP if failed else _SUBMIT if done == n else _PENDING
     raise ValueError(f"unknown trigger {trigger!r} in snapshot")
+
+
+def map_status(n_failed: int, n_cancelled: int, *, allow_failed_items: bool) -> str:
+    """How a map ends once none of its items is open."""
+    if n_cancelled:
+        return "cancelled"
+    if n_failed and not allow_failed_items:
+        return "failed"
+    return "succeeded"
+
+
+def run_status(*, cancel: bool, failed: int, cancelled: int) -> str:
+    """How a run ends once none of its steps is open."""
+    if cancel:
+        return "cancelled"
+    if failed:
+        return "failed"
+    return "cancelled" if cancelled else "succeeded"
 
 
 def decide(
@@ -147,16 +177,10 @@ def decide(
             any_cancelled = True
         statuses[name] = status
     if in_progress:
-        run_status = "running"
-    elif cancel_requested:
-        run_status = "cancelled"
-    elif any_failed:
-        run_status = "failed"
-    elif any_cancelled:
-        run_status = "cancelled"
+        status = "running"
     else:
-        run_status = "succeeded"
-    return Decision(tuple(submit), frozenset(skipped), statuses, run_status)
+        status = run_status(cancel=cancel_requested, failed=int(any_failed), cancelled=int(any_cancelled))
+    return Decision(tuple(submit), frozenset(skipped), statuses, status)
 
 
 _NEEDS = {

@@ -6,6 +6,7 @@ turns store rows into objects. It never builds SQL (that is ``queue_core.store``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -25,12 +26,17 @@ from .errors import (
     ValidationError,
 )
 from .store.database import Database
-from .store.tasks import FINISHED, FOREVER, UNSET, NewTask, Settled, TaskStore
+from .store.runs import RunRows
+from .store.tasks import FINISHED, FOREVER, LIVE, PENDING, UNSET, NewTask, Settled, TaskStore
 
 T = TypeVar("T")
 
-STATUSES = ("waiting", "running", "finished")
-OUTCOMES = ("success", "failure", "cancelled")
+#: pending: the row exists but waits for an event, not a time (a workflow step whose parents
+#: are not done); it is never claimed until its owner makes it waiting
+STATUSES = ("pending", "waiting", "running", "finished")
+#: skipped: finished without running because it never could (a workflow step whose trigger
+#: cannot hold)
+OUTCOMES = ("success", "failure", "cancelled", "skipped")
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
@@ -176,6 +182,8 @@ class TaskMetadata:
     owner: str | None = None
     cancel_requested: bool = False
     group: str | None = None
+    #: what the task returned (workflow steps), decoded from JSON
+    result: Any = None
 
     @property
     def finished(self) -> bool:
@@ -196,6 +204,8 @@ class TaskMetadata:
 def row_status(row: Mapping, now: float) -> str:
     if row["state"] == FINISHED:
         return "finished"
+    if row["state"] == PENDING:
+        return "pending"
     if row["leased"] and row["timeout"] > now:
         return "running"
     return "waiting"
@@ -209,6 +219,7 @@ def metadata_from_row(row: Mapping, now: float) -> TaskMetadata:
         run_at=row["run_at"], timeout=row["timeout"], error=row["error"],
         max_attempts=row["max_attempts"], started_at=row["started_at"], finished_at=row["finished_at"],
         owner=row["owner"], cancel_requested=bool(row["cancel_requested"]), group=row["grp"],
+        result=json.loads(row["result"]) if row.get("result") else None,
     )
 
 
@@ -277,6 +288,8 @@ class AcquiredTask:
         self.started_at: float | None = row["started_at"]
         self.owner: str | None = row["owner"]
         self.group: str | None = row["grp"]
+        #: JSON bookkeeping of the workflow run this row belongs to (None for plain tasks)
+        self.workflow: str | None = row.get("workflow")
         self.status = "running"
         self.outcome: str | None = None
         self.finished_at: float | None = None
@@ -293,6 +306,15 @@ class AcquiredTask:
     @property
     def lease_token(self) -> int:
         return self._token
+
+    @property
+    def row_id(self) -> int:
+        return self._id
+
+    @property
+    def owned(self) -> bool:
+        """A row of a workflow run: its handler decides every outcome, a cancelled one too."""
+        return self.workflow is not None
 
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
         now = self.queue.now(now)
@@ -405,6 +427,11 @@ class Transaction:
     def _store(self) -> TaskStore:
         return self.queue.store
 
+    @property
+    def runs(self) -> RunRows:
+        """The named transitions of workflow-run rows (pqflow), on this transaction's connection."""
+        return self.queue.runs
+
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` after the transaction committed (not if it rolled back)."""
         self._after_commit.append(callback)
@@ -432,6 +459,17 @@ class Transaction:
 
     def submit_many(self, items: Iterable[Mapping]) -> int:
         tasks = [self.queue._new_task(now=self.now, **dict(item)) for item in items]
+        return self._store.insert(self.conn, tasks, self.now)
+
+    def submit_rows(self, items: Iterable[Mapping]) -> int:
+        """Insert the rows of a workflow run: each item holds submit options plus ``workflow``
+        (the run's bookkeeping, JSON text) and ``pending`` (inserted not claimable)."""
+        tasks = []
+        for item in items:
+            opts = dict(item)
+            workflow, pending = opts.pop("workflow"), opts.pop("pending", False)
+            task = self.queue._new_task(now=self.now, **opts)
+            tasks.append(dataclasses.replace(task, workflow=workflow, state=PENDING if pending else LIVE))
         return self._store.insert(self.conn, tasks, self.now)
 
     def finish(self, task: AcquiredTask, outcome: str = "success", *, error: Any = UNSET,
@@ -502,6 +540,7 @@ class Queue:
         self.table = self.config["table"]
         self.store = TaskStore(self.db, self.table)
         self.store.retention_time = self.config["retention_time"]
+        self.runs = RunRows(self.store)
         if not self.config["notify"]:
             self.store.channel = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"

@@ -375,7 +375,7 @@ class Processor:
                 log.warning("release failed task=%s: %s", t.key, exc)
 
     def process(self, task) -> None:
-        if task.lost or task.cancel_requested:  # learned by a heartbeat while it waited its turn
+        if task.lost or (task.cancel_requested and not task.owned):  # learned while it waited its turn
             self.monitor.drop(task)
             self._settle(task, None, 0.0)
             return

@@ -46,9 +46,15 @@ class VersionedTables:
                 f"table {self.name} has schema version {version}, newer than this release "
                 f"understands ({self.current_version}); upgrade pq"
             )
+        if "schema_version" in rows and version < self.current_version:
+            self.upgrade(conn, version)
+            conn.execute(sa.update(m).where(m.c.name == "schema_version").values(value=str(self.current_version)))
         for name, value in (("schema_version", str(self.current_version)), *self.meta_rows):
             if name not in rows:
                 conn.execute(self.db.dialect.insert_if_absent(m, "name").values(name=name, value=value))
+
+    def upgrade(self, conn, from_version: int) -> None:
+        """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``)."""
 
     def schema_version(self) -> int | None:
         """The version recorded in the meta table (None before init)."""

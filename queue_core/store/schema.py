@@ -5,12 +5,20 @@ the row that serialises capped fair-share claims), and the schedule table of per
 
 Column notes
 ------------
-``state``    0 = live (waiting or leased), 1 = finished. Explicit, never packed into times.
+``state``    0 = live (waiting or leased), 1 = finished, 2 = pending (exists but is not claimable:
+             it waits for an event, not a time; workflow steps whose parents are not done).
+             Explicit, never packed into times.
 ``leased``   1 while a worker holds (or held until expiry) the lease; running = leased and
              ``timeout > now``.
 ``timeout``  the one time the claim path looks at: when the task becomes due (waiting), when
              the lease expires (leased), or when the finished row may be purged (finished).
 ``lease_token`` random per acquisition; every holder operation compares it (fencing).
+``result``   JSON of what a finished task returned (workflow steps and map items); else NULL.
+``workflow`` JSON bookkeeping of the workflow runtime for the rows of a run (the run row and
+             its step rows); NULL for plain tasks. The queue stores it and never reads into
+             it, except that a row carrying it belongs to a run: it is never purged on its own
+             (its run sets its retention when the run ends) and its waiting form is cancelled
+             by its run's decider, not finished behind the run's back.
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
 
-SCHEMA_VERSION = 1
-SCHEDULE_SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEDULE_SCHEMA_VERSION = 2
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
@@ -101,6 +109,8 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("cancel_requested", sa.SmallInteger(), nullable=False, server_default="0"),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("grp", ExactString(), nullable=True),
+        sa.Column("result", _long_text(), nullable=True),
+        sa.Column("workflow", _long_text(), nullable=True),
         sa.UniqueConstraint("key", name=f"uq_{name}_key"),
     )
     # Claim: live rows, best priority first, then longest due, then submission order.
@@ -111,6 +121,10 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
     sa.Index(f"ix_{name}_purge", t.c.state, t.c.timeout)
     sa.Index(f"ix_{name}_grp", t.c.grp)
     return t
+
+
+#: columns each schema version added, for upgrading a table created by an older release
+ADDED_COLUMNS = {2: ("result", "workflow")}
 
 
 def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:

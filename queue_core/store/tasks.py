@@ -21,13 +21,16 @@ from ..errors import (
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
+    ValidationError,
 )
 from .base import VersionedTables
 from .database import Database
-from .schema import SCHEMA_VERSION, meta_table, task_table
+from .schema import ADDED_COLUMNS, SCHEMA_VERSION, meta_table, task_table
 
-LIVE, FINISHED = 0, 1
-FOREVER = 1e15  # purge time of rows that must not be purged (unfinished workflow steps)
+LIVE, FINISHED, PENDING = 0, 1, 2
+#: the purge time of a finished row that must not be purged yet (a row of an unfinished
+#: workflow run); the one constant for "never", also the due time of rows never due by time
+FOREVER = 1e15
 
 UNSET: Any = object()
 
@@ -43,6 +46,8 @@ class NewTask:
     priority: int = 0
     max_attempts: int | None = None
     group: str | None = None
+    state: int = LIVE  # or PENDING: inserted not claimable (a workflow step waiting on parents)
+    workflow: str | None = None  # JSON bookkeeping of the workflow runtime (see schema.py)
 
 
 @dataclass(frozen=True)
@@ -75,14 +80,28 @@ class TaskStore(VersionedTables):
         #: LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported
         self.channel: str | None = f"pq_{table}"[:63] if db.dialect.can_notify else None
 
+    def upgrade(self, conn, from_version: int) -> None:
+        """Add the columns later schema versions brought (ALTER TABLE, inside ``init``)."""
+        prep = conn.dialect.identifier_preparer
+        for version in range(from_version + 1, self.current_version + 1):
+            for name in ADDED_COLUMNS.get(version, ()):
+                col = self.t.c[name]
+                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
+                                     f"{col.type.compile(dialect=conn.dialect)} NULL")
+
+    def purge_time(self, purge_at: float):
+        """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a
+        workflow run (its run sets the retention of all its rows when it ends)."""
+        return sa.case((self.t.c.workflow.is_(None), purge_at), else_=FOREVER)
+
     # -- submit ------------------------------------------------------------------------
     def _row(self, task: NewTask, now: float) -> dict:
         return {
             "key": task.key, "type": task.type, "data": task.data, "resource": task.resource,
-            "max_running": task.max_running, "priority": task.priority, "state": LIVE,
-            "leased": 0, "timeout": task.run_at, "run_at": task.run_at, "created_at": now,
+            "max_running": task.max_running, "priority": task.priority, "state": task.state,
+            "leased": 0, "timeout": task.run_at if task.state == LIVE else FOREVER, "run_at": task.run_at, "created_at": now,
             "attempts": 0, "max_attempts": task.max_attempts, "cancel_requested": 0,
-            "grp": task.group,
+            "grp": task.group, "workflow": task.workflow,
         }
 
     def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
@@ -162,7 +181,8 @@ class TaskStore(VersionedTables):
             ids = [s.id for s in group]
             res = conn.execute(sa.update(t).where(
                 t.c.id.in_(ids), t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-            ).values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at))
+            ).values(state=FINISHED, leased=0, outcome=outcome, finished_at=now,
+                     timeout=self.purge_time(purge_at)))
             if res.rowcount != len(ids):
                 short += group
         if not short:
@@ -228,7 +248,7 @@ class TaskStore(VersionedTables):
         """Finish rows that must not run again (cancel requested, attempts exhausted)."""
         deliver, consumed = [], 0
         for r in picked:
-            if r["cancel_requested"]:
+            if r["cancel_requested"] and r["workflow"] is None:  # a run's row: its decider settles it
                 self._finish_row(conn, r["id"], "cancelled", r["error"], now, None)
                 consumed += 1
             elif r["max_attempts"] is not None and r["attempts"] >= r["max_attempts"]:
@@ -243,7 +263,7 @@ class TaskStore(VersionedTables):
         t = self.t
         conn.execute(sa.update(t).where(t.c.id == id_).values(
             state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
-            timeout=self._default_purge(now) if purge_at is None else purge_at, lease_token=None,
+            timeout=self.purge_time(self._default_purge(now) if purge_at is None else purge_at), lease_token=None,
         ))
 
     retention_time: float = 300.0
@@ -323,7 +343,7 @@ class TaskStore(VersionedTables):
                now: float, data: str | None = None, conn=None) -> None:
         t = self.t
         values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error,
-                            finished_at=now, timeout=purge_at)
+                            finished_at=now, timeout=self.purge_time(purge_at))
         if data is not None:
             values["data"] = data
 
@@ -382,7 +402,7 @@ class TaskStore(VersionedTables):
         t = self.t
 
         def work(conn):
-            res = conn.execute(sa.update(t).where(t.c.key == key, t.c.state == LIVE).values(
+            res = conn.execute(sa.update(t).where(t.c.key == key, t.c.state == LIVE, t.c.workflow.is_(None)).values(
                 state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at, lease_token=None,
             ))
             if res.rowcount != 1:
@@ -392,25 +412,31 @@ class TaskStore(VersionedTables):
 
     def _missing_or_finished(self, conn, key):
         t = self.t
-        row = conn.execute(sa.select(t.c.state).where(t.c.key == key)).first()
+        row = conn.execute(sa.select(t.c.state, t.c.workflow, t.c.grp).where(t.c.key == key)).first()
         if row is None:
             raise IdempotentNotFoundError(f"task {key!r} not found")
+        if row.state != FINISHED and row.workflow is not None:
+            raise _owned_error(key, row.grp)
         raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
 
     def cancel(self, key: str, now: float, purge_at: float, conn=None) -> str:
-        """Cancel a waiting task at once; flag a running one. Returns the resulting status."""
+        """Cancel a waiting task at once; flag a running one. Returns the resulting status:
+        ``cancelled``, ``running`` (flagged), or ``requested`` (a row of a workflow run: its
+        decider settles it, through the run, as soon as a worker takes it; made due now)."""
         t = self.t
 
         def work(c):
             row = c.execute(self.db.dialect.lock_rows(
-                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout).where(t.c.key == key))).first()
+                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow).where(t.c.key == key))).first()
             if row is None:
                 raise IdempotentNotFoundError(f"task {key!r} not found")
             if row.state == FINISHED:
                 raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
-            if row.leased and row.timeout > now:
-                c.execute(sa.update(t).where(t.c.id == row.id).values(cancel_requested=1))
-                return "running"
+            running = row.state == LIVE and row.leased and row.timeout > now
+            if running or row.workflow is not None:
+                due = {} if running or row.state != LIVE else {"timeout": min(row.timeout, now)}
+                c.execute(sa.update(t).where(t.c.id == row.id).values(cancel_requested=1, **due))
+                return "running" if running else "requested"
             c.execute(sa.update(t).where(t.c.id == row.id).values(
                 state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=purge_at,
                 lease_token=None, cancel_requested=1,
@@ -483,12 +509,15 @@ class TaskStore(VersionedTables):
             return running
         if status == "waiting":
             return sa.and_(t.c.state == LIVE, sa.not_(running))
+        if status == "pending":
+            return t.c.state == PENDING
         raise ValueError(status)
 
     def stats(self, now: float) -> list[tuple[str, str, str | None, int]]:
         t = self.t
         status = sa.case(
             (t.c.state == FINISHED, "finished"),
+            (t.c.state == PENDING, "pending"),
             (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),
             else_="waiting",
         ).label("status")
@@ -512,6 +541,11 @@ class TaskStore(VersionedTables):
             total += n
             if n < batch:
                 return total
+
+
+def _owned_error(key: str, run: str | None) -> ValidationError:
+    return ValidationError(f"task {key!r} belongs to workflow run {run!r}: cancel or retry the run "
+                           "(pqflow cancel / pqflow retry) instead")
 
 
 def _limited_first(rows: list[dict]) -> list[dict]:

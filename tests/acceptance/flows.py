@@ -15,8 +15,9 @@ import pqflow
 def record(ctx, what="run"):
     path = (ctx.data or {}).get("log")
     if path:
+        step = ctx.step if getattr(ctx, "index", None) is None else f"{ctx.step}[{ctx.index}]"
         with open(path, "a") as fh:
-            fh.write(f"{ctx.run_id} {ctx.step} {os.getpid()} {what}\n")
+            fh.write(f"{ctx.run_id} {step} {os.getpid()} {what}\n")
 
 
 def marker_exists(ctx, name):
@@ -198,8 +199,62 @@ def k3(ctx, k2):
     return k2 + 1
 
 
+# maps: customers -> bill (one task per customer, at most 3 at once) -> report
+billing = pqflow.Workflow("e2e_billing", retry_wait=0)
+
+
+@billing.step()
+def customers(ctx):
+    record(ctx)
+    return ctx.data["customers"] if "customers" in ctx.data else [f"c{i}" for i in range(ctx.data.get("n", 5))]
+
+
+@billing.step(map=customers, retries=1, max_parallel=3)
+def bill(ctx, item):
+    record(ctx)
+    record(ctx, f"start@{time.time():.6f}")
+    if item in ctx.data.get("flaky", []) and ctx.attempt == 1:
+        raise RuntimeError(f"{item} failed once")
+    if item in ctx.data.get("bad", []) and not marker_exists(ctx, "fix"):
+        raise RuntimeError(f"{item} cannot be billed")
+    time.sleep(ctx.data.get("item_sleep", 0))
+    record(ctx, f"end@{time.time():.6f}")
+    return {"customer": item, "amount": len(str(item))}
+
+
+@billing.step(after=bill)
+def report(ctx, bill):
+    record(ctx)
+    return {"customers": [b["customer"] for b in bill], "total": sum(b["amount"] for b in bill)}
+
+
+# a map whose failed items are tolerated, and a map over a map
+tolerant = pqflow.Workflow("e2e_tolerant", retry_wait=0)
+
+
+@tolerant.step()
+def numbers(ctx):
+    return list(range(6))
+
+
+@tolerant.step(map=numbers, allow_failed_items=True)
+def invert(ctx, item):
+    return 60 // item  # item 0 fails
+
+
+@tolerant.step(map=invert)
+def double(ctx, item):
+    record(ctx)
+    return None if item is None else item * 2
+
+
+@tolerant.step(after=[invert, double])
+def summary(ctx, invert, double):
+    return {"invert": invert, "double": double, "failed": ctx.failed_items}
+
+
 class Decider(pqflow.Decider):
-    workflows = [diamond, wide, retrying, slow, race, big, killing]
+    workflows = [diamond, wide, retrying, slow, race, big, killing, billing, tolerant]
 
     def on_step_failed(self, run_id, step, error):
         path = self._log(run_id)

@@ -160,7 +160,9 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     assert steps["extract"][0] == steps["audit"][0] == steps["cleanup"][0] == "succeeded"
     assert steps["transform"][:2] == ["failed", "1"]
     assert "RuntimeError: transform failed as asked" in out
-    assert steps["load"] == ["skipped", "-", "-", "-", "-"]
+    # skipped: never ran (no attempt, no start), finished when the decision skipped it
+    assert steps["load"][:3] == ["skipped", "-", "-"] and steps["load"][3] == steps["transform"][3]
+    assert steps["load"][4] == "-"
     doc = flow.json("status", "bad1")
     assert doc["steps"]["transform"]["error"] == "RuntimeError: transform failed as asked by the run input"
     assert doc["steps"]["load"]["status"] == "skipped" and doc["steps"]["load"]["result"] is None
@@ -183,15 +185,17 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
         "ok1": ["cli_etl", "succeeded", "5/5"], "bad1": ["cli_etl", "failed", "3/5"],
         "gone1": ["cli_etl", "cancelled", "-"],
     }
-    # a plain queue task is no run; a run not picked up yet is listed once its workflow is known
+    # a plain queue task is no run; every run is listed from the moment it is started, also one of a
+    # workflow no decider has served yet
     with flow.queue() as q:
         q.submit("email1", "email", {"to": "x"})
     flow.ok("start", "cli_etl", "late1")
     flow.ok("start", "cli_other", "other1")
     table = runs_table(flow.ok("runs"))
-    assert list(table) == ["ok1", "bad1", "gone1", "late1"] and table["late1"][:3] == ["cli_etl", "running", "-"]
+    assert list(table) == ["ok1", "bad1", "gone1", "late1", "other1"]
+    assert table["late1"][:3] == ["cli_etl", "running", "-"] and table["other1"][:3] == ["cli_other", "running", "-"]
     assert list(runs_table(flow.ok("runs", "--workflow", "cli_other"))) == ["other1"]
-    assert list(runs_table(flow.ok("runs", "--status", "running"))) == ["late1"]
+    assert list(runs_table(flow.ok("runs", "--status", "running"))) == ["late1", "other1"]
     assert list(runs_table(flow.ok("runs", "--status", "failed"))) == ["bad1"]
     assert list(runs_table(flow.ok("runs", "--status", "cancelled", "--workflow", "cli_etl"))) == ["gone1"]
     assert list(runs_table(flow.ok("runs", "--limit", "2"))) == ["ok1", "bad1"]
@@ -245,16 +249,20 @@ def test_retry_keeps_succeeded_steps_and_require_style_target(flow, tmp_path):
 
 
 def test_cancel_and_retry_of_a_run_started_by_the_library(flow):
-    # Workflow.start stores the DAG snapshot at once: cancel goes through cancel_run
+    # Workflow.start writes the run and its steps at once (the root step waiting): cancel goes
+    # through cancel_run
     with flow.queue() as q:
         flows_cli.etl.start("lib1", {"n": 1}, queue=q)
     assert field(flow.ok("status", "lib1"), "status") == "running"
-    assert step_table(flow.ok("status", "lib1")) == {s: ["pending", "-", "-", "-", "-"] for s in STEPS}
+    assert step_table(flow.ok("status", "lib1")) == {
+        s: ["waiting" if s == "extract" else "pending", "-", "-", "-", "-"] for s in STEPS}
     assert flow.ok("cancel", "lib1") == "cancelled\n"
     doc = flow.json("status", "lib1")
     assert doc["status"] == "cancelled" and doc["cancel_requested"] is True
-    assert {s["status"] for s in doc["steps"].values()} == {"skipped"}
-    assert "the run was cancelled" in flow.ok("why", "lib1", "extract")
+    assert {n: s["status"] for n, s in doc["steps"].items()} == {
+        s: "cancelled" if s == "extract" else "skipped" for s in STEPS}
+    assert flow.ok("why", "lib1", "extract") == "step 'extract' was cancelled\n"
+    assert "the run was cancelled" in flow.ok("why", "lib1", "load")
     assert flow.ok("retry", "lib1") == "running\n"
     doc = flow.json("status", "lib1")
     assert doc["steps"]["extract"]["status"] == "waiting" and doc["input"] == {"n": 1}
@@ -270,12 +278,14 @@ def test_start_errors(flow):
     assert_error(flow("start", "cli_etl", "j2", "[1, 2]"), 1, "DATA must be a JSON object")
     assert_error(flow("start", "cli_etl", "a#b"), 1, "run id must not contain '#'")
     assert_error(flow("start", "cli.etl", "j3"), 1, "invalid workflow name 'cli.etl'")
-    assert_error(flow("start", "cli_etl", "j4", '{"__pqflow__": {}}'), 1, "reserved")
+    flow.ok("start", "cli_etl", "j4", '{"__pqflow__": {}}')  # nothing is reserved: the data is the user's
+    with flow.queue() as q:
+        assert q["j4"].metadata().data == {"__pqflow__": {}}
     assert flow.ok("start", "cli_etl", "s1", "-", input='{"from": "stdin"}') == "s1\n"
     assert flow.json("status", "s1")["input"] == {"from": "stdin"}
     with flow.queue() as q:  # exactly queue.submit(RUN_ID, WORKFLOW, DATA); nothing else was written
         assert [(m.key, m.type, m.data) for m in q.list()] == [
-            ("d1", "cli_etl", {"a": 1}), ("s1", "cli_etl", {"from": "stdin"})]
+            ("d1", "cli_etl", {"a": 1}), ("j4", "cli_etl", {"__pqflow__": {}}), ("s1", "cli_etl", {"from": "stdin"})]
 
 
 @pytest.mark.parametrize("command", [

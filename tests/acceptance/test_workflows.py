@@ -37,6 +37,26 @@ def executions(log: Path, what="run") -> Counter:
                    if kind == what)
 
 
+def kill_workers_until(wq, runs, rng, *, seconds: float) -> None:
+    """Two workers serve ``runs``; one of them is SIGKILLed (and replaced) every 0.2-0.6 s until
+    every run succeeded or ``seconds`` passed."""
+    procs = [worker(wq, burst=False, alive_time=1.5, task_heartbeat_interval=0.3) for _ in range(2)]
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            if all(pqflow.get_run(r, queue=wq).status == "succeeded" for r in runs):
+                break
+            time.sleep(rng.uniform(0.2, 0.6))
+            victim = rng.randrange(len(procs))
+            os.killpg(procs[victim].pid, signal.SIGKILL)
+            finish(procs[victim])
+            procs[victim] = worker(wq, burst=False, alive_time=1.5, task_heartbeat_interval=0.3)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            finish(p)
+
+
 def drain(q, timeout=120, **kw):
     code, out = finish(worker(q, **kw), timeout=timeout)
     assert code == 0, out[-3000:]
@@ -92,9 +112,7 @@ def test_failure_skips_dependents_runs_all_done_and_hooks(wq, log):
 
 
 def _with_fix(data, path):
-    st = dict(data["__pqflow__"])
-    st["input"] = {**st["input"], "fix": path}
-    return {"__pqflow__": st}
+    return {**data, "fix": path}  # the run row's data is the run's input
 
 
 def test_step_retries_do_not_retrigger_downstream(wq, log):
@@ -129,11 +147,16 @@ def test_cancel_running_run_then_retry(wq, log):
     assert run.status == "succeeded" and run.steps["after_long"].result == "long done"
 
 
-def test_cancel_before_any_step_ran(wq, log):
-    flows.diamond.start("c2", {"log": str(log)}, queue=wq)
-    t = wq.poll()  # only the run row: the decider takes its decision (submits the root step)
-    assert t.key == "c2"
-    flows.Decider(t).run()
+@pytest.mark.parametrize("how", ["start", "submit"])
+def test_cancel_before_any_step_ran(wq, log, how):
+    if how == "start":  # the run's rows exist at once, its root step waiting
+        flows.diamond.start("c2", {"log": str(log)}, queue=wq)
+    else:  # a plain task of the workflow's type: the decider takes it up as a run
+        wq.submit("c2", "e2e_diamond", {"log": str(log)})
+        t = wq.poll()
+        assert t.key == "c2"
+        flows.Decider(t).run()
+        assert wq["c2"].metadata().data == {"log": str(log)}  # the run's data stays the user's input
     assert pqflow.get_run("c2", queue=wq).statuses["a"] == "waiting"
     pqflow.get_run("c2", queue=wq).cancel()
     drain(wq)
@@ -162,22 +185,7 @@ def test_sigkilled_workers_lose_and_double_no_step(wq, log):
     runs = [f"k{i}" for i in range(12)]
     for r in runs:
         (flows.diamond if r[-1] in "02468" else flows.wide).start(r, {"log": str(log)}, queue=wq)
-    rng = random.Random(7)
-    procs = [worker(wq, burst=False, alive_time=1.5, task_heartbeat_interval=0.3) for _ in range(2)]
-    deadline = time.monotonic() + 90
-    try:
-        while time.monotonic() < deadline:
-            if all(pqflow.get_run(r, queue=wq).status == "succeeded" for r in runs):
-                break
-            time.sleep(rng.uniform(0.2, 0.6))
-            victim = rng.randrange(len(procs))
-            os.killpg(procs[victim].pid, signal.SIGKILL)
-            finish(procs[victim])
-            procs[victim] = worker(wq, burst=False, alive_time=1.5, task_heartbeat_interval=0.3)
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-            finish(p)
+    kill_workers_until(wq, runs, random.Random(7), seconds=90)
     for r in runs:
         run = pqflow.get_run(r, queue=wq)
         assert run.status == "succeeded", (r, run.statuses)

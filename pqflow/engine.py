@@ -1,0 +1,409 @@
+"""Decisions about runs, each in one transaction: start, step completion, cancel, retry.
+
+A completion reads and writes only what it affects: the row that ended, the row of its map
+(a count of the items still open), the rows of its successors (a count of their parents that
+ended), and the run row (a count of the steps still open). The pure rules (which trigger
+holds, how a map and a run end) are in :mod:`pqflow.logic`; every write is a named transition
+of :class:`queue_core.store.runs.RunRows`, fenced by the state it expects.
+
+Locks are taken in one order — the row that ended, its map row, its successors (by key, level
+by level), the run row last — so completions of one run do not deadlock one another; they
+serialise only where they meet (two parents of one join, two items of one map).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from queue_core import Queue
+from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
+from queue_core.queue import Transaction
+
+from . import logic
+from .errors import FlowError, UnknownRunError
+from .rows import (
+    MAX_MAP_ITEMS,
+    OUTCOME_OF,
+    RUNS_GROUP,
+    MapCount,
+    NodeState,
+    RunState,
+    dumps,
+    item_index,
+    item_key,
+    node_key,
+    step_type,
+)
+
+PENDING_STATE, FINISHED_STATE = 2, 1
+NO_RESULT: Any = object()
+DEFAULT_RETENTION = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A step, map or item of a run that ended in this transaction."""
+
+    step: str
+    status: str  # succeeded / failed / cancelled / skipped
+    index: int | None = None  # a map item
+    result: Any = NO_RESULT
+
+
+@dataclass
+class RunRef:
+    """What a decision needs to know of its run: id, instance, snapshot (read once)."""
+
+    run_id: str
+    row_id: int
+    state: RunState
+    children: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def dag(self) -> dict:
+        return self.state.dag
+
+    @property
+    def iid(self) -> int:
+        return self.state.iid
+
+    def groups(self) -> list[str]:
+        """The groups holding this run's rows: its steps, and each map's items."""
+        maps = [name for name, spec in self.dag["steps"].items() if spec.get("map")]
+        return [self.run_id, *(node_key(self.run_id, m) for m in maps)]
+
+
+def run_ref(run_id: str, row: dict) -> RunRef | None:
+    state = RunState.load(row.get("workflow"))
+    if state is None:
+        return None
+    children: dict[str, list[str]] = {name: [] for name in state.dag["steps"]}
+    for name in state.dag["order"]:
+        for parent in state.dag["steps"][name]["after"]:
+            children[parent].append(name)
+    return RunRef(run_id, row["id"], state, children)
+
+
+def load_ref(tx: Transaction, run_id: str) -> RunRef:
+    row = tx.runs.read(tx.conn, [run_id]).get(run_id)
+    if row is None:
+        raise UnknownRunError(f"run {run_id!r} not found")
+    ref = run_ref(run_id, row)
+    if ref is None:
+        raise UnknownRunError(f"run {run_id!r} has not been picked up by a decider yet")
+    return ref
+
+
+# -- starting ------------------------------------------------------------------------------
+def new_state(snapshot: dict) -> RunState:
+    return RunState(iid=secrets.randbits(62) + 1, dag=snapshot, open=len(snapshot["steps"]))
+
+
+def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None = None) -> RunState:
+    """Insert the run row (data = the run's input) and the rows of all its steps, in one commit."""
+    state = new_state(snapshot)
+
+    def work(tx: Transaction) -> None:
+        row = {"key": run_id, "type": snapshot["workflow"], "data": data, "group": RUNS_GROUP,
+               "priority": snapshot.get("priority", 0), "max_attempts": None, "pending": True,
+               "workflow": state.dump()}
+        if tx.submit_rows([row]) != 1:
+            raise IdempotentAlreadyExistsError(f"task {run_id!r} already exists")
+        tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
+        create_rows(tx, run_id, state)
+
+    q.transaction(work, now=now, what="start run")
+    return state
+
+
+def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
+    """A run row submitted as a plain task, held by this decider, becomes a run."""
+    state = new_state(snapshot)
+    if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), RUNS_GROUP, tx.now):
+        raise FlowError(f"run {task.key!r} was taken over while being started")
+    tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
+    create_rows(tx, task.key, state)
+    return state
+
+
+def create_rows(tx: Transaction, run_id: str, state: RunState) -> None:
+    """A run starts with an empty group: rows an earlier run of this id left are deleted first."""
+    dag = state.dag
+    for group in RunRef(run_id, 0, state).groups():
+        tx.runs.clear_group(tx.conn, group)
+    rows = []
+    for name in dag["order"]:
+        spec = dag["steps"][name]
+        node = NodeState(run_id, state.iid, name)
+        rows.append({"key": node_key(run_id, name), "type": step_type(dag["workflow"], name), "data": {},
+                     "group": run_id, "priority": dag.get("priority", 0), "max_attempts": None,
+                     "pending": bool(spec["after"]), "workflow": node.dump()})
+    tx.submit_rows(rows)
+
+
+# -- completion ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Decision:
+    """What a completion decided: the steps (and maps) that ended, and the run's end if it came."""
+
+    ended: list[Ended]
+    run_status: str | None
+
+
+def settle(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision:
+    """Decide what follows rows that ended (already written by the caller)."""
+    nodes = _close_maps(tx, run, [e for e in ended if e.index is not None])
+    nodes += [e for e in ended if e.index is None]
+    closed = list(nodes)
+    while nodes:
+        nodes = _advance(tx, run, nodes)
+        closed += nodes
+    return Decision(closed, _count_run(tx, run, closed))
+
+
+def _close_maps(tx: Transaction, run: RunRef, items: list[Ended]) -> list[Ended]:
+    """Count ended items into their map rows; a map with no item open ends."""
+    if not items:
+        return []
+    by_step: dict[str, list[Ended]] = {}
+    for e in items:
+        by_step.setdefault(e.step, []).append(e)
+    rows = tx.runs.read(tx.conn, [node_key(run.run_id, s) for s in by_step], lock=True)
+    out = []
+    for step in sorted(by_step):
+        row = rows.get(node_key(run.run_id, step))
+        node = _own(row, run)
+        if node is None or node.map is None or row["state"] != PENDING_STATE:
+            continue
+        for e in by_step[step]:
+            _count_item(node.map, e.status)
+        out += _end_map_if_done(tx, run, row, node)
+    return out
+
+
+def _count_item(count: MapCount, status: str) -> None:
+    if status == "succeeded":
+        count.ok += 1
+    elif status == "failed":
+        count.failed += 1
+    else:
+        count.cancelled += 1
+
+
+def _end_map_if_done(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> list[Ended]:
+    assert node.map is not None
+    if node.map.open > 0:
+        tx.runs.set_workflow(tx.conn, row["id"], node.dump())
+        return []
+    spec = run.dag["steps"][node.step]
+    status = logic.map_status(node.map.failed, node.map.cancelled,
+                              allow_failed_items=bool(spec.get("allow_failed_items")))
+    error = None if status != "failed" else f"{node.map.failed} of {node.map.n} items failed"
+    tx.runs.close(tx.conn, row["id"], OUTCOME_OF[status], tx.now, workflow=node.dump(), error=error)
+    return [Ended(node.step, status)]
+
+
+def _own(row: dict | None, run: RunRef) -> NodeState | None:
+    """The row's bookkeeping when the row belongs to this run instance (else None)."""
+    if row is None:
+        return None
+    node = NodeState.load(row.get("workflow"))
+    return node if node is not None and node.iid == run.iid else None
+
+
+def _advance(tx: Transaction, run: RunRef, ended: list[Ended]) -> list[Ended]:
+    """Count ended steps into their successors; submit or skip those now decided."""
+    parents_of: dict[str, list[Ended]] = {}
+    for e in ended:
+        for child in run.children[e.step]:
+            parents_of.setdefault(child, []).append(e)
+    if not parents_of:
+        return []
+    rows = tx.runs.read(tx.conn, [node_key(run.run_id, c) for c in parents_of], lock=True)
+    known = {e.step: e for e in ended}
+    out, promote, waiting = [], [], []
+    for child in sorted(parents_of):
+        row = rows.get(node_key(run.run_id, child))
+        node = _own(row, run)
+        if node is None or row["state"] != PENDING_STATE:
+            continue  # decided already (skipped by a cancel, or a foreign row)
+        for e in parents_of[child]:
+            node.wait = _tally(node.wait, e.status)
+        verdict = _verdict(run, child, node)
+        if verdict == logic.SUBMIT and run.dag["steps"][child].get("map"):
+            out += _start_map(tx, run, row, node, known)
+        elif verdict == logic.SUBMIT:
+            promote.append((row["id"], node.dump()))
+        elif verdict == logic.SKIP:
+            tx.runs.close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
+            out.append(Ended(child, "skipped"))
+        else:
+            waiting.append((row["id"], node.dump()))
+    tx.runs.promote(tx.conn, promote, tx.now)
+    tx.runs.set_workflow_many(tx.conn, waiting)
+    return out
+
+
+def _tally(wait: list[int], status: str) -> list[int]:
+    ok, failed, done = wait
+    return [ok + (status == "succeeded"), failed + (status == "failed"), done + 1]
+
+
+def _verdict(run: RunRef, step: str, node: NodeState) -> str:
+    if run.state.cancel:
+        return logic.SKIP
+    spec = run.dag["steps"][step]
+    return logic.verdict(spec["trigger"], len(spec["after"]), *node.wait)
+
+
+def _start_map(tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended]) -> list[Ended]:
+    """Submit one task per item of the mapped-over step's result (or end the map at once)."""
+    items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
+    return start_map_items(tx, run, row, node, items, why)
+
+
+def start_map_items(tx: Transaction, run: RunRef, row: dict, node: NodeState, items: list | None,
+                    why: str) -> list[Ended]:
+    if items is None:
+        status = "skipped" if why.startswith("skipped") else "failed"
+        tx.runs.close(tx.conn, row["id"], OUTCOME_OF[status], tx.now, workflow=node.dump(), error=why)
+        return [Ended(node.step, status)]
+    node.map = MapCount(len(items))
+    if not items:
+        tx.runs.close(tx.conn, row["id"], "success", tx.now, workflow=node.dump())
+        return [Ended(node.step, "succeeded", result=[])]
+    tx.submit_rows(_item_rows(run, node.step, run.dag["steps"][node.step], items))
+    tx.runs.set_workflow(tx.conn, row["id"], node.dump())
+    return []
+
+
+def _item_rows(run: RunRef, step: str, spec: dict, items: list) -> Iterable[dict]:
+    cap = spec.get("max_parallel")
+    owner = node_key(run.run_id, step)
+    for i, value in enumerate(items):
+        state = NodeState(run.run_id, run.iid, step, index=i)
+        yield {"key": item_key(run.run_id, step, i), "type": step_type(run.dag["workflow"], step),
+               "data": {"item": value}, "group": owner, "priority": run.dag.get("priority", 0),
+               "max_attempts": None, "workflow": state.dump(),
+               **({"user": owner, "max_running": cap} if cap else {})}
+
+
+def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]) -> tuple[list | None, str]:
+    """The list a map step maps over: ``step``'s result, or (None, why) when there is none."""
+    e = known.get(step)
+    if e is not None and e.status == "succeeded" and e.result is not NO_RESULT:
+        value = e.result
+    else:
+        row = tx.runs.read(tx.conn, [node_key(run.run_id, step)], result=True).get(node_key(run.run_id, step))
+        if row is None or row["state"] != FINISHED_STATE or row["outcome"] != "success":
+            return None, f"skipped: step {step!r} it maps over did not succeed"
+        value = results_of(tx, run, step, row)[0]
+    if not isinstance(value, list):
+        return None, f"step {step!r} returned {type(value).__name__}, not a list to map over"
+    if len(value) > MAX_MAP_ITEMS:
+        return None, f"step {step!r} returned {len(value)} items; a map takes at most {MAX_MAP_ITEMS}"
+    return value, ""
+
+
+def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any, list[int]]:
+    """A finished step's result: its own, or for a map the list of its items' results in item
+    order (None for an item that did not succeed) and the indexes of those."""
+    if not run.dag["steps"][step].get("map"):
+        return (json.loads(row["result"]) if row.get("result") else None), []
+    items = sorted(tx.runs.read_group(tx.conn, node_key(run.run_id, step), result=True),
+                   key=lambda r: item_index(r["key"]))
+    values, failed = [], []
+    for r in items:
+        ok = r["state"] == FINISHED_STATE and r["outcome"] == "success"
+        values.append(json.loads(r["result"]) if ok and r["result"] else None)
+        if not ok:
+            failed.append(item_index(r["key"]))
+    return values, failed
+
+
+def _count_run(tx: Transaction, run: RunRef, closed: list[Ended]) -> str | None:
+    """Count steps that ended into the run row; the last one ends the run."""
+    if not closed:
+        return None
+    row = tx.runs.read(tx.conn, [run.run_id], lock=True).get(run.run_id)
+    state = RunState.load(row.get("workflow")) if row else None
+    if state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
+        raise FlowError(f"run {run.run_id!r} changed under a decision (row replaced or ended)")
+    state.open -= len(closed)
+    state.succeeded += sum(e.status == "succeeded" for e in closed)
+    state.failed += sum(e.status == "failed" for e in closed)
+    state.cancelled += sum(e.status == "cancelled" for e in closed)
+    if state.open > 0:
+        tx.runs.set_workflow(tx.conn, row["id"], state.dump())
+        return None
+    return _end_run(tx, run, row["id"], state)
+
+
+def _end_run(tx: Transaction, run: RunRef, row_id: int, state: RunState) -> str:
+    status = logic.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
+    state.status, state.finished_at = status, tx.now
+    purge_at = tx.now + float(state.dag.get("retention", DEFAULT_RETENTION))
+    tx.runs.close(tx.conn, row_id, OUTCOME_OF[status], tx.now, workflow=state.dump(), purge_at=purge_at)
+    for group in run.groups():
+        tx.runs.keep_group(tx.conn, group, purge_at)
+    return status
+
+
+# -- a step's own row ---------------------------------------------------------------------------
+def finish_step(tx: Transaction, run: RunRef, task: Any, node: NodeState, status: str, *,
+                result: Any = None, error: str | None = None) -> Decision:
+    """The holder of a step (or item) writes how it ended and decides what follows."""
+    text = dumps(result) if status == "succeeded" else None
+    tx.runs.finish_held(tx.conn, task.row_id, task.lease_token, OUTCOME_OF[status], tx.now, error=error,
+                        result=text)
+    return settle(tx, run, [Ended(node.step, status, node.index, result if status == "succeeded" else NO_RESULT)])
+
+
+def retry_step(tx: Transaction, task: Any, node: NodeState, run_at: float, error: str) -> None:
+    node.failures += 1
+    tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, error=error, workflow=node.dump())
+
+
+# -- operator actions -------------------------------------------------------------------------
+def request_cancel(tx: Transaction, run_id: str) -> str:
+    """Set the run's cancel flag (first transaction of a cancel). Returns the run's status."""
+    row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
+    if row is None:
+        raise UnknownRunError(f"run {run_id!r} not found")
+    state = RunState.load(row.get("workflow"))
+    if state is None:
+        raise UnknownRunError(f"run {run_id!r} has not been picked up by a decider yet")
+    if state.status == "running" and not state.cancel:
+        state.cancel = True
+        tx.runs.set_workflow(tx.conn, row["id"], state.dump())
+    return state.status
+
+
+def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
+    """Second transaction of a cancel: cancel waiting rows, flag running ones, decide."""
+    run = load_ref(tx, run_id)
+    ended = []
+    for group in run.groups():
+        for row in tx.runs.cancel_waiting(tx.conn, group, tx.now):
+            node = _own(row, run)
+            if node is not None:
+                ended.append(Ended(node.step, "cancelled", node.index))
+    return settle(tx, run, ended)
+
+
+def check_run_id(run_id: Any) -> str:
+    from queue_core.queue import check_name
+
+    check_name(run_id, "run id")
+    if "#" in run_id:
+        raise ValidationError("run id must not contain '#'")
+    from .rows import MAX_RUN_ID
+
+    if len(run_id) > MAX_RUN_ID:
+        raise ValidationError(f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} "
+                              "(step keys add '#<step>#<item>')")
+    return run_id

@@ -1,0 +1,89 @@
+"""Retrying a failed or cancelled run: re-run what did not succeed, keep every result that did.
+
+An operator action, so it may read every step row of the run (not every item: only the items of
+maps that did not succeed). Steps that succeeded keep their rows and results; every other step
+is reopened as pending with its parents counted afresh, then decided as a completion would be:
+submitted, skipped, or left pending. A map that failed re-runs only its failed and cancelled
+items.
+"""
+
+from __future__ import annotations
+
+from queue_core.queue import Transaction
+
+from . import logic
+from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref, settle, start_map_items
+from .errors import FlowError, UnknownRunError
+from .rows import MapCount, NodeState, RunState, node_key
+
+RETRYABLE = ("failed", "cancelled")
+
+
+def reopen_run(tx: Transaction, run_id: str) -> None:
+    row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
+    state = RunState.load(row.get("workflow")) if row else None
+    if row is None or state is None:
+        raise UnknownRunError(f"run {run_id!r} not found" if row is None
+                              else f"run {run_id!r} ended before a decider picked it up; start a new run")
+    if state.status not in RETRYABLE:
+        raise FlowError(f"run {run_id!r} is {state.status}; only failed or cancelled runs can be retried")
+    run = run_ref(run_id, row)
+    assert run is not None
+    nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in state.dag["steps"]], lock=True)
+    kept = {s for s in state.dag["steps"] if _succeeded(nodes.get(node_key(run_id, s)))}
+    redo = [s for s in state.dag["order"] if s not in kept]
+    state.status, state.cancel, state.finished_at = "running", False, None
+    state.open, state.succeeded, state.failed, state.cancelled = len(redo), len(kept), 0, 0
+    run.state = state
+    tx.runs.reopen_run(tx.conn, row["id"], state.dump())
+    ended = []
+    for step in redo:
+        ended += _redo(tx, run, step, nodes[node_key(run_id, step)], kept)
+    settle(tx, run, ended)
+
+
+def _succeeded(row: dict | None) -> bool:
+    return row is not None and row["state"] == 1 and row["outcome"] == "success"
+
+
+def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) -> list[Ended]:
+    """Reopen one step that did not succeed; submit it if its parents allow."""
+    spec = run.dag["steps"][step]
+    old = NodeState.load(row.get("workflow"))
+    node = NodeState(run.run_id, run.iid, step, map=old.map if old else None)
+    node.wait = [sum(p in kept for p in spec["after"]), 0, sum(p in kept for p in spec["after"])]
+    if row["state"] != PENDING_STATE:
+        tx.runs.reopen(tx.conn, [row["id"]], tx.now, pending=True)
+    verdict = logic.verdict(spec["trigger"], len(spec["after"]), *node.wait) if spec["after"] else logic.SUBMIT
+    if verdict == logic.SKIP:
+        tx.runs.close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
+        return [Ended(step, "skipped")]
+    if verdict == logic.PENDING:
+        node.map = None
+        tx.runs.set_workflow(tx.conn, row["id"], node.dump())
+        return []
+    if not spec.get("map"):
+        tx.runs.promote(tx.conn, [(row["id"], node.dump())], tx.now)
+        return []
+    if node.map is not None and node.map.n:
+        return _redo_items(tx, run, row, node)
+    items, why = mapped_list(tx, run, spec["map"], {})
+    return start_map_items(tx, run, row, node, items, why)
+
+
+def _redo_items(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> list[Ended]:
+    """Reopen the items of a map that did not succeed; keep the others' results."""
+    assert node.map is not None
+    items = tx.runs.read_group(tx.conn, node_key(run.run_id, node.step))
+    again = [r for r in items if r["state"] == 1 and r["outcome"] != "success"]
+    tx.runs.reopen(tx.conn, [r["id"] for r in again], tx.now)
+    fresh = []
+    for r in again:
+        item = NodeState.load(r.get("workflow"))
+        if item is not None:
+            item.failures = 0
+            fresh.append((r["id"], item.dump()))
+    tx.runs.set_workflow_many(tx.conn, fresh, state=0)
+    node.map = MapCount(node.map.n, ok=node.map.n - len(again))
+    tx.runs.set_workflow(tx.conn, row["id"], node.dump())
+    return []

@@ -1,0 +1,144 @@
+"""How a run is stored: the keys, groups and bookkeeping of its rows (no I/O).
+
+Every row of a run is a row of the queue table:
+
+=========  ====================  ===============  ==========================  =====================
+row        key                   type             grp                         data
+=========  ====================  ===============  ==========================  =====================
+run        ``RUN``               ``wf``           ``#runs``                   the run's input
+step       ``RUN#step``          ``wf.step``      ``RUN``                     ``{}``
+map item   ``RUN#step#i``        ``wf.step``      ``RUN#step`` (its map row)  ``{"item": value}``
+=========  ====================  ===============  ==========================  =====================
+
+The runtime's own bookkeeping is JSON in the ``workflow`` column (:class:`RunState` for the run
+row, :class:`NodeState` for step, map and item rows); results are JSON in the ``result`` column.
+A step's row exists from the start of its run: ``pending`` while it waits for its parents,
+waiting/running once submitted, finished at the end. A map step's row stays pending while its
+items run and counts them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEP = "#"
+#: the group of every run row: '#' can never start a run id, so no run's steps share it
+RUNS_GROUP = "#runs"
+#: most items one map may have (item keys end in "#<index>", at most 7 digits)
+MAX_MAP_ITEMS = 1_000_000
+#: longest run id: item keys "<run id>#<step>#<index>" must fit the 255-character key limit
+#: (step names have at most 64 characters, indexes at most 7 digits)
+MAX_RUN_ID = 255 - len(SEP) - 64 - len(SEP) - 7
+
+
+def node_key(run_id: str, step: str) -> str:
+    return f"{run_id}{SEP}{step}"
+
+
+def item_key(run_id: str, step: str, index: int) -> str:
+    return f"{run_id}{SEP}{step}{SEP}{index}"
+
+
+def step_type(workflow: str, step: str) -> str:
+    return f"{workflow}.{step}"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass
+class RunState:
+    """The run row's bookkeeping: its DAG snapshot and how many steps are still open."""
+
+    iid: int  # this run's instance: rows of an earlier run with the same id never match it
+    dag: dict
+    status: str = "running"
+    cancel: bool = False
+    open: int = 0  # steps not yet finished (a map counts as one step)
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    finished_at: float | None = None
+
+    def dump(self) -> str:
+        return dumps({"run": asdict(self)})
+
+    @staticmethod
+    def load(text: str | None) -> RunState | None:
+        raw = _object(text).get("run")
+        if not isinstance(raw, dict) or not isinstance(raw.get("dag"), dict):
+            return None
+        known = {k: raw[k] for k in RunState.__dataclass_fields__ if k in raw}
+        return RunState(**known)
+
+
+@dataclass
+class MapCount:
+    """A map's items: how many there are and how many ended how."""
+
+    n: int
+    ok: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+    @property
+    def open(self) -> int:
+        return self.n - self.ok - self.failed - self.cancelled
+
+
+@dataclass
+class NodeState:
+    """The bookkeeping of a step row, a map row or a map item row."""
+
+    run: str
+    iid: int
+    step: str
+    index: int | None = None  # a map item's position
+    #: parents that ended so far: succeeded, failed, ended at all (pending step rows)
+    wait: list[int] = field(default_factory=lambda: [0, 0, 0])
+    failures: int = 0  # how often the step function raised (retries used)
+    map: MapCount | None = None
+
+    def dump(self) -> str:
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        return dumps({"node": out})
+
+    @staticmethod
+    def load(text: str | None) -> NodeState | None:
+        raw = _object(text).get("node")
+        if not isinstance(raw, dict) or not {"run", "iid", "step"} <= raw.keys():
+            return None
+        known = {k: raw[k] for k in NodeState.__dataclass_fields__ if k in raw}
+        if isinstance(known.get("map"), dict):
+            known["map"] = MapCount(**known["map"])
+        return NodeState(**known)
+
+
+def _object(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def item_index(key: str) -> int:
+    return int(key.rsplit(SEP, 1)[1])
+
+
+def status_of_row(row: dict, now: float) -> str:
+    """A step's status from its row: pending, waiting, running or how it ended."""
+    if row["state"] == 1:
+        return {"success": "succeeded", "failure": "failed", "cancelled": "cancelled",
+                "skipped": "skipped"}.get(row["outcome"] or "failure", "failed")
+    if row["state"] == 2:
+        return "pending"
+    return "running" if row["leased"] and row["timeout"] > now else "waiting"
+
+
+OUTCOME_OF = {"succeeded": "success", "failed": "failure", "cancelled": "cancelled", "skipped": "skipped"}

@@ -1,0 +1,211 @@
+"""Statements on the rows of workflow runs (store layer).
+
+A workflow run is a group of rows of the task table: the run row (key = run id) and one row per
+step and per map item (``grp`` = run id), each carrying the workflow runtime's bookkeeping in the
+``workflow`` column. The runtime (pqflow) decides; this module only writes, and every write is a
+named transition whose precondition is in its WHERE clause (the expected state, and the lease
+token wherever a lease exists). Each reports whether it applied.
+
+All methods take the open connection of the caller's transaction: a decision about a run is
+one transaction however many rows it touches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from ..errors import PreemptedError
+from .tasks import FINISHED, FOREVER, LIVE, PENDING, TaskStore
+
+#: column values a run's rows are read with (``data`` and ``result`` only where asked for)
+_LIGHT = ("id", "key", "type", "state", "leased", "timeout", "outcome", "attempts", "error", "started_at",
+          "finished_at", "created_at", "cancel_requested", "lease_token", "grp", "workflow", "resource")
+
+
+class RunRows:
+    """The rows of workflow runs, in the table of a :class:`TaskStore`."""
+
+    def __init__(self, tasks: TaskStore):
+        self.tasks = tasks
+        self.t = tasks.t
+        self.db = tasks.db
+
+    def _cols(self, data: bool, result: bool) -> list:
+        names = [*_LIGHT, *(["data"] if data else []), *(["result"] if result else [])]
+        return [self.t.c[n] for n in names]
+
+    # -- reads --------------------------------------------------------------------------
+    def read(self, conn, keys: Sequence[str], *, data: bool = False, result: bool = False,
+             lock: bool = False) -> dict[str, dict]:
+        """Rows by key; with ``lock``, row locks held to commit, taken in key order."""
+        out: dict[str, dict] = {}
+        ordered = sorted(set(keys))
+        for i in range(0, len(ordered), 500):
+            stmt = sa.select(*self._cols(data, result)).where(self.t.c.key.in_(ordered[i:i + 500]))
+            if lock:
+                stmt = self.db.dialect.lock_rows(stmt.order_by(self.t.c.key))
+            out.update({r.key: dict(r._mapping) for r in conn.execute(stmt)})
+        return out
+
+    def read_group(self, conn, group: str, *, data: bool = False, result: bool = False) -> list[dict]:
+        """The rows of a group (a run's steps, a map's items), by id."""
+        t = self.t
+        stmt = sa.select(*self._cols(data, result)).where(t.c.grp == group).order_by(t.c.id)
+        return [dict(r._mapping) for r in conn.execute(stmt)]
+
+    def count_group(self, conn, group: str, now: float) -> dict[str, int]:
+        """How many rows of a group are pending, waiting, running, or finished by outcome."""
+        t = self.t
+        status = sa.case(
+            (t.c.state == FINISHED, t.c.outcome),
+            (t.c.state == PENDING, "pending"),
+            (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),
+            else_="waiting",
+        ).label("status")
+        stmt = sa.select(status, sa.func.count()).where(t.c.grp == group).group_by(status)
+        return {str(r[0]): int(r[1]) for r in conn.execute(stmt)}
+
+    def register(self, conn, kind: str, name: str) -> None:
+        """Remember a name (a workflow served or started here) in the meta table, once."""
+        m = self.tasks.meta
+        row = {"name": f"{kind}:{hashlib.sha1(name.encode()).hexdigest()[:40]}"[:64], "value": name}
+        self.db.dialect.execute_insert(conn, self.db.dialect.insert_if_absent(m, "name"), [row], m.c.name)
+
+    def registered(self, conn, kind: str) -> list[str]:
+        m = self.tasks.meta
+        stmt = sa.select(m.c.value).where(m.c.name.like(f"{kind}:%")).order_by(m.c.value)
+        return [r[0] for r in conn.execute(stmt)]
+
+    # -- transitions of the run row ---------------------------------------------------------
+    def adopt(self, conn, id_: int, token: int, workflow: str, group: str, now: float) -> bool:
+        """A run row submitted as a plain task, held by the decider: live -> pending run."""
+        t = self.t
+        res = conn.execute(sa.update(t).where(
+            t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
+        ).values(state=PENDING, leased=0, timeout=FOREVER, max_attempts=None, workflow=workflow, grp=group,
+                 started_at=now, owner=None))
+        return res.rowcount == 1
+
+    def set_workflow(self, conn, id_: int, workflow: str, *, state: int = PENDING) -> bool:
+        """New bookkeeping of a row that is still in ``state`` (tallies of a pending step, run state)."""
+        t = self.t
+        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == state).values(workflow=workflow))
+        return res.rowcount == 1
+
+    def set_workflow_many(self, conn, updates: Sequence[tuple[int, str]], *, state: int = PENDING) -> int:
+        if not updates:
+            return 0
+        t = self.t
+        stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == state).values(
+            workflow=sa.bindparam("_wf"))
+        return conn.execute(stmt, [{"_id": i, "_wf": w} for i, w in updates]).rowcount
+
+    def close(self, conn, id_: int, outcome: str, now: float, *, workflow: str | None = None,
+              error: str | None = None, purge_at: float = FOREVER) -> bool:
+        """A pending row ends without running (a skipped step, a map whose items are done, the
+        run row when its run ends): pending -> finished."""
+        t = self.t
+        values: dict = dict(state=FINISHED, outcome=outcome, finished_at=now, timeout=purge_at, error=error,
+                            lease_token=None)
+        if workflow is not None:
+            values["workflow"] = workflow
+        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == PENDING).values(**values))
+        return res.rowcount == 1
+
+    def keep_group(self, conn, group: str, purge_at: float) -> int:
+        """The run ended: its finished rows are purged at ``purge_at`` (or never: FOREVER)."""
+        t = self.t
+        return conn.execute(sa.update(t).where(t.c.grp == group, t.c.state == FINISHED)
+                            .values(timeout=purge_at)).rowcount
+
+    def clear_group(self, conn, group: str) -> int:
+        """Delete the rows of an earlier run with this id (a run starts with an empty group)."""
+        return conn.execute(sa.delete(self.t).where(self.t.c.grp == group)).rowcount
+
+    # -- transitions of step rows ------------------------------------------------------------
+    def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
+        """Steps whose parents are done: pending -> waiting, due now."""
+        if not updates:
+            return 0
+        t = self.t
+        stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == PENDING).values(
+            state=LIVE, timeout=now, run_at=now, workflow=sa.bindparam("_wf"))
+        return conn.execute(stmt, [{"_id": i, "_wf": w} for i, w in updates]).rowcount
+
+    def finish_held(self, conn, id_: int, token: int, outcome: str, now: float, *, error: str | None,
+                    result: str | None, workflow: str | None = None) -> None:
+        """The holder of a step's lease finishes it (fenced; PreemptedError when not ours).
+        The row is kept until its run ends."""
+        t = self.t
+        values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
+                            timeout=FOREVER, result=result)
+        if workflow is not None:
+            values["workflow"] = workflow
+        res = conn.execute(sa.update(t).where(
+            t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
+        ).values(**values))
+        if res.rowcount != 1:
+            self._refused(conn, id_, token, "finish")
+
+    def retry_held(self, conn, id_: int, token: int, run_at: float, *, error: str | None, workflow: str) -> None:
+        """The holder gives a failed step back for another try at ``run_at`` (fenced)."""
+        t = self.t
+        values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
+        res = conn.execute(sa.update(t).where(
+            t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1).values(**values))
+        if res.rowcount != 1:
+            self._refused(conn, id_, token, "retry")
+
+    def _refused(self, conn, id_: int, token: int, op: str) -> None:
+        self.tasks._diagnose(conn, id_, token, op)  # raises with the reason
+        raise PreemptedError(f"{op}: the lease on task id {id_} is no longer valid")
+
+    def mark(self, conn, id_: int, group: str, workflow: str) -> bool:
+        """Make a row not yet picked up by a decider known as a run (listed with the runs)."""
+        t = self.t
+        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.workflow.is_(None))
+                           .values(grp=group, workflow=workflow))
+        return res.rowcount == 1
+
+    def cancel_waiting(self, conn, group: str, now: float) -> list[dict]:
+        """Cancel the waiting (not running) rows of a run; flag the running ones. Returns the
+        rows cancelled here (their run then decides what follows)."""
+        t = self.t
+        live = self.db.dialect.lock_rows(sa.select(*self._cols(False, False)).where(
+            t.c.grp == group, t.c.state == LIVE).order_by(t.c.key))
+        rows = [dict(r._mapping) for r in conn.execute(live)]
+        waiting = [r for r in rows if not (r["leased"] and r["timeout"] > now)]
+        running = [r["id"] for r in rows if r["leased"] and r["timeout"] > now]
+        for i in range(0, len(running), 500):
+            conn.execute(sa.update(t).where(t.c.id.in_(running[i:i + 500]), t.c.state == LIVE)
+                         .values(cancel_requested=1))
+        done = []
+        for i in range(0, len(waiting), 500):
+            chunk = waiting[i:i + 500]
+            conn.execute(sa.update(t).where(t.c.id.in_([r["id"] for r in chunk]), t.c.state == LIVE).values(
+                state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=FOREVER,
+                lease_token=None, cancel_requested=1))
+            done += chunk
+        return done
+
+    def reopen(self, conn, ids: Sequence[int], now: float, *, pending: bool = False) -> int:
+        """Finished rows of a run that is retried: -> waiting (due now, fresh attempts) or pending."""
+        t = self.t
+        values = dict(state=PENDING if pending else LIVE, leased=0, outcome=None, finished_at=None,
+                      lease_token=None, timeout=FOREVER if pending else now, run_at=now, attempts=0, error=None,
+                      cancel_requested=0, owner=None, result=None)
+        n = 0
+        for i in range(0, len(ids), 500):
+            n += conn.execute(sa.update(t).where(t.c.id.in_(list(ids[i:i + 500])), t.c.state == FINISHED)
+                              .values(**values)).rowcount
+        return n
+
+    def reopen_run(self, conn, id_: int, workflow: str) -> bool:
+        """A finished run row that is retried: -> pending."""
+        t = self.t
+        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == FINISHED).values(
+            state=PENDING, outcome=None, finished_at=None, timeout=FOREVER, error=None, workflow=workflow))
+        return res.rowcount == 1
