@@ -28,7 +28,8 @@ def graph(target: Any, format: str = "text") -> str | bytes:
     if isinstance(target, Run):
         if target.snapshot is None:
             raise FlowError(f"run {target.run_id!r} has no DAG snapshot yet (not picked up by a decider)")
-        return render(target.snapshot, target.statuses, format)
+        notes = {n: str(s.items) for n, s in target.steps.items() if s.items is not None}
+        return render(target.snapshot, target.statuses, format, notes)
     raise TypeError(f"graph() takes a pqflow.Workflow or pqflow.Run, not {type(target).__name__}")
 
 

@@ -25,6 +25,7 @@ from queue_core.cli_common import (
     PQGroup,
     common_options,
     format_time,
+    json_text,
     main_wrapper,
     open_queue,
     parse_json_object,
@@ -49,6 +50,7 @@ from .runtime import Decider
 
 PROG = "pqflow"
 STEP_COLUMNS = ["step", "status", "attempts", "started", "finished", "error"]
+ITEM_COLUMNS = ["index", "status", "attempts", "item", "error"]
 RUN_COLUMNS = ["run", "workflow", "status", "steps", "created_at", "finished_at"]
 BINARY_FORMATS = ("svg", "png")
 #: how long ``cancel`` waits for a decider that is picking the run up right now
@@ -205,11 +207,15 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
 @click.argument("run_id", metavar="RUN_ID")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json includes the input and every step's result.")
+@click.option("--items", "items_of", metavar="STEP", help="List the items of map step STEP instead.")
 @common_options
-def status(run_id: str, fmt: str) -> None:
-    """Show a run: status, workflow, times, and a table of its steps."""
+def status(run_id: str, fmt: str, items_of: str | None) -> None:
+    """Show a run: status, workflow, times, and a table of its steps (a map step: one line with
+    its item counts; --items STEP lists them)."""
     with open_queue(settings()) as q:
         r = _load_run(q, run_id)
+        if items_of is not None:
+            return _print_items(r, items_of, fmt)
         if r.snapshot is None and r.finished_at is None and r.status != "running":
             # ended before a decider picked it up (cancelled, or no worker knew the workflow):
             # get_run leaves finished_at unset then; take it from the run row
@@ -231,6 +237,18 @@ def status(run_id: str, fmt: str) -> None:
     print_table(_step_rows(r), STEP_COLUMNS)
 
 
+def _print_items(run: Run, step: str, fmt: str) -> None:
+    try:
+        items = run.items(step)
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_NOT_FOUND) from None
+    if fmt == "json":
+        print_json([i.__dict__ for i in items])
+        return
+    print_table([{"index": i.index, "status": i.status, "attempts": i.attempts, "item": json_text(i.item),
+                  "error": _short_error(i.error)} for i in items], ITEM_COLUMNS)
+
+
 # -- runs ------------------------------------------------------------------------------------------
 def _run_summary(row: dict) -> dict:
     """One line of ``runs`` for a run row."""
@@ -240,8 +258,8 @@ def _run_summary(row: dict) -> dict:
             {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
         return {"run": row["key"], "workflow": row["type"], "status": status, "steps": "-", "succeeded": 0,
                 "total": 0, "created_at": row["created_at"], "finished_at": row["finished_at"]}
-    total, done = len(state.dag["steps"]), state.succeeded
-    return {"run": row["key"], "workflow": state.dag["workflow"], "status": state.status,
+    total, done = state.total, state.succeeded
+    return {"run": row["key"], "workflow": row["type"], "status": state.status,
             "steps": f"{done}/{total}", "succeeded": done, "total": total, "created_at": row["created_at"],
             "finished_at": state.finished_at}
 

@@ -77,22 +77,44 @@ class RunRef:
         return [self.run_id, *(node_key(self.run_id, m) for m in maps)]
 
 
-def run_ref(run_id: str, row: dict) -> RunRef | None:
+#: DAG snapshots by run instance, with each step's children: a snapshot never changes, so each
+#: process reads and parses it once per run, not once per step
+_DAGS: dict[int, tuple[dict, dict[str, list[str]]]] = {}
+_DAGS_KEPT = 256
+
+
+def _dag(tx: Transaction, run_id: str, iid: int, row: dict) -> tuple[dict, dict[str, list[str]]]:
+    hit = _DAGS.get(iid)
+    if hit is not None:
+        return hit
+    text = row.get("definition")
+    if text is None:
+        text = tx.runs.read(tx.conn, [run_id], definition=True)[run_id]["definition"]
+    dag = json.loads(text)
+    children: dict[str, list[str]] = {name: [] for name in dag["steps"]}
+    for name in dag["order"]:
+        for parent in dag["steps"][name]["after"]:
+            children[parent].append(name)
+    if len(_DAGS) >= _DAGS_KEPT:
+        _DAGS.pop(next(iter(_DAGS)))
+    _DAGS[iid] = (dag, children)
+    return dag, children
+
+
+def run_ref(tx: Transaction, run_id: str, row: dict) -> RunRef | None:
+    """The run of a run row as read (None for a row no decider has taken up)."""
     state = RunState.load(row.get("workflow"))
     if state is None:
         return None
-    children: dict[str, list[str]] = {name: [] for name in state.dag["steps"]}
-    for name in state.dag["order"]:
-        for parent in state.dag["steps"][name]["after"]:
-            children[parent].append(name)
+    state.dag, children = _dag(tx, run_id, state.iid, row)
     return RunRef(run_id, row["id"], state, children)
 
 
-def load_ref(tx: Transaction, run_id: str) -> RunRef:
-    row = tx.runs.read(tx.conn, [run_id]).get(run_id)
+def load_ref(tx: Transaction, run_id: str, *, lock: bool = False) -> RunRef:
+    row = tx.runs.read(tx.conn, [run_id], lock=lock).get(run_id)
     if row is None:
         raise UnknownRunError(f"run {run_id!r} not found")
-    ref = run_ref(run_id, row)
+    ref = run_ref(tx, run_id, row)
     if ref is None:
         raise UnknownRunError(f"run {run_id!r} has not been picked up by a decider yet")
     return ref
@@ -100,7 +122,8 @@ def load_ref(tx: Transaction, run_id: str) -> RunRef:
 
 # -- starting ------------------------------------------------------------------------------
 def new_state(snapshot: dict) -> RunState:
-    return RunState(iid=secrets.randbits(62) + 1, dag=snapshot, open=len(snapshot["steps"]))
+    n = len(snapshot["steps"])
+    return RunState(iid=secrets.randbits(62) + 1, dag=snapshot, total=n, open=n)
 
 
 def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None = None) -> RunState:
@@ -110,7 +133,7 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
     def work(tx: Transaction) -> None:
         row = {"key": run_id, "type": snapshot["workflow"], "data": data, "group": RUNS_GROUP,
                "priority": snapshot.get("priority", 0), "max_attempts": None, "pending": True,
-               "workflow": state.dump()}
+               "workflow": state.dump(), "definition": dumps(snapshot)}
         if tx.submit_rows([row]) != 1:
             raise IdempotentAlreadyExistsError(f"task {run_id!r} already exists")
         tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
@@ -123,7 +146,8 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
 def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
     """A run row submitted as a plain task, held by this decider, becomes a run."""
     state = new_state(snapshot)
-    if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), RUNS_GROUP, tx.now):
+    if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), dumps(snapshot), RUNS_GROUP,
+                         tx.now):
         raise FlowError(f"run {task.key!r} was taken over while being started")
     tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
     create_rows(tx, task.key, state)
@@ -330,7 +354,7 @@ def _count_run(tx: Transaction, run: RunRef, closed: list[Ended]) -> str | None:
     if not closed:
         return None
     row = tx.runs.read(tx.conn, [run.run_id], lock=True).get(run.run_id)
-    state = RunState.load(row.get("workflow")) if row else None
+    state = RunState.load(row.get("workflow"), run.dag) if row else None
     if state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
         raise FlowError(f"run {run.run_id!r} changed under a decision (row replaced or ended)")
     state.open -= len(closed)

@@ -37,28 +37,40 @@ _DOT_TIMEOUT = 60.0
 _NO_RENDERER = "rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib (pip install matplotlib)"
 
 
-def render(snapshot: dict[str, Any], statuses: Mapping[str, str] | None = None, format: str = "text") -> str | bytes:
-    """Draw ``snapshot`` in ``format`` (one of :data:`FORMATS`)."""
+def render(snapshot: dict[str, Any], statuses: Mapping[str, str] | None = None, format: str = "text",
+           notes: Mapping[str, str] | None = None) -> str | bytes:
+    """Draw ``snapshot`` in ``format`` (one of :data:`FORMATS`); ``notes``: a line more for some
+    steps (a map's item counts)."""
     if format not in FORMATS:
         raise ValueError(f"unknown render format {format!r}; valid formats: {', '.join(FORMATS)}")
     steps = snapshot["steps"]
     unknown = [s for s in (statuses or {}) if s not in steps]
     if unknown:
         raise ValueError(f"statuses name unknown steps: {', '.join(map(repr, unknown))}")
+    lines = {name: _note(snapshot, notes or {}, name) for name in steps}
     if format == "text":
-        return _text(snapshot, statuses)
+        return _text(snapshot, statuses, lines)
     if format == "dot":
-        return _dot(snapshot, statuses)
+        return _dot(snapshot, statuses, lines)
     if format == "mermaid":
-        return _mermaid(snapshot, statuses)
-    return _image(snapshot, statuses, format)
+        return _mermaid(snapshot, statuses, lines)
+    return _image(snapshot, statuses, format, lines)
+
+
+def _note(snapshot: dict[str, Any], notes: Mapping[str, str], name: str) -> str:
+    """"map over X" for a map step, and the note given for it (its counts)."""
+    mapped = snapshot["steps"][name].get("map")
+    parts = [f"map over {mapped}"] if mapped else []
+    if notes.get(name):
+        parts.append(notes[name])
+    return ": ".join(parts)
 
 
 def _status(statuses: Mapping[str, str] | None, step: str) -> str:
     return "pending" if statuses is None else statuses.get(step, "pending")
 
 
-def _text(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
+def _text(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, notes: Mapping[str, str]) -> str:
     steps = snapshot["steps"]
     order: list[str] = snapshot["order"]
     depth: dict[str, int] = {}
@@ -77,6 +89,8 @@ def _text(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
             line += "  <- " + ", ".join(spec["after"])
         if spec["trigger"] != DEFAULT_TRIGGER:
             line += f"  (trigger {spec['trigger']})"
+        if notes.get(name):
+            line += f"  [{notes[name]}]"
         lines.append(line)
     return "\n".join(lines) + "\n"
 
@@ -85,7 +99,7 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _dot(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
+def _dot(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, notes: Mapping[str, str]) -> str:
     steps = snapshot["steps"]
     out = [
         f"digraph {_dot_quote(snapshot['workflow'])} {{",
@@ -106,6 +120,9 @@ def _dot(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
             attrs.append(f"fillcolor={_dot_quote(STATUS_COLOURS.get(status, _UNKNOWN_COLOUR))}")
             if status == "skipped":
                 attrs.append('style="rounded,filled,dashed"')
+        if notes.get(name):
+            label += f"\n{notes[name]}"
+            attrs.append("peripheries=2")
         if spec["trigger"] != DEFAULT_TRIGGER:
             label += f"\n[{spec['trigger']}]"
             attrs.append("shape=hexagon")
@@ -126,7 +143,7 @@ def _mermaid_text(text: str) -> str:
     return text
 
 
-def _mermaid(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> str:
+def _mermaid(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, notes: Mapping[str, str]) -> str:
     steps = snapshot["steps"]
     ids = {name: f"n{i}" for i, name in enumerate(snapshot["order"])}
     out = ["flowchart TD"]
@@ -134,6 +151,8 @@ def _mermaid(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> st
         label = _mermaid_text(name)
         if statuses is not None:
             label += "<br/>" + _mermaid_text(_status(statuses, name))
+        if notes.get(name):
+            label += "<br/>" + _mermaid_text(notes[name])
         trigger = steps[name]["trigger"]
         if trigger != DEFAULT_TRIGGER:
             out.append(f'  {ids[name]}{{{{"{label}<br/>[{trigger}]"}}}}')
@@ -155,16 +174,17 @@ def _mermaid(snapshot: dict[str, Any], statuses: Mapping[str, str] | None) -> st
     return "\n".join(out) + "\n"
 
 
-def _image(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str) -> str | bytes:
+def _image(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str,
+           notes: Mapping[str, str]) -> str | bytes:
     dot = shutil.which("dot")
     if dot is not None:
-        data = _run_dot(dot, _dot(snapshot, statuses), fmt)
+        data = _run_dot(dot, _dot(snapshot, statuses, notes), fmt)
     else:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise RenderError(_NO_RENDERER.format(fmt=fmt)) from None
-        data = _matplotlib(snapshot, statuses, fmt)
+        data = _matplotlib(snapshot, statuses, fmt, notes)
     return data.decode("utf-8") if fmt == "svg" else data
 
 
@@ -183,7 +203,8 @@ def _run_dot(dot: str, source: str, fmt: str) -> bytes:
     return proc.stdout
 
 
-def _matplotlib(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str) -> bytes:
+def _matplotlib(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str,
+                notes: Mapping[str, str]) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -204,7 +225,7 @@ def _matplotlib(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fm
     colours = [STATUS_COLOURS.get(_status(statuses, n), _UNKNOWN_COLOUR) for n in nodes]
     nx.draw_networkx_edges(g, pos, ax=ax, arrows=True, node_size=1500)
     nx.draw_networkx_nodes(g, pos, ax=ax, nodelist=nodes, node_color=colours, edgecolors="#333333", node_size=1500)
-    labels = {n: n if statuses is None else f"{n}\n{_status(statuses, n)}" for n in nodes}
+    labels = {n: "\n".join(x for x in (n, statuses and _status(statuses, n), notes.get(n)) if x) for n in nodes}
     nx.draw_networkx_labels(g, pos, labels=labels, ax=ax, font_size=8)
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, bbox_inches="tight")

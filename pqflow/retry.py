@@ -14,21 +14,20 @@ from queue_core.queue import Transaction
 from . import logic
 from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref, settle, start_map_items
 from .errors import FlowError, UnknownRunError
-from .rows import MapCount, NodeState, RunState, node_key
+from .rows import MapCount, NodeState, node_key
 
 RETRYABLE = ("failed", "cancelled")
 
 
 def reopen_run(tx: Transaction, run_id: str) -> None:
     row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
-    state = RunState.load(row.get("workflow")) if row else None
-    if row is None or state is None:
+    run = run_ref(tx, run_id, row) if row else None
+    if row is None or run is None:
         raise UnknownRunError(f"run {run_id!r} not found" if row is None
                               else f"run {run_id!r} ended before a decider picked it up; start a new run")
+    state = run.state
     if state.status not in RETRYABLE:
         raise FlowError(f"run {run_id!r} is {state.status}; only failed or cancelled runs can be retried")
-    run = run_ref(run_id, row)
-    assert run is not None
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in state.dag["steps"]], lock=True)
     kept = {s for s in state.dag["steps"] if _succeeded(nodes.get(node_key(run_id, s)))}
     redo = [s for s in state.dag["order"] if s not in kept]

@@ -20,7 +20,7 @@ items run and counts them.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 SEP = "#"
@@ -51,28 +51,36 @@ def dumps(value: Any) -> str:
 
 @dataclass
 class RunState:
-    """The run row's bookkeeping: its DAG snapshot and how many steps are still open."""
+    """The run row's bookkeeping: how many steps are still open, and how the run stands.
+
+    Its DAG snapshot (``dag``) is stored apart, in the row's ``definition`` column, written once:
+    the counts change with every step that ends, the snapshot never does."""
 
     iid: int  # this run's instance: rows of an earlier run with the same id never match it
-    dag: dict
+    dag: dict = field(repr=False, default_factory=dict)
     status: str = "running"
     cancel: bool = False
-    open: int = 0  # steps not yet finished (a map counts as one step)
+    total: int = 0  # steps of the run (a map counts as one step)
+    open: int = 0  # steps not yet finished
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
     finished_at: float | None = None
 
     def dump(self) -> str:
-        return dumps({"run": asdict(self)})
+        return dumps({"run": {k: getattr(self, k) for k in _RUN_FIELDS}})
 
     @staticmethod
-    def load(text: str | None) -> RunState | None:
+    def load(text: str | None, dag: dict | None = None) -> RunState | None:
+        """The run's state from its ``workflow`` column; ``dag`` from its ``definition``."""
         raw = _object(text).get("run")
-        if not isinstance(raw, dict) or not isinstance(raw.get("dag"), dict):
+        if not isinstance(raw, dict) or not isinstance(raw.get("iid"), int):
             return None
-        known = {k: raw[k] for k in RunState.__dataclass_fields__ if k in raw}
-        return RunState(**known)
+        known = {k: raw[k] for k in RunState.__dataclass_fields__ if k in raw and k != "dag"}
+        return RunState(**known, dag=dag or {})
+
+
+_RUN_FIELDS = [f for f in RunState.__dataclass_fields__ if f != "dag"]
 
 
 @dataclass
@@ -103,7 +111,12 @@ class NodeState:
     map: MapCount | None = None
 
     def dump(self) -> str:
-        out = {k: v for k, v in asdict(self).items() if v is not None}
+        out = {"run": self.run, "iid": self.iid, "step": self.step, "wait": self.wait, "failures": self.failures}
+        if self.index is not None:
+            out["index"] = self.index
+        if self.map is not None:
+            out["map"] = {"n": self.map.n, "ok": self.map.ok, "failed": self.map.failed,
+                          "cancelled": self.map.cancelled}
         return dumps({"node": out})
 
     @staticmethod

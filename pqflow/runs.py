@@ -96,9 +96,15 @@ class Run:
         if self.snapshot is None:
             return f"run {self.run_id!r} has not been picked up by a decider yet"
         try:
-            return logic.explain(self.snapshot, self._submitted(), step, cancel_requested=self.cancel_requested)
+            text = logic.explain(self.snapshot, self._submitted(), step, cancel_requested=self.cancel_requested)
         except ValueError as exc:
             raise UnknownStepError(str(exc)) from None
+        mapped = self.snapshot["steps"][step].get("map")
+        if mapped and self.steps[step].items is not None:
+            text += f"; map over {mapped}: {self.steps[step].items}"
+        elif mapped:
+            text += f"; map over {mapped} (one task per item of its result)"
+        return text
 
     def _submitted(self) -> dict[str, str]:
         return {n: s.status for n, s in self.steps.items() if s.status not in ("pending", "skipped")}
@@ -138,10 +144,10 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     if row is None or "#" in run_id:
         raise UnknownRunError(f"run {run_id!r} not found")
     data = queue_core.queue.decode_data(row["data"])
-    state = RunState.load(row.get("workflow"))
-    if state is None:
+    ref = engine.run_ref(tx, run_id, row)
+    if ref is None:
         return _unpicked(row, data, q)
-    dag = state.dag
+    state, dag = ref.state, ref.dag
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
     steps = {name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name))) for name in dag["order"]}
     return Run(run_id, dag["workflow"], state.status, steps, input=data, snapshot=dag,

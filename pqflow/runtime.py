@@ -197,7 +197,7 @@ class Decider(Runner):
         """The run and the step's inputs (parents' results), in one read transaction."""
         def read(tx: Transaction):
             row = tx.runs.read(tx.conn, [node.run], data=True).get(node.run)
-            run = engine.run_ref(node.run, row) if row else None
+            run = engine.run_ref(tx, node.run, row) if row else None
             if run is None or run.iid != node.iid:
                 return None, {}, {}, None
             spec = run.dag["steps"].get(node.step) or {}

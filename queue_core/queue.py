@@ -463,13 +463,17 @@ class Transaction:
 
     def submit_rows(self, items: Iterable[Mapping]) -> int:
         """Insert the rows of a workflow run: each item holds submit options plus ``workflow``
-        (the run's bookkeeping, JSON text) and ``pending`` (inserted not claimable)."""
+        (the run's bookkeeping, JSON text), ``pending`` (inserted not claimable) and, for a run
+        row, ``definition`` (its DAG snapshot, JSON text)."""
         tasks = []
         for item in items:
             opts = dict(item)
             workflow, pending = opts.pop("workflow"), opts.pop("pending", False)
+            definition = opts.pop("definition", None)
             task = self.queue._new_task(now=self.now, **opts)
-            tasks.append(dataclasses.replace(task, workflow=workflow, state=PENDING if pending else LIVE))
+            # never attempt-limited by the queue: the run's decider decides how a step ends
+            tasks.append(dataclasses.replace(task, workflow=workflow, definition=definition, max_attempts=None,
+                                             state=PENDING if pending else LIVE))
         return self._store.insert(self.conn, tasks, self.now)
 
     def finish(self, task: AcquiredTask, outcome: str = "success", *, error: Any = UNSET,

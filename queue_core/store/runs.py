@@ -33,18 +33,19 @@ class RunRows:
         self.t = tasks.t
         self.db = tasks.db
 
-    def _cols(self, data: bool, result: bool) -> list:
-        names = [*_LIGHT, *(["data"] if data else []), *(["result"] if result else [])]
+    def _cols(self, data: bool, result: bool, definition: bool = False) -> list:
+        names = [*_LIGHT, *(["data"] if data else []), *(["result"] if result else []),
+                 *(["definition"] if definition else [])]
         return [self.t.c[n] for n in names]
 
     # -- reads --------------------------------------------------------------------------
     def read(self, conn, keys: Sequence[str], *, data: bool = False, result: bool = False,
-             lock: bool = False) -> dict[str, dict]:
+             definition: bool = False, lock: bool = False) -> dict[str, dict]:
         """Rows by key; with ``lock``, row locks held to commit, taken in key order."""
         out: dict[str, dict] = {}
         ordered = sorted(set(keys))
         for i in range(0, len(ordered), 500):
-            stmt = sa.select(*self._cols(data, result)).where(self.t.c.key.in_(ordered[i:i + 500]))
+            stmt = sa.select(*self._cols(data, result, definition)).where(self.t.c.key.in_(ordered[i:i + 500]))
             if lock:
                 stmt = self.db.dialect.lock_rows(stmt.order_by(self.t.c.key))
             out.update({r.key: dict(r._mapping) for r in conn.execute(stmt)})
@@ -80,12 +81,13 @@ class RunRows:
         return [r[0] for r in conn.execute(stmt)]
 
     # -- transitions of the run row ---------------------------------------------------------
-    def adopt(self, conn, id_: int, token: int, workflow: str, group: str, now: float) -> bool:
+    def adopt(self, conn, id_: int, token: int, workflow: str, definition: str, group: str, now: float) -> bool:
         """A run row submitted as a plain task, held by the decider: live -> pending run."""
         t = self.t
         res = conn.execute(sa.update(t).where(
             t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
         ).values(state=PENDING, leased=0, timeout=FOREVER, max_attempts=None, workflow=workflow, grp=group,
+                 definition=definition,
                  started_at=now, owner=None))
         return res.rowcount == 1
 

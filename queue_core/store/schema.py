@@ -19,6 +19,8 @@ Column notes
              it, except that a row carrying it belongs to a run: it is never purged on its own
              (its run sets its retention when the run ends) and its waiting form is cancelled
              by its run's decider, not finished behind the run's back.
+``definition`` the immutable definition a row was created from: a workflow run row's DAG
+             snapshot (JSON), written once at its start and never updated; NULL elsewhere.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("grp", ExactString(), nullable=True),
         sa.Column("result", _long_text(), nullable=True),
         sa.Column("workflow", _long_text(), nullable=True),
+        sa.Column("definition", _long_text(), nullable=True),
         sa.UniqueConstraint("key", name=f"uq_{name}_key"),
     )
     # Claim: live rows, best priority first, then longest due, then submission order.
@@ -124,7 +127,7 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
 
 
 #: columns each schema version added, for upgrading a table created by an older release
-ADDED_COLUMNS = {2: ("result", "workflow")}
+ADDED_COLUMNS = {2: ("result", "workflow", "definition")}
 
 
 def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:

@@ -48,6 +48,7 @@ class NewTask:
     group: str | None = None
     state: int = LIVE  # or PENDING: inserted not claimable (a workflow step waiting on parents)
     workflow: str | None = None  # JSON bookkeeping of the workflow runtime (see schema.py)
+    definition: str | None = None  # a workflow run row's DAG snapshot (JSON)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class TaskStore(VersionedTables):
             "max_running": task.max_running, "priority": task.priority, "state": task.state,
             "leased": 0, "timeout": task.run_at if task.state == LIVE else FOREVER, "run_at": task.run_at, "created_at": now,
             "attempts": 0, "max_attempts": task.max_attempts, "cancel_requested": 0,
-            "grp": task.group, "workflow": task.workflow,
+            "grp": task.group, "workflow": task.workflow, "definition": task.definition,
         }
 
     def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:

@@ -145,7 +145,18 @@ def test_status_shows_a_map_as_one_line_with_counts(wq, log):
 
     from pqflow.cli import cli
 
-    res = CliRunner().invoke(cli, ["status", "s1", "-D", wq.config["url"], "--table", wq.table])
-    assert res.exit_code == 0, res.output
-    line = next(ln for ln in res.output.splitlines() if ln.startswith("bill"))
+    def pqflow_cli(*args):
+        res = CliRunner().invoke(cli, [*args, "-D", wq.config["url"], "--table", wq.table])
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    line = next(ln for ln in pqflow_cli("status", "s1").splitlines() if ln.startswith("bill"))
     assert "succeeded (3/3 succeeded)" in line
+    items = [ln.split() for ln in pqflow_cli("status", "s1", "--items", "bill").splitlines()[1:]]
+    assert [(i[0], i[1], i[2], i[3]) for i in items] == [("0", "succeeded", "1", '"c0"'), ("1", "succeeded", "1", '"c1"'),
+                                                           ("2", "succeeded", "1", '"c2"')]
+    assert pqflow_cli("why", "s1", "bill") == "step 'bill' succeeded; map over customers: 3/3 succeeded\n"
+    assert "[map over customers: 3/3 succeeded]" in pqflow_cli("graph", "--run", "s1")
+    assert "bill\\nsucceeded\\nmap over customers: 3/3 succeeded" in pqflow_cli("graph", "--run", "s1", "--format", "dot")
+    res = CliRunner().invoke(cli, ["status", "s1", "--items", "report", "-D", wq.config["url"], "--table", wq.table])
+    assert res.exit_code == 4 and "'report' is not a map step" in res.output
