@@ -44,7 +44,7 @@ from .errors import UnknownRunError, UnknownWorkflowError
 from .render import FORMATS
 from .engine import check_run_id
 from .errors import FlowError
-from .rows import MAX_RUN_ID, RunState
+from .rows import RunState
 from .runs import Run, cancel_run, get_run, list_runs, retry_run
 from .runtime import Decider
 

@@ -380,7 +380,7 @@ class Workflow:
                 continue  # receives this task's item of the map
             if sd.map is not None and p.name == sd.map:
                 raise WorkflowDefinitionError(
-                    where.format(p.name) + f" would receive the whole list it maps over; a map step receives "
+                    where.format(p.name) + " would receive the whole list it maps over; a map step receives "
                     "one element as 'item' (and its index as ctx.index)")
             has_default = p.default is not p.empty
             if p.kind is p.POSITIONAL_ONLY:

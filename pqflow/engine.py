@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,13 +22,10 @@ from queue_core import Queue
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
 from queue_core.queue import Transaction
 
-from . import logic
 from .errors import FlowError, UnknownRunError
 from .rows import (
     MAX_MAP_ITEMS,
-    OUTCOME_OF,
     RUNS_GROUP,
-    MapCount,
     NodeState,
     RunState,
     dumps,
@@ -178,142 +174,18 @@ class Decision:
     run_status: str | None
 
 
-def settle(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision:
-    """Decide what follows rows that ended (already written by the caller)."""
-    nodes = _close_maps(tx, run, [e for e in ended if e.index is not None])
-    nodes += [e for e in ended if e.index is None]
-    closed = list(nodes)
-    while nodes:
-        nodes = _advance(tx, run, nodes)
-        closed += nodes
-    return Decision(closed, _count_run(tx, run, closed))
-
-
-def _close_maps(tx: Transaction, run: RunRef, items: list[Ended]) -> list[Ended]:
-    """Count ended items into their map rows; a map with no item open ends."""
-    if not items:
-        return []
-    by_step: dict[str, list[Ended]] = {}
-    for e in items:
-        by_step.setdefault(e.step, []).append(e)
-    rows = tx.runs.read(tx.conn, [node_key(run.run_id, s) for s in by_step], lock=True)
-    out = []
-    for step in sorted(by_step):
-        row = rows.get(node_key(run.run_id, step))
-        node = _own(row, run)
-        if node is None or node.map is None or row["state"] != PENDING_STATE:
-            continue
-        for e in by_step[step]:
-            _count_item(node.map, e.status)
-        out += _end_map_if_done(tx, run, row, node)
-    return out
-
-
-def _count_item(count: MapCount, status: str) -> None:
-    if status == "succeeded":
-        count.ok += 1
-    elif status == "failed":
-        count.failed += 1
-    else:
-        count.cancelled += 1
-
-
-def _end_map_if_done(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> list[Ended]:
-    assert node.map is not None
-    if node.map.open > 0:
-        tx.runs.set_workflow(tx.conn, row["id"], node.dump())
-        return []
-    spec = run.dag["steps"][node.step]
-    status = logic.map_status(node.map.failed, node.map.cancelled,
-                              allow_failed_items=bool(spec.get("allow_failed_items")))
-    error = None if status != "failed" else f"{node.map.failed} of {node.map.n} items failed"
-    tx.runs.close(tx.conn, row["id"], OUTCOME_OF[status], tx.now, workflow=node.dump(), error=error)
-    return [Ended(node.step, status)]
-
-
-def _own(row: dict | None, run: RunRef) -> NodeState | None:
-    """The row's bookkeeping when the row belongs to this run instance (else None)."""
-    if row is None:
-        return None
-    node = NodeState.load(row.get("workflow"))
-    return node if node is not None and node.iid == run.iid else None
-
-
-def _advance(tx: Transaction, run: RunRef, ended: list[Ended]) -> list[Ended]:
-    """Count ended steps into their successors; submit or skip those now decided."""
-    parents_of: dict[str, list[Ended]] = {}
-    for e in ended:
-        for child in run.children[e.step]:
-            parents_of.setdefault(child, []).append(e)
-    if not parents_of:
-        return []
-    rows = tx.runs.read(tx.conn, [node_key(run.run_id, c) for c in parents_of], lock=True)
-    known = {e.step: e for e in ended}
-    out, promote, waiting = [], [], []
-    for child in sorted(parents_of):
-        row = rows.get(node_key(run.run_id, child))
-        node = _own(row, run)
-        if node is None or row["state"] != PENDING_STATE:
-            continue  # decided already (skipped by a cancel, or a foreign row)
-        for e in parents_of[child]:
-            node.wait = _tally(node.wait, e.status)
-        verdict = _verdict(run, child, node)
-        if verdict == logic.SUBMIT and run.dag["steps"][child].get("map"):
-            out += _start_map(tx, run, row, node, known)
-        elif verdict == logic.SUBMIT:
-            promote.append((row["id"], node.dump()))
-        elif verdict == logic.SKIP:
-            tx.runs.close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
-            out.append(Ended(child, "skipped"))
-        else:
-            waiting.append((row["id"], node.dump()))
-    tx.runs.promote(tx.conn, promote, tx.now)
-    tx.runs.set_workflow_many(tx.conn, waiting)
-    return out
-
-
-def _tally(wait: list[int], status: str) -> list[int]:
-    ok, failed, done = wait
-    return [ok + (status == "succeeded"), failed + (status == "failed"), done + 1]
-
-
-def _verdict(run: RunRef, step: str, node: NodeState) -> str:
-    if run.state.cancel:
-        return logic.SKIP
-    spec = run.dag["steps"][step]
-    return logic.verdict(spec["trigger"], len(spec["after"]), *node.wait)
-
-
-def _start_map(tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended]) -> list[Ended]:
-    """Submit one task per item of the mapped-over step's result (or end the map at once)."""
-    items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
-    return start_map_items(tx, run, row, node, items, why)
-
-
-def start_map_items(tx: Transaction, run: RunRef, row: dict, node: NodeState, items: list | None,
-                    why: str) -> list[Ended]:
-    if items is None:
-        status = "skipped" if why.startswith("skipped") else "failed"
-        tx.runs.close(tx.conn, row["id"], OUTCOME_OF[status], tx.now, workflow=node.dump(), error=why)
-        return [Ended(node.step, status)]
-    node.map = MapCount(len(items))
-    if not items:
-        tx.runs.close(tx.conn, row["id"], "success", tx.now, workflow=node.dump())
-        return [Ended(node.step, "succeeded", result=[])]
-    tx.submit_rows(_item_rows(run, node.step, run.dag["steps"][node.step], items))
-    tx.runs.set_workflow(tx.conn, row["id"], node.dump())
-    return []
-
-
-def _item_rows(run: RunRef, step: str, spec: dict, items: list) -> Iterable[dict]:
+def item_rows(run: RunRef, step: str, spec: dict, items: list) -> list[dict]:
+    """The rows of a map's items: keys from run id, step and index, so none is submitted twice."""
     cap = spec.get("max_parallel")
     owner = node_key(run.run_id, step)
+    rows = []
     for i, value in enumerate(items):
         state = NodeState(run.run_id, run.iid, step, index=i)
-        yield {"key": item_key(run.run_id, step, i), "type": step_type(run.dag["workflow"], step),
-               "data": {"item": value}, "group": owner, "priority": run.dag.get("priority", 0),
-               "max_attempts": None, "workflow": state.dump(),
-               **({"user": owner, "max_running": cap} if cap else {})}
+        rows.append({"key": item_key(run.run_id, step, i), "type": step_type(run.dag["workflow"], step),
+                     "data": {"item": value}, "group": owner, "priority": run.dag.get("priority", 0),
+                     "max_attempts": None, "workflow": state.dump(),
+                     **({"user": owner, "max_running": cap} if cap else {})})
+    return rows
 
 
 def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]) -> tuple[list | None, str]:
@@ -349,50 +221,11 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     return values, failed
 
 
-def _count_run(tx: Transaction, run: RunRef, closed: list[Ended]) -> str | None:
-    """Count steps that ended into the run row; the last one ends the run."""
-    if not closed:
-        return None
-    row = tx.runs.read(tx.conn, [run.run_id], lock=True).get(run.run_id)
-    state = RunState.load(row.get("workflow"), run.dag) if row else None
-    if state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
-        raise FlowError(f"run {run.run_id!r} changed under a decision (row replaced or ended)")
-    state.open -= len(closed)
-    state.succeeded += sum(e.status == "succeeded" for e in closed)
-    state.failed += sum(e.status == "failed" for e in closed)
-    state.cancelled += sum(e.status == "cancelled" for e in closed)
-    if state.open > 0:
-        tx.runs.set_workflow(tx.conn, row["id"], state.dump())
-        return None
-    return _end_run(tx, run, row["id"], state)
-
-
-def _end_run(tx: Transaction, run: RunRef, row_id: int, state: RunState) -> str:
-    status = logic.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
-    state.status, state.finished_at = status, tx.now
-    purge_at = tx.now + float(state.dag.get("retention", DEFAULT_RETENTION))
-    tx.runs.close(tx.conn, row_id, OUTCOME_OF[status], tx.now, workflow=state.dump(), purge_at=purge_at)
-    for group in run.groups():
-        tx.runs.keep_group(tx.conn, group, purge_at)
-    return status
-
-
-# -- a step's own row ---------------------------------------------------------------------------
-def finish_step(tx: Transaction, run: RunRef, task: Any, node: NodeState, status: str, *,
-                result: Any = None, error: str | None = None) -> Decision:
-    """The holder of a step (or item) writes how it ended and decides what follows."""
-    text = dumps(result) if status == "succeeded" else None
-    tx.runs.finish_held(tx.conn, task.row_id, task.lease_token, OUTCOME_OF[status], tx.now, error=error,
-                        result=text)
-    return settle(tx, run, [Ended(node.step, status, node.index, result if status == "succeeded" else NO_RESULT)])
-
-
 def retry_step(tx: Transaction, task: Any, node: NodeState, run_at: float, error: str) -> None:
     node.failures += 1
     tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, error=error, workflow=node.dump())
 
 
-# -- operator actions -------------------------------------------------------------------------
 def request_cancel(tx: Transaction, run_id: str) -> str:
     """Set the run's cancel flag (first transaction of a cancel). Returns the run's status."""
     row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
@@ -405,18 +238,6 @@ def request_cancel(tx: Transaction, run_id: str) -> str:
         state.cancel = True
         tx.runs.set_workflow(tx.conn, row["id"], state.dump())
     return state.status
-
-
-def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
-    """Second transaction of a cancel: cancel waiting rows, flag running ones, decide."""
-    run = load_ref(tx, run_id)
-    ended = []
-    for group in run.groups():
-        for row in tx.runs.cancel_waiting(tx.conn, group, tx.now):
-            node = _own(row, run)
-            if node is not None:
-                ended.append(Ended(node.step, "cancelled", node.index))
-    return settle(tx, run, ended)
 
 
 def check_run_id(run_id: Any) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from queue_core.queue import Transaction
 
 from . import logic
-from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref, settle, start_map_items
+from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref
+from .settle import _Writes, settle, start_map
 from .errors import FlowError, UnknownRunError
 from .rows import MapCount, NodeState, node_key
 
@@ -67,7 +68,10 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
     if node.map is not None and node.map.n:
         return _redo_items(tx, run, row, node)
     items, why = mapped_list(tx, run, spec["map"], {})
-    return start_map_items(tx, run, row, node, items, why)
+    writes = _Writes()
+    ended = start_map(run, row, node, items, why, writes)
+    writes.flush(tx)
+    return ended
 
 
 def _redo_items(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> list[Ended]:

@@ -15,6 +15,7 @@ from queue_core.queue import Transaction
 from . import engine, logic
 from .errors import FlowError, UnknownRunError, UnknownStepError
 from .retry import reopen_run
+from .settle import cancel_open_rows
 from .rows import RUNS_GROUP, NodeState, RunState, dumps, item_index, node_key, status_of_row
 
 
@@ -204,7 +205,7 @@ def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) ->
     if status == "busy":
         raise FlowError(f"run {run_id!r} is being picked up by a decider right now; try again")
     if status == "running":
-        q.transaction(lambda tx: engine.cancel_open_rows(tx, run_id), now=now, what="cancel run")
+        q.transaction(lambda tx: cancel_open_rows(tx, run_id), now=now, what="cancel run")
     return get_run(run_id, queue=q)
 
 

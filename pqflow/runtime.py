@@ -21,7 +21,10 @@ from queue_core.queue import Transaction
 
 from . import engine
 from .dag import Workflow, get_workflow
-from .engine import RunRef
+from queue_core.deferred import Deferred
+
+from .engine import Decision, RunRef
+from .settle import Completion, finish_many, finish_step
 from .errors import FlowError, StepResultError, UnknownWorkflowError
 from .rows import NodeState, node_key, step_type
 
@@ -79,6 +82,8 @@ class Decider(Runner):
 
     workflows: list[Workflow] = []
     max_result_size: int | None = None  # default: the queue's max_data_size
+    #: successes are written by the worker with its next batch, together (False: one commit each)
+    batch_completions: bool = True
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -194,18 +199,22 @@ class Decider(Runner):
             return None
 
     def _read(self, node: NodeState) -> tuple[RunRef | None, dict, dict, Any]:
-        """The run and the step's inputs (parents' results), in one read transaction."""
-        def read(tx: Transaction):
-            row = tx.runs.read(tx.conn, [node.run], data=True).get(node.run)
-            run = engine.run_ref(tx, node.run, row) if row else None
-            if run is None or run.iid != node.iid:
-                return None, {}, {}, None
-            spec = run.dag["steps"].get(node.step) or {}
-            parents = list(dict.fromkeys([*spec.get("inputs", []), *spec.get("after", [])]))
-            inputs, failed = _inputs(tx, run, [p for p in parents if p != spec.get("map")])
-            return run, inputs, failed, queue_core.queue.decode_data(row["data"])
+        """The run and the step's inputs (parents' results): read with the worker's batch by
+        :meth:`prefetch`, else in one read transaction of its own."""
+        if self.task.prefetched is not None:
+            return self.task.prefetched
+        return self.queue.transaction(lambda tx: _read_all(tx, [(self.task, node)])[0], what="read run",
+                                      write=False)
 
-        return self.queue.transaction(read, what="read run")
+    @classmethod
+    def prefetch(cls, queue: queue_core.Queue, tasks: list) -> None:
+        """Read what a batch of steps needs (their runs, their parents' results) in one read."""
+        steps = [(t, n) for t in tasks if (n := NodeState.load(t.workflow)) is not None]
+        if not steps:
+            return
+        found = queue.transaction(lambda tx: _read_all(tx, steps), what="read runs", write=False)
+        for (t, _), read in zip(steps, found):
+            t.prefetched = read
 
     def _failed(self, run: RunRef, node: NodeState, spec: dict, exc: Exception) -> None:
         t = self.task
@@ -223,11 +232,30 @@ class Decider(Runner):
 
     def _end(self, run: RunRef, node: NodeState, status: str, error: str | None = None, result: Any = None) -> None:
         t = self.task
-        decision = self.queue.transaction(
-            lambda tx: engine.finish_step(tx, run, t, node, status, result=result, error=error), what="finish step")
+        done = Completion(t, run, node, status, result, error)
+        if status == "succeeded" and self.batch_completions:
+            # written by the worker with its next batch (one commit for many completions)
+            t.deferred = Deferred(_write_completions, done, lambda: self._after(done))
+            return
+        done.decision = self.queue.transaction(lambda tx: finish_step(tx, done), what="finish step")
         t.done = True
-        log.info("step %s run=%s step=%s%s", status, run.run_id, node.step, _item(node))
-        self._after(run.run_id, node, status, error, decision)
+        self._after(done)
+
+    def _after(self, done: Completion) -> None:
+        """Log and hooks: the step that ran (a map: when its last item ended), then the run's end."""
+        run_id, node, decision = done.run.run_id, done.node, done.decision
+        log.info("step %s run=%s step=%s%s", done.status, run_id, node.step, _item(node))
+        if node.index is None:
+            self._hook(self.on_step_finished, run_id, node.step, done.status)
+            if done.status == "failed":
+                self._hook(self.on_step_failed, run_id, node.step, done.error)
+        else:
+            for e in decision.ended if decision else ():
+                if e.step == node.step:
+                    self._hook(self.on_step_finished, run_id, e.step, e.status)
+        if decision is not None and decision.run_status is not None:
+            log.info("run finished run=%s status=%s", run_id, decision.run_status)
+            self._hook(self.on_run_finished, run_id, decision.run_status)
 
     def _drop_foreign(self, node: NodeState) -> None:
         """A row left by an earlier run with the same id (or whose run is gone): end it alone."""
@@ -237,20 +265,6 @@ class Decider(Runner):
                                                               tx.now, error=err, result=None), what="finish step")
         t.done = True
         log.warning("step dropped task=%s: %s", t.key, err)
-
-    def _after(self, run_id: str, node: NodeState, status: str, error: str | None, decision) -> None:
-        """Hooks: the step that ran (a map: when its last item ended), then the run's end."""
-        if node.index is None:
-            self._hook(self.on_step_finished, run_id, node.step, status)
-            if status == "failed":
-                self._hook(self.on_step_failed, run_id, node.step, error)
-        else:
-            for e in decision.ended:
-                if e.step == node.step:
-                    self._hook(self.on_step_finished, run_id, e.step, e.status)
-        if decision.run_status is not None:
-            log.info("run finished run=%s status=%s", run_id, decision.run_status)
-            self._hook(self.on_run_finished, run_id, decision.run_status)
 
     def _check_result(self, result: Any) -> None:
         limit = self.max_result_size or self.queue.config["max_data_size"]
@@ -268,10 +282,49 @@ class Decider(Runner):
             log.exception("decider hook %s raised", fn.__name__)
 
 
-def _inputs(tx: Transaction, run: RunRef, names: list[str]) -> tuple[dict, dict]:
+def _write_completions(tx: Transaction, tasks: list) -> list:
+    """The worker's batch writer of step completions: all of them, decided together."""
+    done = [t.deferred.payload for t in tasks]
+    decisions, lost = finish_many(tx, done)
+    seen: set[str] = set()
+    for c in done:  # the run's end is reported once, with the first completion of the run
+        d = decisions.get(c.run.run_id)
+        c.decision = d if c.run.run_id not in seen else Decision(d.ended, None) if d else None
+        seen.add(c.run.run_id)
+    lost_ids = {c.task.row_id for c in lost}
+    return [t for t in tasks if t.row_id in lost_ids]
+
+
+def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[tuple]:
+    """For each (task, node): its run, its inputs, the failed items of upstream maps, the run's
+    input data; (None, {}, {}, None) when its run is gone or is another instance."""
+    rows = tx.runs.read(tx.conn, sorted({n.run for _, n in steps}), data=True)
+    refs = {r: engine.run_ref(tx, r, row) for r, row in rows.items()}
+    wanted = {n.run: (refs.get(n.run), n) for _, n in steps}
+    keys = [node_key(r, p) for r, (run, n) in wanted.items() if run is not None and run.iid == n.iid
+            for p in _parents(run, n.step) if not run.dag["steps"][p].get("map")]
+    parents = tx.runs.read(tx.conn, keys, result=True) if keys else {}
+    out = []
+    for _, n in steps:
+        run = refs.get(n.run)
+        if run is None or run.iid != n.iid:
+            out.append((None, {}, {}, None))
+            continue
+        inputs, failed = _inputs(tx, run, _parents(run, n.step), parents)
+        out.append((run, inputs, failed, queue_core.queue.decode_data(rows[n.run]["data"])))
+    return out
+
+
+def _parents(run: RunRef, step: str) -> list[str]:
+    """The steps whose results a step receives (parameters and ctx.results); not the list a
+    map step maps over (each item has its own element)."""
+    spec = run.dag["steps"].get(step) or {}
+    names = dict.fromkeys([*spec.get("inputs", []), *spec.get("after", [])])
+    return [p for p in names if p != spec.get("map")]
+
+
+def _inputs(tx: Transaction, run: RunRef, names: list[str], rows: dict) -> tuple[dict, dict]:
     """The results of the named upstream steps, and the failed items of upstream maps."""
-    plain = [n for n in names if not run.dag["steps"][n].get("map")]
-    rows = tx.runs.read(tx.conn, [node_key(run.run_id, n) for n in plain], result=True) if plain else {}
     inputs, failed = {}, {}
     for n in names:
         row = rows.get(node_key(run.run_id, n), {})

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import random
 import socket
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import config as config_mod
+from . import deferred as deferred_mod
 from .clock import Clock, SystemClock, resolve_now
 from .errors import (
     CancelRequestedError,
@@ -37,125 +37,19 @@ STATUSES = ("pending", "waiting", "running", "finished")
 #: skipped: finished without running because it never could (a workflow step whose trigger
 #: cannot hold)
 OUTCOMES = ("success", "failure", "cancelled", "skipped")
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
-# -- validation ---------------------------------------------------------------------------
-def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
-    """Keys, types, users and groups: 1-255 characters of valid UTF-8 without NUL."""
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
-    if not value:
-        raise ValidationError(f"{what} must not be empty")
-    if len(value) > 255:
-        raise ValidationError(f"{what} is {len(value)} characters long; the limit is 255")
-    if "\x00" in value:
-        raise ValidationError(f"{what} must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(f"{what} is not valid Unicode (lone surrogate)") from None
-    return value
-
-
-def _shown(value: Any) -> str:
-    """``repr(value)`` for a message; also for ints past Python's int-to-str digit limit."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"<a {type(value).__name__} too large to print>"
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{what} must be an integer, not {_shown(value)}")
-    if not (_INT_MIN <= value <= _INT_MAX):
-        raise ValidationError(f"{what} {_shown(value)} is out of range")
-    if minimum is not None and value < minimum:
-        raise ValidationError(f"{what} must be at least {minimum}, not {value}")
-    return value
-
-
-def check_time(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{what} must be epoch seconds (a number), not {_shown(value)}")
-    try:
-        v = float(value)
-    except OverflowError:  # an int beyond any float
-        v = math.inf
-    if not math.isfinite(v) or v < 0 or v > 1e13:
-        raise ValidationError(f"{what} {_shown(value)} is not a valid epoch time")
-    return v
-
-
-def check_duration(value: Any, what: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{what} must be a number of seconds, not {_shown(value)}")
-    try:
-        v = float(value)
-    except OverflowError:
-        v = math.inf
-    if not math.isfinite(v) or v < 0 or (positive and v == 0) or v > MAX_DURATION:
-        raise ValidationError(f"{what} {_shown(value)} is out of range")
-    return v
-
-
-MAX_DURATION = 1e11
-#: deepest nesting of task data: far below Python's recursion limit, so that data written from
-#: a shallow stack can always be decoded from a deeper one (a worker's poll, the CLI)
-MAX_DATA_DEPTH = 200
-
-
-def _check_structure(data: Mapping) -> None:
-    """Keys are strings (json.dumps would turn 1 into "1", silently merging keys) and nesting is
-    at most MAX_DATA_DEPTH. Iterative: no recursion limit of its own."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DATA_DEPTH:
-            raise ValidationError(f"task data is nested deeper than {MAX_DATA_DEPTH} levels")
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                if not isinstance(k, str):
-                    raise ValidationError(f"task data keys must be strings, not {type(k).__name__} {_shown(k)}")
-                if isinstance(v, (Mapping, list, tuple)):
-                    stack.append((v, depth + 1))
-        else:
-            stack.extend((v, depth + 1) for v in value if isinstance(v, (Mapping, list, tuple)))
-
-
-def encode_data(data: Any, limit: int) -> str:
-    """Task data as JSON text: a JSON object (dict) of at most ``limit`` bytes."""
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ValidationError(f"task data must be a JSON object (dict), not {type(data).__name__}")
-    try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    except RecursionError:
-        raise ValidationError("task data is nested too deeply to encode as JSON") from None
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"task data is not JSON-serialisable: {exc}") from None
-    _check_structure(data)  # after dumps, which refuses cycles
-    size = len(text.encode("utf-8"))
-    if size > limit:
-        raise ValidationError(f"task data is {size} bytes as JSON; the limit is {limit} (max_data_size)")
-    return text
-
-
-def decode_data(text: str | None) -> dict:
-    if not text:
-        return {}
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {"value": value}
+from .validate import (  # noqa: E402,F401 - re-exported: callers import them from here
+    MAX_DATA_DEPTH,
+    MAX_DURATION,
+    _shown,
+    check_duration,
+    check_int,
+    check_name,
+    check_time,
+    decode_data,
+    encode_data,
+)
 
 
 # -- value objects --------------------------------------------------------------------------
@@ -298,6 +192,10 @@ class AcquiredTask:
         self.done = False
         #: set when the lease was found taken over (by the worker or a batched finish)
         self.lost = False
+        #: set by a handler that leaves its finish to the worker's next batch (a workflow step)
+        self.deferred: deferred_mod.Deferred | None = None
+        #: what the handler class's ``prefetch`` read for this task with the rest of its batch
+        self.prefetched: Any = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -524,6 +422,31 @@ class Transaction:
         return self._store.cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)
 
 
+class _DeferredBatch:
+    """The deferred finishes of one batch: written inside its transaction, marked after it."""
+
+    def __init__(self, queue: Queue, tasks: list[AcquiredTask], now: float):
+        self.queue, self.tasks, self.now = queue, tasks, now
+        self.lost: list[AcquiredTask] = []
+        self.failed: list[AcquiredTask] = []
+        self.write = self._write if tasks else None
+
+    def _write(self, conn) -> None:
+        tx = Transaction(self.queue, conn, self.now)
+        self.lost, self.failed = deferred_mod.write(tx, self.tasks, lambda: self.queue.store.savepoint(conn))
+
+    def mark(self, now: float) -> list[AcquiredTask]:
+        """After commit: written ones are done, lost ones flagged; returns the lost ones."""
+        lost, failed = {id(t) for t in self.lost}, {id(t) for t in self.failed}
+        for t in self.tasks:
+            if id(t) in lost:
+                t.lost = True
+            elif id(t) not in failed:
+                t.done = True
+        deferred_mod.after_commit([t for t in self.tasks if id(t) not in failed])
+        return [t for t in self.tasks if t.lost]
+
+
 # -- the queue --------------------------------------------------------------------------
 class Queue:
     """A task queue stored in one table. Thread-safe; open one per process after fork."""
@@ -639,25 +562,32 @@ class Queue:
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         now = self.now(now)
         alive = self._alive(alive_time)
-        entries, lost = self._settle_entries(finish, now), []
-        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost)
-        self._mark_settled(finish, lost, now)
+        plain, deferred = self._split(finish)
+        entries, lost, more = self._settle_entries(plain, now), [], _DeferredBatch(self, deferred, now)
+        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, also=more.write)
+        self._mark_settled(plain, lost, now)
+        more.mark(now)
         return [AcquiredTask(self, r, now) for r in rows]
 
     def finish_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> list[AcquiredTask]:
-        """Finish several held tasks (outcome success) in one transaction.
+        """Finish several held tasks (outcome success, or their deferred finish) in one transaction.
 
         Returns the tasks that were not finished because their lease was lost (``task.lost``).
         """
         now = self.now(now)
-        lost = self.store.settle(self._settle_entries(tasks, now), now)
-        return self._mark_settled(tasks, lost, now)
+        plain, deferred = self._split(tasks)
+        more = _DeferredBatch(self, deferred, now)
+        lost = self.store.settle(self._settle_entries(plain, now), now, also=more.write)
+        return self._mark_settled(plain, lost, now) + more.mark(now)
 
-    def _settle_entries(self, tasks: Sequence[AcquiredTask], now: float) -> list[Settled]:
-        purge_at = now + self.config["retention_time"]
+    def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
         for t in tasks:
             if not isinstance(t, AcquiredTask) or t.queue is not self:
                 raise ValidationError("finish takes tasks leased from this queue")
+        return deferred_mod.split(tasks)
+
+    def _settle_entries(self, tasks: Sequence[AcquiredTask], now: float) -> list[Settled]:
+        purge_at = now + self.config["retention_time"]
         return [Settled(t._id, t._token, purge_at) for t in tasks]
 
     @staticmethod
@@ -733,8 +663,9 @@ class Queue:
 
     # -- transactions ---------------------------------------------------------------------
     def transaction(self, fn: Callable[[Transaction], T], *, now: float | None = None,
-                    what: str = "transaction") -> T:
-        """Run ``fn(tx)`` in one database transaction (retried as a whole on transient errors)."""
+                    what: str = "transaction", write: bool = True) -> T:
+        """Run ``fn(tx)`` in one database transaction (retried as a whole on transient errors).
+        ``write=False``: it only reads (on SQLite it then does not take the write lock)."""
         now = self.now(now)
         holder: dict = {}
 
@@ -743,7 +674,7 @@ class Queue:
             holder["tx"] = tx
             return fn(tx)
 
-        result = self.db.run(work, what=what)
+        result = self.db.run(work, what=what, write=write)
         for cb in holder["tx"]._after_commit:
             cb()
         return result

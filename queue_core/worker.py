@@ -237,6 +237,9 @@ class Settler:
             self.release(task)
             if task.lost:
                 log.warning("could not finish task=%s type=%s: its lease was taken over", task.key, task.type)
+            elif task.deferred is not None and not task.done:
+                log.error("could not finish task=%s type=%s (its lease will expire and it runs again)",
+                          task.key, task.type)
             else:
                 log.info("finished task=%s type=%s (%.3fs)", task.key, task.type, elapsed)
 
@@ -343,6 +346,7 @@ class Processor:
                 continue
             for t in tasks:
                 self.monitor.hold(t)
+            prefetch(self.target, self.queue, tasks)
             for i, t in enumerate(tasks):
                 if self.stopping.is_set():
                     self._release(tasks[i:])
@@ -394,6 +398,9 @@ class Processor:
                             task.key, task.type)
             elif task.done:
                 log.info("%s task=%s type=%s (%.3fs)", _verb(task), task.key, task.type, elapsed)
+            elif task.deferred is not None and error is None:
+                self.monitor.hold(task)  # its handler's own finish, written with the next batch
+                self.settler.add(task, elapsed)
             elif task.cancel_requested:
                 task.finish(outcome="cancelled")
                 log.info("cancelled task=%s type=%s", task.key, task.type)
@@ -412,6 +419,18 @@ class Processor:
             log.error("could not settle task=%s (lease will expire and it will run again): %s", task.key, exc)
         except Exception:  # noqa: BLE001 - nothing a handler left behind may end the processor
             log.exception("could not settle task=%s (lease will expire and it will run again)", task.key)
+
+
+def prefetch(target: Any, queue, tasks: list) -> None:
+    """Let a handler class read what a whole batch needs at once (``target.prefetch(queue,
+    tasks)``, e.g. the inputs of workflow steps); a failure only means each reads its own."""
+    fn = getattr(target, "prefetch", None)
+    if fn is None or not callable(fn):
+        return
+    try:
+        fn(queue, tasks)
+    except Exception:  # noqa: BLE001 - an optimisation: handlers read what is missing themselves
+        log.exception("prefetch of %d tasks failed (each will read its own)", len(tasks))
 
 
 def _verb(task) -> str:

@@ -117,6 +117,18 @@ class RunRows:
         res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == PENDING).values(**values))
         return res.rowcount == 1
 
+    def close_many(self, conn, rows: Sequence[dict], now: float) -> int:
+        """Pending rows that end without running (skipped steps, maps whose items are done):
+        each dict holds id, outcome, workflow and error. Kept until their run ends."""
+        if not rows:
+            return 0
+        t = self.t
+        stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == PENDING).values(
+            state=FINISHED, outcome=sa.bindparam("_outcome"), finished_at=now, timeout=FOREVER,
+            error=sa.bindparam("_error"), workflow=sa.bindparam("_wf"), lease_token=None)
+        params = [{"_id": r["id"], "_outcome": r["outcome"], "_error": r["error"], "_wf": r["workflow"]} for r in rows]
+        return conn.execute(stmt, params).rowcount
+
     def keep_group(self, conn, group: str, purge_at: float) -> int:
         """The run ended: its finished rows are purged at ``purge_at`` (or never: FOREVER)."""
         t = self.t
@@ -151,6 +163,27 @@ class RunRows:
         ).values(**values))
         if res.rowcount != 1:
             self._refused(conn, id_, token, "finish")
+
+    def finish_held_many(self, conn, entries: Sequence[dict], now: float) -> list[int]:
+        """Several holders' finishes at once (each dict: id, token, outcome, error, result),
+        fenced like :meth:`finish_held`. Returns the ids whose lease was lost (not written)."""
+        if not entries:
+            return []
+        t = self.t
+        stmt = sa.update(t).where(
+            t.c.id == sa.bindparam("_id"), t.c.lease_token == sa.bindparam("_token"), t.c.state == LIVE,
+            t.c.leased == 1,
+        ).values(state=FINISHED, leased=0, outcome=sa.bindparam("_outcome"), error=sa.bindparam("_error"),
+                 finished_at=now, timeout=FOREVER, result=sa.bindparam("_result"))
+        params = [{"_id": e["id"], "_token": e["token"], "_outcome": e["outcome"], "_error": e["error"],
+                   "_result": e["result"]} for e in entries]
+        if conn.execute(stmt, params).rowcount == len(entries):
+            return []
+        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token, t.c.finished_at)
+                            .where(t.c.id.in_([e["id"] for e in entries]))).all()
+        ours = {r.id for r in rows if r.state == FINISHED and r.finished_at == now}
+        tokens = {r.id: r.lease_token for r in rows}
+        return [e["id"] for e in entries if not (e["id"] in ours and tokens.get(e["id"]) == e["token"])]
 
     def retry_held(self, conn, id_: int, token: int, run_at: float, *, error: str | None, workflow: str) -> None:
         """The holder gives a failed step back for another try at ``run_at`` (fenced)."""

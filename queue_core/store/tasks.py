@@ -144,13 +144,14 @@ class TaskStore(VersionedTables):
 
     # -- claim -------------------------------------------------------------------------
     def claim(self, n: int, alive_time: float, now: float, owner: str,
-              settle: Sequence[Settled] = (), lost: list | None = None) -> list[dict]:
+              settle: Sequence[Settled] = (), lost: list | None = None, also=None) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
         Settling the previous batch together with the next claim makes a drain cost one
         transaction per batch instead of two per task, with the same fencing as ``finish``:
         a settled task whose lease was taken over is not finished, and its ``Settled`` entry
-        is appended to ``lost``.
+        is appended to ``lost``. ``also(conn)``: more writes of the settled batch, in the same
+        transaction before the claim (deferred finishes of workflow steps).
         """
         pending = list(settle)
 
@@ -159,18 +160,32 @@ class TaskStore(VersionedTables):
                 gone = self._settle(conn, pending, now)
                 if lost is not None:
                     lost[:] = gone
+            if also is not None:
+                also(conn)
             return self._claim(conn, n, alive_time, now, owner) if n else ([], 0)
 
         for _ in range(4):
             rows, consumed = self.db.run(work, what="poll")
-            pending = []
+            pending, also = [], None
             if rows or not consumed:
                 return rows
         return []
 
-    def settle(self, settled: Sequence[Settled], now: float) -> list[Settled]:
-        """Finish a batch of held tasks in one transaction; returns those whose lease was lost."""
-        return self.db.run(lambda c: self._settle(c, settled, now), what="finish") if settled else []
+    def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
+        """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
+        ``also(conn)``: more writes of the batch in the same transaction."""
+        def work(conn):
+            gone = self._settle(conn, settled, now) if settled else []
+            if also is not None:
+                also(conn)
+            return gone
+
+        return self.db.run(work, what="finish") if settled or also is not None else []
+
+    @staticmethod
+    def savepoint(conn):
+        """A savepoint: its block rolls back alone when it raises."""
+        return conn.begin_nested()
 
     def _settle(self, conn, settled: Sequence[Settled], now: float) -> list[Settled]:
         t = self.t

@@ -283,3 +283,7 @@ class KillingDecider(Decider):
             if not os.path.exists(path):
                 open(path, "w").close()
                 os.kill(os.getpid(), 9)
+
+
+class KillingOneByOneDecider(KillingDecider):
+    batch_completions = False  # each completion in a commit of its own

@@ -195,11 +195,16 @@ def test_sigkilled_workers_lose_and_double_no_step(wq, log):
     assert len(step_rows) == sum(5 if r[-1] in "02468" else flows.WIDE_N + 2 for r in runs)
 
 
-def test_sigkill_at_each_point_of_a_step(wq, log, tmp_path):
+@pytest.mark.parametrize("decider", ["KillingDecider", "KillingOneByOneDecider"])
+def test_sigkill_at_each_point_of_a_step(wq, log, tmp_path, decider):
     """Killed after k1's completion committed (successors already submitted in the same
-    transaction), and in the middle of k2: the run completes, each step once in effect."""
+    transaction), and in the middle of k2: the run completes, each step once in effect.
+
+    With batched completions (KillingDecider) k1's completion is written with the worker's next
+    claim, which may already lease k2 in the same commit: the kill after that commit then costs
+    k2 a lease it never ran with (3 leases), unless the monitor wrote k1 alone first (2)."""
     flows.killing.start("kp", {"log": str(log), "dir": str(tmp_path)}, queue=wq)
-    p = start_worker(wq.config["url"], wq.table, target="KillingDecider", _file=FLOWS, alive_time=1.5,
+    p = start_worker(wq.config["url"], wq.table, target=decider, _file=FLOWS, alive_time=1.5,
                      task_heartbeat_interval=0.3)
     try:
         wait_for(lambda: pqflow.get_run("kp", queue=wq).status == "succeeded", timeout=60, what="run done")
@@ -213,7 +218,10 @@ def test_sigkill_at_each_point_of_a_step(wq, log, tmp_path):
     assert counts[("kp", "k1")] == 1  # its completion had committed before the kill: not re-run
     assert counts[("kp", "k2")] == 2  # killed mid-run: run again after its lease expired
     assert counts[("kp", "k3")] == 1
-    assert run.steps["k2"].attempts == 2
+    if decider == "KillingOneByOneDecider":
+        assert run.steps["k2"].attempts == 2
+    else:
+        assert run.steps["k2"].attempts in (2, 3)
 
 
 def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, backend):

@@ -67,6 +67,8 @@ def drive(q, limit=10_000):
             Decider(task).run()
         except SystemExit:
             continue  # the "worker" died: the lease stays until it expires
+        if task.deferred is not None:  # a success: written in the worker's next batch
+            assert q.finish_many([task]) == []
         assert task.done, task
 
 
@@ -223,6 +225,7 @@ def test_simultaneous_last_items_submit_the_join_once(db_url, table_name, clock,
                         assert mine is None  # nothing else is due
                         barrier.wait()
                         Decider(_rebind(task, other)).run()
+                        assert other.finish_many([task]) == [] and task.done
                     finally:
                         other.close()
                 except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,303 @@
+"""What follows when steps end: the decision after a completion, for many runs at once.
+
+A completion reads and writes only what it affects: the row of its map (a count of the items
+still open), the rows of its successors (a count of their parents that ended), and its run row
+(a count of the steps still open). Completions that a worker settles together — steps of many
+runs, items of one map — are decided together: each phase reads the rows it needs across the
+whole batch in one statement and writes them back in one statement per kind of change, so a
+batch costs a few statements however many completions it holds.
+
+Phases, each locking its rows in key order: maps (count items), successors (count parents;
+submit, skip or wait; level by level while skips cascade), runs (count steps; end the run).
+The run row is always locked last, so completions of one run never deadlock one another; they
+serialise only where they meet (two parents of a join, two items of a map, one run row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from queue_core.queue import Transaction
+
+from . import logic
+from .engine import (
+    DEFAULT_RETENTION,
+    NO_RESULT,
+    PENDING_STATE,
+    Decision,
+    Ended,
+    RunRef,
+    item_rows,
+    load_ref,
+    mapped_list,
+)
+from .errors import FlowError
+from .rows import OUTCOME_OF, MapCount, NodeState, RunState, dumps, node_key
+
+
+@dataclass
+class _Writes:
+    """The changes one phase makes, written with one statement per kind."""
+
+    promote: list[tuple[int, str]] = field(default_factory=list)
+    pending: list[tuple[int, str]] = field(default_factory=list)
+    close: list[dict] = field(default_factory=list)
+    items: list[dict] = field(default_factory=list)
+
+    def close_row(self, row: dict, outcome: str, node: NodeState, error: str | None = None) -> None:
+        self.close.append({"id": row["id"], "outcome": outcome, "workflow": node.dump(), "error": error})
+
+    def flush(self, tx: Transaction) -> None:
+        if self.items:
+            tx.submit_rows(self.items)
+        tx.runs.promote(tx.conn, self.promote, tx.now)
+        tx.runs.set_workflow_many(tx.conn, self.pending)
+        tx.runs.close_many(tx.conn, self.close, tx.now)
+
+
+def settle(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision:
+    """Decide what follows rows of one run that ended (already written by the caller)."""
+    return settle_many(tx, [(run, ended)])[run.run_id]
+
+
+def settle_many(tx: Transaction, batch: Iterable[tuple[RunRef, list[Ended]]]) -> dict[str, Decision]:
+    """Decide what follows rows of several runs that ended (already written by the caller)."""
+    runs: dict[str, RunRef] = {}
+    ended: dict[str, list[Ended]] = {}
+    for run, events in batch:
+        runs.setdefault(run.run_id, run)
+        ended.setdefault(run.run_id, []).extend(events)
+    nodes = _close_maps(tx, runs, {r: [e for e in es if e.index is not None] for r, es in ended.items()})
+    for r, es in ended.items():
+        nodes.setdefault(r, []).extend(e for e in es if e.index is None)
+    closed = {r: list(es) for r, es in nodes.items()}
+    while any(nodes.values()):
+        nodes = _advance(tx, runs, nodes)
+        for r, es in nodes.items():
+            closed[r].extend(es)
+    ends = _count_runs(tx, runs, closed)
+    return {r: Decision(closed.get(r, []), ends.get(r)) for r in runs}
+
+
+# -- maps ------------------------------------------------------------------------------------
+def _close_maps(tx: Transaction, runs: dict[str, RunRef], items: dict[str, list[Ended]]) -> dict[str, list[Ended]]:
+    """Count ended items into their map rows; a map with no item open ends."""
+    wanted: dict[str, tuple[RunRef, list[Ended]]] = {}
+    for run_id, events in items.items():
+        for e in events:
+            wanted.setdefault(node_key(run_id, e.step), (runs[run_id], []))[1].append(e)
+    out: dict[str, list[Ended]] = {}
+    if not wanted:
+        return out
+    rows = tx.runs.read(tx.conn, list(wanted), lock=True)
+    writes = _Writes()
+    for key in sorted(wanted):
+        run, events = wanted[key]
+        row = rows.get(key)
+        node = _own(row, run)
+        if node is None or node.map is None or row["state"] != PENDING_STATE:
+            continue
+        for e in events:
+            _count_item(node.map, e.status)
+        out.setdefault(run.run_id, []).extend(_end_map_if_done(run, row, node, writes))
+    writes.flush(tx)
+    return out
+
+
+def _count_item(count: MapCount, status: str) -> None:
+    if status == "succeeded":
+        count.ok += 1
+    elif status == "failed":
+        count.failed += 1
+    else:
+        count.cancelled += 1
+
+
+def _end_map_if_done(run: RunRef, row: dict, node: NodeState, writes: _Writes) -> list[Ended]:
+    assert node.map is not None
+    if node.map.open > 0:
+        writes.pending.append((row["id"], node.dump()))
+        return []
+    spec = run.dag["steps"][node.step]
+    status = logic.map_status(node.map.failed, node.map.cancelled,
+                              allow_failed_items=bool(spec.get("allow_failed_items")))
+    error = None if status != "failed" else f"{node.map.failed} of {node.map.n} items failed"
+    writes.close_row(row, OUTCOME_OF[status], node, error)
+    return [Ended(node.step, status)]
+
+
+def _own(row: dict | None, run: RunRef) -> NodeState | None:
+    """The row's bookkeeping when the row belongs to this run instance (else None)."""
+    if row is None:
+        return None
+    node = NodeState.load(row.get("workflow"))
+    return node if node is not None and node.iid == run.iid else None
+
+
+# -- successors ----------------------------------------------------------------------------------
+def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[Ended]]) -> dict[str, list[Ended]]:
+    """Count ended steps into their successors; submit or skip those now decided."""
+    wanted: dict[str, tuple[RunRef, str, list[Ended]]] = {}
+    for run_id, events in ended.items():
+        run = runs[run_id]
+        for e in events:
+            for child in run.children[e.step]:
+                wanted.setdefault(node_key(run_id, child), (run, child, []))[2].append(e)
+    out: dict[str, list[Ended]] = {r: [] for r in runs}
+    if not wanted:
+        return out
+    rows = tx.runs.read(tx.conn, list(wanted), lock=True)
+    writes = _Writes()
+    for key in sorted(wanted):
+        run, child, parents = wanted[key]
+        row = rows.get(key)
+        node = _own(row, run)
+        if node is None or row["state"] != PENDING_STATE:
+            continue  # decided already (skipped by a cancel, or a foreign row)
+        for e in parents:
+            node.wait = _tally(node.wait, e.status)
+        known = {e.step: e for e in ended[run.run_id]}
+        out[run.run_id] += _decide_child(tx, run, row, node, known, writes)
+    writes.flush(tx)
+    return out
+
+
+def _decide_child(tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended],
+                  writes: _Writes) -> list[Ended]:
+    verdict = _verdict(run, node.step, node)
+    if verdict == logic.SUBMIT and run.dag["steps"][node.step].get("map"):
+        items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
+        return start_map(run, row, node, items, why, writes)
+    if verdict == logic.SUBMIT:
+        writes.promote.append((row["id"], node.dump()))
+    elif verdict == logic.SKIP:
+        writes.close_row(row, "skipped", node)
+        return [Ended(node.step, "skipped")]
+    else:
+        writes.pending.append((row["id"], node.dump()))
+    return []
+
+
+def _tally(wait: list[int], status: str) -> list[int]:
+    ok, failed, done = wait
+    return [ok + (status == "succeeded"), failed + (status == "failed"), done + 1]
+
+
+def _verdict(run: RunRef, step: str, node: NodeState) -> str:
+    if run.state.cancel:
+        return logic.SKIP
+    spec = run.dag["steps"][step]
+    return logic.verdict(spec["trigger"], len(spec["after"]), *node.wait)
+
+
+def start_map(run: RunRef, row: dict, node: NodeState, items: list | None, why: str,
+              writes: _Writes) -> list[Ended]:
+    """Submit one task per item of the list (or end the map at once: no list, or an empty one)."""
+    if items is None:
+        status = "skipped" if why.startswith("skipped") else "failed"
+        writes.close_row(row, OUTCOME_OF[status], node, why)
+        return [Ended(node.step, status)]
+    node.map = MapCount(len(items))
+    if not items:
+        writes.close_row(row, "success", node)
+        return [Ended(node.step, "succeeded", result=[])]
+    writes.items += item_rows(run, node.step, run.dag["steps"][node.step], items)
+    writes.pending.append((row["id"], node.dump()))
+    return []
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list[Ended]]) -> dict[str, str]:
+    """Count steps that ended into their run rows; the last one of a run ends it."""
+    changed = [r for r, es in closed.items() if es]
+    if not changed:
+        return {}
+    rows = tx.runs.read(tx.conn, changed, lock=True)
+    pending, ends = [], {}
+    for run_id in sorted(changed):
+        run, row = runs[run_id], rows.get(run_id)
+        state = RunState.load(row.get("workflow"), run.dag) if row else None
+        if state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
+            raise FlowError(f"run {run_id!r} changed under a decision (row replaced or ended)")
+        _count_steps(state, closed[run_id])
+        if state.open > 0:
+            pending.append((row["id"], state.dump()))
+        else:
+            ends[run_id] = _end_run(tx, run, row["id"], state)
+    tx.runs.set_workflow_many(tx.conn, pending)
+    return ends
+
+
+def _count_steps(state: RunState, closed: list[Ended]) -> None:
+    state.open -= len(closed)
+    state.succeeded += sum(e.status == "succeeded" for e in closed)
+    state.failed += sum(e.status == "failed" for e in closed)
+    state.cancelled += sum(e.status == "cancelled" for e in closed)
+
+
+def _end_run(tx: Transaction, run: RunRef, row_id: int, state: RunState) -> str:
+    status = logic.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
+    state.status, state.finished_at = status, tx.now
+    purge_at = tx.now + float(state.dag.get("retention", DEFAULT_RETENTION))
+    tx.runs.close(tx.conn, row_id, OUTCOME_OF[status], tx.now, workflow=state.dump(), purge_at=purge_at)
+    for group in run.groups():
+        tx.runs.keep_group(tx.conn, group, purge_at)
+    return status
+
+
+# -- steps that ended -----------------------------------------------------------------------------
+@dataclass
+class Completion:
+    """A step (or item) its holder ran to an end, waiting to be written with its decision."""
+
+    task: Any  # the AcquiredTask
+    run: RunRef
+    node: NodeState
+    status: str
+    result: Any = None
+    error: str | None = None
+    decision: Decision | None = None  # what its writing decided (after commit)
+
+    def ended(self) -> Ended:
+        ok = self.status == "succeeded"
+        return Ended(self.node.step, self.status, self.node.index, self.result if ok else NO_RESULT)
+
+    def entry(self) -> dict:
+        ok = self.status == "succeeded"
+        return {"id": self.task.row_id, "token": self.task.lease_token, "outcome": OUTCOME_OF[self.status],
+                "error": self.error, "result": dumps(self.result) if ok else None}
+
+
+def finish_many(tx: Transaction, done: list[Completion]) -> tuple[dict[str, Decision], list[Completion]]:
+    """Write how steps ended (fenced: a step whose lease was lost is left alone) and decide what
+    follows, for all of them together. Returns the decisions by run and the completions lost."""
+    lost_ids = set(tx.runs.finish_held_many(tx.conn, [c.entry() for c in done], tx.now))
+    kept = [c for c in done if c.task.row_id not in lost_ids]
+    decisions = settle_many(tx, [(c.run, [c.ended()]) for c in kept])
+    return decisions, [c for c in done if c.task.row_id in lost_ids]
+
+
+def finish_step(tx: Transaction, done: Completion) -> Decision:
+    """The holder of one step writes how it ended and decides what follows (PreemptedError when
+    its lease was lost)."""
+    c = done
+    tx.runs.finish_held(tx.conn, c.task.row_id, c.task.lease_token, OUTCOME_OF[c.status], tx.now,
+                        error=c.error, result=c.entry()["result"])
+    return settle(tx, c.run, [c.ended()])
+
+
+def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
+    """Second transaction of a cancel: cancel waiting rows, flag running ones, decide."""
+    run = load_ref(tx, run_id)
+    ended = []
+    for group in run.groups():
+        for row in tx.runs.cancel_waiting(tx.conn, group, tx.now):
+            node = _own(row, run)
+            if node is not None:
+                ended.append(Ended(node.step, "cancelled", node.index))
+    return settle(tx, run, ended)
+
+
+__all__ = ["Completion", "cancel_open_rows", "finish_many", "finish_step", "settle", "settle_many", "start_map"]

@@ -1,0 +1,131 @@
+"""Checks of what callers pass in, and task data as JSON (queue layer, no I/O)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ValidationError
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
+    """Keys, types, users and groups: 1-255 characters of valid UTF-8 without NUL."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+    if not value:
+        raise ValidationError(f"{what} must not be empty")
+    if len(value) > 255:
+        raise ValidationError(f"{what} is {len(value)} characters long; the limit is 255")
+    if "\x00" in value:
+        raise ValidationError(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{what} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message; also for ints past Python's int-to-str digit limit."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to print>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{what} must be an integer, not {_shown(value)}")
+    if not (_INT_MIN <= value <= _INT_MAX):
+        raise ValidationError(f"{what} {_shown(value)} is out of range")
+    if minimum is not None and value < minimum:
+        raise ValidationError(f"{what} must be at least {minimum}, not {value}")
+    return value
+
+
+def check_time(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{what} must be epoch seconds (a number), not {_shown(value)}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond any float
+        v = math.inf
+    if not math.isfinite(v) or v < 0 or v > 1e13:
+        raise ValidationError(f"{what} {_shown(value)} is not a valid epoch time")
+    return v
+
+
+def check_duration(value: Any, what: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{what} must be a number of seconds, not {_shown(value)}")
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v) or v < 0 or (positive and v == 0) or v > MAX_DURATION:
+        raise ValidationError(f"{what} {_shown(value)} is out of range")
+    return v
+
+
+MAX_DURATION = 1e11
+#: deepest nesting of task data: far below Python's recursion limit, so that data written from
+#: a shallow stack can always be decoded from a deeper one (a worker's poll, the CLI)
+MAX_DATA_DEPTH = 200
+
+
+def _check_structure(data: Mapping) -> None:
+    """Keys are strings (json.dumps would turn 1 into "1", silently merging keys) and nesting is
+    at most MAX_DATA_DEPTH. Iterative: no recursion limit of its own."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DATA_DEPTH:
+            raise ValidationError(f"task data is nested deeper than {MAX_DATA_DEPTH} levels")
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise ValidationError(f"task data keys must be strings, not {type(k).__name__} {_shown(k)}")
+                if isinstance(v, (Mapping, list, tuple)):
+                    stack.append((v, depth + 1))
+        else:
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (Mapping, list, tuple)))
+
+
+def encode_data(data: Any, limit: int) -> str:
+    """Task data as JSON text: a JSON object (dict) of at most ``limit`` bytes."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ValidationError(f"task data must be a JSON object (dict), not {type(data).__name__}")
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise ValidationError("task data is nested too deeply to encode as JSON") from None
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"task data is not JSON-serialisable: {exc}") from None
+    _check_structure(data)  # after dumps, which refuses cycles
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise ValidationError(f"task data is {size} bytes as JSON; the limit is {limit} (max_data_size)")
+    return text
+
+
+def decode_data(text: str | None) -> dict:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {"value": value}
+
+
