@@ -28,6 +28,7 @@ from .rows import (
     RUNS_GROUP,
     NodeState,
     RunState,
+    digest,
     dumps,
     item_index,
     item_key,
@@ -73,14 +74,14 @@ class RunRef:
         return [self.run_id, *(node_key(self.run_id, m) for m in maps)]
 
 
-#: DAG snapshots by run instance, with each step's children: a snapshot never changes, so each
-#: process reads and parses it once per run, not once per step
-_DAGS: dict[int, tuple[dict, dict[str, list[str]]]] = {}
+#: DAG snapshots by digest, with each step's children: a snapshot never changes and runs of one
+#: workflow version share it, so a process reads and parses it once, not once per step
+_DAGS: dict[str, tuple[dict, dict[str, list[str]]]] = {}
 _DAGS_KEPT = 256
 
 
-def _dag(tx: Transaction, run_id: str, iid: int, row: dict) -> tuple[dict, dict[str, list[str]]]:
-    hit = _DAGS.get(iid)
+def _dag(tx: Transaction, run_id: str, dag_id: str, row: dict) -> tuple[dict, dict[str, list[str]]]:
+    hit = _DAGS.get(dag_id) if dag_id else None
     if hit is not None:
         return hit
     text = row.get("definition")
@@ -93,7 +94,7 @@ def _dag(tx: Transaction, run_id: str, iid: int, row: dict) -> tuple[dict, dict[
             children[parent].append(name)
     if len(_DAGS) >= _DAGS_KEPT:
         _DAGS.pop(next(iter(_DAGS)))
-    _DAGS[iid] = (dag, children)
+    _DAGS[dag_id or digest(text)] = (dag, children)
     return dag, children
 
 
@@ -102,7 +103,7 @@ def run_ref(tx: Transaction, run_id: str, row: dict) -> RunRef | None:
     state = RunState.load(row.get("workflow"))
     if state is None:
         return None
-    state.dag, children = _dag(tx, run_id, state.iid, row)
+    state.dag, children = _dag(tx, run_id, state.dag_id, row)
     return RunRef(run_id, row["id"], state, children)
 
 
@@ -117,19 +118,20 @@ def load_ref(tx: Transaction, run_id: str, *, lock: bool = False) -> RunRef:
 
 
 # -- starting ------------------------------------------------------------------------------
-def new_state(snapshot: dict) -> RunState:
-    n = len(snapshot["steps"])
-    return RunState(iid=secrets.randbits(62) + 1, dag=snapshot, total=n, open=n)
+def new_state(snapshot: dict) -> tuple[RunState, str]:
+    """A new run's state, and its snapshot as the JSON text of its ``definition``."""
+    n, text = len(snapshot["steps"]), dumps(snapshot)
+    return RunState(iid=secrets.randbits(62) + 1, dag=snapshot, dag_id=digest(text), total=n, open=n), text
 
 
 def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None = None) -> RunState:
     """Insert the run row (data = the run's input) and the rows of all its steps, in one commit."""
-    state = new_state(snapshot)
+    state, text = new_state(snapshot)
 
     def work(tx: Transaction) -> None:
         row = {"key": run_id, "type": snapshot["workflow"], "data": data, "group": RUNS_GROUP,
                "priority": snapshot.get("priority", 0), "max_attempts": None, "pending": True,
-               "workflow": state.dump(), "definition": dumps(snapshot)}
+               "workflow": state.dump(), "definition": text}
         if tx.submit_rows([row]) != 1:
             raise IdempotentAlreadyExistsError(f"task {run_id!r} already exists")
         tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
@@ -141,9 +143,8 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
 
 def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
     """A run row submitted as a plain task, held by this decider, becomes a run."""
-    state = new_state(snapshot)
-    if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), dumps(snapshot), RUNS_GROUP,
-                         tx.now):
+    state, text = new_state(snapshot)
+    if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), text, RUNS_GROUP, tx.now):
         raise FlowError(f"run {task.key!r} was taken over while being started")
     tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
     create_rows(tx, task.key, state)

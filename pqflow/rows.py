@@ -19,6 +19,7 @@ items run and counts them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,8 @@ class RunState:
 
     iid: int  # this run's instance: rows of an earlier run with the same id never match it
     dag: dict = field(repr=False, default_factory=dict)
+    #: a digest of the DAG snapshot: runs of the same workflow version share one parsed copy
+    dag_id: str = ""
     status: str = "running"
     cancel: bool = False
     total: int = 0  # steps of the run (a map counts as one step)
@@ -138,6 +141,10 @@ def _object(text: str | None) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
 
 
 def item_index(key: str) -> int:

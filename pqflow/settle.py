@@ -215,7 +215,7 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
     if not changed:
         return {}
     rows = tx.runs.read(tx.conn, changed, lock=True)
-    pending, ends = [], {}
+    pending, ends, writes, ended = [], {}, _Writes(), []
     for run_id in sorted(changed):
         run, row = runs[run_id], rows.get(run_id)
         state = RunState.load(row.get("workflow"), run.dag) if row else None
@@ -225,8 +225,11 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
         if state.open > 0:
             pending.append((row["id"], state.dump()))
         else:
-            ends[run_id] = _end_run(tx, run, row["id"], state)
+            ends[run_id], purge_at = _end_run(tx, row["id"], state, writes)
+            ended.append((run, purge_at))
     tx.runs.set_workflow_many(tx.conn, pending)
+    writes.flush(tx)
+    _keep_groups(tx, ended)
     return ends
 
 
@@ -237,14 +240,22 @@ def _count_steps(state: RunState, closed: list[Ended]) -> None:
     state.cancelled += sum(e.status == "cancelled" for e in closed)
 
 
-def _end_run(tx: Transaction, run: RunRef, row_id: int, state: RunState) -> str:
+def _end_run(tx: Transaction, row_id: int, state: RunState, writes: _Writes) -> tuple[str, float]:
     status = logic.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
     state.status, state.finished_at = status, tx.now
     purge_at = tx.now + float(state.dag.get("retention", DEFAULT_RETENTION))
-    tx.runs.close(tx.conn, row_id, OUTCOME_OF[status], tx.now, workflow=state.dump(), purge_at=purge_at)
-    for group in run.groups():
-        tx.runs.keep_group(tx.conn, group, purge_at)
-    return status
+    writes.close.append({"id": row_id, "outcome": OUTCOME_OF[status], "workflow": state.dump(), "error": None,
+                         "purge_at": purge_at})
+    return status, purge_at
+
+
+def _keep_groups(tx: Transaction, ended: list[tuple[RunRef, float]]) -> None:
+    """The rows of runs that ended are purged with them, after their workflow's retention."""
+    by_time: dict[float, list[str]] = {}
+    for run, purge_at in ended:
+        by_time.setdefault(purge_at, []).extend(run.groups())
+    for purge_at, groups in by_time.items():
+        tx.runs.keep_group(tx.conn, groups, purge_at)
 
 
 # -- steps that ended -----------------------------------------------------------------------------

@@ -118,22 +118,27 @@ class RunRows:
         return res.rowcount == 1
 
     def close_many(self, conn, rows: Sequence[dict], now: float) -> int:
-        """Pending rows that end without running (skipped steps, maps whose items are done):
-        each dict holds id, outcome, workflow and error. Kept until their run ends."""
+        """Pending rows that end without running (skipped steps, maps whose items are done, run
+        rows whose run ended): each dict holds id, outcome, workflow, error and optionally
+        purge_at (default: kept until their run ends)."""
         if not rows:
             return 0
         t = self.t
         stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == PENDING).values(
-            state=FINISHED, outcome=sa.bindparam("_outcome"), finished_at=now, timeout=FOREVER,
+            state=FINISHED, outcome=sa.bindparam("_outcome"), finished_at=now, timeout=sa.bindparam("_purge"),
             error=sa.bindparam("_error"), workflow=sa.bindparam("_wf"), lease_token=None)
-        params = [{"_id": r["id"], "_outcome": r["outcome"], "_error": r["error"], "_wf": r["workflow"]} for r in rows]
+        params = [{"_id": r["id"], "_outcome": r["outcome"], "_error": r["error"], "_wf": r["workflow"],
+                   "_purge": r.get("purge_at", FOREVER)} for r in rows]
         return conn.execute(stmt, params).rowcount
 
-    def keep_group(self, conn, group: str, purge_at: float) -> int:
-        """The run ended: its finished rows are purged at ``purge_at`` (or never: FOREVER)."""
+    def keep_group(self, conn, groups: Sequence[str], purge_at: float) -> int:
+        """Runs ended: the finished rows of their groups are purged at ``purge_at``."""
         t = self.t
-        return conn.execute(sa.update(t).where(t.c.grp == group, t.c.state == FINISHED)
-                            .values(timeout=purge_at)).rowcount
+        n = 0
+        for i in range(0, len(groups), 500):
+            n += conn.execute(sa.update(t).where(t.c.grp.in_(list(groups[i:i + 500])), t.c.state == FINISHED)
+                              .values(timeout=purge_at)).rowcount
+        return n
 
     def clear_group(self, conn, group: str) -> int:
         """Delete the rows of an earlier run with this id (a run starts with an empty group)."""

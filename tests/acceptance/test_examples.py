@@ -1,0 +1,25 @@
+"""The runnable examples run as documented (real CLIs and worker processes, embedded SQLite)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str) -> str:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(["bash", str(ROOT / script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_billing_example_maps_over_customers():
+    out = _run("examples/billing/run.sh")
+    assert "bill       succeeded (24/25 succeeded, 1 failed)" in out
+    assert "[map over customers: 24/25 succeeded, 1 failed]" in out
+    assert "report: {'billed': 24, 'total_cents': " in out and "'by_hand': ['customer-007']}" in out
+    assert sum(1 for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit()) == 25
