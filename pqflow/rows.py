@@ -77,7 +77,7 @@ class RunState:
     def load(text: str | None, dag: dict | None = None) -> RunState | None:
         """The run's state from its ``workflow`` column; ``dag`` from its ``definition``."""
         raw = _object(text).get("run")
-        if not isinstance(raw, dict) or not isinstance(raw.get("iid"), int):
+        if not isinstance(raw, dict) or not _typed(raw, _RUN_TYPES):
             return None
         known = {k: raw[k] for k in RunState.__dataclass_fields__ if k in raw and k != "dag"}
         return RunState(**known, dag=dag or {})
@@ -125,12 +125,50 @@ class NodeState:
     @staticmethod
     def load(text: str | None) -> NodeState | None:
         raw = _object(text).get("node")
-        if not isinstance(raw, dict) or not {"run", "iid", "step"} <= raw.keys():
+        if not isinstance(raw, dict) or not _typed(raw, _NODE_TYPES):
             return None
         known = {k: raw[k] for k in NodeState.__dataclass_fields__ if k in raw}
-        if isinstance(known.get("map"), dict):
-            known["map"] = MapCount(**known["map"])
+        counts = known.get("map")
+        if counts is not None:
+            if not isinstance(counts, dict) or not _typed(counts, _MAP_TYPES):
+                return None
+            known["map"] = MapCount(**{k: counts[k] for k in _MAP_TYPES if k in counts})
+        wait = known.get("wait", [0, 0, 0])
+        if not (isinstance(wait, list) and len(wait) == 3 and all(_is_int(x) for x in wait)):
+            return None
         return NodeState(**known)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _typed(raw: dict, types: dict[str, tuple]) -> bool:
+    """Required keys (types[k][1]) present, every known key of its type: rows may be written by
+    hand, and a row that is not ours must never be mistaken for one."""
+    for key, (check, required) in types.items():
+        if key in raw:
+            if not check(raw[key]):
+                return False
+        elif required:
+            return False
+    return True
+
+
+def _opt_int(x: Any) -> bool:
+    return x is None or _is_int(x)
+
+
+_STR = (lambda x: isinstance(x, str), True)
+_NODE_TYPES = {"run": _STR, "iid": (_is_int, True), "step": _STR, "index": (_opt_int, False),
+               "failures": (_is_int, False), "wait": (lambda x: isinstance(x, list), False),
+               "map": (lambda x: x is None or isinstance(x, dict), False)}
+_MAP_TYPES = {"n": (_is_int, True), "ok": (_is_int, False), "failed": (_is_int, False),
+              "cancelled": (_is_int, False)}
+_RUN_TYPES = {"iid": (_is_int, True), "status": _STR, "cancel": (lambda x: isinstance(x, bool), False),
+              **{k: (_is_int, False) for k in ("total", "open", "succeeded", "failed", "cancelled")},
+              "dag_id": (lambda x: isinstance(x, str), False),
+              "finished_at": (lambda x: x is None or isinstance(x, (int, float)), False)}
 
 
 def _object(text: str | None) -> dict:

@@ -26,7 +26,7 @@ from queue_core.deferred import Deferred
 from .engine import Decision, RunRef
 from .settle import Completion, finish_many, finish_step
 from .errors import FlowError, StepResultError, UnknownWorkflowError
-from .rows import NodeState, node_key, step_type
+from .rows import NodeState, item_key, node_key, step_type
 
 log = logging.getLogger("pqflow")
 
@@ -143,7 +143,11 @@ class Decider(Runner):
     # a run row submitted as a plain task
     def _take_up(self) -> None:
         t = self.task
-        wf = self.workflow(t.type)
+        try:
+            wf = self.workflow(t.type)
+        except UnknownTypeError:
+            raise FlowError(f"task {t.key!r} of type {t.type!r} is neither a run of a workflow of "
+                            f"{type(self).__name__} nor one of its steps") from None
         self.queue.transaction(lambda tx: engine.adopt(tx, t, wf.snapshot()), what="start run")
         t.done = True  # the row is now its run's pending row
         log.info("run started run=%s workflow=%s", t.key, wf.name)
@@ -152,7 +156,7 @@ class Decider(Runner):
     def _run_step(self, node: NodeState) -> None:
         t = self.task
         run, inputs, failed_items, data = self._read(node)
-        if run is None:
+        if run is None or t.key != _own_key(node) or node.step not in run.dag["steps"]:
             return self._drop_foreign(node)
         spec = run.dag["steps"].get(node.step)
         fn = self._function(run.dag["workflow"], node.step)
@@ -258,9 +262,10 @@ class Decider(Runner):
             self._hook(self.on_run_finished, run_id, decision.run_status)
 
     def _drop_foreign(self, node: NodeState) -> None:
-        """A row left by an earlier run with the same id (or whose run is gone): end it alone."""
+        """A row that is not a step of a current run (left by an earlier run with the same id, of
+        a run that is gone, or written by hand): ended alone, without touching any run."""
         t = self.task
-        err = f"row of an earlier run {node.run!r} (not the current one): not run"
+        err = f"not a step of a current run of {node.run!r}: not run"
         self.queue.transaction(lambda tx: tx.runs.finish_held(tx.conn, t.row_id, t.lease_token, "cancelled",
                                                               tx.now, error=err, result=None), what="finish step")
         t.done = True
@@ -332,6 +337,11 @@ def _inputs(tx: Transaction, run: RunRef, names: list[str], rows: dict) -> tuple
         if bad:
             failed[n] = bad
     return inputs, failed
+
+
+def _own_key(node: NodeState) -> str:
+    """The key a step or item row of this bookkeeping must have."""
+    return node_key(node.run, node.step) if node.index is None else item_key(node.run, node.step, node.index)
 
 
 def _item(node: NodeState) -> str:

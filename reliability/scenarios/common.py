@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pqflow
+from pqflow.rows import node_key
 
 from ..handlers import DAG_STEPS, dag
 from ..result import Result
@@ -20,7 +21,7 @@ def start_runs(st: Stage, prefix: str, n: int, step_sleep: float = 0.0) -> list[
 
 def step_keys(run_ids: Iterable[str]) -> list[str]:
     """The queue keys of every step of these runs."""
-    return [pqflow.runtime.step_key(r, s) for r in run_ids for s in DAG_STEPS]
+    return [node_key(r, s) for r in run_ids for s in DAG_STEPS]
 
 
 def runs_succeeded(result: Result, st: Stage, run_ids: Iterable[str]) -> None:

@@ -156,8 +156,8 @@ def test_lookups_by_invalid_keys_raise_validation_or_not_found(db_url, table_nam
         for what, call in {
             "Scheduler.modify": lambda: sched.modify(key, delay=5),
             "pqflow.get_run": lambda: pqflow.get_run(key, queue=sched.queue),
-            "cancel_run": lambda: pqflow.runtime.cancel_run(sched.queue, key),
-            "retry_run": lambda: pqflow.runtime.retry_run(sched.queue, key),
+            "cancel_run": lambda: pqflow.cancel_run(sched.queue, key),
+            "retry_run": lambda: pqflow.retry_run(sched.queue, key),
         }.items():
             try:
                 call()

@@ -358,38 +358,52 @@ def _config(tmp_path, table: str) -> str:
     return str(path)
 
 
-def _hostile_step_rows(q, rows: dict) -> None:
-    """Step-looking rows of run "real" (anyone with INSERT can write them): the decider fails
-    them or refuses them with a pqflow/queue_core error, and the real run is not disturbed."""
-    FLOW.start("real", {}, queue=q)
-    make_runner(FlowDecider, q.poll(now=q.clock.now())).run()  # snapshot taken, step "first" submitted
-    for (step, _), data in rows.items():
-        q.submit(f"real#{step}x", f"hostile_cli_flow.{step}", data, priority=9, now=q.clock.now())
+def _hostile_step_rows(q, make_rows) -> None:
+    """Step-looking rows of run "real" written by hand (anyone with INSERT can write them, with
+    any bookkeeping; ``make_rows(iid)`` builds them knowing the real run's instance id): the
+    decider ends them alone or refuses them with a pqflow/queue_core error, and the real run is
+    not disturbed."""
+    FLOW.start("real", {}, queue=q)  # its step "first" is waiting, its other steps pending
+    rows = make_rows(json.loads(q.store.get("real")["workflow"])["run"]["iid"])
+    for i, ((step, _), workflow) in enumerate(rows.items()):
+        q.transaction(lambda tx, step=step, workflow=workflow, i=i: tx.submit_rows([{
+            "key": f"real#{step}x{i}", "type": f"hostile_cli_flow.{step}", "priority": 9, "workflow": workflow}]))
     for _ in rows:
         task = q.poll(now=q.clock.now())
-        assert task.key.endswith("x") and task.priority == 9
+        assert task.key.startswith("real#") and task.priority == 9
         try:
             make_runner(FlowDecider, task).run()
         except queue_core.TaskError:
-            pass  # refused with a typed error: the worker retries it and fails it at max_attempts
+            pass  # refused with a typed error: the worker retries it
+        if task.deferred is not None:
+            q.finish_many([task])
     while (t := q.poll(now=q.clock.now())) is not None:  # the real run goes on
         make_runner(FlowDecider, t).run()
-    assert pqflow.get_run("real", queue=q).status == "succeeded"
+        if t.deferred is not None:
+            q.finish_many([t])
+    run = pqflow.get_run("real", queue=q)
+    assert run.status == "succeeded" and set(run.statuses.values()) == {"succeeded"}
+
+
+def _node(**fields) -> str:
+    return json.dumps({"node": fields})
 
 
 def test_decider_given_hostile_step_tasks(queue):
-    from pqflow.runtime import MARK
-
-    _hostile_step_rows(queue, {
-        ("nosuch", "ok"): {MARK: {"run": "real", "workflow": "hostile_cli_flow", "step": "nosuch"}},
-        ("first", "other run"): {MARK: {"run": "nope", "workflow": "hostile_cli_flow", "step": "first"}},
-        ("second", "missing"): {},
-        ("Robert'); DROP TABLE x;--", "ok"): {MARK: {"run": "real", "workflow": "hostile_cli_flow",
-                                                     "step": "Robert'); DROP TABLE x;--"}},
+    _hostile_step_rows(queue, lambda iid: {
+        ("nosuch", "not in the snapshot"): _node(run="real", iid=iid, step="nosuch"),
+        ("first", "a second 'first' under another key"): _node(run="real", iid=iid, step="first"),
+        ("first", "other run"): _node(run="nope", iid=1, step="first"),
+        ("first", "an earlier instance"): _node(run="real", iid=iid + 1, step="first"),
+        ("second", "no bookkeeping"): None,
+        ("Robert'); DROP TABLE x;--", "ok"): _node(run="real", iid=iid, step="Robert'); DROP TABLE x;--"),
     })
 
 
-def test_decider_given_a_step_task_with_a_malformed_mark(queue):
-    from pqflow.runtime import MARK
-
-    _hostile_step_rows(queue, {("first", "not a dict"): {MARK: "real"}})
+def test_decider_given_a_step_task_with_malformed_bookkeeping(queue):
+    _hostile_step_rows(queue, lambda iid: {
+        ("first", "not a dict"): json.dumps({"node": "real"}),
+        ("second", "wrong types"): json.dumps({"node": {"run": 1, "iid": "x", "step": ["first"]}}),
+        ("third", "not JSON"): "{nope",
+        ("fourth", "a map count that is not one"): _node(run="real", iid=iid, step="second", map={"n": "many"}),
+    })
