@@ -8,14 +8,21 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import pqflow
 
 sys.path.insert(0, str(Path(__file__).parent))
 import flows  # noqa: E402
 from procs import finish  # noqa: E402
-from test_workflows import drain, executions, kill_workers_until, log, worker  # noqa: E402,F401
+from test_workflows import drain, executions, kill_workers_until, worker  # noqa: E402
 
 FLOWS = str(Path(__file__).with_name("flows.py"))
+
+
+@pytest.fixture
+def log(tmp_path) -> Path:
+    return tmp_path / "steps.log"
 
 
 def _intervals(log: Path, run: str) -> list[tuple[float, float]]:

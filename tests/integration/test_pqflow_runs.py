@@ -11,7 +11,6 @@ import pytest
 
 import pqflow
 import queue_core
-from pqflow import engine
 from queue_core import IdempotentAlreadyExistsError, ValidationError
 
 calls: Counter = Counter()
