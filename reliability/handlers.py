@@ -115,9 +115,33 @@ _step("d", ["b", "c"])
 for _i in range(FANOUT):
     _step(f"f{_i}", ["d"])
 _step("join", [f"f{i}" for i in range(FANOUT)])
+#: items of the map step "each": "items" returns them, "each" runs once per item, "total" joins
+MAP_ITEMS = 5
+
+
+@dag.step(after="join", name="items")
+def _items(ctx, **_inputs):
+    record(f"{ctx.run_id}#{ctx.step}", ctx.attempt, "start")
+    return list(range(MAP_ITEMS))
+
+
+@dag.step(map="items", name="each")
+def _each(ctx, item):
+    record(f"{ctx.run_id}#{ctx.step}#{ctx.index}", ctx.attempt, "start")
+    time.sleep((ctx.data or {}).get("sleep", 0))
+    return item
+
+
+@dag.step(after="each", name="total")
+def _total(ctx, each):
+    record(f"{ctx.run_id}#{ctx.step}", ctx.attempt, "start")
+    return sum(each)
+
 
 #: step names of one run of :data:`dag`
-DAG_STEPS = ["a", "b", "c", "d", *[f"f{i}" for i in range(FANOUT)], "join"]
+DAG_STEPS = ["a", "b", "c", "d", *[f"f{i}" for i in range(FANOUT)], "join", "items", "each", "total"]
+#: steps that run as tasks of their own (a map step's work is done by its items)
+RUN_STEPS = [s for s in DAG_STEPS if s != "each"]
 
 
 class FlowDecider(pqflow.Decider):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pqflow
-from pqflow.rows import node_key
+from pqflow.rows import item_key, node_key
 
-from ..handlers import DAG_STEPS, dag
+from ..handlers import DAG_STEPS, MAP_ITEMS, RUN_STEPS, dag
 from ..result import Result
 from ..stage import Stage
 
@@ -20,8 +20,14 @@ def start_runs(st: Stage, prefix: str, n: int, step_sleep: float = 0.0) -> list[
 
 
 def step_keys(run_ids: Iterable[str]) -> list[str]:
-    """The queue keys of every step of these runs."""
-    return [node_key(r, s) for r in run_ids for s in DAG_STEPS]
+    """The queue keys of every step and map item of these runs that runs as a task."""
+    return [k for r in run_ids for k in [*(node_key(r, s) for s in RUN_STEPS),
+                                          *(item_key(r, "each", i) for i in range(MAP_ITEMS))]]
+
+
+def node_keys(run_ids: Iterable[str]) -> list[str]:
+    """The rows of these runs that never run (a map step's own row): they finish once too."""
+    return [node_key(r, "each") for r in run_ids]
 
 
 def runs_succeeded(result: Result, st: Stage, run_ids: Iterable[str]) -> None:

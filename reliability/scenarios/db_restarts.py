@@ -30,7 +30,7 @@ from ..handlers import TASK_TYPE
 from ..procs import Proc, wait_for
 from ..result import Result
 from ..stage import Context, Stage, stage
-from .common import runs_succeeded, start_runs, step_keys
+from .common import node_keys, runs_succeeded, start_runs, step_keys
 
 NAME = "db_restarts"
 BACKENDS = ("mariadb", "postgres")
@@ -79,7 +79,7 @@ def run(ctx: Context, p: Params = FULL) -> Result:
                                   next_time=time.time() - 150).metadata().next_time
         occurrences = _occurrences_submitted(sched, scheduler, first, p.timeout)
         executed = [*keys, *burst_acked, *occurrences, *step_keys(run_ids)]
-        expected = [*executed, *run_ids]
+        expected = [*executed, *run_ids, *node_keys(run_ids)]
         wait_for(lambda: st.finished() >= len(expected), p.timeout, "every task, step and run to finish", 0.2)
         pool.stop()
         sched.close()

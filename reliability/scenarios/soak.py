@@ -28,7 +28,7 @@ from ..procs import Proc, stop_all, wait_for
 from ..resources import connections, growth, open_fds, rss_kb
 from ..result import Result
 from ..stage import Context, Stage, stage
-from .common import runs_succeeded, start_runs, step_keys
+from .common import node_keys, runs_succeeded, start_runs, step_keys
 
 NAME = "soak"
 BACKENDS = ("mariadb", "postgres", "sqlite")
@@ -70,9 +70,10 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         acked = sorted(st.acks().acked())
         occurrences = [m.key for m in st.queue.list() if m.key.startswith("m")]
         expected = [*acked, *occurrences, *step_keys(run_ids)]
-        wait_for(lambda: st.finished() >= len(expected) + len(run_ids), 300, "the queue to drain", 0.5)
+        nodes = [*run_ids, *node_keys(run_ids)]
+        wait_for(lambda: st.finished() >= len(expected) + len(nodes), 300, "the queue to drain", 0.5)
         stop_all(workers)
-        table = st.verify(result, [*expected, *run_ids], executed=expected,
+        table = st.verify(result, [*expected, *nodes], executed=expected,
                           planned={k: m.data.get("fail_attempts", 0) for k, m in checks.rows(st.queue).items()})
         checks.acked_present(result, table, acked)
         runs_succeeded(result, st, run_ids)

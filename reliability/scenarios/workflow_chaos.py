@@ -1,7 +1,8 @@
 """Scenario 6 — workflow chaos.
 
 ``runs`` runs of :data:`reliability.handlers.dag` (a diamond ``a -> (b, c) -> d``, then a
-fan-out ``d -> f0..f5 -> join``; each step sleeps ``step_sleep`` s) are served by ``workers`` worker processes, the deciders,
+fan-out ``d -> f0..f5 -> join``, then a map of 5 items and its join; each step sleeps
+``step_sleep`` s) are served by ``workers`` worker processes, the deciders,
 while a random worker is SIGKILLed every ``kill_every`` seconds and started again — in the
 middle of step functions, of deciding transactions, of claims.
 
@@ -17,10 +18,10 @@ import time
 from dataclasses import dataclass
 
 from ..chaos import WorkerPool, kill_recovery, rampage
-from ..handlers import DAG_STEPS
+from ..handlers import DAG_STEPS, MAP_ITEMS
 from ..result import Result
 from ..stage import Context, stage
-from .common import runs_succeeded, start_runs, step_keys
+from .common import node_keys, runs_succeeded, start_runs, step_keys
 
 NAME = "workflow_chaos"
 BACKENDS = ("mariadb", "postgres", "sqlite")
@@ -46,12 +47,12 @@ def run(ctx: Context, p: Params = FULL) -> Result:
     with stage(ctx, NAME) as st:
         run_ids = start_runs(st, "r", p.runs, p.step_sleep)
         steps = step_keys(run_ids)
-        rows = p.runs * (1 + len(DAG_STEPS))
+        rows = p.runs * (1 + len(DAG_STEPS) + MAP_ITEMS)
         pool = WorkerPool(lambda i: st.worker(f"worker{i}", alive_time=p.alive_time), p.workers)
         rampage(pool, ctx.rng(NAME), p.kill_every, until=lambda: st.finished() >= rows, timeout=p.timeout,
                 what=f"{p.runs} runs to finish")
         pool.stop()
-        table = st.verify(result, [*run_ids, *steps], executed=steps)
+        table = st.verify(result, [*run_ids, *steps, *node_keys(run_ids)], executed=steps)
         runs_succeeded(result, st, run_ids)
         result.tasks = len(steps)
         result.kills = result.restarts = len(pool.kills)
