@@ -142,12 +142,12 @@ def test_submit_list_show_stats(ready):
     assert pq.json("show", "k1") == k1
 
     st = pq.json("stats")
-    assert (st["waiting"], st["running"], st["finished"], st["total"]) == (2, 0, 0, 2)
+    assert (st["pending"], st["waiting"], st["running"], st["finished"], st["total"]) == (0, 2, 0, 0, 2)
     assert st["types"]["email"]["waiting"] == 1 and st["types"]["report"]["waiting"] == 1
     out = pq.ok("stats")
-    assert table_lines(out)[0] == ["type", "waiting", "running", "finished", "total"]
-    assert ["(all)", "2", "0", "0", "2"] in table_lines(out)
-    assert out.splitlines()[-1] == "outcomes: success 0, failure 0, cancelled 0"
+    assert table_lines(out)[0] == ["type", "pending", "waiting", "running", "finished", "total"]
+    assert ["(all)", "0", "2", "0", "0", "2"] in table_lines(out)
+    assert out.splitlines()[-1] == "outcomes: success 0, failure 0, cancelled 0, skipped 0"
 
 
 def test_submit_epoch_and_offset_times(ready):
@@ -183,7 +183,7 @@ def test_cancel_force_finish_cleanup(ready):
     assert_error(pq("force-finish", "d"), 1, "already finished")
 
     st = pq.json("stats")
-    assert st["finished"] == 4 and st["outcomes"] == {"success": 2, "failure": 0, "cancelled": 2}
+    assert st["finished"] == 4 and st["outcomes"] == {"success": 2, "failure": 0, "cancelled": 2, "skipped": 0}
 
     assert pq.ok("cleanup") == "0 rows purged.\n"  # retention not over yet
     pq.ok("submit", "e", "t")

@@ -24,7 +24,7 @@ def test_burst_drains_with_processes(wq, log):
     assert code == 0, out
     assert Counter(k for k, _ in runs(log)) == {**{f"k{i}": 1 for i in range(40)}, "k7": 2}
     s = wq.stats()
-    assert s["finished"] == 40 and s["outcomes"] == {"success": 39, "failure": 1, "cancelled": 0}
+    assert s["finished"] == 40 and s["outcomes"] == {"success": 39, "failure": 1, "cancelled": 0, "skipped": 0}
     assert "RuntimeError: asked to fail" in wq["k7"].metadata().error
 
 
