@@ -37,16 +37,16 @@ def executions(log: Path, what="run") -> Counter:
                    if kind == what)
 
 
-def kill_workers_until(wq, runs, rng, *, seconds: float) -> None:
-    """Two workers serve ``runs``; one of them is SIGKILLed (and replaced) every 0.2-0.6 s until
-    every run succeeded or ``seconds`` passed."""
+def kill_workers_until(wq, runs, rng, *, seconds: float, every: tuple[float, float] = (0.2, 0.6)) -> None:
+    """Two workers serve ``runs``; one of them is SIGKILLed (and replaced) every ``every`` seconds
+    (uniformly drawn) until every run succeeded or ``seconds`` passed."""
     procs = [worker(wq, burst=False, alive_time=1.5, task_heartbeat_interval=0.3) for _ in range(2)]
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
             if all(pqflow.get_run(r, queue=wq).status == "succeeded" for r in runs):
                 break
-            time.sleep(rng.uniform(0.2, 0.6))
+            time.sleep(rng.uniform(*every))
             victim = rng.randrange(len(procs))
             os.killpg(procs[victim].pid, signal.SIGKILL)
             finish(procs[victim])
