@@ -75,3 +75,32 @@ def ack_lost_once(q, what=None):
         yield state
     finally:
         db.run = real_run
+
+
+@contextmanager
+def rolled_back_once(q, what):
+    """The next transaction labelled ``what`` does all its work, then hits a transient error
+    (a deadlock victim, a dropped connection) before COMMIT: it rolls back and Database.run
+    runs the whole function again, with whatever Python state the first attempt left."""
+    db = q.db
+    real_run = db.run
+    state = {"fired": 0}
+
+    def run(fn, *, write=True, what="query"):
+        if what == wanted and not state["fired"]:
+            def once(conn):
+                out = fn(conn)
+                if not state["fired"]:
+                    state["fired"] += 1
+                    raise sa.exc.OperationalError("UPDATE", {}, ConnectionError("deadlock"),
+                                                  connection_invalidated=True)
+                return out
+            return real_run(once, write=write, what=what)
+        return real_run(fn, write=write, what=what)
+
+    wanted = what
+    db.run = run
+    try:
+        yield state
+    finally:
+        db.run = real_run
