@@ -7,7 +7,6 @@ the step's.
 
 from __future__ import annotations
 
-
 import pqflow
 import queue_core
 from review_support import drive
