@@ -1,0 +1,10 @@
+import pytest
+
+from review_support import calls
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls():
+    calls.clear()
+    yield
+    calls.clear()

@@ -1,0 +1,106 @@
+"""Shared helpers of the adversarial review tests (in-process drivers, fault injection)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+
+import pqflow
+
+calls: Counter = Counter()
+
+
+def drive(q, decider, limit=10_000, now=None):
+    """Serve every due task in this process, as a worker would, until none is due."""
+    for _ in range(limit):
+        task = q.poll(alive_time=30, now=now)
+        if task is None:
+            return
+        try:
+            decider(task).run()
+        except SystemExit:
+            continue
+        if task.deferred is not None:
+            q.finish_many([task], now=now)
+
+
+def run_one(q, decider, key, now=None):
+    """Claim and run due tasks until ``key`` is claimed; return that task (its deferred finish
+    not yet written)."""
+    task = q.poll(alive_time=30, now=now)
+    assert task is not None and task.key == key, (task, key)
+    decider(task).run()
+    return task
+
+
+def row(q, key):
+    return q.db.run(lambda c: q.runs.read(c, [key], result=True).get(key), write=False)
+
+
+@contextmanager
+def ack_lost_once(q, what=None):
+    """The next transaction (of ``what``, when given) commits, then its client sees the
+    connection drop before the COMMIT acknowledgement (a transient error): Database.run runs
+    the whole transaction again, as it does after a real lost connection."""
+    db = q.db
+    original = db._connection
+    state = {"armed": True, "fired": 0}
+    real_run = db.run
+
+    def run(fn, *, write=True, what_="query", **kw):
+        label = kw.pop("what", what_)
+        if state["armed"] and (what is None or label == what):
+            state["armed"] = False
+
+            @contextmanager
+            def conn_then_drop(write_):
+                with original(write_) as conn:
+                    yield conn
+                if not state["fired"]:
+                    state["fired"] += 1
+                    raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"),
+                                                  connection_invalidated=True)
+
+            db._connection = conn_then_drop
+            try:
+                return real_run(fn, write=write, what=label)
+            finally:
+                db._connection = original
+        return real_run(fn, write=write, what=label)
+
+    db.run = run
+    try:
+        yield state
+    finally:
+        db.run = real_run
+
+
+@contextmanager
+def rolled_back_once(q, what):
+    """The next transaction labelled ``what`` does all its work, then hits a transient error
+    (a deadlock victim, a dropped connection) before COMMIT: it rolls back and Database.run
+    runs the whole function again, with whatever Python state the first attempt left."""
+    db = q.db
+    real_run = db.run
+    state = {"fired": 0}
+
+    def run(fn, *, write=True, what="query"):
+        if what == wanted and not state["fired"]:
+            def once(conn):
+                out = fn(conn)
+                if not state["fired"]:
+                    state["fired"] += 1
+                    raise sa.exc.OperationalError("UPDATE", {}, ConnectionError("deadlock"),
+                                                  connection_invalidated=True)
+                return out
+            return real_run(once, write=write, what=what)
+        return real_run(fn, write=write, what=what)
+
+    wanted = what
+    db.run = run
+    try:
+        yield state
+    finally:
+        db.run = real_run
