@@ -13,6 +13,7 @@ serialise only where they meet (two parents of one join, two items of one map).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from dataclasses import dataclass, field
@@ -30,7 +31,6 @@ from .rows import (
     RunState,
     digest,
     dumps,
-    item_index,
     item_key,
     node_key,
     step_type,
@@ -86,15 +86,27 @@ def _dag(tx: Transaction, run_id: str, dag_id: str, row: dict) -> tuple[dict, di
         return hit
     text = row.get("definition")
     if text is None:
-        text = tx.runs.read(tx.conn, [run_id], definition=True)[run_id]["definition"]
-    dag = json.loads(text)
-    children: dict[str, list[str]] = {name: [] for name in dag["steps"]}
-    for name in dag["order"]:
-        for parent in dag["steps"][name]["after"]:
-            children[parent].append(name)
+        text = (tx.runs.read(tx.conn, [run_id], definition=True).get(run_id) or {}).get("definition")
+    dag, children = _parse_dag(run_id, text)
     if len(_DAGS) >= _DAGS_KEPT:
         _DAGS.pop(next(iter(_DAGS)))
-    _DAGS[dag_id or digest(text)] = (dag, children)
+    _DAGS[digest(text)] = (dag, children)  # under what it is, never under what a row claims
+    return dag, children
+
+
+def _parse_dag(run_id: str, text: Any) -> tuple[dict, dict[str, list[str]]]:
+    """A stored DAG snapshot and each step's children; FlowError when it is not one."""
+    try:
+        dag = json.loads(text)
+        steps, order = dag["steps"], dag["order"]
+        children: dict[str, list[str]] = {name: [] for name in steps}
+        for name in order:
+            for parent in steps[name]["after"]:
+                children[parent].append(name)
+        if sorted(order) != sorted(steps) or not isinstance(dag["workflow"], str):
+            raise ValueError("steps and order differ")
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise FlowError(f"run {run_id!r} has a malformed DAG snapshot ({type(exc).__name__}: {exc})") from None
     return dag, children
 
 
@@ -133,6 +145,8 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
                "priority": snapshot.get("priority", 0), "max_attempts": None, "pending": True,
                "workflow": state.dump(), "definition": text}
         if tx.submit_rows([row]) != 1:
+            if tx.retried and _is_instance(tx, run_id, state.iid):
+                return  # an earlier attempt committed; only its acknowledgement was lost
             raise IdempotentAlreadyExistsError(f"task {run_id!r} already exists")
         tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
         create_rows(tx, run_id, state)
@@ -141,10 +155,20 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
     return state
 
 
+def _is_instance(tx: Transaction, run_id: str, iid: int) -> bool:
+    row = tx.runs.read(tx.conn, [run_id]).get(run_id)
+    state = RunState.load(row["workflow"]) if row else None
+    return state is not None and state.iid == iid
+
+
 def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
     """A run row submitted as a plain task, held by this decider, becomes a run."""
+    check_run_id(task.key)
     state, text = new_state(snapshot)
     if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), text, RUNS_GROUP, tx.now):
+        row = tx.runs.read(tx.conn, [task.key]).get(task.key)
+        if tx.retried and row and row["state"] == PENDING_STATE and row["lease_token"] == task.lease_token:
+            return RunState.load(row["workflow"]) or state  # an earlier attempt committed: ours already
         raise FlowError(f"run {task.key!r} was taken over while being started")
     tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
     create_rows(tx, task.key, state)
@@ -156,6 +180,7 @@ def create_rows(tx: Transaction, run_id: str, state: RunState) -> None:
     dag = state.dag
     for group in RunRef(run_id, 0, state).groups():
         tx.runs.clear_group(tx.conn, group)
+    _check_free(tx, run_id, [node_key(run_id, name) for name in dag["order"]])
     rows = []
     for name in dag["order"]:
         spec = dag["steps"][name]
@@ -189,6 +214,14 @@ def item_rows(run: RunRef, step: str, spec: dict, items: list) -> list[dict]:
     return rows
 
 
+def _check_free(tx: Transaction, run_id: str, keys: list[str]) -> None:
+    """A run's step keys are its own: another row holding one stops the start (nothing written)."""
+    taken = tx.runs.read(tx.conn, keys)
+    if taken:
+        raise FlowError(f"run {run_id!r} cannot start: {', '.join(sorted(taken)[:3])} held by other tasks "
+                        "(keys '<run id>#...' are its steps')")
+
+
 def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]) -> tuple[list | None, str]:
     """The list a map step maps over: ``step``'s result, or (None, why) when there is none."""
     e = known.get(step)
@@ -211,20 +244,29 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     order (None for an item that did not succeed) and the indexes of those."""
     if not run.dag["steps"][step].get("map"):
         return (json.loads(row["result"]) if row.get("result") else None), []
-    items = sorted(tx.runs.read_group(tx.conn, node_key(run.run_id, step), result=True),
-                   key=lambda r: item_index(r["key"]))
-    values, failed = [], []
-    for r in items:
+    if not row.get("workflow"):
+        row = tx.runs.read(tx.conn, [node_key(run.run_id, step)]).get(node_key(run.run_id, step)) or {}
+    own = NodeState.load(row.get("workflow"))
+    n = own.map.n if own is not None and own.map is not None else 0
+    values: dict[int, Any] = {}
+    failed = []
+    for r in tx.runs.read_group(tx.conn, node_key(run.run_id, step), result=True):
+        node = NodeState.load(r.get("workflow"))
+        if node is None or node.iid != run.iid or node.index is None or not 0 <= node.index < n \
+                or r["key"] != item_key(run.run_id, step, node.index):
+            continue  # not an item of this run (a row added by hand)
         ok = r["state"] == FINISHED_STATE and r["outcome"] == "success"
-        values.append(json.loads(r["result"]) if ok and r["result"] else None)
+        values[node.index] = json.loads(r["result"]) if ok and r["result"] else None
         if not ok:
-            failed.append(item_index(r["key"]))
-    return values, failed
+            failed.append(node.index)
+    return [values[i] for i in sorted(values)], sorted(failed)
 
 
 def retry_step(tx: Transaction, task: Any, node: NodeState, run_at: float, error: str) -> None:
-    node.failures += 1
-    tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, error=error, workflow=node.dump())
+    """Give a failed step back for another try (its failures counted in the row, not in ``node``:
+    the transaction may run twice)."""
+    again = dataclasses.replace(node, failures=node.failures + 1)
+    tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, error=error, workflow=again.dump())
 
 
 def request_cancel(tx: Transaction, run_id: str) -> str:

@@ -10,6 +10,7 @@ items.
 from __future__ import annotations
 
 from queue_core.queue import Transaction
+from queue_core.store.tasks import FOREVER
 
 from . import logic
 from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref
@@ -36,6 +37,7 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     state.open, state.succeeded, state.failed, state.cancelled = len(redo), len(kept), 0, 0
     run.state = state
     tx.runs.reopen_run(tx.conn, row["id"], state.dump())
+    tx.runs.keep_group(tx.conn, run.groups(), FOREVER)  # running again: nothing of it is purged
     ended = []
     for step in redo:
         ended += _redo(tx, run, step, nodes[node_key(run_id, step)], kept)
@@ -59,6 +61,8 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
         tx.runs.close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
         return [Ended(step, "skipped")]
     if verdict == logic.PENDING:
+        if spec.get("map") and node.map is not None:  # its list may change: its old items go
+            tx.runs.clear_group(tx.conn, node_key(run.run_id, step))
         node.map = None
         tx.runs.set_workflow(tx.conn, row["id"], node.dump())
         return []
@@ -69,7 +73,7 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
         return _redo_items(tx, run, row, node)
     items, why = mapped_list(tx, run, spec["map"], {})
     writes = _Writes()
-    ended = start_map(run, row, node, items, why, writes)
+    ended = start_map(tx, run, row, node, items, why, writes)
     writes.flush(tx)
     return ended
 

@@ -176,7 +176,7 @@ class Decider(Runner):
         if self.ctx.cancelled or t.cancel_requested:
             return self._end(run, node, "cancelled")
         try:
-            self._check_result(result)
+            result = self._stored(result)
         except StepResultError as exc:
             return self._end(run, node, "failed", error=str(exc))
         return self._end(run, node, "succeeded", result=result)
@@ -266,19 +266,25 @@ class Decider(Runner):
         a run that is gone, or written by hand): ended alone, without touching any run."""
         t = self.task
         err = f"not a step of a current run of {node.run!r}: not run"
+        keep = self.queue.config["retention_time"]  # not part of any run: the queue's own retention
         self.queue.transaction(lambda tx: tx.runs.finish_held(tx.conn, t.row_id, t.lease_token, "cancelled",
-                                                              tx.now, error=err, result=None), what="finish step")
+                                                              tx.now, error=err, result=None, purge_at=tx.now + keep),
+                               what="finish step")
         t.done = True
         log.warning("step dropped task=%s: %s", t.key, err)
 
-    def _check_result(self, result: Any) -> None:
+    def _stored(self, result: Any) -> Any:
+        """The result as it is stored and read back (JSON: tuples become lists, keys strings);
+        StepResultError when it cannot be stored."""
         limit = self.max_result_size or self.queue.config["max_data_size"]
         try:
             text = json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
+            size = len(text.encode("utf-8"))
+        except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as exc:
             raise StepResultError(f"step result is not JSON-serialisable: {exc}") from None
-        if len(text.encode("utf-8")) > limit:
+        if size > limit:
             raise StepResultError(f"step result is {len(text)} bytes as JSON; the limit is {limit}")
+        return json.loads(text)
 
     def _hook(self, fn, *args) -> None:
         try:

@@ -15,11 +15,14 @@ serialise only where they meet (two parents of a join, two items of a map, one r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_core.errors import ValidationError
 from queue_core.queue import Transaction
+from queue_core.validate import encode_data
 
 from . import logic
 from .engine import (
@@ -69,6 +72,7 @@ def settle_many(tx: Transaction, batch: Iterable[tuple[RunRef, list[Ended]]]) ->
     for run, events in batch:
         runs.setdefault(run.run_id, run)
         ended.setdefault(run.run_id, []).extend(events)
+    runs = _with_cancel_flags(tx, runs)
     nodes = _close_maps(tx, runs, {r: [e for e in es if e.index is not None] for r, es in ended.items()})
     for r, es in ended.items():
         nodes.setdefault(r, []).extend(e for e in es if e.index is None)
@@ -79,6 +83,19 @@ def settle_many(tx: Transaction, batch: Iterable[tuple[RunRef, list[Ended]]]) ->
             closed[r].extend(es)
     ends = _count_runs(tx, runs, closed)
     return {r: Decision(closed.get(r, []), ends.get(r)) for r in runs}
+
+
+def _with_cancel_flags(tx: Transaction, runs: dict[str, RunRef]) -> dict[str, RunRef]:
+    """The runs as read before their steps ran, with their cancel flags as they are now: a run
+    cancelled meanwhile submits nothing new."""
+    rows = tx.runs.read(tx.conn, list(runs))
+    out = {}
+    for run_id, run in runs.items():
+        now = RunState.load(rows[run_id]["workflow"]) if run_id in rows else None
+        cancel = now is not None and now.iid == run.iid and now.cancel
+        out[run_id] = run if cancel == run.state.cancel else dataclasses.replace(
+            run, state=dataclasses.replace(run.state, cancel=cancel))
+    return out
 
 
 # -- maps ------------------------------------------------------------------------------------
@@ -100,7 +117,8 @@ def _close_maps(tx: Transaction, runs: dict[str, RunRef], items: dict[str, list[
         if node is None or node.map is None or row["state"] != PENDING_STATE:
             continue
         for e in events:
-            _count_item(node.map, e.status)
+            if isinstance(e.index, int) and 0 <= e.index < node.map.n:  # not a row added by hand
+                _count_item(node.map, e.status)
         out.setdefault(run.run_id, []).extend(_end_map_if_done(run, row, node, writes))
     writes.flush(tx)
     return out
@@ -169,7 +187,7 @@ def _decide_child(tx: Transaction, run: RunRef, row: dict, node: NodeState, know
     verdict = _verdict(run, node.step, node)
     if verdict == logic.SUBMIT and run.dag["steps"][node.step].get("map"):
         items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
-        return start_map(run, row, node, items, why, writes)
+        return start_map(tx, run, row, node, items, why, writes)
     if verdict == logic.SUBMIT:
         writes.promote.append((row["id"], node.dump()))
     elif verdict == logic.SKIP:
@@ -192,9 +210,14 @@ def _verdict(run: RunRef, step: str, node: NodeState) -> str:
     return logic.verdict(spec["trigger"], len(spec["after"]), *node.wait)
 
 
-def start_map(run: RunRef, row: dict, node: NodeState, items: list | None, why: str,
+def start_map(tx: Transaction, run: RunRef, row: dict, node: NodeState, items: list | None, why: str,
               writes: _Writes) -> list[Ended]:
-    """Submit one task per item of the list (or end the map at once: no list, or an empty one)."""
+    """Submit one task per item of the list (or end the map at once: no list, an empty one, an
+    item that cannot be a task's data, or item keys another row already holds)."""
+    if items:
+        rows = item_rows(run, node.step, run.dag["steps"][node.step], items)
+        why = _unsubmittable(tx, rows)
+        items = None if why else items
     if items is None:
         status = "skipped" if why.startswith("skipped") else "failed"
         writes.close_row(row, OUTCOME_OF[status], node, why)
@@ -203,9 +226,23 @@ def start_map(run: RunRef, row: dict, node: NodeState, items: list | None, why: 
     if not items:
         writes.close_row(row, "success", node)
         return [Ended(node.step, "succeeded", result=[])]
-    writes.items += item_rows(run, node.step, run.dag["steps"][node.step], items)
+    writes.items += rows
     writes.pending.append((row["id"], node.dump()))
     return []
+
+
+def _unsubmittable(tx: Transaction, rows: list[dict]) -> str:
+    """Why these item rows cannot be inserted as they are ('' when they can)."""
+    limit = tx.queue.config["max_data_size"]
+    for r in rows:
+        try:
+            encode_data(r["data"], limit)
+        except ValidationError as exc:
+            return f"item {r['key'].rsplit('#', 1)[1]} cannot be a task's data: {exc}"
+    taken = tx.runs.read(tx.conn, [r["key"] for r in rows])
+    if taken:
+        return f"item keys are held by other rows: {', '.join(sorted(taken)[:3])}"
+    return ""
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -284,18 +321,19 @@ class Completion:
 def finish_many(tx: Transaction, done: list[Completion]) -> tuple[dict[str, Decision], list[Completion]]:
     """Write how steps ended (fenced: a step whose lease was lost is left alone) and decide what
     follows, for all of them together. Returns the decisions by run and the completions lost."""
-    lost_ids = set(tx.runs.finish_held_many(tx.conn, [c.entry() for c in done], tx.now))
-    kept = [c for c in done if c.task.row_id not in lost_ids]
-    decisions = settle_many(tx, [(c.run, [c.ended()]) for c in kept])
-    return decisions, [c for c in done if c.task.row_id in lost_ids]
+    lost, already = tx.runs.finish_held_many(tx.conn, [c.entry() for c in done], tx.now, retried=tx.retried)
+    skip = set(lost) | set(already)  # already: written and decided by an earlier, committed attempt
+    decisions = settle_many(tx, [(c.run, [c.ended()]) for c in done if c.task.row_id not in skip])
+    return decisions, [c for c in done if c.task.row_id in set(lost)]
 
 
 def finish_step(tx: Transaction, done: Completion) -> Decision:
     """The holder of one step writes how it ended and decides what follows (PreemptedError when
     its lease was lost)."""
     c = done
-    tx.runs.finish_held(tx.conn, c.task.row_id, c.task.lease_token, OUTCOME_OF[c.status], tx.now,
-                        error=c.error, result=c.entry()["result"])
+    if not tx.runs.finish_held(tx.conn, c.task.row_id, c.task.lease_token, OUTCOME_OF[c.status], tx.now,
+                               error=c.error, result=c.entry()["result"]):
+        return Decision([], None)  # an earlier, committed attempt of this transaction wrote and decided it
     return settle(tx, c.run, [c.ended()])
 
 

@@ -40,23 +40,28 @@ def split(tasks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return plain, [t for t in tasks if t.deferred is not None]
 
 
-def write(tx: Any, tasks: Sequence[Any], savepoint: Callable[[], Any]) -> tuple[list[Any], list[Any]]:
+def write(tx: Any, tasks: Sequence[Any], isolated: Callable[[Callable[[], None]], Exception | None]
+          ) -> tuple[list[Any], list[Any]]:
     """Write deferred finishes inside ``tx``; returns (lost, failed) tasks.
 
-    ``lost``: their lease was taken over. ``failed``: their writer raised a TaskError (its
-    savepoint rolled back; their leases expire and they run again). A database error aborts
-    the whole transaction (retried by the caller as a whole)."""
+    ``lost``: their lease was taken over. ``failed``: their writer raised (its savepoint rolled
+    back; their leases expire and they run again). A database error aborts the whole
+    transaction (retried by the caller as a whole). ``isolated(fn)`` runs ``fn`` in a savepoint
+    and returns what it raised."""
     groups: dict[Writer, list[Any]] = {}
     for t in tasks:
         groups.setdefault(t.deferred.writer, []).append(t)
     lost: list[Any] = []
     failed: list[Any] = []
     for writer, group in groups.items():
-        try:
-            with savepoint():
-                lost += writer(tx, group)
-        except TaskError as exc:
-            log.error("could not write %d finishes (they will run again): %s", len(group), exc)
+        found: list[Any] = []
+        error = isolated(lambda writer=writer, group=group: found.extend(writer(tx, group)))
+        if error is None:
+            lost += found
+        else:
+            if not isinstance(error, TaskError):
+                log.error("finish writer %r raised", writer, exc_info=error)
+            log.error("could not write %d finishes (they will run again): %s", len(group), error)
             failed += group
     return lost, failed
 

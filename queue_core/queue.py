@@ -278,8 +278,9 @@ class AcquiredTask:
     def release(self, now: float | None = None) -> None:
         now = self.queue.now(now)
         with self._lock:
-            self.queue.store.requeue(self._id, self._token, now)
+            self.queue.store.requeue(self._id, self._token, now, unrun=True)  # no attempt spent
             self.status, self.done, self.run_at = "waiting", True, now
+            self.attempts = max(0, self.attempts - 1)
 
     def backoff(self) -> float:
         """The retry delay for this attempt: retry_wait doubled per attempt, capped, jittered."""
@@ -324,6 +325,12 @@ class Transaction:
     @property
     def _store(self) -> TaskStore:
         return self.queue.store
+
+    @property
+    def retried(self) -> bool:
+        """Whether this is a second (or later) attempt of the transaction: the first one failed
+        with a transient error, and may have committed before its acknowledgement was lost."""
+        return self.queue.db.last_run_retried()
 
     @property
     def runs(self) -> RunRows:
@@ -433,7 +440,7 @@ class _DeferredBatch:
 
     def _write(self, conn) -> None:
         tx = Transaction(self.queue, conn, self.now)
-        self.lost, self.failed = deferred_mod.write(tx, self.tasks, lambda: self.queue.store.savepoint(conn))
+        self.lost, self.failed = deferred_mod.write(tx, self.tasks, lambda fn: self.queue.store.isolated(conn, fn))
 
     def mark(self, now: float) -> list[AcquiredTask]:
         """After commit: written ones are done, lost ones flagged; returns the lost ones."""

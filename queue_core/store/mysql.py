@@ -12,7 +12,9 @@ class MySQLDialect(Dialect):
     # 1205 lock wait timeout, 1213 deadlock, 2003 can't connect, 2006 gone away,
     # 2013 lost connection, 1040 too many connections, 1053 server shutdown,
     # 1927 connection killed, 4031 idle disconnect, 2014 commands out of sync
-    TRANSIENT = {1205, 1213, 2003, 2006, 2013, 1040, 1053, 1927, 4031, 2014, 2055, 1317}
+    #: 1305: "SAVEPOINT ... does not exist" — a deadlock inside a savepoint rolled the whole
+    #: transaction back (savepoint included); the transaction is retried whole like the deadlock
+    TRANSIENT = {1205, 1213, 2003, 2006, 2013, 1040, 1053, 1927, 4031, 2014, 2055, 1317, 1305}
 
     def connect_args(self, connect_timeout):
         return {"connect_timeout": int(max(1, connect_timeout)), "charset": "utf8mb4"}

@@ -141,8 +141,9 @@ class RunRows:
         return n
 
     def clear_group(self, conn, group: str) -> int:
-        """Delete the rows of an earlier run with this id (a run starts with an empty group)."""
-        return conn.execute(sa.delete(self.t).where(self.t.c.grp == group)).rowcount
+        """Delete the workflow rows of a group: those of an earlier run with this id (a run starts
+        with an empty group), or a map's old items. Plain tasks that name the group stay."""
+        return conn.execute(sa.delete(self.t).where(self.t.c.grp == group, self.t.c.workflow.is_not(None))).rowcount
 
     # -- transitions of step rows ------------------------------------------------------------
     def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
@@ -155,25 +156,45 @@ class RunRows:
         return conn.execute(stmt, [{"_id": i, "_wf": w} for i, w in updates]).rowcount
 
     def finish_held(self, conn, id_: int, token: int, outcome: str, now: float, *, error: str | None,
-                    result: str | None, workflow: str | None = None) -> None:
+                    result: str | None, workflow: str | None = None, purge_at: float = FOREVER) -> bool:
         """The holder of a step's lease finishes it (fenced; PreemptedError when not ours).
-        The row is kept until its run ends."""
+        Kept until its run ends unless ``purge_at`` says otherwise. Returns False when this very
+        finish was already written (an earlier attempt of the transaction committed)."""
         t = self.t
         values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
-                            timeout=FOREVER, result=result)
+                            timeout=purge_at, result=result)
         if workflow is not None:
             values["workflow"] = workflow
         res = conn.execute(sa.update(t).where(
             t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
         ).values(**values))
-        if res.rowcount != 1:
-            self._refused(conn, id_, token, "finish")
+        if res.rowcount == 1:
+            return True
+        if self._written_before(conn, [id_], {id_: token}, now):
+            return False
+        self._refused(conn, id_, token, "finish")
+        return False
 
-    def finish_held_many(self, conn, entries: Sequence[dict], now: float) -> list[int]:
+    def _written_before(self, conn, ids: Sequence[int], tokens: dict[int, int], now: float) -> set[int]:
+        """Of ``ids``, those this holder already finished at ``now``: an earlier attempt of the
+        same transaction committed, and only its acknowledgement was lost."""
+        t = self.t
+        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token, t.c.finished_at)
+                            .where(t.c.id.in_(list(ids)))).all()
+        return {r.id for r in rows if r.state == FINISHED and r.finished_at == now and r.lease_token == tokens[r.id]}
+
+    def finish_held_many(self, conn, entries: Sequence[dict], now: float, *, retried: bool = False
+                         ) -> tuple[list[int], list[int]]:
         """Several holders' finishes at once (each dict: id, token, outcome, error, result),
-        fenced like :meth:`finish_held`. Returns the ids whose lease was lost (not written)."""
+        fenced like :meth:`finish_held`. Returns the ids whose lease was lost (not written), and
+        — on a ``retried`` attempt of the transaction — those an earlier attempt already wrote
+        and committed (only its acknowledgement was lost): their decision was committed with
+        them and must not be taken again."""
         if not entries:
-            return []
+            return [], []
+        tokens = {e["id"]: e["token"] for e in entries}
+        already = self._written_before(conn, list(tokens), tokens, now) if retried else set()
+        todo = [e for e in entries if e["id"] not in already]
         t = self.t
         stmt = sa.update(t).where(
             t.c.id == sa.bindparam("_id"), t.c.lease_token == sa.bindparam("_token"), t.c.state == LIVE,
@@ -181,14 +202,11 @@ class RunRows:
         ).values(state=FINISHED, leased=0, outcome=sa.bindparam("_outcome"), error=sa.bindparam("_error"),
                  finished_at=now, timeout=FOREVER, result=sa.bindparam("_result"))
         params = [{"_id": e["id"], "_token": e["token"], "_outcome": e["outcome"], "_error": e["error"],
-                   "_result": e["result"]} for e in entries]
-        if conn.execute(stmt, params).rowcount == len(entries):
-            return []
-        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token, t.c.finished_at)
-                            .where(t.c.id.in_([e["id"] for e in entries]))).all()
-        ours = {r.id for r in rows if r.state == FINISHED and r.finished_at == now}
-        tokens = {r.id: r.lease_token for r in rows}
-        return [e["id"] for e in entries if not (e["id"] in ours and tokens.get(e["id"]) == e["token"])]
+                   "_result": e["result"]} for e in todo]
+        if not todo or conn.execute(stmt, params).rowcount == len(todo):
+            return [], sorted(already)
+        written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
+        return [e["id"] for e in todo if e["id"] not in written], sorted(already)
 
     def retry_held(self, conn, id_: int, token: int, run_at: float, *, error: str | None, workflow: str) -> None:
         """The holder gives a failed step back for another try at ``run_at`` (fenced)."""

@@ -183,9 +183,17 @@ class TaskStore(VersionedTables):
         return self.db.run(work, what="finish") if settled or also is not None else []
 
     @staticmethod
-    def savepoint(conn):
-        """A savepoint: its block rolls back alone when it raises."""
-        return conn.begin_nested()
+    def isolated(conn, fn) -> Exception | None:
+        """Run ``fn()`` in a savepoint: an error that is not the database's rolls back its writes
+        alone and is returned; a database error propagates (the transaction is retried whole)."""
+        try:
+            with conn.begin_nested():
+                fn()
+        except sa.exc.SQLAlchemyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, who reports it
+            return exc
+        return None
 
     def _settle(self, conn, settled: Sequence[Settled], now: float) -> list[Settled]:
         t = self.t
@@ -375,10 +383,14 @@ class TaskStore(VersionedTables):
             return work(conn)
         self.db.run(work, what="finish")
 
-    def requeue(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None) -> None:
-        """retry/release: the holder gives the task back, due at ``run_at``."""
+    def requeue(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None,
+                unrun: bool = False) -> None:
+        """retry/release: the holder gives the task back, due at ``run_at``. ``unrun``: it never
+        ran under this lease (a release), so the lease's attempt is given back too."""
         t = self.t
         values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
+        if unrun:
+            values["attempts"] = sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0)
         if error is not UNSET:
             values["error"] = error
 
@@ -443,11 +455,14 @@ class TaskStore(VersionedTables):
 
         def work(c):
             row = c.execute(self.db.dialect.lock_rows(
-                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow).where(t.c.key == key))).first()
+                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp)
+                .where(t.c.key == key))).first()
             if row is None:
                 raise IdempotentNotFoundError(f"task {key!r} not found")
             if row.state == FINISHED:
                 raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
+            if row.state == PENDING:  # a run row or a step not yet submitted: only its run decides
+                raise _owned_error(key, row.grp)
             running = row.state == LIVE and row.leased and row.timeout > now
             if running or row.workflow is not None:
                 due = {} if running or row.state != LIVE else {"timeout": min(row.timeout, now)}
@@ -559,9 +574,10 @@ class TaskStore(VersionedTables):
                 return total
 
 
-def _owned_error(key: str, run: str | None) -> ValidationError:
-    return ValidationError(f"task {key!r} belongs to workflow run {run!r}: cancel or retry the run "
-                           "(pqflow cancel / pqflow retry) instead")
+def _owned_error(key: str, group: str | None) -> ValidationError:
+    what = "is a workflow run" if group == "#runs" else f"belongs to workflow run {group.split('#')[0]!r}" \
+        if group else "belongs to a workflow run"
+    return ValidationError(f"task {key!r} {what}: cancel or retry the run (pqflow cancel / pqflow retry) instead")
 
 
 def _limited_first(rows: list[dict]) -> list[dict]:

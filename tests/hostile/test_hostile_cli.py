@@ -20,6 +20,7 @@ from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 import pqflow
+from pqflow.rows import MAX_RUN_ID
 import queue_core
 from hostile_support import (  # noqa: F401 - fixtures
     Snapshot,
@@ -215,9 +216,9 @@ def test_pqflow_start_round_trips_or_fails_in_one_line(shared_queue, snap, db_ur
     workflow = data.draw(st.sampled_from(["a.b", "", "1abc", "x" * 65, "a b", "é", "a\x00"]) | invalid_names()
                          if bad == "workflow" else st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", fullmatch=True),
                          "workflow")
-    run_id = data.draw(invalid_names() | st.sampled_from(["r" * 191, "a#b", "#", "r" * 255]) if bad == "run_id"
-                       else valid_names(max_len=190, exclude="#"), "run_id")
-    payload = data.draw(bad_data | st.just('{"__pqflow__": {}}') if bad == "data" else st.none() | good_data, "data")
+    run_id = data.draw(invalid_names() | st.sampled_from(["r" * (MAX_RUN_ID + 1), "a#b", "#", "r" * 255])
+                       if bad == "run_id" else valid_names(max_len=MAX_RUN_ID, exclude="#"), "run_id")
+    payload = data.draw(bad_data if bad == "data" else st.none() | good_data | st.just('{"__pqflow__": {}}'), "data")
     base = ["-D", db_url, "--table", shared_queue.table]
     before = snap()
     result = run(pqflow_cli, "start", *base, "--", workflow, run_id, *([] if payload is None else [payload]))

@@ -6,7 +6,7 @@ lose their inputs."""
 from __future__ import annotations
 
 import pqflow
-from review_support import calls, drive
+from fault_support import calls, drive
 
 wf = pqflow.Workflow("rv_rpurge", retry_wait=0, retention=100)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pqflow
 from queue_core.errors import TaskError
-from review_support import calls, drive
+from fault_support import calls, drive
 
 mp = pqflow.Workflow("rv_qcancel", retry_wait=0)
 

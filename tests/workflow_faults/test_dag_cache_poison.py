@@ -12,7 +12,7 @@ import json
 
 import pqflow
 from pqflow import engine
-from review_support import drive
+from fault_support import drive
 
 wf = pqflow.Workflow("rv_dag", retry_wait=0)
 

@@ -10,7 +10,7 @@ times while running it (lease expired)", and its function never runs.
 from __future__ import annotations
 
 import pqflow
-from review_support import calls, drive
+from fault_support import calls, drive
 
 wf = pqflow.Workflow("rv_released", retry_wait=0)
 

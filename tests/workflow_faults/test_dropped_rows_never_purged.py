@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pqflow
-from review_support import drive
+from fault_support import drive
 
 wf = pqflow.Workflow("rv_drop", retry_wait=0)
 

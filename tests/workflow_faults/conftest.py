@@ -1,6 +1,6 @@
 import pytest
 
-from review_support import calls
+from fault_support import calls
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pqflow
-from review_support import calls, drive, rolled_back_once, row
+from fault_support import calls, drive, rolled_back_once, row
 
 wf = pqflow.Workflow("rv_budget", retry_wait=0)
 

@@ -10,7 +10,7 @@ the map as 'waiting'.
 from __future__ import annotations
 
 import pqflow
-from review_support import calls, drive
+from fault_support import calls, drive
 
 wf = pqflow.Workflow("rv_rmp", retry_wait=0)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import pqflow
-from review_support import drive
+from fault_support import drive
 
 mp = pqflow.Workflow("rv_adopt", retry_wait=0)
 

@@ -13,7 +13,7 @@ committed. Two paths use a RunRef read before the cancel:
 from __future__ import annotations
 
 import pqflow
-from review_support import calls, drive
+from fault_support import calls, drive
 
 mp = pqflow.Workflow("rv_cancel_map", retry_wait=0)
 
@@ -52,7 +52,10 @@ class Decider(pqflow.Decider):
     workflows = [mp, fl]
 
 
-def test_prefetched_step_does_not_start_after_cancel(queue):
+def test_prefetched_step_is_told_of_the_cancel_and_adds_nothing(queue):
+    """A step leased before the cancel is running as far as the cancel knows (docs/workflows.md:
+    running steps are told through their heartbeat): it may start, its heartbeat reports the
+    cancel, and nothing it completes submits anything; the run ends cancelled."""
     mp.start("p", {"n": 2}, queue=queue)
     drive(queue, Decider, limit=1)  # xs: two items
     batch = queue.poll_multi(2, alive_time=30)
@@ -60,8 +63,19 @@ def test_prefetched_step_does_not_start_after_cancel(queue):
     Decider.prefetch(queue, batch)  # the worker reads the whole batch's runs at once
     Decider(batch[0]).run()  # the first item of the batch runs ...
     pqflow.get_run("p", queue=queue).cancel()  # ... and the run is cancelled meanwhile
-    Decider(batch[1]).run()  # its turn comes after the cancel committed
-    assert calls[("p", "work1")] == 0, "a step started after the cancel of its run committed"
+    rows_at_cancel = sorted(m.key for m in queue.list())
+    import queue_core
+    try:
+        batch[1].heartbeat()
+        told = False
+    except queue_core.CancelRequestedError:
+        told = True
+    assert told, "a leased step of a cancelled run is told at its heartbeat"
+    Decider(batch[1]).run()
+    assert queue.finish_many([t for t in batch if t.deferred is not None]) == []
+    assert sorted(m.key for m in queue.list()) == rows_at_cancel  # nothing new was submitted
+    assert pqflow.get_run("p", queue=queue).status == "cancelled"
+    assert calls[("p", "work1")] == 0  # told before its function ran: it did not run
 
 
 def test_completion_after_cancel_submits_nothing_new(queue):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pqflow
-from review_support import drive, row
+from fault_support import drive, row
 
 mp = pqflow.Workflow("rv_hidx_map", retry_wait=0)
 

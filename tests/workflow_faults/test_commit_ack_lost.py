@@ -9,7 +9,7 @@ finished_at) and settle_many counts the completion into the join / map / run a s
 from __future__ import annotations
 
 import pqflow
-from review_support import ack_lost_once, calls, drive, row, run_one
+from fault_support import ack_lost_once, calls, drive, row, run_one
 
 wf = pqflow.Workflow("rv_ack", retry_wait=0)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pqflow
 import queue_core
-from review_support import drive
+from fault_support import drive
 
 wf = pqflow.Workflow("rv_host", retry_wait=0)
 

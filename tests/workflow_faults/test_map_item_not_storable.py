@@ -15,7 +15,7 @@ other completions of the batch are written.
 from __future__ import annotations
 
 import pqflow
-from review_support import calls, drive
+from fault_support import calls, drive
 
 mp = pqflow.Workflow("rv_unstorable", retry_wait=0)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pqflow
 from queue_core import config
 from queue_core.worker import Processor
-from review_support import drive
+from fault_support import drive
 
 mp = pqflow.Workflow("rv_fgrp", retry_wait=0)
 

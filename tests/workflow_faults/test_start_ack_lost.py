@@ -8,7 +8,7 @@ FlowError "run is running; only failed or cancelled runs can be retried" for its
 from __future__ import annotations
 
 import pqflow
-from review_support import ack_lost_once
+from fault_support import ack_lost_once
 
 wf = pqflow.Workflow("rv_sack", retry_wait=0)
 
@@ -31,7 +31,7 @@ def b(ctx, a):
 
 
 def test_retry_whose_commit_ack_is_lost_reports_success(queue):
-    from review_support import drive
+    from fault_support import drive
 
     class Decider(pqflow.Decider):
         workflows = [wf]

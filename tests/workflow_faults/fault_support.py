@@ -1,4 +1,4 @@
-"""Shared helpers of the adversarial review tests (in-process drivers, fault injection)."""
+"""Shared helpers of the workflow fault tests (in-process drivers, fault injection)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-import pqflow
 
 calls: Counter = Counter()
 

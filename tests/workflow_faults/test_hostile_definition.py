@@ -13,7 +13,7 @@ import pytest
 
 import pqflow
 from queue_core.errors import TaskError
-from review_support import row
+from fault_support import row
 
 wf = pqflow.Workflow("rv_hdef", retry_wait=0)
 
