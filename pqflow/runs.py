@@ -6,6 +6,7 @@ count); the items of a map are listed only when asked for (:meth:`Run.items`).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +152,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     state, dag = ref.state, ref.dag
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
     steps = {name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name))) for name in dag["order"]}
-    return Run(run_id, dag["workflow"], state.status, steps, input=data, snapshot=dag,
+    return Run(run_id, dag["workflow"], state.status, steps, input=data, snapshot=copy.deepcopy(dag),
                created_at=row["created_at"], finished_at=state.finished_at, cancel_requested=state.cancel, queue=q)
 
 

@@ -16,6 +16,8 @@ from queue_core import (
     ValidationError,
 )
 
+from queue_core.store.schema import SCHEMA_VERSION
+
 T0 = 1_700_000_000
 
 
@@ -230,7 +232,7 @@ def test_retry_and_release(queue):
     assert b.attempts == 2
     b.release(now=T0 + 40)
     c = queue.poll(now=T0 + 40)
-    assert c.key == "k" and c.attempts == 3
+    assert c.key == "k" and c.attempts == 2  # a release gives its attempt back: it did not run
     with pytest.raises(PreemptedError):
         b.finish(now=T0 + 41)
 
@@ -345,7 +347,7 @@ def test_stats(queue):
     s = queue.stats(now=T0 + 1)
     assert (s["waiting"], s["running"], s["finished"], s["total"]) == (1, 1, 1, 3)
     assert s["outcomes"]["failure"] == 1
-    assert s["types"]["y"] == {"waiting": 1, "running": 1, "finished": 0}
+    assert s["types"]["y"] == {"pending": 0, "waiting": 1, "running": 1, "finished": 0}
 
 
 def test_bad_input_is_refused_and_changes_nothing(queue):
@@ -398,7 +400,32 @@ def test_init_is_idempotent_and_force_recreates(queue):
     assert queue["k"].exists()
     queue.init(force=True)
     assert not queue["k"].exists()
-    assert queue.store.schema_version() == 1
+    assert queue.store.schema_version() == SCHEMA_VERSION == 2
+
+
+def test_init_upgrades_a_version_1_table(queue):
+    """A table of the first release (no result/workflow/definition columns) is upgraded in place
+    by init, its rows kept."""
+    import sqlalchemy as sa
+
+    queue.submit("old", "t", {"a": 1}, now=T0)
+    store = queue.store
+    prep = None
+
+    def downgrade(conn):
+        nonlocal prep
+        prep = conn.dialect.identifier_preparer
+        for col in ("result", "workflow", "definition"):
+            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(store.t.name)} DROP COLUMN {prep.quote(col)}")
+        conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value="1"))
+
+    queue.db.run(downgrade)
+    assert store.schema_version() == 1
+    queue.init()
+    assert store.schema_version() == 2
+    assert queue["old"].metadata().data == {"a": 1}
+    queue.submit("new", "t", now=T0)
+    assert queue.poll(now=T0).key == "old"
 
 
 def test_missing_table_gives_schema_error(db_url, backend):
