@@ -148,11 +148,21 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
             if tx.retried and _is_instance(tx, run_id, state.iid):
                 return  # an earlier attempt committed; only its acknowledgement was lost
             raise IdempotentAlreadyExistsError(f"task {run_id!r} already exists")
-        tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
+        register(tx, snapshot["workflow"])
         create_rows(tx, run_id, state)
 
     q.transaction(work, now=now, what="start run")
     return state
+
+
+def register(tx: Transaction, workflow: str) -> None:
+    """Record a workflow's name in the table (`pqflow runs` lists its plain-task runs), once per
+    process and table."""
+    seen = tx.runs.registered_here
+    if ("workflow", workflow) in seen:
+        return
+    tx.runs.register(tx.conn, "workflow", workflow)
+    tx.on_commit(lambda: seen.add(("workflow", workflow)))
 
 
 def _is_instance(tx: Transaction, run_id: str, iid: int) -> bool:
@@ -170,7 +180,7 @@ def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
         if tx.retried and row and row["state"] == PENDING_STATE and row["lease_token"] == task.lease_token:
             return RunState.load(row["workflow"]) or state  # an earlier attempt committed: ours already
         raise FlowError(f"run {task.key!r} was taken over while being started")
-    tx.runs.register(tx.conn, "workflow", snapshot["workflow"])
+    register(tx, snapshot["workflow"])
     create_rows(tx, task.key, state)
     return state
 

@@ -32,6 +32,8 @@ class RunRows:
         self.tasks = tasks
         self.t = tasks.t
         self.db = tasks.db
+        #: names this process has recorded with :meth:`register` (committed): not written again
+        self.registered_here: set[tuple[str, str]] = set()
 
     def _cols(self, data: bool, result: bool, definition: bool = False) -> list:
         names = [*_LIGHT, *(["data"] if data else []), *(["result"] if result else []),

@@ -93,6 +93,13 @@ def _skip_unless_admin(backend: str) -> None:
 
 # -- the scenario ---------------------------------------------------------------------------------
 WORKFLOW = pqflow.Workflow("grants_flow", retries=0, retry_wait=0)
+#: a workflow never started before the INSERT on the meta table is revoked: its name is new there
+WORKFLOW_2 = pqflow.Workflow("grants_flow_two")
+
+
+@WORKFLOW_2.step()
+def only(ctx):
+    return None
 
 
 @WORKFLOW.step()
@@ -177,7 +184,10 @@ def test_workers_need_dml_only_and_init_needs_ddl(backend, tmp_path):
         w = f"'{names['pq_worker']}'@'%'" if backend == "mysql" else names["pq_worker"]
         on = f"{names['jobs']}." if backend == "mysql" else ""
         checks = [(f"REVOKE DELETE ON {on}{qt} FROM {w};", lambda q: q.submit("needs-delete", "ok", {}),
-                   f"GRANT DELETE ON {on}{qt} TO {w};")]
+                   f"GRANT DELETE ON {on}{qt} TO {w};"),
+                  (f"REVOKE INSERT ON {on}{qt}_meta FROM {w};",
+                   lambda q: WORKFLOW_2.start("needs-meta-insert", {}, queue=q),
+                   f"GRANT INSERT ON {on}{qt}_meta TO {w};")]
         if backend == "postgres":
             checks += [(f"REVOKE UPDATE ON {qt}_meta FROM {w};", _capped_claim, f"GRANT UPDATE ON {qt}_meta TO {w};"),
                        (f"REVOKE USAGE ON SEQUENCE {qt}_id_seq FROM {w};", lambda q: q.submit("needs-seq", "ok", {}),
