@@ -271,6 +271,8 @@ def _decider(worker: str, qt: str) -> None:
             if task is None:
                 break
             make_runner(Decider, task).run()
-            if not task.done:
+            if task.deferred is not None:  # a step's success: written with the next batch
+                assert q.finish_many([task]) == []
+            elif not task.done:
                 task.finish()
         assert pqflow.get_run("grants-run", queue=q).status == "succeeded"
