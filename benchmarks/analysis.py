@@ -47,12 +47,22 @@ def ratios(doc: dict) -> list[dict]:
             result = peer.get("result")
             if not result or not result.get("n") or peer["db"] not in (None, db):
                 continue
-            if peer["section"] == "drain":
-                add(f"pq drain (2 processes) ÷ {peer['label']}", db, drain2, result["samples"], name)
-            else:
-                add(f"pq workflow steps/s ÷ {peer['label']}", db, samples(doc, db, "workflow", "steps_per_s"),
-                    result["samples"], name)
+            metric, label, _ = compared(peer)
+            add(f"{label} ÷ {peer['label']}", db, samples(doc, db, peer["section"], metric), result["samples"], name)
     return out
+
+
+#: what a peer of a results file written before peers said it (by section): pq metric, its name
+#: in the ratios, the peers' table's "compared with"
+_COMPARED = {"drain": ("p2_per_s", "pq drain (2 processes)", "drain, 2 processes"),
+             "workflow": ("steps_per_s", "pq workflow steps/s", "workflow (1 → 8 → 1)")}
+
+
+def compared(peer: dict) -> tuple[str, str, str]:
+    """The pq figure a peer's result is compared with: (metric of its section, name, description)."""
+    if "pq_metric" in peer:
+        return peer["pq_metric"], peer["pq_label"], peer["versus"]
+    return _COMPARED[peer["section"]]
 
 
 def _ratio(doc: dict, db: str, peer: str) -> float | None:
