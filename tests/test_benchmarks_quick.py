@@ -65,6 +65,6 @@ def test_quick_benchmark_covers_every_scenario_on_every_database(tmp_path):
 
     text = out_md.read_text()
     assert BEGIN in text and END in text
-    assert "### 3. Drain" in text and "### Targets of issue 5" in text
+    assert "### 3. Drain" in text and "### Targets of issue 5" in text and "### Targets of issue 11" in text
     assert (tmp_path / "benchmarks.png").exists() or "_No chart:" in text
     assert (docs_md.stat().st_mtime_ns if docs_md.exists() else None) == docs_before, "docs/ was written"
