@@ -61,5 +61,5 @@ QUICK = Sizes(
     fair_tasks=60, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=1.5,
     sched_due=300, sched_processes=(3,), sched_idle=2000, sched_idle_ticks=10,
-    flow_runs=5, map_widths=(10, 100), map_items=100, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
+    flow_runs=5, map_widths=(5, 50), map_items=50, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
 )
