@@ -1,4 +1,4 @@
-"""The pq scenarios of issue 5, in the order a run measures them."""
+"""The pq scenarios of issues 5 and 11, in the order a run measures them."""
 
 from __future__ import annotations
 
