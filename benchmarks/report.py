@@ -180,7 +180,8 @@ def _targets(doc: dict) -> list[str]:
     for issue in sorted({t.get("issue", 5) for t in doc.get("targets", [])}):
         rows = [[DB_LABELS.get(t["db"], t["db"]), t["target"], f"{num(t['measured'])} {t['unit']}".strip(),
                  mark[t["ok"]]] for t in doc["targets"] if t.get("issue", 5) == issue]
-        out += ["", f"### Targets of issue {issue}{note}", "", *_table(["database", "target", "measured", "verdict"], rows)]
+        out += ["", f"### Targets of issue {issue}{note}", "",
+                *_table(["database", "target", "measured", "verdict"], rows)]
     return out
 
 
