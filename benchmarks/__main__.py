@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: run the benchmarks of issue 5 and write their results.
+"""``python -m benchmarks``: run the benchmarks of issues 5 and 11 and write their results.
 
     python -m benchmarks --db sqlite,mariadb,postgres            # full run (docs/benchmarks.md)
     python -m benchmarks --quick                                 # < 2 minutes, small counts

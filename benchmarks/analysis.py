@@ -1,10 +1,12 @@
-"""Ratios and the targets of issue 5, computed from a results document.
+"""Ratios and the targets of issues 5 and 11, computed from a results document.
 
 Ratios are taken run by run (``a[i] / b[i]``: both measured in run i of the same invocation,
 minutes apart) and then summarised, never as a ratio of medians.
 """
 
 from __future__ import annotations
+
+import functools
 
 from .stats import ratio_samples, summary
 
@@ -47,12 +49,22 @@ def ratios(doc: dict) -> list[dict]:
             result = peer.get("result")
             if not result or not result.get("n") or peer["db"] not in (None, db):
                 continue
-            if peer["section"] == "drain":
-                add(f"pq drain (2 processes) ÷ {peer['label']}", db, drain2, result["samples"], name)
-            else:
-                add(f"pq workflow steps/s ÷ {peer['label']}", db, samples(doc, db, "workflow", "steps_per_s"),
-                    result["samples"], name)
+            metric, label, _ = compared(peer)
+            add(f"{label} ÷ {peer['label']}", db, samples(doc, db, peer["section"], metric), result["samples"], name)
     return out
+
+
+#: what a peer of a results file written before peers said it (by section): pq metric, its name
+#: in the ratios, the peers' table's "compared with"
+_COMPARED = {"drain": ("p2_per_s", "pq drain (2 processes)", "drain, 2 processes"),
+             "workflow": ("steps_per_s", "pq workflow steps/s", "workflow (1 → 8 → 1)")}
+
+
+def compared(peer: dict) -> tuple[str, str, str]:
+    """The pq figure a peer's result is compared with: (metric of its section, name, description)."""
+    if "pq_metric" in peer:
+        return peer["pq_metric"], peer["pq_label"], peer["versus"]
+    return _COMPARED[peer["section"]]
 
 
 def _ratio(doc: dict, db: str, peer: str) -> float | None:
@@ -70,14 +82,15 @@ def _raw_ratio(doc: dict, db: str) -> float | None:
 
 
 def targets(doc: dict) -> list[dict]:
-    """Each target of issue 5 with the measured median and whether it is met (None: not measured)."""
+    """Each target of issues 5 and 11 with the measured median and whether it is met (None: not
+    measured); ``issue`` says whose."""
     out: list[dict] = []
     sizes = doc["sizes"]
 
-    def add(db: str, target: str, value: float | None, ok, unit: str = "", needs: tuple = ()) -> None:
+    def add(db: str, target: str, value: float | None, ok, unit: str = "", needs: tuple = (), issue: int = 5) -> None:
         """``needs``: the sections that must have run for the target to be listed."""
         out.append({"db": db, "target": target, "measured": value, "unit": unit, "sections": set(needs),
-                    "ok": None if value is None else bool(ok(value))})
+                    "issue": issue, "ok": None if value is None else bool(ok(value))})
 
     peer_for = {"sqlite": ("huey", "huey (SqliteHuey)"), "postgres": ("procrastinate", "procrastinate"),
                 "mariadb": ("celery", "Celery on SQLAlchemy")}
@@ -115,11 +128,33 @@ def targets(doc: dict) -> list[dict]:
             lambda v: v <= 2, "×", ("workflow", "drain"))
         add(db, "worker RSS ≤ 80 MB per process", median(doc, db, "memory", "worker_mb"), lambda v: v <= 80, "MB",
             ("memory",))
+        _issue11(doc, db, functools.partial(add, db, issue=11))
         listed = [t for t in out[start:] if t["sections"] <= ran]  # only targets of scenarios that ran
         out[start:] = listed
     for t in out:
         del t["sections"]
     return out
+
+
+def _issue11(doc: dict, db: str, add) -> None:
+    """The targets of issue 11 ("Speed": workflows and maps) on ``db``."""
+    add("10-step DAG: time per step ≤ 3 × a plain task", median(doc, db, "workflow", "overhead_per_step"),
+        lambda v: v <= 3, "×", ("workflow", "drain"))
+    if "chord" in doc["peers"]:
+        add("10-step DAG: steps/s ≥ 2 × Celery chord on Redis", _ratio(doc, db, "chord"), lambda v: v >= 2, "×",
+            ("workflow",))
+    widths = doc["sizes"].get("map_widths") or ()
+    if not widths:
+        return
+    lo, hi = min(widths), max(widths)
+    add(f"map: time per item at {hi:,} items ≤ 1.5 × at {lo:,} items", median(doc, db, "maps", "linear_ratio"),
+        lambda v: v <= 1.5, "×", ("maps",))
+    for name, peer in doc["peers"].items():
+        if peer["section"] == "maps":
+            add(f"{peer['pq_label'].removeprefix('pq ')} ≥ 2 × {peer['label']}", _ratio(doc, db, name),
+                lambda v: v >= 2, "×", ("maps",))
+    add(f"worker RSS ≤ 80 MB per process during the {hi:,}-item map", median(doc, db, "maps", f"w{hi}_worker_mb"),
+        lambda v: v <= 80, "MB", ("maps",))
 
 
 def analyse(doc: dict) -> dict:

@@ -75,7 +75,8 @@ class Results:
 
     def peer(self, p: Peer, status: str, settings: dict) -> dict:
         self.peers[p.name] = entry = {
-            "label": p.label, "db": p.db, "section": p.section, "status": status, "settings": settings,
+            "label": p.label, "db": p.db, "section": p.section, "pq_metric": p.pq_metric, "pq_label": p.pq_label,
+            "versus": p.versus, "status": status, "settings": settings,
             "errors": [], "result": None if status != "ok" else {"unit": p.unit, "metric": p.metric,
                                                                  "samples": [None] * self.runs}}
         return entry
@@ -138,7 +139,7 @@ class Invocation:
     def _prepare(self) -> None:
         opts = self.opts
         chosen = {c.name for c in self.classes}
-        peers = [p for p in peers_mod.select(opts.peers)
+        peers = [p for p in peers_mod.select(opts.peers, opts.sizes)
                  if (p.db is None or p.db in opts.dbs) and p.section in chosen]
         self.urls = env.server_urls(opts.dbs)
         extra: dict = {"server_urls": self.urls}

@@ -30,10 +30,16 @@ class Sizes:
     sched_idle: int                    #    schedules of the idle tick (none due)
     sched_idle_ticks: int              #    idle ticks timed
     flow_runs: int                     # 8: workflow runs (10 steps each)
+    map_widths: tuple[int, ...]        # 10: items of one map run
+    map_items: int                     #     items per width: map_items // width runs at once
     peer_tasks: int                    # peers: no-op tasks (drain comparison)
     rq_tasks: int                      #        RQ forks per job: fewer tasks
     chord_runs: int                    #        Celery chords (workflow comparison)
     timeout: float                     # longest wait for any one worker run (s)
+
+    def map_runs(self, width: int) -> int:
+        """Runs of a ``width``-item map started together, so every width does the same work."""
+        return max(1, self.map_items // width)
 
 
 FULL = Sizes(
@@ -44,7 +50,8 @@ FULL = Sizes(
     fair_tasks=5000, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=20.0,
     sched_due=10_000, sched_processes=(1, 3), sched_idle=100_000, sched_idle_ticks=50,
-    flow_runs=200, peer_tasks=5000, rq_tasks=2000, chord_runs=200, timeout=600.0,
+    flow_runs=200, map_widths=(100, 1000, 10_000), map_items=10_000,
+    peer_tasks=5000, rq_tasks=2000, chord_runs=200, timeout=600.0,
 )
 
 QUICK = Sizes(
@@ -55,5 +62,5 @@ QUICK = Sizes(
     fair_tasks=60, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=1.5,
     sched_due=300, sched_processes=(3,), sched_idle=2000, sched_idle_ticks=10,
-    flow_runs=5, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
+    flow_runs=5, map_widths=(5, 50), map_items=50, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
 )

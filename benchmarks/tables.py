@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
+from pqflow.rows import RUNS_GROUP
 from queue_core.store.schema import schedule_table, task_table
 
 _engines: dict[str, sa.Engine] = {}
@@ -124,3 +125,16 @@ def task_counts(url: str, name: str, key_like: str | None = None) -> dict[str, i
 def count_where(url: str, table: sa.Table, *where) -> int:
     with engine(url).connect() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar())
+
+
+def runs_open(url: str, name: str) -> int:
+    """Workflow runs of a queue table whose run row has not finished."""
+    t = tasks_table(name)
+    return count_where(url, t, t.c.grp == RUNS_GROUP, t.c.finished_at.is_(None))
+
+
+def last_run_end(url: str, name: str) -> float | None:
+    """The latest ``finished_at`` of the run rows of a queue table (the worker's clock)."""
+    t = tasks_table(name)
+    with engine(url).connect() as conn:
+        return conn.execute(sa.select(sa.func.max(t.c.finished_at)).where(t.c.grp == RUNS_GROUP)).scalar()

@@ -1,7 +1,7 @@
 """The benchmark harness must not rot: ``python -m benchmarks --quick`` on all three databases.
 
 It exercises every pq scenario (raw limit, enqueue, drain, latency, poll cost, fairness,
-scheduler, workflows, memory) with small counts and checks the results file, not the speed.
+scheduler, workflows, maps, memory) with small counts and checks the results file, not the speed.
 Peers run only when their packages (the ``bench`` extra) are installed; otherwise they must be
 reported as skipped. The Markdown goes to a temporary file, never to docs/.
 """
@@ -55,7 +55,7 @@ def test_quick_benchmark_covers_every_scenario_on_every_database(tmp_path):
                 assert isinstance(median, (int, float)), f"{db}/{section}/{key}: {median!r}"
                 assert median > 0 or (m.get("zero_ok") and median >= 0), f"{db}/{section}/{key} = {median}"
             assert all(n == 0 for n in sec["checks"].values()), f"{db}/{section}: {sec['checks']}"
-        for section in ("drain", "latency", "scheduler", "workflow"):
+        for section in ("drain", "latency", "scheduler", "workflow", "maps"):
             assert any("duplicates" in k for k in doc["pq"][db][section]["checks"]), f"{db}/{section}"
 
     for name, peer in doc["peers"].items():
@@ -65,6 +65,6 @@ def test_quick_benchmark_covers_every_scenario_on_every_database(tmp_path):
 
     text = out_md.read_text()
     assert BEGIN in text and END in text
-    assert "### 3. Drain" in text and "### Targets of issue 5" in text
+    assert "### 3. Drain" in text and "### Targets of issue 5" in text and "### Targets of issue 11" in text
     assert (tmp_path / "benchmarks.png").exists() or "_No chart:" in text
     assert (docs_md.stat().st_mtime_ns if docs_md.exists() else None) == docs_before, "docs/ was written"

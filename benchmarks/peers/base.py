@@ -35,6 +35,15 @@ class Peer:
     #: the metric ``run`` returns
     metric = "tasks_per_s"
     unit = "tasks/s"
+    #: the pq figure it is compared with (a metric of ``section``), as the ratios name it, and
+    #: what of pq's it is compared with, as the peers' table says it
+    pq_metric = "p2_per_s"
+    pq_label = "pq drain (2 processes)"
+    versus = "drain, 2 processes"
+
+    def variants(self, sizes) -> list[Peer]:
+        """The peers this one stands for with ``sizes`` (one per width, say); itself by default."""
+        return [self]
 
     def settings(self, ctx: Context) -> dict:
         """What the results should say about how it ran (defaults changed, counts)."""
