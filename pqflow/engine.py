@@ -260,13 +260,13 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     n = own.map.n if own is not None and own.map is not None else 0
     values: dict[int, Any] = {}
     failed = []
-    for r in tx.runs.read_group(tx.conn, node_key(run.run_id, step), result=True):
-        node = NodeState.load(r.get("workflow"))
+    for key, state, outcome, workflow, result in tx.runs.group_results(tx.conn, node_key(run.run_id, step)):
+        node = NodeState.load(workflow)
         if node is None or node.iid != run.iid or node.index is None or not 0 <= node.index < n \
-                or r["key"] != item_key(run.run_id, step, node.index):
+                or key != item_key(run.run_id, step, node.index):
             continue  # not an item of this run (a row added by hand)
-        ok = r["state"] == FINISHED_STATE and r["outcome"] == "success"
-        values[node.index] = json.loads(r["result"]) if ok and r["result"] else None
+        ok = state == FINISHED_STATE and outcome == "success"
+        values[node.index] = json.loads(result) if ok and result else None
         if not ok:
             failed.append(node.index)
     return [values[i] for i in sorted(values)], sorted(failed)
