@@ -54,6 +54,16 @@ def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     return value
 
 
+def check_types(value: Any, what: str = "types") -> tuple[str, ...]:
+    """Task types a claim is limited to: a non-empty collection of task types (not one string)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValidationError(f"{what} must be a collection of task types, not {_shown(value)}")
+    types = tuple(sorted({check_name(x, "task type") for x in value}))
+    if not types:
+        raise ValidationError(f"{what} must name at least one task type")
+    return types
+
+
 def _shown(value: Any) -> str:
     """``repr(value)`` for a message; also for ints past Python's int-to-str digit limit."""
     try:
@@ -580,13 +590,14 @@ class Queue:
         return self.store.submit(tasks, now)
 
     # -- poll -----------------------------------------------------------------------------
-    def poll(self, *, alive_time: float | None = None, now: float | None = None) -> AcquiredTask | None:
-        tasks = self.poll_multi(1, alive_time=alive_time, now=now)
+    def poll(self, *, alive_time: float | None = None, now: float | None = None,
+             types: Iterable[str] | None = None) -> AcquiredTask | None:
+        tasks = self.poll_multi(1, alive_time=alive_time, now=now, types=types)
         return tasks[0] if tasks else None
 
     def poll_multi(self, max_acquire: int, *, alive_time: float | None = None, now: float | None = None,
-                   finish: Sequence[AcquiredTask] = ()) -> list[AcquiredTask]:
-        """Lease up to ``max_acquire`` tasks.
+                   finish: Sequence[AcquiredTask] = (), types: Iterable[str] | None = None) -> list[AcquiredTask]:
+        """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types).
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
         the claim (a worker settles its last batch and leases the next one in one commit).
@@ -594,10 +605,11 @@ class Queue:
         ``task.lost = True``.
         """
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
+        types = None if types is None else check_types(types)
         now = self.now(now)
         alive = self._alive(alive_time)
         entries, lost = self._settle_entries(finish, now), []
-        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost)
+        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, types=types)
         self._mark_settled(finish, lost, now)
         return [AcquiredTask(self, r, now) for r in rows]
 

@@ -24,9 +24,9 @@ from ..errors import (
 )
 from .base import VersionedTables
 from .database import Database
-from .schema import SCHEMA_VERSION, meta_table, task_table
+from .schema import FINISHED, LIVE, SCHEMA_VERSION, meta_table, task_table
+from .typed import TypedReads
 
-LIVE, FINISHED = 0, 1
 FOREVER = 1e15  # purge time of rows that must not be purged (unfinished workflow steps)
 
 UNSET: Any = object()
@@ -59,7 +59,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(VersionedTables):
+class TaskStore(TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
 
@@ -124,8 +124,11 @@ class TaskStore(VersionedTables):
 
     # -- claim -------------------------------------------------------------------------
     def claim(self, n: int, alive_time: float, now: float, owner: str,
-              settle: Sequence[Settled] = (), lost: list | None = None) -> list[dict]:
+              settle: Sequence[Settled] = (), lost: list | None = None,
+              types: Sequence[str] | None = None) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
+
+        ``types``: lease only rows of these task types (exact, validated strings); None: any.
 
         Settling the previous batch together with the next claim makes a drain cost one
         transaction per batch instead of two per task, with the same fencing as ``finish``:
@@ -139,7 +142,7 @@ class TaskStore(VersionedTables):
                 gone = self._settle(conn, pending, now)
                 if lost is not None:
                     lost[:] = gone
-            return self._claim(conn, n, alive_time, now, owner) if n else ([], 0)
+            return self._claim(conn, n, alive_time, now, owner, types) if n else ([], 0)
 
         for _ in range(4):
             rows, consumed = self.db.run(work, what="poll")
@@ -175,13 +178,18 @@ class TaskStore(VersionedTables):
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
-    def _claim(self, conn, n, alive_time, now, owner) -> tuple[list[dict], int]:
+    def _claim(self, conn, n, alive_time, now, owner, types) -> tuple[list[dict], int]:
         t = self.t
-        users = self._due_users(conn, now)
+        if types is not None:  # from here on, only the types that have live rows
+            self._check_type_indexes(conn)
+            types = sorted(self._tops(conn, sorted(set(types))))
+            if not types:
+                return [], 0
+        users = self._due_users(conn, now, types)
         if users:
-            picked = self._pick_fair(conn, n, now, users)
+            picked = self._pick_fair(conn, n, now, users, types)
         else:
-            picked = self._pick_userless(conn, n, now, lock=True)
+            picked = self._pick_userless(conn, n, now, lock=True, types=types)
         if not picked:
             return [], 0
         deliver, consumed = self._screen(conn, picked, now)
@@ -200,7 +208,7 @@ class TaskStore(VersionedTables):
                          started_at=now, owner=owner[:255])
         return deliver, consumed
 
-    def _pick_userless(self, conn, n: int, now: float, lock: bool) -> list[dict]:
+    def _pick_userless(self, conn, n: int, now: float, lock: bool, types: list[str] | None = None) -> list[dict]:
         """Up to ``n`` due userless rows by (priority desc, due time, id), one priority level
         at a time: a loose scan of the claim index.
 
@@ -210,19 +218,34 @@ class TaskStore(VersionedTables):
         exact index range (state, priority, due time) already in order, and the next level is
         one index probe, so a poll costs the same on a table holding a million finished and
         a hundred thousand future rows as on an empty one.
+
+        With ``types``, the same walk per type on the type index (state, type, priority, due
+        time, id): the types' next levels are one probe each (one statement), and a level's
+        rows come from each type's exact range, merged here by due time (see ``_of_types``).
+        Rows of other types are never read, however many are due before them.
         """
-        t = self.t
         picked: list[dict] = []
-        level = conn.execute(self._top_level).scalar()
-        while level is not None and len(picked) < n:
-            stmt = (sa.select(t).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
-                                       t.c.resource.is_(None))
-                    .order_by(t.c.timeout, t.c.id).limit(n - len(picked)))
-            if lock:
-                stmt = self.db.dialect.lock_candidates(stmt)
-            picked += [dict(r._mapping) for r in conn.execute(stmt)]
-            level = conn.execute(self._top_level.where(t.c.priority < level)).scalar()
+        tops = self._tops(conn, types)
+        while tops and len(picked) < n:
+            level = max(tops.values())
+            at = [k for k, p in tops.items() if p == level]
+            picked += self._due_at(conn, level, at, now, n - len(picked), lock)
+            for k in at:
+                del tops[k]
+            tops.update(self._tops(conn, None if types is None else at, below=level))
         return picked
+
+    def _due_at(self, conn, level: int, at: list, now: float, need: int, lock: bool) -> list[dict]:
+        """Up to ``need`` due userless rows of priority ``level`` (of the types ``at``, unless
+        ``at`` is ``[None]``: any type), by due time and id."""
+        t = self.t
+        stmt = (sa.select(t).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
+                                   t.c.resource.is_(None))
+                .order_by(t.c.timeout, t.c.id).limit(need))
+        rows: list[dict] = []
+        for one in self._of_types(stmt, None if at == [None] else at):
+            rows += [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(one) if lock else one)]
+        return sorted(rows, key=lambda r: (r["timeout"], r["id"]))[:need]
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
         """Finish rows that must not run again (cancel requested, attempts exhausted)."""
@@ -251,11 +274,11 @@ class TaskStore(VersionedTables):
     def _default_purge(self, now: float) -> float:
         return now + self.retention_time
 
-    def _due_users(self, conn, now) -> list[str]:
+    def _due_users(self, conn, now, types: list[str] | None = None) -> list[str]:
         t = self.t
         stmt = (sa.select(t.c.resource).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
                 .group_by(t.c.resource))
-        return [r[0] for r in conn.execute(stmt)]
+        return list(dict.fromkeys(r[0] for one in self._of_types(stmt, types) for r in conn.execute(one)))
 
     def _running_counts(self, conn, users: Iterable[str], now: float) -> dict[str, int]:
         t = self.t
@@ -268,19 +291,24 @@ class TaskStore(VersionedTables):
             counts.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
         return counts
 
-    def _pick_fair(self, conn, n, now, users) -> list[dict]:
+    def _pick_fair(self, conn, n, now, users, types: list[str] | None = None) -> list[dict]:
         """PerfectQueue's fair share, per user heads instead of a table scan per poll.
 
         Order: priority, then weight ``max_running / (running + 1)``, then longest due, then
         submission order; a capped user holding ``max_running`` live leases gets nothing.
+        With ``types``, only rows of those types are candidates; a user's running count
+        still counts all its running tasks (``max_running`` caps the user, whatever the type).
         """
         t = self.t
         rn = sa.func.row_number().over(partition_by=t.c.resource,
                                        order_by=(t.c.priority.desc(), t.c.timeout, t.c.id)).label("rn")
-        inner = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now).subquery()
-        per_user = sa.select(inner).where(inner.c.rn <= n)
-        candidates = [dict(r._mapping) for r in conn.execute(per_user)]
-        candidates += self._pick_userless(conn, n, now, lock=False)
+        due = t.c.timeout <= now if types is None else self.db.dialect.likely(t.c.timeout <= now)
+        heads = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), due)
+        candidates = []
+        for one in self._of_types(heads, types):
+            inner = one.subquery()
+            candidates += [dict(r._mapping) for r in conn.execute(sa.select(inner).where(inner.c.rn <= n))]
+        candidates += self._pick_userless(conn, n, now, lock=False, types=types)
         running = self._running_counts(conn, users, now)
         chosen = _choose(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
@@ -291,7 +319,8 @@ class TaskStore(VersionedTables):
         if not chosen:
             return []
         ids = [r["id"] for r in chosen]
-        lock = sa.select(t.c.id).where(t.c.id.in_(ids), t.c.state == LIVE, t.c.timeout <= now)
+        still_due = self.db.dialect.likely(sa.and_(t.c.state == LIVE, t.c.timeout <= now))
+        lock = sa.select(t.c.id).where(t.c.id.in_(ids), still_due)
         got = {r[0] for r in conn.execute(self.db.dialect.lock_candidates(lock))}
         for r in chosen:
             r.pop("rn", None)
