@@ -331,6 +331,15 @@ class Decider(Runner):
 
     _by_name: dict[str, Workflow] = {}
 
+    @classmethod
+    def served_types(cls) -> frozenset[str]:
+        """What its workers lease: each workflow's name (runs) and ``"<workflow>.<step>"`` of each
+        step; every registered workflow's when ``workflows`` is empty."""
+        from .dag import registered_workflows
+
+        flows = cls.workflows or list(registered_workflows().values())
+        return frozenset(t for wf in flows for t in (wf.name, *(step_type(wf.name, s) for s in wf.steps)))
+
     def __init__(self, task):
         super().__init__(task)
         self.ctx: StepContext | None = None
