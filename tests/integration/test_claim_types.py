@@ -156,11 +156,13 @@ def test_init_adds_the_type_indexes_to_a_table_created_before_them(queue, caplog
 
 # -- what a filtered claim reads ----------------------------------------------------------------
 def sent_selects(queue, run) -> list[tuple[str, object]]:
-    """The SELECTs on the task table that ``run()`` sends, with their parameters."""
+    """The SELECTs on the task table that ``run()`` sends, with their parameters (not those on
+    its meta table or the catalog)."""
     sent = []
 
     def capture(_conn, _cursor, statement, parameters, _context, _many):
-        if statement.lstrip().upper().startswith("SELECT") and f"{queue.table}_meta" not in statement:
+        on_table = re.search(rf"\b{queue.table}\b(?!_meta)", statement)
+        if statement.lstrip().upper().startswith("SELECT") and on_table:
             sent.append((statement, parameters))
 
     sa.event.listen(queue.db.engine, "before_cursor_execute", capture)
