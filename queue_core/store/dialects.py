@@ -54,9 +54,9 @@ class Dialect:
     #: whether idle workers can be woken by the database (PostgreSQL LISTEN/NOTIFY)
     can_notify = False
 
-    #: a claim limited to task types queries up to this many types one by one (one exact index
-    #: range each), more with IN lists: a round trip per statement against a sort per level
-    per_type = 10
+    #: a claim limited to task types queries up to this many types one by one (an exact index
+    #: range each), more with IN lists: a round trip per type against planners' guesses
+    per_type = 100
 
     def notify(self, conn: sa.Connection, channel: str) -> None:
         """Tell listeners of ``channel`` that tasks arrived (delivered at commit)."""

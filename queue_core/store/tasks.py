@@ -180,16 +180,18 @@ class TaskStore(TypedReads, VersionedTables):
 
     def _claim(self, conn, n, alive_time, now, owner, types) -> tuple[list[dict], int]:
         t = self.t
+        tops = None
         if types is not None:  # from here on, only the types that have live rows
-            self._check_type_indexes(conn)
-            types = sorted(self._tops(conn, sorted(set(types))))
+            tops = self._live_tops(conn, types)
+            types = sorted(tops)
             if not types:
                 return [], 0
-        users = self._due_users(conn, now, types)
+        user_types = self._with_due_users(conn, types, now)
+        users = self._due_users(conn, now, user_types)
         if users:
-            picked = self._pick_fair(conn, n, now, users, types)
+            picked = self._pick_fair(conn, n, now, users, user_types, types, tops)
         else:
-            picked = self._pick_userless(conn, n, now, lock=True, types=types)
+            picked = self._pick_userless(conn, n, now, lock=True, types=types, tops=tops)
         if not picked:
             return [], 0
         deliver, consumed = self._screen(conn, picked, now)
@@ -208,7 +210,8 @@ class TaskStore(TypedReads, VersionedTables):
                          started_at=now, owner=owner[:255])
         return deliver, consumed
 
-    def _pick_userless(self, conn, n: int, now: float, lock: bool, types: list[str] | None = None) -> list[dict]:
+    def _pick_userless(self, conn, n: int, now: float, lock: bool, types: list[str] | None = None,
+                       tops: dict | None = None) -> list[dict]:
         """Up to ``n`` due userless rows by (priority desc, due time, id), one priority level
         at a time: a loose scan of the claim index.
 
@@ -220,16 +223,18 @@ class TaskStore(TypedReads, VersionedTables):
         a hundred thousand future rows as on an empty one.
 
         With ``types``, the same walk per type on the type index (state, type, priority, due
-        time, id): the types' next levels are one probe each (one statement), and a level's
-        rows come from each type's exact range, merged here by due time (see ``_of_types``).
-        Rows of other types are never read, however many are due before them.
+        time, id): the types' next levels are one probe each, and a level's rows come from the
+        exact range of each type that has due rows there, merged here by due time. Rows of
+        other types are never read, however many are due before them (``typed.py``).
         """
         picked: list[dict] = []
-        tops = self._tops(conn, types)
+        tops = self._tops(conn, types) if tops is None else dict(tops)  # types' best levels, if known
         while tops and len(picked) < n:
             level = max(tops.values())
             at = [k for k, p in tops.items() if p == level]
-            picked += self._due_at(conn, level, at, now, n - len(picked), lock)
+            due = self._with_due_at(conn, at, level, now)
+            if due:
+                picked += self._due_at(conn, level, due, now, n - len(picked), lock)
             for k in at:
                 del tops[k]
             tops.update(self._tops(conn, None if types is None else at, below=level))
@@ -239,12 +244,12 @@ class TaskStore(TypedReads, VersionedTables):
         """Up to ``need`` due userless rows of priority ``level`` (of the types ``at``, unless
         ``at`` is ``[None]``: any type), by due time and id."""
         t = self.t
+
         stmt = (sa.select(t).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
                                    t.c.resource.is_(None))
                 .order_by(t.c.timeout, t.c.id).limit(need))
-        rows: list[dict] = []
-        for one in self._of_types(stmt, None if at == [None] else at):
-            rows += [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(one) if lock else one)]
+        stmt = self.db.dialect.lock_candidates(stmt) if lock else stmt
+        rows = [dict(r._mapping) for r in self._rows_of_types(conn, stmt, None if at == [None] else at)]
         return sorted(rows, key=lambda r: (r["timeout"], r["id"]))[:need]
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
@@ -278,7 +283,7 @@ class TaskStore(TypedReads, VersionedTables):
         t = self.t
         stmt = (sa.select(t.c.resource).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
                 .group_by(t.c.resource))
-        return list(dict.fromkeys(r[0] for one in self._of_types(stmt, types) for r in conn.execute(one)))
+        return list(dict.fromkeys(r[0] for r in self._rows_of_types(conn, stmt, types)))
 
     def _running_counts(self, conn, users: Iterable[str], now: float) -> dict[str, int]:
         t = self.t
@@ -291,24 +296,26 @@ class TaskStore(TypedReads, VersionedTables):
             counts.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
         return counts
 
-    def _pick_fair(self, conn, n, now, users, types: list[str] | None = None) -> list[dict]:
+    def _pick_fair(self, conn, n, now, users, user_types=None, types=None, tops=None) -> list[dict]:
         """PerfectQueue's fair share, per user heads instead of a table scan per poll.
 
         Order: priority, then weight ``max_running / (running + 1)``, then longest due, then
         submission order; a capped user holding ``max_running`` live leases gets nothing.
-        With ``types``, only rows of those types are candidates; a user's running count
-        still counts all its running tasks (``max_running`` caps the user, whatever the type).
+        With ``types``, only rows of those types are candidates (of ``user_types``: those with
+        due rows of users); a user's running count still counts all its running tasks
+        (``max_running`` caps the user, whatever the type).
         """
         t = self.t
         rn = sa.func.row_number().over(partition_by=t.c.resource,
                                        order_by=(t.c.priority.desc(), t.c.timeout, t.c.id)).label("rn")
         due = t.c.timeout <= now if types is None else self.db.dialect.likely(t.c.timeout <= now)
         heads = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), due)
-        candidates = []
-        for one in self._of_types(heads, types):
-            inner = one.subquery()
-            candidates += [dict(r._mapping) for r in conn.execute(sa.select(inner).where(inner.c.rn <= n))]
-        candidates += self._pick_userless(conn, n, now, lock=False, types=types)
+        def per_user(stmt):
+            inner = stmt.subquery()
+            return sa.select(inner).where(inner.c.rn <= n)
+
+        candidates = [dict(r._mapping) for r in self._rows_of_types(conn, heads, user_types, wrap=per_user)]
+        candidates += self._pick_userless(conn, n, now, lock=False, types=types, tops=tops)
         running = self._running_counts(conn, users, now)
         chosen = _choose(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):

@@ -210,13 +210,16 @@ def analyze(queue) -> None:
             conn.dialect.name, f"ANALYZE TABLE {queue.table}"))
 
 
-@pytest.mark.parametrize("served", [2, 12])  # one statement per type, or IN lists (past per_type)
+# a statement per type (up to per_type); past 100, live types found by a loose scan, then IN lists
+@pytest.mark.parametrize("served", [2, 12, 150])
 def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, served):
     """6000 rows of other types (most of them due earlier, at the same or a better priority) against a few
-    dozen of the served ones: SQLite must read through the type indexes only; MariaDB and
+    of the served ones: SQLite must read through the type indexes only; MariaDB and
     PostgreSQL, whose planners may pick another index where it costs nothing, must read no
-    more rows than the served ones hold. Before the planner has statistics too, except on
-    PostgreSQL, which plans a never-analyzed table as empty until autovacuum analyzes it."""
+    more than a few times the rows the served ones hold. Before the planner has statistics
+    too, except on PostgreSQL, which plans a never-analyzed table as empty until autovacuum
+    analyzes it. Past 100 live types at once the claim uses IN lists, where PostgreSQL's
+    planner may prefer the claim index (documented): there it is not measured."""
     types = [f"mine{i}" for i in range(served)]
     queue.submit_many([{"key": f"o{i}", "type": f"other{i % 3}", "priority": 5 * (i % 2), "run_at": T0 - 5000 + i,
                         "user": f"u{i % 7}" if i % 3 == 0 else None, "max_running": 3 if i % 4 == 1 else None}
@@ -239,9 +242,10 @@ def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, se
                     used = sqlite_indexes(conn, statement, parameters)
                     assert used and used <= {f"ix_{queue.table}_type", f"ix_{queue.table}_type_user", "PRIMARY"}, (
                         round_, used, statement)
-                else:
-                    # a few times the served rows (at most 48; MariaDB counts its temporary
-                    # tables' rows too), far below the other types' 6000
+                elif not (backend == "postgres" and served > 100):
+                    # a few times the served rows (MariaDB counts its temporary tables' rows
+                    # too), below the other types' 6000
                     measure = mysql_rows_read if backend == "mysql" else postgres_rows_read
-                    assert measure(conn, statement, parameters) <= 250, (round_, statement)
+                    served_rows = 2 * served * (round_ + 1)
+                    assert measure(conn, statement, parameters) <= 100 + 5 * served_rows, (round_, statement)
             conn.rollback()  # the row locks of the statements run again
