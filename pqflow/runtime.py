@@ -101,9 +101,12 @@ class Decider(Runner):
 
     @classmethod
     def served_types(cls) -> frozenset[str]:
-        """The task types this decider runs: its workflows' names and their steps' types."""
-        return frozenset(t for wf in cls._by_name.values() for t in (wf.name, *(step_type(wf.name, s)
-                                                                               for s in wf.steps)))
+        """What its workers lease: each workflow's name (runs) and ``"<workflow>.<step>"`` of each
+        step; every registered workflow's when ``workflows`` is empty."""
+        from .dag import registered_workflows
+
+        flows = cls.workflows or list(registered_workflows().values())
+        return frozenset(t for wf in flows for t in (wf.name, *(step_type(wf.name, s) for s in wf.steps)))
 
     def __init__(self, task):
         super().__init__(task)

@@ -6,6 +6,8 @@ A handler is a class built with ``Handler(task)`` that has ``run()`` and may hav
 * it finished, failed, retried or released the task itself: nothing more;
 * it returned: the worker finishes the task with outcome ``success``;
 * it raised: the worker retries with exponential backoff (or fails it at ``max_attempts``).
+
+A worker leases only the task types its target serves (:func:`served_types`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .errors import UndefinedDecisionError
+from .errors import ConfigError, UndefinedDecisionError, ValidationError
+from .queue import check_types
 
 
 class Runner:
@@ -152,6 +155,11 @@ class Router:
         self._cache[type_] = found
         return found
 
+    def served_types(self) -> frozenset[str] | None:
+        """The exact types routed; None (every type) once a route is a regex."""
+        patterns = [pattern for pattern, _ in self._routes]
+        return None if any(not isinstance(p, str) for p in patterns) else frozenset(patterns)
+
     def runner(self, task) -> Runner:
         handler = self.find(task.type)
         if handler is None:
@@ -194,6 +202,11 @@ class Dispatch(Runner):
 
         return deco
 
+    @classmethod
+    def served_types(cls) -> frozenset[str] | None:
+        """The types of its routes, if all are exact; override it to serve others or fewer."""
+        return cls.router().served_types()
+
     def __init__(self, task):
         super().__init__(task)
         self.inner = self.router().runner(task)
@@ -218,3 +231,43 @@ def make_runner(target: Any, task) -> Runner:
     if callable(target):
         return FunctionRunner(target, task)
     raise TypeError(f"cannot use {target!r} as a handler")
+
+
+def served_types(target: Any) -> frozenset[str] | None:
+    """The task types a worker serving ``target`` leases; None: every type (a catch-all).
+
+    ``target.served_types`` decides when it exists: a collection of exact types, None, or a
+    callable returning either (Router, Dispatch and pqflow.Decider define one). Without it
+    (a plain function, an Application) the target takes every type.
+    """
+    value = _declared(target)
+    if value is None:
+        return None
+    try:
+        return frozenset(check_types(value, "served_types"))
+    except ValidationError as exc:
+        raise ConfigError(f"{_name(target)}: {exc}") from None
+
+
+def _declared(target: Any) -> Any:
+    declared = getattr(target, "served_types", None)
+    if not callable(declared):
+        return declared
+    try:
+        return declared()
+    except TypeError as exc:
+        raise ConfigError(f"{_name(target)}.served_types: {exc} (use a list of task types or a classmethod)") from None
+
+
+def describe_types(types: frozenset[str] | None, limit: int = 200) -> str:
+    """One log line's worth of ``served_types``: sorted, cut at ``limit`` characters."""
+    if types is None:
+        return "every task type (catch-all target)"
+    text = ", ".join(sorted(types))
+    if len(text) > limit:
+        text = text[:limit].rsplit(", ", 1)[0] + ", ..."
+    return f"{len(types)} task type{'s' if len(types) != 1 else ''}: {text}"
+
+
+def _name(target: Any) -> str:
+    return getattr(target, "__qualname__", None) or type(target).__name__

@@ -47,6 +47,7 @@ from .validate import (  # noqa: E402,F401 - re-exported: callers import them fr
     check_int,
     check_name,
     check_time,
+    check_types,
     decode_data,
     encode_data,
 )
@@ -553,13 +554,14 @@ class Queue:
         return self.store.submit(tasks, now)
 
     # -- poll -----------------------------------------------------------------------------
-    def poll(self, *, alive_time: float | None = None, now: float | None = None) -> AcquiredTask | None:
-        tasks = self.poll_multi(1, alive_time=alive_time, now=now)
+    def poll(self, *, alive_time: float | None = None, now: float | None = None,
+             types: Iterable[str] | None = None) -> AcquiredTask | None:
+        tasks = self.poll_multi(1, alive_time=alive_time, now=now, types=types)
         return tasks[0] if tasks else None
 
     def poll_multi(self, max_acquire: int, *, alive_time: float | None = None, now: float | None = None,
-                   finish: Sequence[AcquiredTask] = ()) -> list[AcquiredTask]:
-        """Lease up to ``max_acquire`` tasks.
+                   finish: Sequence[AcquiredTask] = (), types: Iterable[str] | None = None) -> list[AcquiredTask]:
+        """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types).
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
         the claim (a worker settles its last batch and leases the next one in one commit).
@@ -567,11 +569,12 @@ class Queue:
         ``task.lost = True``.
         """
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
+        types = None if types is None else check_types(types)
         now = self.now(now)
         alive = self._alive(alive_time)
         plain, deferred = self._split(finish)
         entries, lost, more = self._settle_entries(plain, now), [], _DeferredBatch(self, deferred, now)
-        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, also=more.write)
+        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, also=more.write, types=types)
         self._mark_settled(plain, lost, now)
         more.mark(now)
         return [AcquiredTask(self, r, now) for r in rows]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import ValidationError
@@ -29,6 +29,16 @@ def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     except UnicodeEncodeError:
         raise ValidationError(f"{what} is not valid Unicode (lone surrogate)") from None
     return value
+
+
+def check_types(value: Any, what: str = "types") -> tuple[str, ...]:
+    """Task types a claim is limited to: a non-empty collection of task types (not one string)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValidationError(f"{what} must be a collection of task types, not {_shown(value)}")
+    types = tuple(sorted({check_name(x, "task type") for x in value}))
+    if not types:
+        raise ValidationError(f"{what} must name at least one task type")
+    return types
 
 
 def _shown(value: Any) -> str:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .app import make_runner
+from .app import describe_types, make_runner, served_types
 from .config import DEFAULTS
 from .errors import (
     AlreadyFinishedError,
@@ -269,6 +269,7 @@ class Processor:
         from .queue import Queue
 
         self.target = target
+        self.types = served_types(target)  # leased: only tasks of these types (None: any)
         self.settings = settings
         self.burst = burst
         self.name = name
@@ -329,7 +330,7 @@ class Processor:
             settled = self.settler.take()
             try:
                 tasks = self.queue.poll_multi(self.batch_size(), alive_time=s["alive_time"],
-                                              finish=[t for t, _ in settled])
+                                              finish=[t for t, _ in settled], types=self.types)
                 db_wait = 0.1
             except DatabaseError as exc:
                 self.settler.put_back(settled)
@@ -757,6 +758,7 @@ def run_worker(target: Any, settings: dict, *, burst: bool = False,
                config_loader: Callable[[], dict] | None = None) -> int:
     """Serve ``target`` until stopped (or, with ``burst``, until no task is due). Returns an exit code."""
     setup_logging(settings.get("log"), settings.get("log_level", "INFO"))
+    log.info("serving %s", describe_types(served_types(target)))
     if settings.get("processor_type", "process") == "thread":
         return ThreadWorker(target, settings, burst=burst, config_loader=config_loader).run()
     if not hasattr(os, "fork"):  # pragma: no cover - non-POSIX

@@ -25,6 +25,7 @@ class VersionedTables:
             if drop:
                 self.metadata.drop_all(conn, checkfirst=True)
             self.metadata.create_all(conn, checkfirst=True)
+            self._add_missing_indexes(conn)
             self._write_meta(conn)
 
         try:
@@ -36,6 +37,19 @@ class VersionedTables:
                 raise
             # Two processes racing on CREATE TABLE: the loser sees "already exists"; look again.
             self.db.run(lambda c: create(c, False), what=f"init {self.name}")
+
+    def _add_missing_indexes(self, conn) -> None:
+        """Indexes a later release added to tables created before it (create_all skips a
+        table that exists, with its indexes)."""
+        for table in self.metadata.sorted_tables:
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
+
+    def missing_indexes(self, conn) -> set[str]:
+        """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""
+        tables = self.metadata.sorted_tables
+        have = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t.name)}
+        return {ix.name for t in tables for ix in t.indexes} - have
 
     def _write_meta(self, conn) -> None:
         m = self.meta

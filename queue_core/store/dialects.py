@@ -42,8 +42,21 @@ class Dialect:
     def is_transient(self, exc: sa.exc.DBAPIError) -> bool:
         return False
 
+    def likely(self, clause):
+        """``clause``, hinted as true for most rows where the dialect's planner needs that."""
+        return clause
+
+    def avoid_indexes(self, stmt: sa.Select, table: sa.Table, names: list[str]) -> sa.Select:
+        """``stmt``, told not to read ``table`` through the indexes ``names`` where the
+        dialect's planner must be told (they must exist)."""
+        return stmt
+
     #: whether idle workers can be woken by the database (PostgreSQL LISTEN/NOTIFY)
     can_notify = False
+
+    #: a claim limited to task types queries up to this many types one by one (an exact index
+    #: range each), more with IN lists: a round trip per type against planners' guesses
+    per_type = 100
 
     def notify(self, conn: sa.Connection, channel: str) -> None:
         """Tell listeners of ``channel`` that tasks arrived (delivered at commit)."""

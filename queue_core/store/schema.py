@@ -34,7 +34,8 @@ from sqlalchemy.types import TypeDecorator
 from ..errors import ConfigError
 
 SCHEMA_VERSION = 2
-SCHEDULE_SCHEMA_VERSION = 2
+LIVE, FINISHED, PENDING = 0, 1, 2  # values of the state column
+SCHEDULE_SCHEMA_VERSION = 1
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
@@ -118,6 +119,10 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
     )
     # Claim: live rows, best priority first, then longest due, then submission order.
     sa.Index(f"ix_{name}_claim", t.c.state, t.c.priority.desc(), t.c.timeout, t.c.id)
+    # Claims of a worker serving some task types only: the claim and user indexes per type, so
+    # that such a claim reads exact ranges of its types and never a row of another type.
+    sa.Index(f"ix_{name}_type", t.c.state, t.c.type, t.c.priority.desc(), t.c.timeout, t.c.id)
+    sa.Index(f"ix_{name}_type_user", t.c.state, t.c.type, t.c.resource, t.c.timeout)
     # Fair share: live rows of each user (heads per user, running counts).
     sa.Index(f"ix_{name}_user", t.c.state, t.c.resource, t.c.timeout)
     # Purge of finished rows whose retention ended; kept apart from the claim range.

@@ -25,9 +25,9 @@ from ..errors import (
 )
 from .base import VersionedTables
 from .database import Database
-from .schema import ADDED_COLUMNS, SCHEMA_VERSION, meta_table, task_table
+from .schema import ADDED_COLUMNS, FINISHED, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
+from .typed import TypedReads
 
-LIVE, FINISHED, PENDING = 0, 1, 2
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished
 #: workflow run); the one constant for "never", also the due time of rows never due by time
 FOREVER = 1e15
@@ -65,7 +65,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(VersionedTables):
+class TaskStore(TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
 
@@ -144,8 +144,11 @@ class TaskStore(VersionedTables):
 
     # -- claim -------------------------------------------------------------------------
     def claim(self, n: int, alive_time: float, now: float, owner: str,
-              settle: Sequence[Settled] = (), lost: list | None = None, also=None) -> list[dict]:
+              settle: Sequence[Settled] = (), lost: list | None = None, also=None,
+              types: Sequence[str] | None = None) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
+
+        ``types``: lease only rows of these task types (exact, validated strings); None: any.
 
         Settling the previous batch together with the next claim makes a drain cost one
         transaction per batch instead of two per task, with the same fencing as ``finish``:
@@ -162,7 +165,7 @@ class TaskStore(VersionedTables):
                     lost[:] = gone
             if also is not None:
                 also(conn)
-            return self._claim(conn, n, alive_time, now, owner) if n else ([], 0)
+            return self._claim(conn, n, alive_time, now, owner, types) if n else ([], 0)
 
         for _ in range(4):
             rows, consumed = self.db.run(work, what="poll")
@@ -219,13 +222,20 @@ class TaskStore(VersionedTables):
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
-    def _claim(self, conn, n, alive_time, now, owner) -> tuple[list[dict], int]:
+    def _claim(self, conn, n, alive_time, now, owner, types) -> tuple[list[dict], int]:
         t = self.t
-        users = self._due_users(conn, now)
+        tops = None
+        if types is not None:  # from here on, only the types that have live rows
+            tops = self._live_tops(conn, types)
+            types = sorted(tops)
+            if not types:
+                return [], 0
+        user_types = self._with_due_users(conn, types, now)
+        users = self._due_users(conn, now, user_types)
         if users:
-            picked = self._pick_fair(conn, n, now, users)
+            picked = self._pick_fair(conn, n, now, users, user_types, types, tops)
         else:
-            picked = self._pick_userless(conn, n, now, lock=True)
+            picked = self._pick_userless(conn, n, now, lock=True, types=types, tops=tops)
         if not picked:
             return [], 0
         deliver, consumed = self._screen(conn, picked, now)
@@ -244,7 +254,8 @@ class TaskStore(VersionedTables):
                          started_at=now, owner=owner[:255])
         return deliver, consumed
 
-    def _pick_userless(self, conn, n: int, now: float, lock: bool) -> list[dict]:
+    def _pick_userless(self, conn, n: int, now: float, lock: bool, types: list[str] | None = None,
+                       tops: dict | None = None) -> list[dict]:
         """Up to ``n`` due userless rows by (priority desc, due time, id), one priority level
         at a time: a loose scan of the claim index.
 
@@ -254,19 +265,36 @@ class TaskStore(VersionedTables):
         exact index range (state, priority, due time) already in order, and the next level is
         one index probe, so a poll costs the same on a table holding a million finished and
         a hundred thousand future rows as on an empty one.
+
+        With ``types``, the same walk per type on the type index (state, type, priority, due
+        time, id): the types' next levels are one probe each, and a level's rows come from the
+        exact range of each type that has due rows there, merged here by due time. Rows of
+        other types are never read, however many are due before them (``typed.py``).
         """
-        t = self.t
         picked: list[dict] = []
-        level = conn.execute(self._top_level).scalar()
-        while level is not None and len(picked) < n:
-            stmt = (sa.select(t).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
-                                       t.c.resource.is_(None))
-                    .order_by(t.c.timeout, t.c.id).limit(n - len(picked)))
-            if lock:
-                stmt = self.db.dialect.lock_candidates(stmt)
-            picked += [dict(r._mapping) for r in conn.execute(stmt)]
-            level = conn.execute(self._top_level.where(t.c.priority < level)).scalar()
+        tops = self._tops(conn, types) if tops is None else dict(tops)  # types' best levels, if known
+        while tops and len(picked) < n:
+            level = max(tops.values())
+            at = [k for k, p in tops.items() if p == level]
+            due = self._with_due_at(conn, at, level, now)
+            if due:
+                picked += self._due_at(conn, level, due, now, n - len(picked), lock)
+            for k in at:
+                del tops[k]
+            tops.update(self._tops(conn, None if types is None else at, below=level))
         return picked
+
+    def _due_at(self, conn, level: int, at: list, now: float, need: int, lock: bool) -> list[dict]:
+        """Up to ``need`` due userless rows of priority ``level`` (of the types ``at``, unless
+        ``at`` is ``[None]``: any type), by due time and id."""
+        t = self.t
+
+        stmt = (sa.select(t).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
+                                   t.c.resource.is_(None))
+                .order_by(t.c.timeout, t.c.id).limit(need))
+        stmt = self.db.dialect.lock_candidates(stmt) if lock else stmt
+        rows = [dict(r._mapping) for r in self._rows_of_types(conn, stmt, None if at == [None] else at)]
+        return sorted(rows, key=lambda r: (r["timeout"], r["id"]))[:need]
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
         """Finish rows that must not run again (cancel requested, attempts exhausted)."""
@@ -295,11 +323,11 @@ class TaskStore(VersionedTables):
     def _default_purge(self, now: float) -> float:
         return now + self.retention_time
 
-    def _due_users(self, conn, now) -> list[str]:
+    def _due_users(self, conn, now, types: list[str] | None = None) -> list[str]:
         t = self.t
         stmt = (sa.select(t.c.resource).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
                 .group_by(t.c.resource))
-        return [r[0] for r in conn.execute(stmt)]
+        return list(dict.fromkeys(r[0] for r in self._rows_of_types(conn, stmt, types)))
 
     def _running_counts(self, conn, users: Iterable[str], now: float) -> dict[str, int]:
         t = self.t
@@ -312,19 +340,26 @@ class TaskStore(VersionedTables):
             counts.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
         return counts
 
-    def _pick_fair(self, conn, n, now, users) -> list[dict]:
+    def _pick_fair(self, conn, n, now, users, user_types=None, types=None, tops=None) -> list[dict]:
         """PerfectQueue's fair share, per user heads instead of a table scan per poll.
 
         Order: priority, then weight ``max_running / (running + 1)``, then longest due, then
         submission order; a capped user holding ``max_running`` live leases gets nothing.
+        With ``types``, only rows of those types are candidates (of ``user_types``: those with
+        due rows of users); a user's running count still counts all its running tasks
+        (``max_running`` caps the user, whatever the type).
         """
         t = self.t
         rn = sa.func.row_number().over(partition_by=t.c.resource,
                                        order_by=(t.c.priority.desc(), t.c.timeout, t.c.id)).label("rn")
-        inner = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now).subquery()
-        per_user = sa.select(inner).where(inner.c.rn <= n)
-        candidates = [dict(r._mapping) for r in conn.execute(per_user)]
-        candidates += self._pick_userless(conn, n, now, lock=False)
+        due = t.c.timeout <= now if types is None else self.db.dialect.likely(t.c.timeout <= now)
+        heads = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), due)
+        def per_user(stmt):
+            inner = stmt.subquery()
+            return sa.select(inner).where(inner.c.rn <= n)
+
+        candidates = [dict(r._mapping) for r in self._rows_of_types(conn, heads, user_types, wrap=per_user)]
+        candidates += self._pick_userless(conn, n, now, lock=False, types=types, tops=tops)
         running = self._running_counts(conn, users, now)
         chosen = _choose(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
@@ -335,7 +370,8 @@ class TaskStore(VersionedTables):
         if not chosen:
             return []
         ids = [r["id"] for r in chosen]
-        lock = sa.select(t.c.id).where(t.c.id.in_(ids), t.c.state == LIVE, t.c.timeout <= now)
+        still_due = self.db.dialect.likely(sa.and_(t.c.state == LIVE, t.c.timeout <= now))
+        lock = sa.select(t.c.id).where(t.c.id.in_(ids), still_due)
         got = {r[0] for r in conn.execute(self.db.dialect.lock_candidates(lock))}
         for r in chosen:
             r.pop("rn", None)

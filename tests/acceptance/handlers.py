@@ -47,3 +47,9 @@ def plain(task):
 
 class Worker(queue_core.Dispatch):
     routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain)]
+
+
+class Invoices(queue_core.Dispatch):
+    """Serves type ``invoice`` only (its one route is an exact string)."""
+
+    routes = [("invoice", plain)]

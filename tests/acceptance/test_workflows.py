@@ -238,12 +238,21 @@ def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, b
         f"wf = pqflow.Workflow('e2e_deploy_{backend}')\n"
         "@wf.step()\ndef a(ctx): return 1\n"
         "@wf.step(after=a)\ndef c(ctx, a): return a + 2\n"
-        "class Decider(pqflow.Decider):\n    workflows = [wf]\n")
+        "class Decider(pqflow.Decider):\n    workflows = [wf]\n"
+        "class TakesEverything(Decider):\n    served_types = None\n")
     # The run starts with the old code (v1 snapshot); workers already run the new code (v2).
     from queue_core.loader import load_target
     load_target(f"{v1}:wf").start("dep1", queue=wq)
     code, out = finish(start_worker(wq.config["url"], wq.table, target="Decider", burst=True, _file=str(v2)),
                        timeout=60)
+    assert code == 0, out[-2000:]
+    # A worker without step b's code does not lease it: b waits for a worker that has it, uncharged.
+    run = pqflow.get_run("dep1", queue=wq)
+    assert run.status == "running" and run.statuses["a"] == "succeeded" and run.statuses["b"] == "waiting"
+    assert run.steps["b"].attempts == 0 and run.steps["b"].error is None
+    # A decider that takes every type (served_types = None) leases it and fails it.
+    code, out = finish(start_worker(wq.config["url"], wq.table, target="TakesEverything", burst=True,
+                                    _file=str(v2)), timeout=60)
     assert code == 0, out[-2000:]
     run = pqflow.get_run("dep1", queue=wq)
     assert list(run.steps) == ["a", "b"]  # the shape of the snapshot, not of the new code
