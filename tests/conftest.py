@@ -95,3 +95,15 @@ def wq(queue):
     """The queue fixture without its fake clock: for tests that run real workers in real time."""
     queue.clock = queue_core.SystemClock()
     return queue
+
+
+@pytest.fixture(autouse=True)
+def _reset_fault_calls():
+    """tests/workflow_faults count step executions in ``fault_support.calls``: fresh per test.
+    (A conftest.py of their own would shadow this one as the module ``conftest``.)"""
+    import sys
+
+    support = sys.modules.get("fault_support")
+    if support is not None:
+        support.calls.clear()
+    yield
