@@ -40,6 +40,7 @@ from .errors import (
 )
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
+from .wakeup import Wakeup
 
 log = logging.getLogger("queue_core.worker")
 
@@ -277,13 +278,14 @@ class Processor:
         self.settler = Settler(self.queue)
         self.monitor = TaskMonitor(settings, beat_fd, self.settler)
         self.settler.release = self.monitor.drop
-        self.stopping = threading.Event()
+        self.stopping = False  # a plain flag and a self-pipe: stop() runs in signal handlers
         self.processed = 0
-        self._wake = threading.Event()
+        self._wake = Wakeup()
         self._avg_task_time: float | None = None
 
     def stop(self) -> None:
-        self.stopping.set()
+        """Stop after the current task. Safe in a signal handler (takes no lock)."""
+        self.stopping = True
         self._wake.set()
 
     def wake(self) -> None:
@@ -323,7 +325,7 @@ class Processor:
         limit = s.get("max_request_per_child")
         next_cleanup = time.monotonic() + random.uniform(0, s["cleanup_interval"])
         db_wait = 0.1
-        while not self.stopping.is_set():
+        while not self.stopping:
             if time.monotonic() >= next_cleanup:
                 self._cleanup()
                 next_cleanup = time.monotonic() + s["cleanup_interval"]
@@ -336,6 +338,7 @@ class Processor:
                 self.settler.put_back(settled)
                 log.error("poll failed (will retry in %.1fs): %s", db_wait, exc)
                 self._wake.wait(db_wait)
+                self._wake.clear()
                 db_wait = min(db_wait * 2, 10.0)
                 continue
             self.settler.report(settled)
@@ -349,7 +352,7 @@ class Processor:
                 self.monitor.hold(t)
             prefetch(self.target, self.queue, tasks)
             for i, t in enumerate(tasks):
-                if self.stopping.is_set():
+                if self.stopping:
                     self._release(tasks[i:])
                     break
                 self.process(t)
@@ -732,24 +735,28 @@ def _kill_tree(pid: int) -> None:
         _send(pid, signal.SIGKILL)
 
 
-def _child_main(target, settings, burst, beat_fd, slot) -> int:
-    os.setpgid(0, 0)
-    for s in (signal.SIGCHLD,):
-        signal.signal(s, signal.SIG_DFL)
-    proc = Processor(target, settings, burst=burst, beat_fd=beat_fd, name=f"processor-{slot}")
-
+def install_child_signals(proc: Processor) -> None:
+    """A child's signal handlers. They run in the main thread at any bytecode, so they take
+    no lock (see :mod:`queue_core.wakeup`)."""
     def graceful(_s, _f):
         proc.stop()
 
     def immediate(_s, _f):
         os._exit(EXIT_IMMEDIATE)
 
-    signal.signal(signal.SIGTERM, graceful)
-    signal.signal(signal.SIGINT, graceful)
-    signal.signal(signal.SIGUSR1, graceful)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, graceful)
     signal.signal(signal.SIGQUIT, immediate)
     signal.signal(signal.SIGHUP, immediate)
     signal.signal(signal.SIGUSR2, lambda _s, _f: reopen_logs())
+
+
+def _child_main(target, settings, burst, beat_fd, slot) -> int:
+    os.setpgid(0, 0)
+    for s in (signal.SIGCHLD,):
+        signal.signal(s, signal.SIG_DFL)
+    proc = Processor(target, settings, burst=burst, beat_fd=beat_fd, name=f"processor-{slot}")
+    install_child_signals(proc)
     log.info("processor %d running pid=%d", slot, os.getpid())
     return proc.run()
 

@@ -1,0 +1,53 @@
+"""A wake-up that a signal handler may set.
+
+``threading.Event.set()`` takes the event's lock. A signal handler runs in the main thread
+between two bytecodes, so when the signal lands while that same thread holds the lock (inside
+``wait()`` or ``clear()``), ``set()`` waits for itself forever: the process hangs, still alive,
+its monitor thread still beating. :class:`Wakeup` is a self-pipe instead: setting it is one
+``os.write`` (async-signal-safe, no lock), waiting is ``select``.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+
+
+class Wakeup:
+    """Set from any thread or signal handler; waited on by one thread."""
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+
+    def set(self) -> None:
+        try:
+            os.write(self._w, b"\0")
+        except (BlockingIOError, OSError):  # full pipe: already set; closed: nobody waits
+            pass
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until set or ``timeout`` seconds passed; True if set. Does not clear."""
+        try:
+            readable, _, _ = select.select([self._r], [], [], max(0.0, timeout))
+        except (InterruptedError, ValueError, OSError):  # ValueError/OSError: closed meanwhile
+            return True
+        return bool(readable)
+
+    def clear(self) -> None:
+        try:
+            while os.read(self._r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def __del__(self) -> None:
+        self.close()  # only once nothing can set it: a closed fd number may be reused
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
