@@ -19,6 +19,7 @@ items run and counts them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -124,19 +125,31 @@ class NodeState:
 
     @staticmethod
     def load(text: str | None) -> NodeState | None:
-        raw = _object(text).get("node")
-        if not isinstance(raw, dict) or not _typed(raw, _NODE_TYPES):
+        known = _node_fields(text) if text is None or len(text) <= 4096 else _node_fields.__wrapped__(text)
+        if known is None:
             return None
-        known = {k: raw[k] for k in NodeState.__dataclass_fields__ if k in raw}
         counts = known.get("map")
-        if counts is not None:
-            if not isinstance(counts, dict) or not _typed(counts, _MAP_TYPES):
-                return None
-            known["map"] = MapCount(**{k: counts[k] for k in _MAP_TYPES if k in counts})
-        wait = known.get("wait", [0, 0, 0])
-        if not (isinstance(wait, list) and len(wait) == 3 and all(_is_int(x) for x in wait)):
+        return NodeState(**{**known, "wait": list(known.get("wait", (0, 0, 0))),
+                            "map": None if counts is None else MapCount(**counts)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_fields(text: str | None) -> dict | None:
+    """The checked fields of a row's node bookkeeping (shared: never mutate; :meth:`NodeState.load`
+    copies). Cached: a worker reads the same step row when it leases it, runs it and decides."""
+    raw = _object(text).get("node")
+    if not isinstance(raw, dict) or not _typed(raw, _NODE_TYPES):
+        return None
+    known = {k: raw[k] for k in NodeState.__dataclass_fields__ if k in raw}
+    counts = known.get("map")
+    if counts is not None:
+        if not isinstance(counts, dict) or not _typed(counts, _MAP_TYPES):
             return None
-        return NodeState(**known)
+        known["map"] = {k: counts[k] for k in _MAP_TYPES if k in counts}
+    wait = known.get("wait", [0, 0, 0])
+    if not (isinstance(wait, list) and len(wait) == 3 and all(_is_int(x) for x in wait)):
+        return None
+    return known
 
 
 def _is_int(x: Any) -> bool:

@@ -57,15 +57,21 @@ class ExactString(TypeDecorator):
             return dialect.type_descriptor(mysql.VARBINARY(MAX_KEY_LENGTH * 4))
         return dialect.type_descriptor(sa.String(MAX_KEY_LENGTH))
 
-    def process_bind_param(self, value, dialect):
-        if value is not None and dialect.name in ("mysql", "mariadb"):
-            return value.encode("utf-8")
-        return value
+    def bind_processor(self, dialect):
+        if dialect.name not in ("mysql", "mariadb"):
+            return None  # no call per value where the column is a plain string
+        return lambda value: value.encode("utf-8") if value is not None else None
 
-    def process_result_value(self, value, dialect):
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value).decode("utf-8")
-        return value
+    def result_processor(self, dialect, coltype):
+        if dialect.name not in ("mysql", "mariadb"):
+            return None
+
+        def process(value):
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return bytes(value).decode("utf-8")
+            return value
+
+        return process
 
 
 def _long_text():

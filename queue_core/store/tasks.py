@@ -289,12 +289,22 @@ class TaskStore(TypedReads, VersionedTables):
         ``at`` is ``[None]``: any type), by due time and id."""
         t = self.t
 
-        stmt = (sa.select(t).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
-                                   t.c.resource.is_(None))
-                .order_by(t.c.timeout, t.c.id).limit(need))
-        stmt = self.db.dialect.lock_candidates(stmt) if lock else stmt
-        rows = [dict(r._mapping) for r in self._rows_of_types(conn, stmt, None if at == [None] else at)]
-        return sorted(rows, key=lambda r: (r["timeout"], r["id"]))[:need]
+        def due(*cols):
+            stmt = (sa.select(*cols).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
+                                           t.c.resource.is_(None))
+                    .order_by(t.c.timeout, t.c.id).limit(need))
+            return self.db.dialect.lock_candidates(stmt) if lock else stmt
+
+        if len(at) == 1:
+            return [dict(r._mapping) for r in self._rows_of_types(conn, due(t), None if at == [None] else at)]
+        # Several types: up to ``need`` rows of each, merged by due time. Their ids only (locked
+        # as the rows would be), then the whole rows of the ``need`` first: the rest are not
+        # decoded for nothing.
+        firsts = sorted((r.timeout, r.id) for r in self._rows_of_types(conn, due(t.c.id, t.c.timeout), at))[:need]
+        if not firsts:
+            return []
+        rows = {r.id: dict(r._mapping) for r in conn.execute(sa.select(t).where(t.c.id.in_([i for _, i in firsts])))}
+        return [rows[i] for _, i in firsts if i in rows]
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
         """Finish rows that must not run again (cancel requested, attempts exhausted)."""
