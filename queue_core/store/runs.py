@@ -107,12 +107,8 @@ class RunRows:
         return res.rowcount == 1
 
     def set_workflow_many(self, conn, updates: Sequence[tuple[int, str]], *, state: int = PENDING) -> int:
-        if not updates:
-            return 0
-        t = self.t
-        stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == state).values(
-            workflow=sa.bindparam("_wf"))
-        return conn.execute(stmt, [{"_id": i, "_wf": w} for i, w in updates]).rowcount
+        return self.db.dialect.update_each(conn, self.t, [{"id": i, "workflow": w} for i, w in updates],
+                                           each=["workflow"], where=[self.t.c.state == state])
 
     def close(self, conn, id_: int, outcome: str, now: float, *, workflow: str | None = None,
               error: str | None = None, purge_at: float = FOREVER) -> bool:
@@ -130,15 +126,11 @@ class RunRows:
         """Pending rows that end without running (skipped steps, maps whose items are done, run
         rows whose run ended): each dict holds id, outcome, workflow, error and optionally
         purge_at (default: kept until their run ends)."""
-        if not rows:
-            return 0
-        t = self.t
-        stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == PENDING).values(
-            state=FINISHED, outcome=sa.bindparam("_outcome"), finished_at=now, timeout=sa.bindparam("_purge"),
-            error=sa.bindparam("_error"), workflow=sa.bindparam("_wf"), lease_token=None)
-        params = [{"_id": r["id"], "_outcome": r["outcome"], "_error": r["error"], "_wf": r["workflow"],
-                   "_purge": r.get("purge_at", FOREVER)} for r in rows]
-        return conn.execute(stmt, params).rowcount
+        rows = [{"id": r["id"], "outcome": r["outcome"], "error": r["error"], "workflow": r["workflow"],
+                 "timeout": r.get("purge_at", FOREVER)} for r in rows]
+        return self.db.dialect.update_each(conn, self.t, rows, each=["outcome", "error", "workflow", "timeout"],
+                                           where=[self.t.c.state == PENDING],
+                                           values=dict(state=FINISHED, finished_at=now, lease_token=None))
 
     def keep_group(self, conn, groups: Sequence[str], purge_at: float) -> int:
         """Runs ended: the finished rows of their groups are purged at ``purge_at``."""
@@ -157,12 +149,9 @@ class RunRows:
     # -- transitions of step rows ------------------------------------------------------------
     def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
         """Steps whose parents are done: pending -> waiting, due now."""
-        if not updates:
-            return 0
-        t = self.t
-        stmt = sa.update(t).where(t.c.id == sa.bindparam("_id"), t.c.state == PENDING).values(
-            state=LIVE, timeout=now, run_at=now, workflow=sa.bindparam("_wf"))
-        return conn.execute(stmt, [{"_id": i, "_wf": w} for i, w in updates]).rowcount
+        return self.db.dialect.update_each(conn, self.t, [{"id": i, "workflow": w} for i, w in updates],
+                                           each=["workflow"], where=[self.t.c.state == PENDING],
+                                           values=dict(state=LIVE, timeout=now, run_at=now))
 
     def finish_held(self, conn, id_: int, token: int, outcome: str, now: float, *, error: str | None,
                     result: str | None, workflow: str | None = None, purge_at: float = FOREVER) -> bool:
@@ -205,14 +194,12 @@ class RunRows:
         already = self._written_before(conn, list(tokens), tokens, now) if retried else set()
         todo = [e for e in entries if e["id"] not in already]
         t = self.t
-        stmt = sa.update(t).where(
-            t.c.id == sa.bindparam("_id"), t.c.lease_token == sa.bindparam("_token"), t.c.state == LIVE,
-            t.c.leased == 1,
-        ).values(state=FINISHED, leased=0, outcome=sa.bindparam("_outcome"), error=sa.bindparam("_error"),
-                 finished_at=now, timeout=FOREVER, result=sa.bindparam("_result"))
-        params = [{"_id": e["id"], "_token": e["token"], "_outcome": e["outcome"], "_error": e["error"],
-                   "_result": e["result"]} for e in todo]
-        if not todo or conn.execute(stmt, params).rowcount == len(todo):
+        rows = [{"id": e["id"], "lease_token": e["token"], "outcome": e["outcome"], "error": e["error"],
+                 "result": e["result"]} for e in todo]
+        if not todo or self.db.dialect.update_each(
+                conn, t, rows, each=["outcome", "error", "result"], match=["lease_token"],
+                where=[t.c.state == LIVE, t.c.leased == 1],
+                values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER)) == len(todo):
             return [], sorted(already)
         written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
         return [e["id"] for e in todo if e["id"] not in written], sorted(already)
