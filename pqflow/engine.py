@@ -261,7 +261,7 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     values: dict[int, Any] = {}
     failed = []
     for key, state, outcome, workflow, result in tx.runs.group_results(tx.conn, node_key(run.run_id, step)):
-        node = NodeState.load(workflow)
+        node = NodeState.load(workflow, cached=False)
         if node is None or node.iid != run.iid or node.index is None or not 0 <= node.index < n \
                 or key != item_key(run.run_id, step, node.index):
             continue  # not an item of this run (a row added by hand)
