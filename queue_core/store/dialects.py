@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 class Dialect:
     name = "generic"
-    skip_locked = True
     install_hint = ""
 
     def connect_args(self, connect_timeout: float) -> dict:
