@@ -21,8 +21,7 @@ from queue_core.clikit.group import PQGroup, main_wrapper
 from queue_core.clikit.options import CLIState, common_options
 from queue_core.clikit.output import format_time, json_text, print_json, print_table, printable
 from queue_core.clikit.parsing import STRICT_INT, parse_json_object, parse_time
-from queue_core.clikit.settings import CLI_MAX_RETRY_COUNT, settings
-from queue_core.config import DEFAULTS
+from queue_core.clikit.settings import settings, short_lived_retries
 from queue_core.errors import ConfigError
 from queue_core.queue import check_name
 
@@ -85,11 +84,7 @@ def _settings(**overrides: Any):
 def _open(cfg=None):
     """The scheduler for a short-lived command: fail in seconds on an unreachable database."""
     cfg = _settings() if cfg is None else cfg
-    retries = {}
-    if "max_retry_count" not in getattr(cfg, "explicit", ()):
-        retries["max_retry_count"] = min(CLI_MAX_RETRY_COUNT, cfg.get("max_retry_count",
-                                                                      DEFAULTS["max_retry_count"][0]))
-    return open_scheduler(dict(cfg), **retries)
+    return open_scheduler(dict(cfg), **short_lived_retries(cfg))
 
 
 def _zone(name: str) -> str:

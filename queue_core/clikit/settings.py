@@ -117,18 +117,21 @@ def _checked(merged: dict, sources: dict, extra: Mapping[str, tuple]) -> Setting
 
 
 def open_queue(cfg: Mapping[str, Any]):
-    """Open the queue of ``cfg`` (extra keys ignored) for a short-lived command.
-
-    ``max_retry_count`` is lowered to 2 unless it was set explicitly, so an unreachable
-    database fails in seconds instead of retrying for long.
-    """
+    """Open the queue of ``cfg`` (extra keys ignored) for a short-lived command
+    (:func:`short_lived_retries`)."""
     kwargs = {k: v for k, v in cfg.items() if k in config_mod.DEFAULTS}
+    return queue_mod.open(**{**kwargs, **short_lived_retries(cfg)})
+
+
+def short_lived_retries(cfg: Mapping[str, Any]) -> dict:
+    """``{"max_retry_count": n}`` for a short-lived command, n lowered to
+    :data:`CLI_MAX_RETRY_COUNT` so an unreachable database fails in seconds instead of retrying
+    for long; ``{}`` when ``cfg`` set it explicitly (a plain mapping: to a value not the default)."""
+    default = config_mod.DEFAULTS["max_retry_count"][0]
+    current = cfg.get("max_retry_count", default)
     explicit = getattr(cfg, "explicit", None)
-    default_retries = config_mod.DEFAULTS["max_retry_count"][0]
-    if explicit is not None:
-        lower = "max_retry_count" not in explicit
-    else:
-        lower = kwargs.get("max_retry_count", default_retries) == default_retries
-    if lower:
-        kwargs["max_retry_count"] = min(CLI_MAX_RETRY_COUNT, kwargs.get("max_retry_count", default_retries))
-    return queue_mod.open(**kwargs)
+    if explicit is None:  # a plain mapping
+        explicit = () if current == default else ("max_retry_count",)
+    if "max_retry_count" in explicit:
+        return {}
+    return {"max_retry_count": min(CLI_MAX_RETRY_COUNT, current)}
