@@ -20,7 +20,7 @@ from queue_core.app import Runner, UnknownTypeError
 from queue_core.queue import Transaction
 
 from . import engine
-from .dag import Workflow, get_workflow
+from .dag import Workflow, get_workflow, registered_workflows
 from queue_core.deferred import Deferred
 
 from .engine import Decision, RunRef
@@ -103,8 +103,6 @@ class Decider(Runner):
     def served_types(cls) -> frozenset[str]:
         """What its workers lease: each workflow's name (runs) and ``"<workflow>.<step>"`` of each
         step; every registered workflow's when ``workflows`` is empty."""
-        from .dag import registered_workflows
-
         flows = cls.workflows or list(registered_workflows().values())
         return frozenset(t for wf in flows for t in (wf.name, *(step_type(wf.name, s) for s in wf.steps)))
 
