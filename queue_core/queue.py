@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from . import config as config_mod
 from . import deferred as deferred_mod
-from .clock import Clock, SystemClock, resolve_now
+from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
     CancelRequestedError,
     IdempotentAlreadyExistsError,
@@ -150,10 +150,8 @@ class Task:
         self.queue.store.force_finish(self.key, now, now + self.queue.config["retention_time"])
 
     def cancel_request(self, now: float | None = None) -> str:
-        """Cancel: a waiting task finishes as cancelled now; a running one is told.
-
-        Returns the status after the call ("finished" or "running").
-        """
+        """Cancel: a waiting task finishes as cancelled now; a running one is told. Returns the
+        status after the call ("finished" or "running")."""
         now = self.queue.now(now)
         res = self.queue.store.cancel(self.key, now, now + self.queue.config["retention_time"])
         return "finished" if res == "cancelled" else "running"
@@ -455,12 +453,12 @@ class Queue:
         if url is not None:
             config["url"] = url
         self.config = config_mod.build(config)
-        self.clock: Clock = clock or SystemClock()
         self.db = Database(
             self.config["url"], max_retry_count=self.config["max_retry_count"],
             sqlite_synchronous=self.config["sqlite_synchronous"], pool_size=self.config["pool_size"],
             connect_timeout=self.config["connect_timeout"],
         )
+        self.clock: Clock = clock or self.real_clock()
         self.table = self.config["table"]
         self.store = TaskStore(self.db, self.table)
         self.store.retention_time = self.config["retention_time"]
@@ -488,6 +486,10 @@ class Queue:
 
     def now(self, now: float | None = None) -> float:
         return resolve_now(now, self.clock)
+
+    def real_clock(self) -> Clock:
+        """The clock of a queue given none: the server's (MySQL, PostgreSQL), else this host's."""
+        return ServerClock(self.db.server_time) if self.db.has_server_clock else SystemClock()
 
     def _alive(self, alive_time: float | None) -> float:
         if alive_time is None:
@@ -607,11 +609,9 @@ class Queue:
         return self.store.channel is not None
 
     def listen(self, on_notify: Callable[[], None], stop: threading.Event, *, timeout: float = 1.0) -> None:
-        """Call ``on_notify()`` whenever runnable tasks are submitted, until ``stop`` is set.
-
-        Blocks; raises DatabaseError when the connection fails (listen again after a pause).
-        Only for queues where :attr:`notifies` is true.
-        """
+        """Call ``on_notify()`` whenever runnable tasks are submitted, until ``stop`` is set. Blocks;
+        raises DatabaseError when the connection fails (listen again after a pause). Only for
+        queues where :attr:`notifies` is true."""
         if not self.notifies:
             raise ValidationError("this queue has no notifications (PostgreSQL with notify = true only)")
         self.store.listen(on_notify, stop, timeout)

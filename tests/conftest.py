@@ -93,7 +93,7 @@ def queue(db_url, table_name, clock, backend):
 @pytest.fixture
 def wq(queue):
     """The queue fixture without its fake clock: for tests that run real workers in real time."""
-    queue.clock = queue_core.SystemClock()
+    queue.clock = queue.real_clock()
     return queue
 
 
