@@ -14,7 +14,8 @@ HANDLERS = str(Path(__file__).with_name("handlers.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, **settings):
+def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, env=None, **settings):
+    """A worker process (``env``: variables to add to its environment, e.g. libfaketime's)."""
     settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
                 "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
                 **settings}
@@ -23,7 +24,7 @@ def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, **
         f"s = c.build(json.loads({json.dumps(json.dumps(settings))}))\n"
         f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}))\n"
     )
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)
 
