@@ -4,12 +4,11 @@ Workers, submitters and schedulers run under ``faketime`` shifted by Â±30 s or Â
 clock that is stepped while they run; the test process and the database servers keep the real
 time. Before the queue took the server's clock, each of these failed: a fast machine took live
 leases (a task ran twice), a slow one's heartbeats made its lease look expired, a fast submitter's
-"run now" tasks waited ten minutes, a slow submitter's delays were ignored, a fast submitter found
+"run now" tasks waited ten minutes, a slow worker's retries skipped their backoff, a fast submitter found
 idempotency windows closed and a fast scheduler fired ten minutes of occurrences early.
 
 MySQL/MariaDB and PostgreSQL only: SQLite has no server clock; its processes share one host's clock
-(docs/queue.md, "One clock"). The monotonic clock is left alone, as NTP leaves it (libfaketime's
-FAKETIME_DONT_FAKE_MONOTONIC; faketime_site/sitecustomize.py works around its broken time.sleep).
+(docs/queue.md, "One clock"). How the clocks are shifted: reliability/skew.py.
 """
 
 from __future__ import annotations
@@ -25,13 +24,11 @@ from collections import Counter
 import pytest
 from procs import ROOT, finish, runs, start_worker, wait_for
 
-
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-SITE = os.path.join(os.path.dirname(__file__), "faketime_site")  # time.sleep that works under faketime
+from reliability import skew
 
 
 def _need_faketime() -> None:
-    if shutil.which("faketime") and os.path.exists(LIBFAKETIME):
+    if shutil.which("faketime") and skew.available():
         return
     msg = "faketime not installed (scripts/test.sh installs it: apt-get install faketime)"
     if os.environ.get("CI"):
@@ -40,20 +37,13 @@ def _need_faketime() -> None:
 
 
 def shifted(seconds: int) -> dict:
-    """The environment that shifts a process's wall clock by ``seconds`` (libfaketime preloaded
-    into the process itself: the ``faketime`` wrapper would not pass signals on)."""
     _need_faketime()
-    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": f"{seconds:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                "PYTHONPATH": f"{ROOT}{os.pathsep}{SITE}"}
+    return skew.shifted(seconds)
 
 
 def stepping(offset_file) -> dict:
-    """An environment whose wall-clock offset is read from ``offset_file`` (e.g. "+0", "-600"):
-    writing the file steps the clock of the running process."""
     _need_faketime()
-    offset_file.write_text("+0")
-    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(offset_file),
-            "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{SITE}"}
+    return skew.stepping(offset_file)
 
 
 def cli(program: str, *args: str, skew: int | None = None) -> subprocess.CompletedProcess:
