@@ -269,7 +269,7 @@ class AcquiredTask:
         wait = self.queue.config["retry_wait"] if retry_wait is None else check_duration(retry_wait, "retry_wait")
         err = UNSET if error is None else _error_text(error)
         with self._lock:
-            self.queue.store.requeue(self._id, self._token, now + wait, err)
+            self.queue.store.retry(self._id, self._token, now + wait, err)
             self.status, self.done, self.run_at = "waiting", True, now + wait
             if error is not None:
                 self.error = err
@@ -277,7 +277,7 @@ class AcquiredTask:
     def release(self, now: float | None = None) -> None:
         now = self.queue.now(now)
         with self._lock:
-            self.queue.store.requeue(self._id, self._token, now, unrun=True)  # no attempt spent
+            self.queue.store.release(self._id, self._token, now)  # no attempt spent
             self.status, self.done, self.run_at = "waiting", True, now
             self.attempts = max(0, self.attempts - 1)
 
@@ -392,26 +392,17 @@ class Transaction:
 
     def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
         err = UNSET if error is None else _error_text(error)
-        self._store.requeue(task._id, task._token, self.now + retry_wait, err, conn=self.conn)
+        self._store.retry(task._id, task._token, self.now + retry_wait, err, conn=self.conn)
 
         def mark():
             task.status, task.done = "waiting", True
         self._after_commit.append(mark)
 
-    def update_data(self, key: str, data: Mapping) -> None:
-        """Replace a task's data (unfenced: for rows this transaction has locked)."""
+    def update_data(self, key: str, data: Mapping) -> bool:
+        """Replace a task's data, in any state (not fenced by a lease: for rows this transaction
+        has locked). Returns whether the task exists."""
         text = encode_data(data, self.queue.config["max_data_size"])
-        self._store.update_by_key(self.conn, key, data=text)
-
-    def reopen(self, key: str, *, run_at: float | None = None, data: Mapping | None = None) -> None:
-        """Make a finished task waiting again with a fresh attempt count (workflow retry)."""
-        values: dict = dict(state=0, leased=0, outcome=None, finished_at=None, lease_token=None,
-                            timeout=self.now if run_at is None else run_at,
-                            run_at=self.now if run_at is None else run_at, attempts=0, error=None,
-                            cancel_requested=0, owner=None)
-        if data is not None:
-            values["data"] = encode_data(data, self.queue.config["max_data_size"])
-        self._store.update_by_key(self.conn, key, **values)
+        return self._store.set_data(self.conn, key, text)
 
     def cancel(self, key: str) -> str:
         return self._store.cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)
