@@ -39,6 +39,8 @@ from .rows import (
 
 PENDING_STATE, FINISHED_STATE = 2, 1
 NO_RESULT: Any = object()
+#: why a map has no list yet: the step it maps over has not ended (its trigger fired early)
+NOT_ENDED = "not ended"
 DEFAULT_RETENTION = 7 * 86400.0
 
 
@@ -240,6 +242,8 @@ def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]
         value = e.result
     else:
         row = tx.runs.read(tx.conn, [node_key(run.run_id, step)], result=True).get(node_key(run.run_id, step))
+        if row is not None and row["state"] != FINISHED_STATE and _own_row(row, run):
+            return None, NOT_ENDED  # a trigger fired on another parent (one_success...): wait for the list
         if row is None or row["state"] != FINISHED_STATE or row["outcome"] != "success":
             return None, f"skipped: step {step!r} it maps over did not succeed"
         value = results_of(tx, run, step, row)[0]
@@ -248,6 +252,11 @@ def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]
     if len(value) > MAX_MAP_ITEMS:
         return None, f"step {step!r} returned {len(value)} items; a map takes at most {MAX_MAP_ITEMS}"
     return value, ""
+
+
+def _own_row(row: dict, run: RunRef) -> bool:
+    node = NodeState.load(row.get("workflow"))
+    return node is not None and node.iid == run.iid
 
 
 def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any, list[int]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from queue_core.queue import Transaction
 
 from . import logic
-from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref
+from .engine import NOT_ENDED, PENDING_STATE, Ended, RunRef, mapped_list, run_ref
 from .settle import _Writes, settle, start_map
 from .errors import FlowError, UnknownRunError
 from .rows import MapCount, NodeState, node_key
@@ -71,6 +71,10 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
     if node.map is not None and node.map.n:
         return _redo_items(tx, run, row, node)
     items, why = mapped_list(tx, run, spec["map"], {})
+    if why == NOT_ENDED:  # the step it maps over runs again: decided when it ends (a parent)
+        node.map = None
+        tx.runs.set_workflow(tx.conn, row["id"], node.dump())
+        return []
     writes = _Writes()
     ended = start_map(tx, run, row, node, items, why, writes)
     writes.flush(tx)

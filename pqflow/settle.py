@@ -28,6 +28,7 @@ from . import logic
 from .engine import (
     DEFAULT_RETENTION,
     NO_RESULT,
+    NOT_ENDED,
     PENDING_STATE,
     Decision,
     Ended,
@@ -187,6 +188,9 @@ def _decide_child(tx: Transaction, run: RunRef, row: dict, node: NodeState, know
     verdict = _verdict(run, node.step, node)
     if verdict == logic.SUBMIT and run.dag["steps"][node.step].get("map"):
         items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
+        if why == NOT_ENDED:  # decided again when the step it maps over ends (it is a parent)
+            writes.pending.append((row["id"], node.dump()))
+            return []
         return start_map(tx, run, row, node, items, why, writes)
     if verdict == logic.SUBMIT:
         writes.promote.append((row["id"], node.dump()))
@@ -321,9 +325,14 @@ class Completion:
 def finish_many(tx: Transaction, done: list[Completion]) -> tuple[dict[str, Decision], list[Completion]]:
     """Write how steps ended (fenced: a step whose lease was lost is left alone) and decide what
     follows, for all of them together. Returns the decisions by run and the completions lost."""
-    lost, already = tx.runs.finish_held_many(tx.conn, [c.entry() for c in done], tx.now, retried=tx.retried)
+    # one end per row: a task listed twice is one completion, written and counted once
+    firsts: dict[int, Completion] = {}
+    for c in done:
+        firsts.setdefault(c.task.row_id, c)
+    once = list(firsts.values())
+    lost, already = tx.runs.finish_held_many(tx.conn, [c.entry() for c in once], tx.now, retried=tx.retried)
     skip = set(lost) | set(already)  # already: written and decided by an earlier, committed attempt
-    decisions = settle_many(tx, [(c.run, [c.ended()]) for c in done if c.task.row_id not in skip])
+    decisions = settle_many(tx, [(c.run, [c.ended()]) for c in once if c.task.row_id not in skip])
     return decisions, [c for c in done if c.task.row_id in set(lost)]
 
 

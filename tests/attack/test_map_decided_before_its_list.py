@@ -44,5 +44,5 @@ def test_map_waits_for_the_list_it_maps_over(queue):
     drive(queue, OneCommitEach)
     run = pqflow.get_run("r", queue=queue)
     assert run.steps["each"].status == "succeeded", run.statuses
-    assert run.steps["each"].result == [10, 20, 30]
+    assert [i.result for i in run.items("each")] == [10, 20, 30]
     assert run.status == "succeeded"
