@@ -3,8 +3,10 @@
 A child's handlers run in its main thread at any bytecode. ``threading.Event.set()`` from a
 handler deadlocks when the signal lands while the main thread holds that event's lock (in its
 idle ``wait``/``clear``): the child then hangs, alive and beating, and a graceful restart never
-completes (a CI run caught this as a restart that never finished). Both tests flood a real
-process with signals whose handlers set the wake-up, while its main thread waits on it.
+completes (a CI run caught this as a restart that never finished). The tests flood a real
+process with signals, while its main thread waits: on a wake-up its handlers set, in a worker
+child's processor, and in the shared module every service catches its signals with
+(``queue_core.service``), whose only handler appends and writes to a pipe.
 """
 
 from __future__ import annotations
@@ -59,6 +61,29 @@ PROCESSOR = FLOOD + textwrap.dedent("""
     print("exit", proc.run())
 """)
 
+# The shared module every service catches its signals with (queue_core.service), both ways it
+# is read: by a main loop that only waits, and by a signal thread while the main thread works
+# (here: waits on the threading.Event the stop action sets, taking and releasing its lock).
+SERVICE = FLOOD + textwrap.dedent("""
+    import sys, threading
+    from queue_core.service import WORKER_SIGNALS, Intent, Signals
+    reopened, stopped = [], threading.Event()
+    actions = {Intent.STOP: stopped.set, Intent.STOP_NOW: lambda: os._exit(3), Intent.RESTART: lambda: None,
+               Intent.RESTART_NOW: lambda: None, Intent.REOPEN_LOGS: lambda: reopened.append(1)}
+    signals = Signals(WORKER_SIGNALS, actions)
+    deadline = time.monotonic() + 30
+    flood(signal.SIGUSR2, 2.0, then=signal.SIGTERM)
+    if sys.argv[1] == "main-loop":
+        while not signals.stopping and time.monotonic() < deadline:
+            signals.wait(0.0001)
+    else:
+        signals.act_in_thread()
+        while not stopped.is_set() and time.monotonic() < deadline:
+            stopped.wait(0.0001)
+    signals.close()
+    print("stopped" if stopped.is_set() else "still running", len(reopened) > 0)
+""")
+
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
@@ -75,3 +100,15 @@ def test_an_idle_processor_flooded_with_signals_still_stops_on_sigterm(tmp_path)
     done = _run(PROCESSOR, f"sqlite:///{tmp_path / 'q.db'}", "signals")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "exit 0"
+
+
+def test_a_service_loop_flooded_with_signals_still_stops_on_sigterm():
+    done = _run(SERVICE, "main-loop")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["stopped", "True"]
+
+
+def test_a_signal_thread_flooded_with_signals_still_stops_on_sigterm():
+    done = _run(SERVICE, "signal-thread")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["stopped", "True"]
