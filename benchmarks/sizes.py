@@ -50,8 +50,8 @@ FULL = Sizes(
     fair_tasks=5000, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=20.0,
     sched_due=10_000, sched_processes=(1, 3), sched_idle=100_000, sched_idle_ticks=50,
-    flow_runs=200, map_widths=(100, 1000, 10_000), map_items=10_000,
-    peer_tasks=5000, rq_tasks=2000, chord_runs=200, timeout=600.0,
+    flow_runs=2000, map_widths=(100, 1000, 10_000), map_items=10_000,
+    peer_tasks=5000, rq_tasks=2000, chord_runs=2000, timeout=600.0,
 )
 
 QUICK = Sizes(

@@ -1,7 +1,7 @@
 """``perfectsched``: the command line of perfectsched (parse, call the library, print).
 
 Exit codes and the common options (-D/--table/-c/-e/-v) are those of ``perfectqueue``, see
-:mod:`queue_core.cli_common`. ``--table`` (config ``table``) names the QUEUE table that
+:mod:`queue_core.clikit`. ``--table`` (config ``table``) names the QUEUE table that
 occurrences are submitted into; ``--schedule-table`` (config ``schedule_table``, env
 ``PQ_SCHEDULE_TABLE``) names the schedule table. New schedules use the config ``timezone``
 (default UTC) unless ``-t`` is given. Times are shown in each schedule's own timezone.
@@ -16,25 +16,12 @@ from typing import Any
 
 import click
 
-from queue_core.cli_common import (
-    CLI_MAX_RETRY_COUNT,
-    EXIT_CODES_HELP,
-    STRICT_INT,
-    CLIError,
-    CLIState,
-    PQGroup,
-    common_options,
-    format_time,
-    json_text,
-    main_wrapper,
-    parse_json_object,
-    parse_time,
-    print_json,
-    print_table,
-    printable,
-    settings,
-)
-from queue_core.config import DEFAULTS
+from queue_core.clikit.exits import EXIT_CODES_HELP, CLIError
+from queue_core.clikit.group import PQGroup, main_wrapper
+from queue_core.clikit.options import CLIState, common_options
+from queue_core.clikit.output import format_time, json_text, print_json, print_table, printable
+from queue_core.clikit.parsing import STRICT_INT, parse_json_object, parse_time
+from queue_core.clikit.settings import settings, short_lived_retries
 from queue_core.errors import ConfigError
 from queue_core.queue import check_name
 
@@ -97,11 +84,7 @@ def _settings(**overrides: Any):
 def _open(cfg=None):
     """The scheduler for a short-lived command: fail in seconds on an unreachable database."""
     cfg = _settings() if cfg is None else cfg
-    retries = {}
-    if "max_retry_count" not in getattr(cfg, "explicit", ()):
-        retries["max_retry_count"] = min(CLI_MAX_RETRY_COUNT, cfg.get("max_retry_count",
-                                                                      DEFAULTS["max_retry_count"][0]))
-    return open_scheduler(dict(cfg), **retries)
+    return open_scheduler(dict(cfg), **short_lived_retries(cfg))
 
 
 def _zone(name: str) -> str:

@@ -2,7 +2,7 @@
 
 Everything but ``run`` and ``graph TARGET`` works from the database alone: a run's DAG is
 stored with it. Exit codes and the common options (-D/--table/-c/-e/-v, given after the
-subcommand) are those of :mod:`queue_core.cli_common`; in addition an unknown run
+subcommand) are those of :mod:`queue_core.clikit`; in addition an unknown run
 (:class:`pqflow.UnknownRunError`) or an unknown step of ``why`` exits 4.
 """
 
@@ -16,25 +16,13 @@ from typing import Any
 
 import click
 
-from queue_core.cli import _short_error
-from queue_core.cli_common import (
-    EXIT_CODES_HELP,
-    EXIT_EXISTS,
-    EXIT_NOT_FOUND,
-    CLIError,
-    PQGroup,
-    common_options,
-    format_time,
-    json_text,
-    main_wrapper,
-    open_queue,
-    parse_json_object,
-    print_json,
-    print_table,
-    run_worker_command,
-    settings,
-    worker_options,
-)
+from queue_core.clikit.exits import EXIT_CODES_HELP, EXIT_EXISTS, EXIT_NOT_FOUND, CLIError
+from queue_core.clikit.group import PQGroup, main_wrapper
+from queue_core.clikit.options import common_options
+from queue_core.clikit.output import format_time, json_text, print_json, print_table, short_error
+from queue_core.clikit.parsing import parse_json_object
+from queue_core.clikit.settings import open_queue, settings
+from queue_core.clikit.worker_command import run_worker_command, worker_options
 from queue_core.errors import ConfigError, TaskError
 from queue_core.queue import check_name
 
@@ -98,7 +86,7 @@ def _step_rows(run: Run) -> list[dict]:
     return [{
         "step": s.name, "status": f"{s.status} ({s.items})" if s.items is not None else s.status, "attempts": s.attempts if s.attempts else "-",
         "started": format_time(s.started_at), "finished": format_time(s.finished_at),
-        "error": _short_error(s.error),
+        "error": short_error(s.error),
     } for s in run.steps.values()]
 
 
@@ -246,7 +234,7 @@ def _print_items(run: Run, step: str, fmt: str) -> None:
         print_json([i.__dict__ for i in items])
         return
     print_table([{"index": i.index, "status": i.status, "attempts": i.attempts, "item": json_text(i.item),
-                  "error": _short_error(i.error)} for i in items], ITEM_COLUMNS)
+                  "error": short_error(i.error)} for i in items], ITEM_COLUMNS)
 
 
 # -- runs ------------------------------------------------------------------------------------------

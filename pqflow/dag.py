@@ -29,6 +29,7 @@ from typing import Any
 import networkx as nx
 
 from pqflow.errors import UnknownWorkflowError, WorkflowDefinitionError
+from pqflow.runs import Run, start_run
 
 __all__ = [
     "DEFAULT_TRIGGER",
@@ -407,13 +408,11 @@ class Workflow:
         return self._build_graph()
 
     def start(self, run_id: str, data: Any = None, *, url: str | None = None, table: str | None = None,
-              now: float | None = None, queue: Any = None) -> Any:
+              now: float | None = None, queue: Any = None) -> Run:
         """Start a run: submit the queue task (key = run id, type = this workflow's name).
 
         A duplicate run id raises queue_core's IdempotentAlreadyExistsError.
         """
-        from .runs import start_run
-
         return start_run(self, run_id, data, url=url, table=table, now=now, queue=queue)
 
     def snapshot(self) -> dict[str, Any]:

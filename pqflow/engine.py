@@ -21,11 +21,12 @@ from typing import Any
 
 from queue_core import Queue
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
-from queue_core.queue import Transaction
+from queue_core.queue import Transaction, check_name
 
 from .errors import FlowError, UnknownRunError
 from .rows import (
     MAX_MAP_ITEMS,
+    MAX_RUN_ID,
     RUNS_GROUP,
     NodeState,
     RunState,
@@ -261,7 +262,7 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     values: dict[int, Any] = {}
     failed = []
     for key, state, outcome, workflow, result in tx.runs.group_results(tx.conn, node_key(run.run_id, step)):
-        node = NodeState.load(workflow)
+        node = NodeState.load(workflow, cached=False)
         if node is None or node.iid != run.iid or node.index is None or not 0 <= node.index < n \
                 or key != item_key(run.run_id, step, node.index):
             continue  # not an item of this run (a row added by hand)
@@ -294,13 +295,9 @@ def request_cancel(tx: Transaction, run_id: str) -> str:
 
 
 def check_run_id(run_id: Any) -> str:
-    from queue_core.queue import check_name
-
     check_name(run_id, "run id")
     if "#" in run_id:
         raise ValidationError("run id must not contain '#'")
-    from .rows import MAX_RUN_ID
-
     if len(run_id) > MAX_RUN_ID:
         raise ValidationError(f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} "
                               "(step keys add '#<step>#<item>')")

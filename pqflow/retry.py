@@ -10,7 +10,6 @@ items.
 from __future__ import annotations
 
 from queue_core.queue import Transaction
-from queue_core.store.tasks import FOREVER
 
 from . import logic
 from .engine import PENDING_STATE, Ended, RunRef, mapped_list, run_ref
@@ -37,7 +36,7 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     state.open, state.succeeded, state.failed, state.cancelled = len(redo), len(kept), 0, 0
     run.state = state
     tx.runs.reopen_run(tx.conn, row["id"], state.dump())
-    tx.runs.keep_group(tx.conn, run.groups(), FOREVER)  # running again: nothing of it is purged
+    tx.runs.keep_group(tx.conn, run.groups())  # running again: nothing of it is purged
     ended = []
     for step in redo:
         ended += _redo(tx, run, step, nodes[node_key(run_id, step)], kept)

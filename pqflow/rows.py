@@ -124,8 +124,10 @@ class NodeState:
         return dumps({"node": out})
 
     @staticmethod
-    def load(text: str | None) -> NodeState | None:
-        known = _node_fields(text) if text is None or len(text) <= 4096 else _node_fields.__wrapped__(text)
+    def load(text: str | None, *, cached: bool = True) -> NodeState | None:
+        """``cached=False`` for rows read once (a map's items read by its join)."""
+        small = text is None or len(text) <= 4096
+        known = _node_fields(text) if cached and small else _node_fields.__wrapped__(text)
         if known is None:
             return None
         counts = known.get("map")

@@ -20,7 +20,7 @@ from queue_core.app import Runner, UnknownTypeError
 from queue_core.queue import Transaction
 
 from . import engine
-from .dag import Workflow, get_workflow
+from .dag import Workflow, get_workflow, registered_workflows
 from queue_core.deferred import Deferred
 
 from .engine import Decision, RunRef
@@ -103,8 +103,6 @@ class Decider(Runner):
     def served_types(cls) -> frozenset[str]:
         """What its workers lease: each workflow's name (runs) and ``"<workflow>.<step>"`` of each
         step; every registered workflow's when ``workflows`` is empty."""
-        from .dag import registered_workflows
-
         flows = cls.workflows or list(registered_workflows().values())
         return frozenset(t for wf in flows for t in (wf.name, *(step_type(wf.name, s) for s in wf.steps)))
 
@@ -314,9 +312,8 @@ def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[tuple
     input data; (None, {}, {}, None) when its run is gone or is another instance."""
     rows = tx.runs.read(tx.conn, sorted({n.run for _, n in steps}), data=True)
     refs = {r: engine.run_ref(tx, r, row) for r, row in rows.items()}
-    wanted = {n.run: (refs.get(n.run), n) for _, n in steps}
-    keys = [node_key(r, p) for r, (run, n) in wanted.items() if run is not None and run.iid == n.iid
-            for p in _parents(run, n.step) if not run.dag["steps"][p].get("map")]
+    keys = sorted({node_key(n.run, p) for _, n in steps if (run := refs.get(n.run)) is not None
+                   and run.iid == n.iid for p in _parents(run, n.step) if not run.dag["steps"][p].get("map")})
     parents = tx.runs.read(tx.conn, keys, result=True) if keys else {}
     out = []
     for _, n in steps:

@@ -1,39 +1,25 @@
 """``perfectqueue``: the command line of queue_core (parse, call the library, print).
 
 Exit codes and the common options (-D/--table/-c/-e/-v) are described in
-:mod:`queue_core.cli_common`.
+:mod:`queue_core.clikit.exits` and :mod:`queue_core.clikit.options`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
 
-from .cli_common import (
-    EXIT_CODES_HELP,
-    STRICT_INT,
-    CLIError,
-    PQGroup,
-    common_options,
-    format_time,
-    json_text,
-    main_wrapper,
-    open_queue,
-    parse_json_object,
-    parse_time,
-    print_json,
-    print_table,
-    printable,
-    run_worker_command,
-    settings,
-    worker_options,
-)
+from .clikit.exits import EXIT_CODES_HELP, CLIError
+from .clikit.group import PQGroup, main_wrapper
+from .clikit.options import common_options
+from .clikit.output import format_time, json_text, print_json, print_table, printable, short_error
+from .clikit.parsing import STRICT_INT, parse_json_object, parse_time
+from .clikit.settings import open_queue, settings
+from .clikit.worker_command import run_worker_command, worker_options
 from .queue import STATUSES
 
 PROG = "perfectqueue"
-ERROR_WIDTH = 60
 LIST_COLUMNS = ["key", "type", "user", "status", "outcome", "priority", "attempts", "run_at",
                 "created_at", "error"]
 TIME_FIELDS = ("created_at", "run_at", "timeout", "started_at", "finished_at")
@@ -51,13 +37,6 @@ def cli() -> None:
 
     Options such as -D URL go after the command: perfectqueue list -D sqlite:///pq.db
     """
-
-
-def _short_error(error: str | None) -> str | None:
-    if error is None:
-        return None
-    text = re.sub(r"\s+", " ", error).strip()
-    return text if len(text) <= ERROR_WIDTH else text[: ERROR_WIDTH - 3] + "..."
 
 
 def _plain(meta) -> dict:
@@ -114,7 +93,7 @@ def list_cmd(status: str | None, task_type: str | None, user: str | None, limit:
     rows = [{
         "key": m.key, "type": m.type, "user": m.user, "status": m.status, "outcome": m.outcome,
         "priority": m.priority, "attempts": m.attempts, "run_at": format_time(m.run_at),
-        "created_at": format_time(m.created_at), "error": _short_error(m.error),
+        "created_at": format_time(m.created_at), "error": short_error(m.error),
     } for m in tasks]
     print_table(rows, LIST_COLUMNS)
     click.echo(f"{len(rows)} {'entry' if len(rows) == 1 else 'entries'}.")

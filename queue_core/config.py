@@ -8,7 +8,6 @@ Precedence: explicit argument / CLI option > environment variable > config file 
 from __future__ import annotations
 
 import math
-import os
 import tomllib
 from collections.abc import Mapping
 from typing import Any
@@ -148,6 +147,3 @@ def load_file(path: str, environment: str) -> dict:
         )
     return dict(section)
 
-
-def environment_name(explicit: str | None = None) -> str:
-    return explicit or os.environ.get("PQ_ENV") or "development"

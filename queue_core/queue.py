@@ -27,7 +27,7 @@ from .errors import (
 )
 from .store.database import Database
 from .store.runs import RunRows
-from .store.tasks import FINISHED, FOREVER, LIVE, PENDING, UNSET, NewTask, Settled, TaskStore
+from .store.tasks import FINISHED, LIVE, PENDING, UNSET, NewTask, Settled, TaskStore
 
 T = TypeVar("T")
 
@@ -405,12 +405,6 @@ class Transaction:
         text = encode_data(data, self.queue.config["max_data_size"])
         self._store.update_by_key(self.conn, key, data=text)
 
-    def finish_key(self, key: str, outcome: str, *, retention_time: float, error: Any = None) -> None:
-        """Finish a task by key regardless of leases (owner-side bookkeeping rows)."""
-        self._store.update_by_key(self.conn, key, state=FINISHED, leased=0, outcome=outcome,
-                                  finished_at=self.now, timeout=self.now + retention_time,
-                                  lease_token=None, error=_error_text(error))
-
     def reopen(self, key: str, *, run_at: float | None = None, data: Mapping | None = None) -> None:
         """Make a finished task waiting again with a fresh attempt count (workflow retry)."""
         values: dict = dict(state=0, leased=0, outcome=None, finished_at=None, lease_token=None,
@@ -420,11 +414,6 @@ class Transaction:
         if data is not None:
             values["data"] = encode_data(data, self.queue.config["max_data_size"])
         self._store.update_by_key(self.conn, key, **values)
-
-    def keep_group(self, group: str, retention_time: float | None) -> None:
-        """Set the purge time of a group's finished rows: now + retention, or never (None)."""
-        until = FOREVER if retention_time is None else self.now + retention_time
-        self._store.update_group(self.conn, group, only_finished=True, timeout=until)
 
     def cancel(self, key: str) -> str:
         return self._store.cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)

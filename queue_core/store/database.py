@@ -24,7 +24,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from ..errors import ConfigError, DatabaseError, SchemaError, TaskError
-from . import dialects
+from .dialects import Dialect
+from .mysql import MySQLDialect
+from .postgresql import PostgreSQLDialect
+from .sqlite import SQLiteDialect
 
 log = logging.getLogger("queue_core.store")
 
@@ -41,6 +44,19 @@ def mask_url(url: str | sa.URL | None) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "<unparseable database URL>"
+
+
+def dialect_for(backend: str, masked_url: str) -> Dialect:
+    """The dialect of SQLAlchemy backend name ``backend`` (ConfigError for any other database)."""
+    if backend == "sqlite":
+        return SQLiteDialect()
+    if backend in ("mysql", "mariadb"):
+        return MySQLDialect()
+    if backend in ("postgresql", "postgres"):
+        return PostgreSQLDialect()
+    raise ConfigError(
+        f"unsupported database {masked_url!r}: use sqlite://, mysql+pymysql:// or postgresql+psycopg://"
+    )
 
 
 def _password(url: sa.URL) -> str | None:
@@ -72,7 +88,7 @@ class Database:
         self.max_retry_count = int(max_retry_count)
         self.retry_max_wait = float(retry_max_wait)
         backend = self.url.get_backend_name()
-        self.dialect = dialects.for_backend(backend, self.masked_url)
+        self.dialect = dialect_for(backend, self.masked_url)
         self._memory_lock: threading.RLock | None = None
         self._pid = os.getpid()
         self._local = threading.local()

@@ -1,5 +1,7 @@
 """Where SQLite, MySQL/MariaDB and PostgreSQL differ (store layer).
 
+:class:`Dialect` holds what most databases share; ``sqlite.py``, ``mysql.py`` and
+``postgresql.py`` override the rest, and :func:`queue_core.store.database.dialect_for` picks one.
 Each dialect answers the same few questions: how to insert-if-absent, how to lock candidate
 rows without blocking (``FOR UPDATE SKIP LOCKED``, or nothing on SQLite whose
 ``BEGIN IMMEDIATE`` already serialises writers), how to serialise capped fair-share claims,
@@ -12,12 +14,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from ..errors import ConfigError
-
 
 class Dialect:
     name = "generic"
-    skip_locked = True
     install_hint = ""
 
     def connect_args(self, connect_timeout: float) -> dict:
@@ -90,25 +89,3 @@ class Dialect:
 
     def is_missing_table(self, exc: sa.exc.DBAPIError) -> bool:
         return False
-
-
-def error_code(exc: sa.exc.DBAPIError):
-    orig = exc.orig
-    args = getattr(orig, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None
-
-
-def for_backend(backend: str, masked_url: str) -> Dialect:
-    from .mysql import MySQLDialect
-    from .postgresql import PostgreSQLDialect
-    from .sqlite import SQLiteDialect
-
-    if backend == "sqlite":
-        return SQLiteDialect()
-    if backend in ("mysql", "mariadb"):
-        return MySQLDialect()
-    if backend in ("postgresql", "postgres"):
-        return PostgreSQLDialect()
-    raise ConfigError(
-        f"unsupported database {masked_url!r}: use sqlite://, mysql+pymysql:// or postgresql+psycopg://"
-    )

@@ -5,7 +5,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 
-from .dialects import Dialect, error_code
+from .dialects import Dialect
+
+
+def error_code(exc: sa.exc.DBAPIError):
+    """The driver's error number (PyMySQL: the first argument), or None."""
+    orig = exc.orig
+    args = getattr(orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
 
 class MySQLDialect(Dialect):
     name = "mysql"

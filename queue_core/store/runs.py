@@ -132,8 +132,9 @@ class RunRows:
                                            where=[self.t.c.state == PENDING],
                                            values=dict(state=FINISHED, finished_at=now, lease_token=None))
 
-    def keep_group(self, conn, groups: Sequence[str], purge_at: float) -> int:
-        """Runs ended: the finished rows of their groups are purged at ``purge_at``."""
+    def keep_group(self, conn, groups: Sequence[str], purge_at: float = FOREVER) -> int:
+        """The finished rows of these runs' groups are purged at ``purge_at`` (runs that ended),
+        or never (the default: runs running again)."""
         t = self.t
         n = 0
         for i in range(0, len(groups), 500):

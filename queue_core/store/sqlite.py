@@ -9,7 +9,6 @@ from .dialects import Dialect
 
 class SQLiteDialect(Dialect):
     name = "sqlite"
-    skip_locked = False
     per_type = 1 << 30  # in-process statements cost no round trip, and IN lists plan badly here
 
     def insert_if_absent(self, table, conflict_column):

@@ -571,12 +571,6 @@ class TaskStore(TypedReads, VersionedTables):
     def update_by_key(self, conn, key: str, **values) -> int:
         return conn.execute(sa.update(self.t).where(self.t.c.key == key).values(**values)).rowcount
 
-    def update_group(self, conn, group: str, only_finished: bool = False, **values) -> int:
-        stmt = sa.update(self.t).where(self.t.c.grp == group)
-        if only_finished:
-            stmt = stmt.where(self.t.c.state == FINISHED)
-        return conn.execute(stmt.values(**values)).rowcount
-
     def status_clause(self, status: str, now: float):
         t = self.t
         running = sa.and_(t.c.state == LIVE, t.c.leased == 1, t.c.timeout > now)

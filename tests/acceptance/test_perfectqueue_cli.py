@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import queue_core
-from queue_core import cli_common
+from queue_core.clikit import exits, options, output, parsing, passwords, settings
 from queue_core.cli import cli
 from cli_support import assert_one_line_error, clean_env  # noqa: F401
 
@@ -415,30 +415,30 @@ def test_settings_merge_and_retry_lowering(tmp_path, monkeypatch):
         [tuned]
         max_retry_count = 9
     """)
-    state = cli_common.CLIState(config_file=cfg)
+    state = options.CLIState(config_file=cfg)
     monkeypatch.setenv("PQ_RETRY_WAIT", "8")
-    s = cli_common.settings(state)
+    s = settings.settings(state)
     assert s["alive_time"] == 30.0 and s["retry_wait"] == 8.0 and s["table"] == "pq_tasks"
     assert s.sources == {"alive_time": "file", "retry_wait": "env"}
-    with cli_common.open_queue(s) as q:
+    with settings.open_queue(s) as q:
         assert q.db.max_retry_count == 2  # short-lived command: fail fast
-    s = cli_common.settings(state, overrides={"retry_wait": 9, "processors": None})
+    s = settings.settings(state, overrides={"retry_wait": 9, "processors": None})
     assert s["retry_wait"] == 9.0 and s["processors"] == 1
-    tuned = cli_common.settings(cli_common.CLIState(config_file=cfg, environment="tuned"))
-    with cli_common.open_queue(tuned) as q:
+    tuned = settings.settings(options.CLIState(config_file=cfg, environment="tuned"))
+    with settings.open_queue(tuned) as q:
         assert q.db.max_retry_count == 9  # set explicitly: kept
     # extra keys (perfectsched style): validated when the kind is known, else passed through
     extra = {"schedule_table": ("pq_schedules", "str", "schedule table"),
              "timezone": ("UTC", "tz", "default time zone")}
     monkeypatch.setenv("PQ_TIMEZONE", "Asia/Tokyo")
-    s = cli_common.settings(state, extra_keys=extra)
+    s = settings.settings(state, extra_keys=extra)
     assert s["schedule_table"] == "pq_schedules" and s["timezone"] == "Asia/Tokyo"
-    with cli_common.open_queue(s) as q:  # extra keys are not queue options
+    with settings.open_queue(s) as q:  # extra keys are not queue options
         assert q.table == "pq_tasks"
     monkeypatch.setenv("PQ_SCHEDULE_TABLE", "")
-    assert cli_common.settings(state, extra_keys=extra)["schedule_table"] == "pq_schedules"
+    assert settings.settings(state, extra_keys=extra)["schedule_table"] == "pq_schedules"
     with pytest.raises(queue_core.ConfigError):
-        cli_common.settings(state, extra_keys={"workers": (1, "int+", "n")}, overrides={"workers": 0})
+        settings.settings(state, extra_keys={"workers": (1, "int+", "n")}, overrides={"workers": 0})
 
 
 def test_malformed_toml_exits_6(tmp_path):
@@ -491,26 +491,26 @@ def test_debug_shows_traceback(monkeypatch, tmp_path):
     assert_error(invoke("stats", "-D", url), 1, "ValueError: kaputt")
 
 
-# -- helpers of cli_common ---------------------------------------------------------------------------
+# -- helpers of queue_core.clikit ---------------------------------------------------------------------------
 def test_parse_and_format_helpers():
-    assert cli_common.parse_time("1795255200") == ISO_EPOCH
-    assert cli_common.parse_time("2026-11-21T10:00:00+00:00") == ISO_EPOCH
-    assert cli_common.parse_time("2026-11-21T11:00:00+01:00") == ISO_EPOCH
-    with pytest.raises(cli_common.CLIError, match="no UTC offset"):
-        cli_common.parse_time("2026-11-21T10:00:00")
-    assert cli_common.format_time(ISO_EPOCH) == "2026-11-21T10:00:00+00:00"
-    assert cli_common.format_time(ISO_EPOCH, "Asia/Tokyo") == "2026-11-21T19:00:00+09:00"
-    assert cli_common.format_time(ISO_EPOCH + 0.25) == "2026-11-21T10:00:00.250+00:00"
-    assert cli_common.format_time(None) == "-"
-    assert cli_common.parse_json_object('{"a": [1]}') == {"a": [1]}
-    with pytest.raises(cli_common.CLIError, match="got null"):
-        cli_common.parse_json_object("null", what="PARAMS")
-    assert cli_common.scrub("postgresql://bob:hunter2@db/x failed") == "postgresql://bob:***@db/x failed"
-    assert "pa ss" not in cli_common.scrub("pa ss!", urls=["mysql://u:pa%20ss@h/d"])
+    assert parsing.parse_time("1795255200") == ISO_EPOCH
+    assert parsing.parse_time("2026-11-21T10:00:00+00:00") == ISO_EPOCH
+    assert parsing.parse_time("2026-11-21T11:00:00+01:00") == ISO_EPOCH
+    with pytest.raises(exits.CLIError, match="no UTC offset"):
+        parsing.parse_time("2026-11-21T10:00:00")
+    assert output.format_time(ISO_EPOCH) == "2026-11-21T10:00:00+00:00"
+    assert output.format_time(ISO_EPOCH, "Asia/Tokyo") == "2026-11-21T19:00:00+09:00"
+    assert output.format_time(ISO_EPOCH + 0.25) == "2026-11-21T10:00:00.250+00:00"
+    assert output.format_time(None) == "-"
+    assert parsing.parse_json_object('{"a": [1]}') == {"a": [1]}
+    with pytest.raises(exits.CLIError, match="got null"):
+        parsing.parse_json_object("null", what="PARAMS")
+    assert passwords.scrub("postgresql://bob:hunter2@db/x failed") == "postgresql://bob:***@db/x failed"
+    assert "pa ss" not in passwords.scrub("pa ss!", urls=["mysql://u:pa%20ss@h/d"])
 
 
 def test_print_table_aligns_wide_characters(capsys):
-    cli_common.print_table([{"a": "日本", "b": 1}, {"a": "xyzw", "b": None}], ["a", "b"])
+    output.print_table([{"a": "日本", "b": 1}, {"a": "xyzw", "b": None}], ["a", "b"])
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["a     b", "日本  1", "xyzw  -"]
 

@@ -2,8 +2,8 @@
 
 ``perfectqueue run``, ``perfectsched run`` and ``pqflow run`` started with ``-D URL`` (URL with a
 password) re-execute themselves with the URL in ``PQ_DATABASE_URL`` and ``-D`` removed
-(queue_core.cli_common.hide_url_from_argv): /proc/<pid>/cmdline of the command and of its
-children, which every local user can read with ``ps``, holds no password;
+(queue_core.clikit.argv_password.hide_url_from_argv): /proc/<pid>/cmdline of the command and of
+its children, which every local user can read with ``ps``, holds no password;
 /proc/<pid>/environ, which holds it now, is readable only by the owner. The same pid keeps
 running, and the -D > PQ_DATABASE_URL > config file precedence is unchanged.
 """
@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 import queue_core
 from hostile_support import HERE, clean_environ
 from procs import wait_for
-from queue_core import cli_common
+from queue_core.clikit import argv_password, passwords
 from queue_core.cli import cli as pq_cli
 
 BIN = Path(sys.executable).parent
@@ -39,7 +39,7 @@ FLOWS = str(HERE.parent / "acceptance" / "flows_cli.py")
 # -- the argument surgery (no processes) ---------------------------------------------------------------
 def _strip(*args: str) -> list[str]:
     run = pq_cli.get_command(click.Context(pq_cli), "run")
-    out, _ = cli_common.without_option(list(args), pq_cli, run, "pq_database")
+    out, _ = argv_password.without_option(list(args), pq_cli, run, "pq_database")
     return out
 
 
@@ -64,10 +64,10 @@ def test_without_option_tokenises_like_click(args, expected):
 
 
 def test_url_password():
-    assert cli_common.url_password("mysql+pymysql://u:p%40ss@h/db") == "p@ss"
-    assert cli_common.url_password("postgresql+psycopg://u@h/db") is None
-    assert cli_common.url_password("sqlite:////tmp/x.db") is None
-    assert cli_common.url_password("not a url") is None
+    assert passwords.url_password("mysql+pymysql://u:p%40ss@h/db") == "p@ss"
+    assert passwords.url_password("postgresql+psycopg://u@h/db") is None
+    assert passwords.url_password("sqlite:////tmp/x.db") is None
+    assert passwords.url_password("not a url") is None
 
 
 # -- real processes ------------------------------------------------------------------------------------

@@ -84,7 +84,8 @@ bad_data = st.one_of(
 
 
 def _parse_time(text: str):
-    from queue_core.cli_common import CLIError, parse_time
+    from queue_core.clikit.exits import CLIError
+    from queue_core.clikit.parsing import parse_time
 
     try:
         return parse_time(text)

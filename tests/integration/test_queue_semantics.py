@@ -69,6 +69,23 @@ def test_key_reusable_once_retention_ended_even_before_cleanup(queue):
     assert queue["k"].metadata().type == "t2"
 
 
+def test_rows_kept_for_ever_outlive_every_cleanup(queue):
+    """"Never purged" has one constant (the store's FOREVER, 1e15), but rows written before it
+    keep their purge time: pqflow finished step rows with a retention of 1e12 (its KEEP), and
+    purge compares ``timeout <= now``, so those are still kept for 31,000 years."""
+    queue.submit("kept-1e12", "t", now=T0)
+    old = queue.poll(now=T0)
+    queue.transaction(lambda tx: tx.finish(old, retention_time=1e12), now=T0)
+    queue.submit("kept-forever", "t", group="g", now=T0)
+    queue.poll(now=T0).finish(now=T0)
+    queue.transaction(lambda tx: tx.runs.keep_group(tx.conn, ["g"]), now=T0)  # default: never
+    millennium = 1000 * 365 * 86400
+    assert queue.cleanup(now=T0 + millennium) == 0
+    assert queue["kept-1e12"].exists() and queue["kept-forever"].exists()
+    assert queue.cleanup(now=1e13) == 1  # the latest time a clock may give: FOREVER is later
+    assert queue["kept-forever"].exists()
+
+
 def test_submit_many_counts_new(queue):
     queue.submit("a", "t", now=T0)
     n = queue.submit_many([{"key": "a", "type": "t"}, {"key": "b", "type": "t", "data": {"x": 1}},
