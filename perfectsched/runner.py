@@ -45,8 +45,7 @@ from queue_core.errors import (
 )
 from queue_core.logs import reopen_logs, setup_logging
 from queue_core.monitor import TaskMonitor, run_handler
-from queue_core.service import EXIT_OK, Backoff, Intent, Signals, reload_settings
-from queue_core.wakeup import Wakeup
+from queue_core.service import EXIT_OK, Backoff, Intent, LoopControl, Signals, reload_settings
 
 from . import cron as cronlib
 from .scheduler import EXTRA_KEYS, Scheduler
@@ -104,10 +103,9 @@ class SchedulerLoop:
         self.sched: Scheduler | None = None
         self.monitor: TaskMonitor | None = None
         # plain flags and a self-pipe: the signal thread sets and reads them
-        self.stopping = False
+        self.control = LoopControl()
         self.restart_requested = False
         self.in_handler = False
-        self._wake = Wakeup()
         self.db_backoff = Backoff()
         self.healthy = False  # True once a step succeeded (a missing table then is transient)
         self.attempted: set[tuple[str, int]] = set()  # burst: occurrences handled in this run
@@ -183,15 +181,15 @@ class SchedulerLoop:
                 h.close()
 
     def _loop(self) -> None:
-        while not self.stopping:
+        while not self.control.stopping:
             if self.restart_requested:
                 self._restart()
                 continue
             wait = self._turn()
             if wait is None:
                 return
-            if wait > 0 and self._wake.wait(wait):
-                self._wake.clear()
+            if wait > 0:
+                self.control.idle(wait)
 
     def _turn(self) -> float | None:
         """One step; then how long to wait before the next (None: a burst is done)."""
@@ -215,8 +213,7 @@ class SchedulerLoop:
     # -- what signals do (called from the signal thread) -------------------------------
     def stop(self) -> None:
         """Stop once the current handler returned."""
-        self.stopping = True
-        self._wake.set()
+        self.control.stop()
 
     def stop_now(self) -> None:
         """A second stop signal: during a handler, exit at once (its lease expires and the
@@ -229,7 +226,7 @@ class SchedulerLoop:
     def request_restart(self) -> None:
         """Restart, with the configuration re-read, once the current handler returned."""
         self.restart_requested = True
-        self._wake.set()
+        self.control.wake()
 
     def _step(self) -> bool:
         """One tick or one handled occurrence. True when there may be more work right now."""
@@ -302,7 +299,7 @@ class SchedulerLoop:
         finally:
             self.in_handler = False
         if isinstance(error, KeyboardInterrupt):
-            self.stopping = True
+            self.control.stop()
         self._settle(task, error, time.monotonic() - started, when)
 
     def _settle(self, task, error, elapsed: float, when: str) -> None:

@@ -1,7 +1,7 @@
 """A processor: one poll loop that leases tasks, runs their handlers and settles the outcomes.
 
 A worker child runs one (:mod:`queue_core.worker`); thread mode runs several in one process
-(:mod:`queue_core.threads`). Each has a task monitor thread (:mod:`queue_core.monitor`) and
+(:mod:`queue_core.thread_worker`). Each has a task monitor thread (:mod:`queue_core.monitor`) and
 finishes its successes in batches (:mod:`queue_core.settler`).
 """
 
@@ -18,9 +18,8 @@ from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskErr
 from .listener import start_listener
 from .monitor import TaskMonitor, run_handler
 from .queue import Queue
-from .service import EXIT_OK, EXIT_RECYCLE, Backoff
+from .service import EXIT_OK, EXIT_RECYCLE, Backoff, LoopControl
 from .settler import Settler
-from .wakeup import Wakeup
 
 log = logging.getLogger("queue_core.worker")
 
@@ -49,20 +48,22 @@ class Processor:
         self.settler = Settler(self.queue)
         self.monitor = TaskMonitor(settings, beat_fd, self.settler)
         self.settler.release = self.monitor.drop
-        self.stopping = False  # a plain flag and a self-pipe: stop() is safe from any thread
+        self.control = LoopControl()
         self.processed = 0
         self.db_backoff = Backoff()
-        self._wake = Wakeup()
         self._avg_task_time: float | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.control.stopping
 
     def stop(self) -> None:
         """Stop after the current task. Takes no lock: safe from any thread, even a signal handler."""
-        self.stopping = True
-        self._wake.set()
+        self.control.stop()
 
     def wake(self) -> None:
         """Poll now instead of at the end of the idle wait (called from other threads)."""
-        self._wake.set()
+        self.control.wake()
 
     def run(self, *, listen: bool = True) -> int:
         """Run until stopped, burst-empty or recycled. Returns an exit code.
@@ -105,7 +106,7 @@ class Processor:
             elif tasks is not None and self.burst:
                 return EXIT_OK
             elif tasks is not None:
-                self._idle(self.settings["poll_interval"])
+                self.control.idle(self.settings["poll_interval"])
             if limit and self.processed >= limit:
                 return EXIT_RECYCLE
         return EXIT_OK
@@ -121,15 +122,11 @@ class Processor:
             self.settler.put_back(settled)
             wait = self.db_backoff.failed()
             log.error("poll failed (will retry in %.1fs): %s", wait, exc)
-            self._idle(wait)
+            self.control.idle(wait)
             return None
         self.db_backoff.succeeded()
         self.settler.report(settled)
         return tasks
-
-    def _idle(self, seconds: float) -> None:
-        self._wake.wait(seconds)
-        self._wake.clear()
 
     def _run_batch(self, tasks: list) -> None:
         for t in tasks:

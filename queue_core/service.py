@@ -1,7 +1,7 @@
 """What every long-running pq service does: signals, the stop cascade, database backoff, reloads.
 
 The worker supervisor (:mod:`queue_core.supervisor`), a worker child (:mod:`queue_core.worker`),
-the thread-mode worker (:mod:`queue_core.threads`) and ``perfectsched run``
+the thread-mode worker (:mod:`queue_core.thread_worker`) and ``perfectsched run``
 (:mod:`perfectsched.runner`) each declare what a signal means to them (an :class:`Intent`) and
 what each intent does to them; the rest is here, the same for all of them:
 
@@ -17,8 +17,9 @@ what each intent does to them; the rest is here, the same for all of them:
 * **The stop cascade** (:class:`Dispatcher`, explicit :class:`Phase`): the first stop signal stops
   gracefully, a second one immediately (not in a worker child: its supervisor resends TERM on
   purpose until it exits); once a stop began, restart signals are ignored.
-* **Backoff on database errors** (:class:`Backoff`) and **config reloads** that keep the old
-  config when the new one is broken (:func:`reload_settings`).
+* **A loop's stop flag and idle wait** (:class:`LoopControl`), **backoff on database errors**
+  (:class:`Backoff`) and **config reloads** that keep the old config when the new one is broken
+  (:func:`reload_settings`).
 """
 
 from __future__ import annotations
@@ -180,6 +181,32 @@ class Signals:
             self.queue.poke()
             self._thread.join(5)
         self.queue.restore()
+
+
+class LoopControl:
+    """A service loop's stop flag and idle wait, shared by the worker's processors and the scheduler.
+
+    :meth:`stop` and :meth:`wake` take no lock (a plain flag and a self-pipe write), so any thread
+    may call them, even a signal handler; only the loop's own thread calls :meth:`idle`.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._wakeup = Wakeup()
+
+    def stop(self) -> None:
+        """Stop the loop at its next check; end its idle wait now."""
+        self.stopping = True
+        self._wakeup.set()
+
+    def wake(self) -> None:
+        """End the loop's idle wait now (there may be work)."""
+        self._wakeup.set()
+
+    def idle(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if woken or stopped meanwhile."""
+        self._wakeup.wait(seconds)
+        self._wakeup.clear()
 
 
 class Backoff:

@@ -14,7 +14,7 @@ tasks are not finished; their leases expire and they run again), USR1 graceful r
 (config re-read), HUP immediate restart, USR2 reopen log files.
 
 Where the parts live: this module starts a worker and is a child's entry point;
-:mod:`queue_core.supervisor` keeps the children, :mod:`queue_core.threads` is thread mode,
+:mod:`queue_core.supervisor` keeps the children, :mod:`queue_core.thread_worker` is thread mode,
 :mod:`queue_core.processor` the poll loop, :mod:`queue_core.monitor` its heartbeat thread,
 :mod:`queue_core.settler` its batched finishes, :mod:`queue_core.listener` its PostgreSQL
 wake-ups, and :mod:`queue_core.service` what every long-running service does (signals, the
@@ -37,7 +37,7 @@ from .logs import reopen_logs, setup_logging
 from .processor import Processor
 from .service import EXIT_IMMEDIATE, Intent, Signals
 from .supervisor import Supervisor
-from .threads import ThreadWorker
+from .thread_worker import ThreadWorker
 
 log = logging.getLogger("queue_core.worker")
 
