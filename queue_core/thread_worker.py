@@ -2,7 +2,8 @@
 
 They share one queue (one connection pool) and one wake-up listener. Signals as in process
 mode (docs/worker.md), but a restart is always graceful: a thread cannot be killed, so HUP
-waits for the current tasks as USR1 does; an immediate stop ends the process at once.
+waits for the current tasks as USR1 does; an immediate stop ends the process at once, also
+while a restart waits for those tasks.
 """
 
 from __future__ import annotations
@@ -25,19 +26,25 @@ class ThreadWorker:
         self.processors: list[Processor] = []
         self.threads: list[threading.Thread] = []
         self.listener: WakeupListener | None = None
+        self.restart_pending = False  # the processors stop for a restart: start new ones once they did
+        self.signals: Signals | None = None
 
     def run(self) -> int:
-        signals = Signals(WORKER_SIGNALS, {
+        """The main thread only waits for signals (acting on them) until the processors are done."""
+        self.signals = Signals(WORKER_SIGNALS, {
             Intent.STOP: self._stop, Intent.STOP_NOW: _exit_now, Intent.RESTART: self._restart,
             Intent.RESTART_NOW: self._restart, Intent.REOPEN_LOGS: reopen_logs,
         })
         try:
             self._start()
-            while any(t.is_alive() for t in self.threads):
-                signals.wait(0.2)
+            while self._running() or self._restarted():
+                self.signals.wait(0.2)
             return EXIT_OK
         finally:
-            signals.close()
+            self.signals.close()
+
+    def _running(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
 
     def _start(self) -> None:
         q = open_queue(self.settings)
@@ -58,12 +65,22 @@ class ThreadWorker:
             p.stop()
 
     def _restart(self) -> None:
-        """Stop the processors after their current task, then start them with the settings re-read."""
+        """Stop the processors after their current task; :meth:`_restarted` starts new ones.
+
+        Not waiting for them here keeps the main thread acting on signals meanwhile: a stop
+        signal cancels the restart, a second one (or QUIT) stops at once."""
+        self.restart_pending = True
         self._stop()
-        for t in self.threads:
-            t.join()
+
+    def _restarted(self) -> bool:
+        """Once the old processors are done: start new ones, the settings re-read (True), unless
+        a stop began meanwhile (False: the worker is done)."""
+        if not self.restart_pending or self.signals.stopping:
+            return False
+        self.restart_pending = False
         self.settings = reload_settings(self.config_loader, self.settings)
         self._start()
+        return True
 
 
 def _exit_now() -> None:

@@ -14,15 +14,26 @@ HANDLERS = str(Path(__file__).with_name("handlers.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, **settings):
+def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, config_file=None, **settings):
+    """A worker process. With ``config_file``, its settings are written there as JSON and re-read
+    from it on a restart signal (as the CLI re-reads its config file)."""
     settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
                 "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
                 **settings}
+    if config_file is not None:
+        Path(config_file).write_text(json.dumps(settings))
     code = (
         "import sys, json, queue_core.worker as w, queue_core.config as c\n"
         f"s = c.build(json.loads({json.dumps(json.dumps(settings))}))\n"
-        f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}))\n"
+        f"path = {str(config_file) if config_file is not None else None!r}\n"
+        "reload = (lambda: c.build(json.loads(open(path).read()))) if path else None\n"
+        f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}, config_loader=reload))\n"
     )
+    return _python(code)
+
+
+def _python(code: str) -> subprocess.Popen:
+    """``code`` run by a Python process of its own session, stdout and stderr together."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)
