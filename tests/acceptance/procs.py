@@ -32,6 +32,25 @@ def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, co
     return _python(code)
 
 
+def start_scheduler(url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS,
+                    **settings):
+    """A ``perfectsched run`` process running ``target`` on each due occurrence (None: submitting them
+    into the queue), its settings written to ``config_file`` as JSON and re-read from it on a restart."""
+    settings = {"url": url, "table": table, "schedule_table": schedule_table, "poll_interval": 0.1,
+                "task_heartbeat_interval": 0.3, **settings}
+    Path(config_file).write_text(json.dumps(settings))
+    handler = f"load_target({_file + ':' + target!r})" if target else "None"
+    code = (
+        "import sys, json\n"
+        "from queue_core.loader import load_target\n"
+        "from perfectsched.runner import run_scheduler\n"
+        f"path = {str(config_file)!r}\n"
+        "reload = lambda: json.loads(open(path).read())\n"
+        f"sys.exit(run_scheduler(reload(), target={handler}, config_loader=reload))\n"
+    )
+    return _python(code)
+
+
 def _python(code: str) -> subprocess.Popen:
     """``code`` run by a Python process of its own session, stdout and stderr together."""
     env = {**os.environ, "PYTHONPATH": ROOT}

@@ -19,15 +19,16 @@ FLOOD = textwrap.dedent("""
     import os, signal, time
 
     def flood(sig, seconds, then=None):
-        # a forked child sends `sig` to us as fast as it can, then `then` once
-        parent = os.getpid()
+        # a forked child sends `sig` (or each of a tuple in turn) to us as fast as it can, then `then` once
+        parent, sigs = os.getpid(), sig if isinstance(sig, tuple) else (sig,)
         if os.fork() == 0:
-            end = time.monotonic() + seconds
+            end, n = time.monotonic() + seconds, 0
             while time.monotonic() < end:
                 try:
-                    os.kill(parent, sig)
+                    os.kill(parent, sigs[n % len(sigs)])
                 except OSError:
                     os._exit(0)
+                n += 1
             if then is not None:
                 os.kill(parent, then)
             os._exit(0)
@@ -59,6 +60,48 @@ PROCESSOR = FLOOD + textwrap.dedent("""
     signal.signal(signal.SIGUSR2, lambda s, f: proc.wake())  # a wake-up from signal context, as stop() does
     flood(signal.SIGUSR2, 2.0, then=signal.SIGTERM)
     print("exit", proc.run())
+""")
+
+# A worker child logging to a file while USR2 (reopen the log files) floods it. Its USR2 handler
+# used to reopen the files itself, inside the handler: while the main thread was writing a log line
+# the reopen failed ("reentrant call inside <_io.BufferedWriter>": "--- Logging error ---"), and
+# handlers nesting in handlers ended the child (RecursionError). The signal thread reopens them now.
+CHILD_LOGS = FLOOD + textwrap.dedent("""
+    import logging, sys
+    from queue_core import config
+    from queue_core.logs import setup_logging
+    from queue_core.queue import Queue
+    from queue_core.worker import Processor, install_child_signals
+    url, table, logfile = sys.argv[1:4]
+    setup_logging(logfile)
+    q = Queue(url=url, table=table)
+    q.init()
+    q.submit_many([{"key": f"k{i}", "type": "t"} for i in range(2000)])
+    proc = Processor(lambda task: [logging.getLogger("handler").info("task %s", task.key) for _ in range(5)],
+                     config.build({"url": url, "table": table}), queue=q, burst=True)
+    install_child_signals(proc)   # the handlers a worker child runs with
+    flood(signal.SIGUSR2, 2.0)
+    print("exit", proc.run(), q.stats()["finished"])
+""")
+
+# ``perfectsched run`` shares the service module: a flood of USR2 (reopen the log file, in its
+# signal thread) and USR1 (restart, in its main loop) while it runs a handler that logs, then TERM.
+SCHEDULER = FLOOD + textwrap.dedent("""
+    import logging, sys
+    import perfectsched
+    from perfectsched.runner import run_scheduler
+    url, table, logfile = sys.argv[1:4]
+    with perfectsched.open(url, table + "_s", table) as sc:
+        sc.init()
+        sc.add("s", "job", cron="* * * * *", next_time=time.time() - 86400)  # 1440 occurrences due
+    def handler(task):
+        for _ in range(5):
+            logging.getLogger("handler").info("occurrence %s", task.scheduled_time)
+    settings = {"url": url, "table": table, "schedule_table": table + "_s", "log": logfile}
+    for early in (signal.SIGUSR1, signal.SIGUSR2):  # until run_scheduler installs its handlers
+        signal.signal(early, signal.SIG_IGN)
+    flood((signal.SIGUSR2, signal.SIGUSR1), 2.0, then=signal.SIGTERM)
+    print("exit", run_scheduler(settings, target=handler, config_loader=lambda: settings))
 """)
 
 # The shared module every service catches its signals with (queue_core.service), both ways it
@@ -112,3 +155,22 @@ def test_a_signal_thread_flooded_with_signals_still_stops_on_sigterm():
     done = _run(SERVICE, "signal-thread")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["stopped", "True"]
+
+
+def test_a_worker_child_flooded_with_usr2_while_logging_reopens_its_log_file_and_stops(tmp_path):
+    logfile = tmp_path / "worker.log"
+    done = _run(CHILD_LOGS, f"sqlite:///{tmp_path / 'q.db'}", "t", str(logfile))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["exit", "0", "2000"]
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert logfile.read_text().count("finished task=") == 2000
+
+
+def test_the_scheduler_flooded_with_reopens_and_restarts_still_stops_on_sigterm(tmp_path):
+    logfile = tmp_path / "sched.log"
+    done = _run(SCHEDULER, f"sqlite:///{tmp_path / 's.db'}", "t", str(logfile))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "exit 0"
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = logfile.read_text()
+    assert "restarted" in lines and "log files reopened" in lines and "stop signal SIGTERM" in lines
