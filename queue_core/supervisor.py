@@ -78,21 +78,31 @@ class Supervisor:
 
     # what signals do
     def _stop(self) -> None:
-        self._signal_all(signal.SIGTERM)
+        for c in self.children.values():
+            self._ask_to_stop(c)
 
     def _restart(self) -> None:
-        self._reload()
-        self.restart_pending = {c.slot for c in self.children.values()}
-        self._signal_all(signal.SIGTERM)
+        self._replace_children(graceful=True)
 
     def _restart_now(self) -> None:
+        self._replace_children(graceful=False)
+
+    def _replace_children(self, *, graceful: bool) -> None:
+        """Stop the running children (after their current task, or killed) to fork them again with
+        the settings re-read; slots the new settings add start at once, and are not stopped."""
+        running = list(self.children.values())
         self._reload()
-        self.restart_pending = {c.slot for c in self.children.values()}
-        self._kill_all()
+        self.restart_pending = {c.slot for c in running}
+        for c in running:
+            if graceful:
+                self._ask_to_stop(c)
+            else:
+                _kill_tree(c.pid)
 
     def _reopen_logs(self) -> None:
         reopen_logs()
-        self._signal_all(signal.SIGUSR2)
+        for c in self.children.values():
+            _send(c.pid, signal.SIGUSR2)
 
     def _reload(self) -> None:
         old_n = self.settings["processors"]
@@ -100,13 +110,11 @@ class Supervisor:
         for slot in range(old_n, self.settings["processors"]):
             self._spawn(slot)
 
-    def _signal_all(self, sig) -> None:
-        now = self.clock()
-        for c in self.children.values():
-            _send(c.pid, sig)
-            if sig == signal.SIGTERM:
-                c.stopping_since = c.stopping_since or now
-                c.last_signal = now
+    def _ask_to_stop(self, c: Child) -> None:
+        """TERM: stop after the current task (resent every child_kill_interval by _keepalive)."""
+        _send(c.pid, signal.SIGTERM)
+        c.stopping_since = c.stopping_since or self.clock()
+        c.last_signal = self.clock()
 
     def _kill_all(self) -> None:
         for c in self.children.values():

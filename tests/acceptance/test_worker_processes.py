@@ -317,3 +317,22 @@ def test_thread_mode_stop_during_a_graceful_restart_starts_nothing_new(wq, log, 
     assert runs(log, "done") == runs(log)  # the running task finished
     assert _text(logfile).count("worker started") == 1  # and no processors were started again
     assert wq["slow"].metadata().outcome == "success"
+
+
+def test_a_restart_to_more_processors_replaces_only_the_running_children(wq, log, tmp_path):
+    # The slots a restart adds were forked, then stopped at once with the old children, and forked again.
+    config, logfile = tmp_path / "worker.json", tmp_path / "worker.log"
+    p = start_worker(wq.config["url"], wq.table, config_file=config, log=str(logfile), child_kill_interval=0.1)
+    try:
+        wait_for(lambda: "processor 0 started" in _text(logfile), what="the first child")
+        config.write_text(config.read_text().replace('"child_kill_interval": 0.1', '"processors": 2, '
+                                                                                  '"child_kill_interval": 0.1'))
+        p.send_signal(signal.SIGUSR1)
+        wait_for(lambda: _text(logfile).count("processor 0 started") == 2, what="the first child replaced")
+        wq.submit_many([{"key": f"k{i}", "type": "plain", "data": {"log": str(log)}} for i in range(20)])
+        wait_for(lambda: len(runs(log)) == 20, timeout=15, what="tasks on the new children")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        code, out = finish(p)
+    assert code == 0, out
+    assert _text(logfile).count("processor 1 started") == 1
