@@ -63,7 +63,7 @@ class Supervisor:
                 self.signals.wait(0.2, [c.beat_fd for c in self.children.values()])
                 self._read_beats()
                 self._reap()
-                self._keepalive()
+                self.keepalive()
             log.info("supervisor exiting")
             return EXIT_OK
         finally:
@@ -79,7 +79,7 @@ class Supervisor:
     # what signals do
     def _stop(self) -> None:
         for c in self.children.values():
-            self._ask_to_stop(c)
+            self.ask_to_stop(c)
 
     def _restart(self) -> None:
         self._replace_children(graceful=True)
@@ -95,7 +95,7 @@ class Supervisor:
         self.restart_pending = {c.slot for c in running}
         for c in running:
             if graceful:
-                self._ask_to_stop(c)
+                self.ask_to_stop(c)
             else:
                 _kill_tree(c.pid)
 
@@ -110,8 +110,8 @@ class Supervisor:
         for slot in range(old_n, self.settings["processors"]):
             self._spawn(slot)
 
-    def _ask_to_stop(self, c: Child) -> None:
-        """TERM: stop after the current task (resent every child_kill_interval by _keepalive)."""
+    def ask_to_stop(self, c: Child) -> None:
+        """TERM: stop after the current task (resent every child_kill_interval by keepalive)."""
         _send(c.pid, signal.SIGTERM)
         c.stopping_since = c.stopping_since or self.clock()
         c.last_signal = self.clock()
@@ -180,7 +180,9 @@ class Supervisor:
         if c.slot < self.settings["processors"]:
             self._spawn(c.slot)
 
-    def _keepalive(self) -> None:
+    def keepalive(self) -> None:
+        """Kill the children silent past ``child_heartbeat_limit``; resend TERM to those asked to
+        stop every ``child_kill_interval``, and kill them past ``child_graceful_kill_limit``."""
         now = self.clock()
         limit = self.settings["child_heartbeat_limit"]
         kill_limit = self.settings["child_graceful_kill_limit"]
