@@ -25,6 +25,7 @@ what each intent does to them; the rest is here, the same for all of them:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -78,6 +79,7 @@ class SignalQueue:
         self._pending: list[int] = []
         self._wakeup = Wakeup()
         self._previous = {s: signal.signal(s, self._record) for s in signums}
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
 
     def _record(self, signum: int, _frame) -> None:
         self._pending.append(signum)
@@ -98,6 +100,21 @@ class SignalQueue:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._wakeup.close()
+
+
+def fork_holding(signums: Iterable[int]) -> int:
+    """``os.fork()``, the child holding ``signums`` (blocked: they stay pending) until its own
+    :class:`SignalQueue` catches them. Sent before that, a signal would reach the handler inherited
+    from the parent, a copy of the parent's queue that nobody reads: lost."""
+    held = set(signums)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pid = -1
+    try:
+        pid = os.fork()
+        return pid
+    finally:
+        if pid != 0:  # the parent (or no child): catch them again
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 class Dispatcher:

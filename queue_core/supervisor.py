@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from .logs import reopen_logs
-from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, reload_settings
+from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
 
 log = logging.getLogger("queue_core.worker")
 
@@ -58,7 +58,7 @@ class Supervisor:
         log.info("supervisor started pid=%d processors=%d", os.getpid(), self.settings["processors"])
         try:
             for slot in range(self.settings["processors"]):
-                self._spawn(slot)
+                self.spawn(slot)
             while not self._done():
                 self.signals.wait(0.2, [c.beat_fd for c in self.children.values()])
                 self._read_beats()
@@ -108,7 +108,7 @@ class Supervisor:
         old_n = self.settings["processors"]
         self.settings = reload_settings(self.config_loader, self.settings)
         for slot in range(old_n, self.settings["processors"]):
-            self._spawn(slot)
+            self.spawn(slot)
 
     def ask_to_stop(self, c: Child) -> None:
         """TERM: stop after the current task (resent every child_kill_interval by keepalive)."""
@@ -121,12 +121,13 @@ class Supervisor:
             _kill_tree(c.pid)
 
     # children
-    def _spawn(self, slot: int) -> None:
+    def spawn(self, slot: int) -> None:
+        """Fork the child of ``slot``, ``child_fork_frequency_limit`` s after its previous fork at the soonest."""
         wait = self.settings["child_fork_frequency_limit"] - (self.clock() - self.last_fork.get(slot, -1e9))
         if wait > 0:
             time.sleep(min(wait, 5))
         r, w = os.pipe()
-        pid = os.fork()
+        pid = fork_holding(WORKER_SIGNALS)  # the child's handlers catch what is sent before they are set
         if pid == 0:
             os.close(r)
             self._be_child(slot, w)
@@ -178,7 +179,7 @@ class Supervisor:
             self.slots_done.add(c.slot)
             return
         if c.slot < self.settings["processors"]:
-            self._spawn(c.slot)
+            self.spawn(c.slot)
 
     def keepalive(self) -> None:
         """Kill the children silent past ``child_heartbeat_limit``; resend TERM to those asked to

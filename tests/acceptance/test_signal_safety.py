@@ -104,6 +104,32 @@ SCHEDULER = FLOOD + textwrap.dedent("""
     print("exit", run_scheduler(settings, target=handler, config_loader=lambda: settings))
 """)
 
+# A worker child stopped before it installed its own handlers: the stop waited for the
+# supervisor's next TERM (child_kill_interval later), as the first one reached the handler the
+# child inherited from the supervisor. The child holds the signals until its own handlers are set.
+EARLY_STOP = textwrap.dedent("""
+    import os, signal, sys
+    from queue_core.service import WORKER_SIGNALS, Intent, Signals
+    from queue_core.supervisor import Supervisor
+    gate_r, gate_w = os.pipe()
+
+    def child_main(settings, beat_fd, slot):
+        os.read(gate_r, 1)  # a slow start: the stop comes before the child's own handlers
+        stopped = []
+        signals = Signals({signal.SIGTERM: Intent.STOP}, {Intent.STOP: lambda: stopped.append(1)})
+        signals.wait(10.0)
+        return 0 if stopped else 1
+
+    sup = Supervisor(child_main, {"child_fork_frequency_limit": 0}, burst=False, config_loader=None)
+    nothing = lambda: None
+    sup.signals = Signals(WORKER_SIGNALS, dict.fromkeys(Intent, nothing))  # the handlers a child inherits
+    sup.spawn(0)
+    (pid, child), = sup.children.items()
+    sup.ask_to_stop(child)  # TERM, once
+    os.write(gate_w, b"go")
+    print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+""")
+
 # The shared module every service catches its signals with (queue_core.service), both ways it
 # is read: by a main loop that only waits, and by a signal thread while the main thread works
 # (here: waits on the threading.Event the stop action sets, taking and releasing its lock).
@@ -174,3 +200,9 @@ def test_the_scheduler_flooded_with_reopens_and_restarts_still_stops_on_sigterm(
     assert "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
     lines = logfile.read_text()
     assert "restarted" in lines and "log files reopened" in lines and "stop signal SIGTERM" in lines
+
+
+def test_a_stop_sent_before_a_child_installed_its_handlers_still_stops_it():
+    done = _run(EARLY_STOP)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "exit 0"
