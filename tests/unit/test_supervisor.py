@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from queue_core.clock import FakeClock
 from queue_core.supervisor import Child, Supervisor
 
 #: counts the TERMs it gets on stdout, one line each, and otherwise waits to be killed
@@ -27,19 +28,9 @@ COUNTS_TERMS = (
 )
 
 
-class Ticks:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Ticks:
-    return Ticks()
+def clock() -> FakeClock:
+    return FakeClock(1000.0)  # the supervisor's monotonic clock
 
 
 @pytest.fixture
@@ -54,24 +45,24 @@ def child():
     p.stdout.close()
 
 
-def supervising(p: subprocess.Popen, clock: Ticks, **settings) -> tuple[Supervisor, Child]:
+def supervising(p: subprocess.Popen, clock: FakeClock, **settings) -> tuple[Supervisor, Child]:
     settings = {"child_heartbeat_limit": 60.0, "child_kill_interval": 2.0, "child_graceful_kill_limit": None,
                 **settings}
-    sup = Supervisor(lambda *_: 0, settings, burst=False, config_loader=None, clock=clock)
-    c = sup.children[p.pid] = Child(0, p.pid, beat_fd=-1, now=clock())
+    sup = Supervisor(lambda *_: 0, settings, burst=False, config_loader=None, clock=clock.now)
+    c = sup.children[p.pid] = Child(0, p.pid, beat_fd=-1, now=clock.now())
     return sup, c
 
 
 def test_a_child_silent_past_the_heartbeat_limit_is_killed(child, clock):
     sup, c = supervising(child, clock, child_heartbeat_limit=10.0)
-    clock.now += 10.0
+    clock.advance(10.0)
     sup.keepalive()
     assert child.poll() is None  # at the limit, not past it
-    c.last_beat = clock.now  # it beats
-    clock.now += 6.0
+    c.last_beat = clock.now()  # it beats
+    clock.advance(6.0)
     sup.keepalive()
     assert child.poll() is None
-    clock.now += 5.0
+    clock.advance(5.0)
     sup.keepalive()
     assert child.wait(timeout=10) == -signal.SIGKILL
 
@@ -81,11 +72,11 @@ def test_a_child_asked_to_stop_gets_term_again_every_kill_interval(child, clock)
     sup.ask_to_stop(c)
     assert child.stdout.readline() == "term\n"
     for _ in range(3):
-        clock.now += 1.0
-        c.last_beat = clock.now
+        clock.advance(1.0)
+        c.last_beat = clock.now()
         sup.keepalive()  # within the interval: nothing sent
-        clock.now += 1.5
-        c.last_beat = clock.now
+        clock.advance(1.5)
+        c.last_beat = clock.now()
         sup.keepalive()
         assert child.stdout.readline() == "term\n"
     os.kill(child.pid, signal.SIGUSR1)  # ends it (default action): its stdout ends after the TERMs counted
@@ -97,10 +88,10 @@ def test_a_child_still_running_past_the_graceful_kill_limit_is_killed(child, clo
     sup, c = supervising(child, clock, child_kill_interval=100.0, child_graceful_kill_limit=5.0)
     sup.ask_to_stop(c)
     assert child.stdout.readline() == "term\n"
-    clock.now += 5.0
-    c.last_beat = clock.now
+    clock.advance(5.0)
+    c.last_beat = clock.now()
     sup.keepalive()
     assert child.poll() is None
-    clock.now += 0.5
+    clock.advance(0.5)
     sup.keepalive()
     assert child.wait(timeout=10) == -signal.SIGKILL
