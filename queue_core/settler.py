@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import DatabaseError
+from .service import Backoff
 
 log = logging.getLogger("queue_core.worker")
 
@@ -19,12 +20,17 @@ class Settler:
     A processor's successful tasks are finished together with its next claim (one commit
     for the batch); when a handler runs long, the monitor thread writes them after
     ``delay`` seconds instead, so a finish is never held back by another task. Until then
-    the task keeps its lease: it is finished exactly as ``task.finish()`` would, fenced.
+    the task keeps its lease: it is finished exactly as ``task.finish()`` would, fenced. A write
+    that failed on a database error is tried again after a backoff (the service's :class:`Backoff`).
     """
 
-    def __init__(self, queue, delay: float = 0.05, release: Callable[[Any], None] | None = None):
+    def __init__(self, queue, delay: float = 0.05, release: Callable[[Any], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.queue = queue
         self.delay = delay
+        self.clock = clock
+        self.backoff = Backoff()
+        self._retry_at = 0.0  # after a failed write: not due before
         #: called with each task once its finish is written (or refused): the monitor stops
         #: heartbeating it, having kept its lease alive while the write waited (e.g. an outage)
         self.release = release or (lambda task: None)
@@ -36,7 +42,7 @@ class Settler:
         with self._lock:
             self._items.append((task, elapsed))
             if self._since is None:
-                self._since = time.monotonic()
+                self._since = self.clock()
 
     def take(self) -> list[tuple[Any, float]]:
         with self._lock:
@@ -47,11 +53,12 @@ class Settler:
         if items:
             with self._lock:
                 self._items[:0] = items
-                self._since = self._since or time.monotonic()
+                self._since = self._since or self.clock()
 
     def due(self) -> bool:
-        since = self._since
-        return since is not None and time.monotonic() - since >= self.delay
+        """Whether the monitor thread should write the waiting finishes now."""
+        since, now = self._since, self.clock()
+        return since is not None and now - since >= self.delay and now >= self._retry_at
 
     def flush(self) -> None:
         items = self.take()
@@ -60,7 +67,9 @@ class Settler:
         try:
             self.queue.finish_many([t for t, _ in items])
         except DatabaseError as exc:
-            log.error("finish failed (will retry): %s", exc)
+            wait = self.backoff.failed()
+            self._retry_at = self.clock() + wait
+            log.error("finish failed (will retry in %.1fs): %s", wait, exc)
             self.put_back(items)
             return
         except Exception:  # noqa: BLE001 - the monitor thread calls this: it must survive anything
@@ -71,6 +80,9 @@ class Settler:
         self.report(items)
 
     def report(self, items: list[tuple[Any, float]]) -> None:
+        """Once ``items`` were written (here or with a claim): log each, and end any backoff."""
+        self.backoff.succeeded()
+        self._retry_at = 0.0
         for task, elapsed in items:
             self.release(task)
             if task.lost:
