@@ -7,7 +7,9 @@ Its signals, stop cascade, database backoff and config reloads are the worker's 
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,10 +36,25 @@ def log(tmp_path) -> Path:
     return tmp_path / "runs.log"
 
 
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_scheduler_left():
+    """A test that failed half-way leaves no scheduler process running."""
+    yield
+    while _started:
+        p = _started.pop()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+
+
 def start(sched, tmp_path, target="occurrence", **settings):
     logfile = tmp_path / "sched.log"
     p = start_scheduler(sched.url, sched.queue.table, sched.table, target,
                         config_file=tmp_path / "sched.json", log=str(logfile), **settings)
+    _started.append(p)
     return p, logfile
 
 

@@ -292,9 +292,14 @@ def _restarting_thread_worker(wq, log: Path, logfile: Path, sleep: float):
     """A thread-mode worker restarting gracefully, waiting for a task that takes ``sleep`` s."""
     wq.submit("slow", "handler", {"log": str(log), "sleep": sleep})
     p = start_worker(wq.config["url"], wq.table, processor_type="thread", log=str(logfile))
-    wait_for(lambda: runs(log), what="task start")
-    p.send_signal(signal.SIGUSR1)
-    wait_for(lambda: "restart" in _text(logfile), what="the restart begun")
+    try:
+        wait_for(lambda: runs(log), what="task start")
+        p.send_signal(signal.SIGUSR1)
+        wait_for(lambda: "restart" in _text(logfile), what="the restart begun")
+    except AssertionError:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
     return p
 
 
@@ -303,7 +308,7 @@ def test_thread_mode_quit_during_a_graceful_restart_stops_at_once(wq, log, tmp_p
     # QUIT (and a second TERM) waited for the 30 s task.
     p = _restarting_thread_worker(wq, log, tmp_path / "worker.log", sleep=30)
     p.send_signal(signal.SIGQUIT)
-    code, out = finish(p, timeout=10)
+    code, out = finish(p, timeout=10)  # kills it if it did not exit
     assert code == 0, out
     assert runs(log, "done") == []
 
