@@ -14,8 +14,7 @@ from typing import Any
 
 import queue_core
 from queue_core.queue import Transaction, check_duration, check_name, check_time, decode_data, encode_data
-from queue_core.store.schedules import ScheduleStore
-from queue_core.store.tasks import new_token
+from queue_core.store.schedules import NewSchedule, ScheduleStore
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
@@ -97,7 +96,7 @@ class Schedule:
 
     def delete(self) -> None:
         def work(conn):
-            if self.scheduler.store.delete(conn, self.key) != 1:
+            if not self.scheduler.store.delete(conn, self.key):
                 raise IdempotentNotFoundError(f"schedule {self.key!r} not found")
 
         self.scheduler.db.run(work, what="delete schedule")
@@ -125,11 +124,12 @@ class ScheduledTask:
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.key!r} scheduled_time={self.scheduled_time}>"
 
-    def _fenced(self, what: str, **values) -> None:
+    def _held(self, what: str, write) -> None:
+        """Run ``write(conn, store)``, a holder's transition; when it did not apply, raise why."""
         store = self.scheduler.store
 
         def work(conn):
-            if store.fenced_update(conn, self.key, self._token, **values) == 1:
+            if write(conn, store):
                 return
             row = store.get(self.key, conn)
             if row is None:
@@ -143,25 +143,26 @@ class ScheduledTask:
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
         now = self.scheduler.now(now)
         alive = self.scheduler.queue._alive(alive_time)
-        self._fenced("heartbeat", timeout=now + alive)
+        self._held("heartbeat", lambda c, st: st.heartbeat(c, self.key, self._token, now + alive))
 
     def finish(self, now: float | None = None) -> None:
         """Advance to the occurrence after the scheduled one (not after now)."""
         spec = {"cron": self.cron, "timezone": self.timezone, "dst": self.dst}
         nxt = cronlib.next_time(spec["cron"], self.scheduled_time, spec["timezone"], spec["dst"])
-        self._fenced("finish", next_time=nxt, next_run_time=nxt + self.delay, timeout=nxt + self.delay,
-                     leased=0, updated_at=self.scheduler.now(now))
+        now = self.scheduler.now(now)
+        self._held("finish", lambda c, st: st.finish(c, self.key, self._token, nxt, nxt + self.delay, now))
         self.done = True
 
     def retry(self, retry_wait: float | None = None, now: float | None = None, error: Any = None) -> None:
         now = self.scheduler.now(now)
         wait = self.scheduler.queue.config["retry_wait"] if retry_wait is None else \
             check_duration(retry_wait, "retry_wait")
-        self._fenced("retry", timeout=now + wait, leased=0)
+        self._held("retry", lambda c, st: st.retry(c, self.key, self._token, now + wait))
         self.done = True
 
     def release(self, now: float | None = None) -> None:
-        self._fenced("release", timeout=self.scheduler.now(now), leased=0)
+        now = self.scheduler.now(now)
+        self._held("release", lambda c, st: st.release(c, self.key, self._token, now))
         self.done = True
 
     def retry_or_fail(self, error: Any = None, now: float | None = None) -> str:
@@ -223,11 +224,10 @@ class Scheduler:
         start = now if next_time is None else check_time(next_time, "next_time")
         nt = cronlib.cron_time(cron, start, tz, dst)
         nrt = nt + delay if next_run_time is None else check_time(next_run_time, "next_run_time")
-        row = {"key": key, "type": type, "cron": cron, "delay": delay, "timezone": tz,
-               "data": encode_data(data, self.queue.config["max_data_size"]), "next_time": nt,
-               "next_run_time": nrt, "timeout": nrt, "catchup": catchup, "dst": dst, "leased": 0,
-               "created_at": now, "updated_at": now}
-        if not self.db.run(lambda c: self.store.insert(c, row), what="add schedule"):
+        new = NewSchedule(key=key, type=type, cron=cron, delay=delay, timezone=tz, next_time=nt,
+                          data=encode_data(data, self.queue.config["max_data_size"]), next_run_time=nrt,
+                          catchup=catchup, dst=dst)
+        if not self.db.run(lambda c: self.store.add(c, new, now), what="add schedule"):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
         return Schedule(self, key)
 
@@ -255,16 +255,12 @@ class Scheduler:
                 row["cron"] if cron is None else cron, row["timezone"] if timezone is None else timezone,
                 row["delay"] if delay is None else delay, row["catchup"] if catchup is None else catchup,
                 row["dst"] if dst is None else dst)
-            values: dict = {"cron": c, "timezone": tz, "delay": d, "catchup": cu, "dst": ds, "updated_at": now}
-            if type is not None:
-                values["type"] = type
-            if data_text is not None:
-                values["data"] = data_text
-            if (c, tz, d, ds) != (row["cron"], row["timezone"], row["delay"], row["dst"]):
-                nt = cronlib.cron_time(c, now, tz, ds)
-                values.update(next_time=nt, next_run_time=nt + d, timeout=nt + d, leased=0, lease_token=None)
-            self.store.update(conn, key, **values)
-            return _meta({**row, **values})
+            if (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"]):
+                self.store.configure(conn, key, now, type=type, data=data_text, catchup=cu)
+            else:
+                self.store.reschedule(conn, key, now, cron=c, timezone=tz, delay=d, dst=ds, type=type,
+                                      data=data_text, catchup=cu, next_time=cronlib.cron_time(c, now, tz, ds))
+            return _meta(self.store.get(key, conn))  # the row is locked: both apply
 
         return self.db.run(work, what="modify schedule")
 
@@ -290,14 +286,13 @@ class Scheduler:
                 row = rows[0]
                 todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now,
                                                grace=self.options["catchup_grace"], limit=1)
-                if not todo:  # skipped: advance without delivering, look at the next schedule
-                    self.store.update(conn, row["key"], next_time=after, next_run_time=after + row["delay"],
-                                      timeout=after + row["delay"], leased=0, updated_at=now)
+                if not todo:  # set aside: advance without delivering, look at the next schedule
+                    skip = (row["key"], int(row["next_time"]), after, after + row["delay"])
+                    self.store.advance_many(conn, [skip], now)
                     continue
-                token = new_token()
-                self.store.update(conn, row["key"], next_time=todo[0], leased=1, lease_token=token,
-                                  timeout=now + alive)
-                return ScheduledTask(self, {**row, "next_time": todo[0]}, token)
+                token = self.store.lease(conn, row["key"], int(row["next_time"]), todo[0], now, now + alive)
+                if token is not None:  # the row is locked: it applies
+                    return ScheduledTask(self, {**row, "next_time": todo[0]}, token)
             return None
 
         return self.db.run(work, what="poll schedules")

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from .app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
-from .clock import Clock, FakeClock, SystemClock
+from .clock import Clock, FakeClock, ServerClock, SystemClock
 from .errors import (
     AlreadyExistsError,
     AlreadyFinishedError,
@@ -38,6 +38,6 @@ __all__ = [
     "ConfigError", "DatabaseError", "FakeClock", "GracefulProcessStopError", "IdempotentAlreadyExistsError",
     "IdempotentAlreadyFinishedError", "IdempotentError", "IdempotentNotFoundError",
     "ImmediateProcessStopError", "NotFoundError", "PreemptedError", "ProcessStopError", "Queue",
-    "SchemaError", "SystemClock", "Task", "TaskError", "TaskMetadata", "Transaction",
+    "SchemaError", "ServerClock", "SystemClock", "Task", "TaskError", "TaskMetadata", "Transaction",
     "UndefinedDecisionError", "ValidationError", "open",
 ]

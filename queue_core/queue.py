@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from . import config as config_mod
 from . import deferred as deferred_mod
-from .clock import Clock, SystemClock, resolve_now
+from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
     CancelRequestedError,
     IdempotentAlreadyExistsError,
@@ -150,10 +150,8 @@ class Task:
         self.queue.store.force_finish(self.key, now, now + self.queue.config["retention_time"])
 
     def cancel_request(self, now: float | None = None) -> str:
-        """Cancel: a waiting task finishes as cancelled now; a running one is told.
-
-        Returns the status after the call ("finished" or "running").
-        """
+        """Cancel: a waiting task finishes as cancelled now; a running one is told. Returns the
+        status after the call ("finished" or "running")."""
         now = self.queue.now(now)
         res = self.queue.store.cancel(self.key, now, now + self.queue.config["retention_time"])
         return "finished" if res == "cancelled" else "running"
@@ -271,7 +269,7 @@ class AcquiredTask:
         wait = self.queue.config["retry_wait"] if retry_wait is None else check_duration(retry_wait, "retry_wait")
         err = UNSET if error is None else _error_text(error)
         with self._lock:
-            self.queue.store.requeue(self._id, self._token, now + wait, err)
+            self.queue.store.retry(self._id, self._token, now + wait, err)
             self.status, self.done, self.run_at = "waiting", True, now + wait
             if error is not None:
                 self.error = err
@@ -279,7 +277,7 @@ class AcquiredTask:
     def release(self, now: float | None = None) -> None:
         now = self.queue.now(now)
         with self._lock:
-            self.queue.store.requeue(self._id, self._token, now, unrun=True)  # no attempt spent
+            self.queue.store.release(self._id, self._token, now)  # no attempt spent
             self.status, self.done, self.run_at = "waiting", True, now
             self.attempts = max(0, self.attempts - 1)
 
@@ -394,26 +392,17 @@ class Transaction:
 
     def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
         err = UNSET if error is None else _error_text(error)
-        self._store.requeue(task._id, task._token, self.now + retry_wait, err, conn=self.conn)
+        self._store.retry(task._id, task._token, self.now + retry_wait, err, conn=self.conn)
 
         def mark():
             task.status, task.done = "waiting", True
         self._after_commit.append(mark)
 
-    def update_data(self, key: str, data: Mapping) -> None:
-        """Replace a task's data (unfenced: for rows this transaction has locked)."""
+    def update_data(self, key: str, data: Mapping) -> bool:
+        """Replace a task's data, in any state (not fenced by a lease: for rows this transaction
+        has locked). Returns whether the task exists."""
         text = encode_data(data, self.queue.config["max_data_size"])
-        self._store.update_by_key(self.conn, key, data=text)
-
-    def reopen(self, key: str, *, run_at: float | None = None, data: Mapping | None = None) -> None:
-        """Make a finished task waiting again with a fresh attempt count (workflow retry)."""
-        values: dict = dict(state=0, leased=0, outcome=None, finished_at=None, lease_token=None,
-                            timeout=self.now if run_at is None else run_at,
-                            run_at=self.now if run_at is None else run_at, attempts=0, error=None,
-                            cancel_requested=0, owner=None)
-        if data is not None:
-            values["data"] = encode_data(data, self.queue.config["max_data_size"])
-        self._store.update_by_key(self.conn, key, **values)
+        return self._store.set_data(self.conn, key, text)
 
     def cancel(self, key: str) -> str:
         return self._store.cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)
@@ -455,12 +444,12 @@ class Queue:
         if url is not None:
             config["url"] = url
         self.config = config_mod.build(config)
-        self.clock: Clock = clock or SystemClock()
         self.db = Database(
             self.config["url"], max_retry_count=self.config["max_retry_count"],
             sqlite_synchronous=self.config["sqlite_synchronous"], pool_size=self.config["pool_size"],
             connect_timeout=self.config["connect_timeout"],
         )
+        self.clock: Clock = clock or self.real_clock()
         self.table = self.config["table"]
         self.store = TaskStore(self.db, self.table)
         self.store.retention_time = self.config["retention_time"]
@@ -488,6 +477,10 @@ class Queue:
 
     def now(self, now: float | None = None) -> float:
         return resolve_now(now, self.clock)
+
+    def real_clock(self) -> Clock:
+        """The clock of a queue given none: the server's (MySQL, PostgreSQL), else this host's."""
+        return ServerClock(self.db.server_time) if self.db.has_server_clock else SystemClock()
 
     def _alive(self, alive_time: float | None) -> float:
         if alive_time is None:
@@ -607,11 +600,9 @@ class Queue:
         return self.store.channel is not None
 
     def listen(self, on_notify: Callable[[], None], stop: threading.Event, *, timeout: float = 1.0) -> None:
-        """Call ``on_notify()`` whenever runnable tasks are submitted, until ``stop`` is set.
-
-        Blocks; raises DatabaseError when the connection fails (listen again after a pause).
-        Only for queues where :attr:`notifies` is true.
-        """
+        """Call ``on_notify()`` whenever runnable tasks are submitted, until ``stop`` is set. Blocks;
+        raises DatabaseError when the connection fails (listen again after a pause). Only for
+        queues where :attr:`notifies` is true."""
         if not self.notifies:
             raise ValidationError("this queue has no notifications (PostgreSQL with notify = true only)")
         self.store.listen(on_notify, stop, timeout)

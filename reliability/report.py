@@ -18,12 +18,12 @@ from pathlib import Path
 
 from .procs import ROOT
 from .result import Result
+from .scenarios import ALL
 
 RESULTS = ROOT / "reliability" / "results"
 RESULTS_MARKERS = ("<!-- reliability:results:begin -->", "<!-- reliability:results:end -->")
 PARAMS_MARKERS = ("<!-- reliability:params:begin -->", "<!-- reliability:params:end -->")
-ORDER = ["worker_crashes", "db_restarts", "graceful_restart", "contention", "scheduler_storm",
-         "workflow_chaos", "long_tasks", "soak"]
+ORDER = [m.NAME for m in ALL]
 #: scenario-specific figures shown in the table's last column
 NOTES = {
     "worker_crashes": ["reexecutions", "leases_cut"],
@@ -34,6 +34,7 @@ NOTES = {
     "workflow_chaos": ["runs", "reexecutions", "leases_cut"],
     "long_tasks": ["late"],
     "soak": ["rss_mb_first_last", "fds_first_last", "db_sessions_first_last", "runs"],
+    "clock_skew": ["skews", "step", "submitted", "run_now_max_wait_s", "reexecutions"],
 }
 
 

@@ -39,7 +39,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m reliability", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default="mariadb,postgres,sqlite", help="comma-separated: mariadb, postgres, sqlite")
-    ap.add_argument("--scenarios", default="all", help="comma-separated names or numbers 1-8 (default: all)")
+    ap.add_argument("--scenarios", default="all", help=f"comma-separated names or numbers 1-{len(ALL)} (default: all)")
     ap.add_argument("--quick", action="store_true", help="the reduced sizes the CI tests use")
     ap.add_argument("--soak-minutes", type=float, help="length of the soak (default 30, --quick 1)")
     ap.add_argument("--out-md", type=Path, help="write the figures table into this markdown file")

@@ -70,21 +70,23 @@ class Stage:
         s.setdefault("task_heartbeat_interval", s["alive_time"] / 5)
         return s
 
-    def worker(self, name: str = "worker", **overrides: Any) -> Proc:
-        """Start a real worker (supervisor + ``processors`` children) serving the handlers."""
+    def worker(self, name: str = "worker", *, env: dict | None = None, **overrides: Any) -> Proc:
+        """Start a real worker (supervisor + ``processors`` children) serving the handlers
+        (``env``: variables to add, e.g. :mod:`reliability.skew`'s)."""
         return self.fleet.agent("worker", self.worker_settings(**overrides), name=name,
-                                env={LEDGER_ENV: str(self.ledger_path)})
+                                env={LEDGER_ENV: str(self.ledger_path), **(env or {})})
 
     def scheduler(self, **settings: Any) -> Proc:
         """Start a real ``perfectsched run`` loop submitting this stage's schedules."""
         return self.fleet.agent("scheduler", {"url": self.url, "table": self.table, "log_level": "WARNING",
                                               "schedule_table": self.tables.schedules, **settings})
 
-    def submitter(self, name: str = "submitter", **spec: Any) -> Proc:
+    def submitter(self, name: str = "submitter", *, env: dict | None = None, **spec: Any) -> Proc:
         """Start submitter threads (see :mod:`reliability.agents`) that acknowledge into
         :meth:`acks` until :meth:`stop_submitters`."""
         return self.fleet.agent("submit", {"url": self.url, "table": self.table, "ledger": str(self.workdir / ACKS),
-                                           "stop_file": str(self.workdir / "stop-submitters"), **spec}, name=name)
+                                           "stop_file": str(self.workdir / "stop-submitters"), **spec}, name=name,
+                                env=env)
 
     def stop_submitters(self, procs: Collection[Proc]) -> None:
         (self.workdir / "stop-submitters").touch()

@@ -12,10 +12,14 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[postgres,test]' 2>&1 \
   | grep -v -e "is ignored" -e "^$" >&2 || true
 .venv/bin/python -c "import queue_core, psycopg, pytest" || { echo "install failed" >&2; exit 1; }
-# Graphviz renders pqflow graphs as SVG/PNG (optional for users; installed here so its tests run).
-if ! command -v dot >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+# Graphviz renders pqflow graphs as SVG/PNG (optional for users); faketime shifts the clocks of
+# the clock-skew tests' processes. Installed here so their tests run.
+missing=""
+command -v dot >/dev/null 2>&1 || missing="$missing graphviz"
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing="$missing faketime"
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null 2>&1
-   apt-get install -y -qq --no-install-recommends graphviz >/dev/null 2>&1) || echo "graphviz not installed" >&2
+   apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1) || echo "not installed:$missing" >&2
 fi
 if ! . scripts/start-databases.sh; then
   if [ -n "${CI:-}" ]; then echo "databases could not be started (CI): failing" >&2; exit 1; fi

@@ -91,9 +91,22 @@ def queue(db_url, table_name, clock, backend):
 
 
 @pytest.fixture
+def sched(db_url, table_name, backend, clock):
+    """A perfectsched scheduler: schedule table ``<table>_s``, queue table ``<table>``."""
+    import perfectsched
+
+    sc = perfectsched.open(db_url, table_name + "_s", table_name, clock=clock)
+    sc.init()
+    yield sc
+    sc.close()
+    if backend != "sqlite":
+        drop_tables(db_url, table_name, table_name + "_s")
+
+
+@pytest.fixture
 def wq(queue):
     """The queue fixture without its fake clock: for tests that run real workers in real time."""
-    queue.clock = queue_core.SystemClock()
+    queue.clock = queue.real_clock()
     return queue
 
 

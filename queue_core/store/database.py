@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
+from ..clock import ClockReading
 from ..errors import ConfigError, DatabaseError, SchemaError, TaskError
 from .dialects import Dialect
 from .mysql import MySQLDialect
@@ -210,6 +211,26 @@ class Database:
         finally:
             if lock is not None:
                 lock.release()
+
+    @property
+    def has_server_clock(self) -> bool:
+        """Whether the database has a clock of its own (a server) for :meth:`server_time`."""
+        return self.dialect.server_time() is not None
+
+    def server_time(self, monotonic: Callable[[], float]) -> ClockReading:
+        """Read the database server's clock (retrying transient failures as :meth:`run` does),
+        timed by ``monotonic`` around the query alone. ConfigError for SQLite, which has none."""
+        expr = self.dialect.server_time()
+        if expr is None:
+            raise ConfigError(f"{self.masked_url} has no server clock")
+
+        def read(conn: sa.Connection) -> ClockReading:
+            before = monotonic()
+            server = float(conn.execute(sa.select(expr)).scalar_one())
+            after = monotonic()
+            return ClockReading(server, (before + after) / 2, after - before)
+
+        return self.run(read, write=False, what="read the server clock")
 
     def run(self, fn: Callable[[sa.Connection], T], *, write: bool = True, what: str = "query") -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures."""

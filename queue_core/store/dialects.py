@@ -28,6 +28,11 @@ class Dialect:
     def lock_candidates(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(skip_locked=True)
 
+    def server_time(self) -> sa.ColumnElement | None:
+        """The server's current time in epoch seconds, as an SQL expression; None: no server
+        (SQLite: the host's clock is the clock)."""
+        return None
+
     def execute_insert(self, conn: sa.Connection, stmt, rows: list[dict], id_column) -> int:
         """Run an insert-if-absent of ``rows``; return how many rows were inserted.
 

@@ -33,6 +33,9 @@ class MySQLDialect(Dialect):
         # validated before insert, so nothing is silently truncated.
         return mysql_dialect.insert(table).prefix_with("IGNORE")
 
+    def server_time(self):
+        return sa.literal_column("UNIX_TIMESTAMP(SYSDATE(6))")  # SYSDATE: now, not the statement's start
+
     def execute_insert(self, conn, stmt, rows, id_column):
         return conn.execute(stmt, rows).rowcount  # no INSERT ... RETURNING; PyMySQL sums batches
 

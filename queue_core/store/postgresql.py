@@ -14,6 +14,9 @@ class PostgreSQLDialect(Dialect):
     def connect_args(self, connect_timeout):
         return {"connect_timeout": int(max(1, connect_timeout))}
 
+    def server_time(self):
+        return sa.literal_column("EXTRACT(EPOCH FROM clock_timestamp())")  # now, not the transaction's start
+
     def insert_if_absent(self, table, conflict_column):
         return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[conflict_column])
 

@@ -17,8 +17,11 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from ..errors import PreemptedError
 from .tasks import FINISHED, FOREVER, LIVE, PENDING, TaskStore
+from .transitions import PER_ROW, TaskState, task_where
+
+#: the stored ``state`` a caller expects, as states of the transition table
+_EXPECTED = {PENDING: (TaskState.PENDING,), LIVE: (TaskState.WAITING, TaskState.LEASED)}
 
 #: column values a run's rows are read with (``data`` and ``result`` only where asked for)
 _LIGHT = ("id", "key", "type", "state", "leased", "timeout", "outcome", "attempts", "error", "started_at",
@@ -93,9 +96,8 @@ class RunRows:
     def adopt(self, conn, id_: int, token: int, workflow: str, definition: str, group: str, now: float) -> bool:
         """A run row submitted as a plain task, held by the decider: live -> pending run."""
         t = self.t
-        res = conn.execute(sa.update(t).where(
-            t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-        ).values(state=PENDING, leased=0, timeout=FOREVER, max_attempts=None, workflow=workflow, grp=group,
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "adopt", token=token)).values(
+            state=PENDING, leased=0, timeout=FOREVER, max_attempts=None, workflow=workflow, grp=group,
                  definition=definition,
                  started_at=now, owner=None))
         return res.rowcount == 1
@@ -103,12 +105,14 @@ class RunRows:
     def set_workflow(self, conn, id_: int, workflow: str, *, state: int = PENDING) -> bool:
         """New bookkeeping of a row that is still in ``state`` (tallies of a pending step, run state)."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == state).values(workflow=workflow))
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "set_workflow", only=_EXPECTED[state]))
+                           .values(workflow=workflow))
         return res.rowcount == 1
 
     def set_workflow_many(self, conn, updates: Sequence[tuple[int, str]], *, state: int = PENDING) -> int:
         return self.db.dialect.update_each(conn, self.t, [{"id": i, "workflow": w} for i, w in updates],
-                                           each=["workflow"], where=[self.t.c.state == state])
+                                           each=["workflow"],
+                                           where=task_where(self.t, "set_workflow", only=_EXPECTED[state]))
 
     def close(self, conn, id_: int, outcome: str, now: float, *, workflow: str | None = None,
               error: str | None = None, purge_at: float = FOREVER) -> bool:
@@ -119,7 +123,7 @@ class RunRows:
                             lease_token=None)
         if workflow is not None:
             values["workflow"] = workflow
-        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == PENDING).values(**values))
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "close")).values(**values))
         return res.rowcount == 1
 
     def close_many(self, conn, rows: Sequence[dict], now: float) -> int:
@@ -129,7 +133,7 @@ class RunRows:
         rows = [{"id": r["id"], "outcome": r["outcome"], "error": r["error"], "workflow": r["workflow"],
                  "timeout": r.get("purge_at", FOREVER)} for r in rows]
         return self.db.dialect.update_each(conn, self.t, rows, each=["outcome", "error", "workflow", "timeout"],
-                                           where=[self.t.c.state == PENDING],
+                                           where=task_where(self.t, "close"),
                                            values=dict(state=FINISHED, finished_at=now, lease_token=None))
 
     def keep_group(self, conn, groups: Sequence[str], purge_at: float = FOREVER) -> int:
@@ -138,20 +142,20 @@ class RunRows:
         t = self.t
         n = 0
         for i in range(0, len(groups), 500):
-            n += conn.execute(sa.update(t).where(t.c.grp.in_(list(groups[i:i + 500])), t.c.state == FINISHED)
+            n += conn.execute(sa.update(t).where(t.c.grp.in_(list(groups[i:i + 500])), *task_where(t, "keep_group"))
                               .values(timeout=purge_at)).rowcount
         return n
 
     def clear_group(self, conn, group: str) -> int:
         """Delete the workflow rows of a group: those of an earlier run with this id (a run starts
         with an empty group), or a map's old items. Plain tasks that name the group stay."""
-        return conn.execute(sa.delete(self.t).where(self.t.c.grp == group, self.t.c.workflow.is_not(None))).rowcount
+        return conn.execute(sa.delete(self.t).where(self.t.c.grp == group, *task_where(self.t, "clear_group"))).rowcount
 
     # -- transitions of step rows ------------------------------------------------------------
     def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
         """Steps whose parents are done: pending -> waiting, due now."""
         return self.db.dialect.update_each(conn, self.t, [{"id": i, "workflow": w} for i, w in updates],
-                                           each=["workflow"], where=[self.t.c.state == PENDING],
+                                           each=["workflow"], where=task_where(self.t, "promote"),
                                            values=dict(state=LIVE, timeout=now, run_at=now))
 
     def finish_held(self, conn, id_: int, token: int, outcome: str, now: float, *, error: str | None,
@@ -164,9 +168,8 @@ class RunRows:
                             timeout=purge_at, result=result)
         if workflow is not None:
             values["workflow"] = workflow
-        res = conn.execute(sa.update(t).where(
-            t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-        ).values(**values))
+        finish = task_where(t, "finish", token=token)
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *finish).values(**values))
         if res.rowcount == 1:
             return True
         if self._written_before(conn, [id_], {id_: token}, now):
@@ -199,7 +202,7 @@ class RunRows:
                  "result": e["result"]} for e in todo]
         if not todo or self.db.dialect.update_each(
                 conn, t, rows, each=["outcome", "error", "result"], match=["lease_token"],
-                where=[t.c.state == LIVE, t.c.leased == 1],
+                where=task_where(t, "finish", token=PER_ROW),
                 values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER)) == len(todo):
             return [], sorted(already)
         written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
@@ -209,19 +212,18 @@ class RunRows:
         """The holder gives a failed step back for another try at ``run_at`` (fenced)."""
         t = self.t
         values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
-        res = conn.execute(sa.update(t).where(
-            t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1).values(**values))
+        retry = task_where(t, "retry", token=token)
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
         if res.rowcount != 1:
             self._refused(conn, id_, token, "retry")
 
     def _refused(self, conn, id_: int, token: int, op: str) -> None:
         self.tasks._diagnose(conn, id_, token, op)  # raises with the reason
-        raise PreemptedError(f"{op}: the lease on task id {id_} is no longer valid")
 
     def mark(self, conn, id_: int, group: str, workflow: str) -> bool:
         """Make a row not yet picked up by a decider known as a run (listed with the runs)."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.workflow.is_(None))
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "mark"))
                            .values(grp=group, workflow=workflow))
         return res.rowcount == 1
 
@@ -235,12 +237,12 @@ class RunRows:
         waiting = [r for r in rows if not (r["leased"] and r["timeout"] > now)]
         running = [r["id"] for r in rows if r["leased"] and r["timeout"] > now]
         for i in range(0, len(running), 500):
-            conn.execute(sa.update(t).where(t.c.id.in_(running[i:i + 500]), t.c.state == LIVE)
+            conn.execute(sa.update(t).where(t.c.id.in_(running[i:i + 500]), *task_where(t, "request_cancel"))
                          .values(cancel_requested=1))
-        done = []
+        done, cancel = [], task_where(t, "cancel", now=now)
         for i in range(0, len(waiting), 500):
             chunk = waiting[i:i + 500]
-            conn.execute(sa.update(t).where(t.c.id.in_([r["id"] for r in chunk]), t.c.state == LIVE).values(
+            conn.execute(sa.update(t).where(t.c.id.in_([r["id"] for r in chunk]), *cancel).values(
                 state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=FOREVER,
                 lease_token=None, cancel_requested=1))
             done += chunk
@@ -254,13 +256,13 @@ class RunRows:
                       cancel_requested=0, owner=None, result=None)
         n = 0
         for i in range(0, len(ids), 500):
-            n += conn.execute(sa.update(t).where(t.c.id.in_(list(ids[i:i + 500])), t.c.state == FINISHED)
+            n += conn.execute(sa.update(t).where(t.c.id.in_(list(ids[i:i + 500])), *task_where(t, "reopen"))
                               .values(**values)).rowcount
         return n
 
     def reopen_run(self, conn, id_: int, workflow: str) -> bool:
         """A finished run row that is retried: -> pending."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, t.c.state == FINISHED).values(
+        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "reopen")).values(
             state=PENDING, outcome=None, finished_at=None, timeout=FOREVER, error=None, workflow=workflow))
         return res.rowcount == 1

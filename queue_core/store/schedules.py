@@ -3,16 +3,37 @@
 perfectsched computes cron times; this module only reads and writes rows. ``due`` locks due
 schedules with ``FOR UPDATE SKIP LOCKED`` (SQLite: the write transaction) so concurrent
 schedulers split the work, and every advance is a compare-and-set on ``next_time`` so an
-occurrence can only be advanced once.
+occurrence can only be advanced once. Every write is a named transition of
+:data:`~queue_core.store.transitions.SCHEDULE_TRANSITIONS` whose precondition (lease state,
+lease token, due time, expected occurrence) is in its WHERE clause; each reports whether it
+applied, and perfectsched says why when it did not.
 """
 
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
 from .base import VersionedTables
 from .database import Database
 from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
+from .tasks import new_token
+from .transitions import schedule_where
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    key: str
+    type: str
+    cron: str
+    delay: int
+    timezone: str
+    data: str  # JSON text
+    next_time: int
+    next_run_time: float
+    catchup: str
+    dst: str
 
 
 class ScheduleStore(VersionedTables):
@@ -24,7 +45,10 @@ class ScheduleStore(VersionedTables):
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
 
-    def insert(self, conn, row: dict) -> bool:
+    def add(self, conn, schedule: NewSchedule, now: float) -> bool:
+        """Insert if the key is free (idle, due at its next run time); returns whether it was."""
+        row = asdict(schedule) | {"timeout": schedule.next_run_time, "leased": 0, "created_at": now,
+                                  "updated_at": now}
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
 
     def get(self, key: str, conn=None) -> dict | None:
@@ -43,11 +67,56 @@ class ScheduleStore(VersionedTables):
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False,
                            what="list schedules")
 
-    def update(self, conn, key: str, **values) -> int:
-        return conn.execute(sa.update(self.t).where(self.t.c.key == key).values(**values)).rowcount
+    def _write(self, conn, key: str, name: str, values: dict, **params) -> bool:
+        t = self.t
+        return conn.execute(sa.update(t).where(t.c.key == key, *schedule_where(t, name, **params))
+                            .values(**values)).rowcount == 1
 
-    def delete(self, conn, key: str) -> int:
-        return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount
+    def configure(self, conn, key: str, now: float, *, type: str | None = None, data: str | None = None,
+                  catchup: str | None = None) -> bool:
+        """New type, data (JSON text) or catch-up policy (None: unchanged); times and lease stay."""
+        given = {"type": type, "data": data, "catchup": catchup}
+        return self._write(conn, key, "configure", {k: v for k, v in given.items() if v is not None}
+                           | {"updated_at": now})
+
+    def reschedule(self, conn, key: str, now: float, *, cron: str, timezone: str, delay: int, dst: str,
+                   next_time: int, type: str | None = None, data: str | None = None,
+                   catchup: str | None = None) -> bool:
+        """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out)."""
+        given = {"type": type, "data": data, "catchup": catchup}
+        return self._write(conn, key, "reschedule", {k: v for k, v in given.items() if v is not None} | dict(
+            cron=cron, timezone=timezone, delay=delay, dst=dst, next_time=next_time,
+            next_run_time=next_time + delay, timeout=next_time + delay, leased=0, lease_token=None,
+            updated_at=now))
+
+    def delete(self, conn, key: str) -> bool:
+        return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount == 1
+
+    def lease(self, conn, key: str, expected: int, occurrence: int, now: float, expires: float) -> int | None:
+        """Lease the due schedule still at ``expected`` for its occurrence ``occurrence`` (at or
+        after ``expected``: the catch-up policy may skip some) until ``expires``; returns the
+        new lease token, or None when the schedule was not so."""
+        token = new_token()
+        done = self._write(conn, key, "lease", dict(next_time=occurrence, leased=1, lease_token=token,
+                                                     timeout=expires), now=now, expected=expected)
+        return token if done else None
+
+    def heartbeat(self, conn, key: str, token: int, expires: float) -> bool:
+        return self._write(conn, key, "heartbeat", {"timeout": expires}, token=token)
+
+    def finish(self, conn, key: str, token: int, next_time: int, next_run_time: float, now: float) -> bool:
+        """The holder moves the schedule on to ``next_time``; its token stays to tell a second
+        finish of the same occurrence (already finished) from a lost lease."""
+        return self._write(conn, key, "finish", dict(next_time=next_time, next_run_time=next_run_time,
+                                                      timeout=next_run_time, leased=0, updated_at=now), token=token)
+
+    def retry(self, conn, key: str, token: int, due_at: float) -> bool:
+        """The holder gives its occurrence back, due again at ``due_at``."""
+        return self._write(conn, key, "retry", dict(timeout=due_at, leased=0), token=token)
+
+    def release(self, conn, key: str, token: int, now: float) -> bool:
+        """The holder gives its occurrence back, due now."""
+        return self._write(conn, key, "release", dict(timeout=now, leased=0), token=token)
 
     def due(self, conn, now: float, limit: int) -> list[dict]:
         """Lock up to ``limit`` due schedules (skipping rows other schedulers hold)."""
@@ -55,23 +124,20 @@ class ScheduleStore(VersionedTables):
         return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
 
     def advance_many(self, conn, advances: list[tuple[str, int, int, float]], now: float) -> int:
-        """Advance locked schedules in one batched statement: ``(key, expected next_time,
-        next_time, next_run_time)`` each, compare-and-set on next_time, lease cleared.
+        """Advance due schedules in one batched statement: ``(key, expected next_time,
+        next_time, next_run_time)`` each, compare-and-set on next_time, lease dropped (token too).
 
         Returns how many advanced.
         """
         if not advances:
             return 0
         t = self.t
-        stmt = sa.update(t).where(t.c.key == sa.bindparam("b_key"), t.c.next_time == sa.bindparam("b_expected")) \
+        fence = schedule_where(t, "advance", now=now, expected=sa.bindparam("b_expected"))
+        stmt = sa.update(t).where(t.c.key == sa.bindparam("b_key"), *fence) \
             .values(next_time=sa.bindparam("b_next"), next_run_time=sa.bindparam("b_run"),
                     timeout=sa.bindparam("b_run"), leased=0, lease_token=None, updated_at=now)
         params = [{"b_key": k, "b_expected": exp, "b_next": nxt, "b_run": run} for k, exp, nxt, run in advances]
         return conn.execute(stmt, params).rowcount
-
-    def fenced_update(self, conn, key: str, token: int, **values) -> int:
-        return conn.execute(sa.update(self.t).where(
-            self.t.c.key == key, self.t.c.lease_token == token, self.t.c.leased == 1).values(**values)).rowcount
 
     def next_timeout(self) -> float | None:
         """The earliest time any schedule becomes due (uses the timeout index)."""

@@ -12,6 +12,8 @@ Column notes
              ``timeout > now``.
 ``timeout``  the one time the claim path looks at: when the task becomes due (waiting), when
              the lease expires (leased), or when the finished row may be purged (finished).
+             Every column's meaning per state: docs/state-machines.md; the transitions that
+             change them: transitions.py.
 ``lease_token`` random per acquisition; every holder operation compares it (fencing).
 ``result``   JSON of what a finished task returned (workflow steps and map items); else NULL.
 ``workflow`` JSON bookkeeping of the workflow runtime for the rows of a run (the run row and

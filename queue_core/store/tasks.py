@@ -1,9 +1,10 @@
-"""Every statement on the task table (store layer).
+"""Every statement on the task table (store layer): submit, claim, reads and cleanup here; the
+transitions holders and operators ask for in ``task_changes.py``, the claims limited to task
+types in ``typed.py``.
 
 Methods take plain values (``now`` always explicit) and return plain dicts; the queue layer
-turns them into Task objects. Holder operations are fenced by ``(id, lease_token)``: they
-change nothing unless the caller still holds the lease, and a refused call is diagnosed
-(preempted, already finished, cancel requested) from a re-read of the row.
+turns them into Task objects. Every write is a named transition of ``transitions.py`` whose
+precondition (states, lease token, due time) is in its WHERE clause.
 """
 
 from __future__ import annotations
@@ -11,28 +12,19 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
 import sqlalchemy as sa
 
-from ..errors import (
-    CancelRequestedError,
-    DatabaseError,
-    IdempotentAlreadyFinishedError,
-    IdempotentNotFoundError,
-    PreemptedError,
-    ValidationError,
-)
+from ..errors import DatabaseError
 from .base import VersionedTables
 from .database import Database
 from .schema import ADDED_COLUMNS, FINISHED, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
+from .task_changes import UNSET, TaskChanges
+from .transitions import task_where
 from .typed import TypedReads
 
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished
 #: workflow run); the one constant for "never", also the due time of rows never due by time
 FOREVER = 1e15
-
-UNSET: Any = object()
 
 
 @dataclass(frozen=True)
@@ -65,7 +57,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TypedReads, VersionedTables):
+class TaskStore(TaskChanges, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
 
@@ -117,7 +109,7 @@ class TaskStore(TypedReads, VersionedTables):
         inserted = 0
         for i in range(0, len(tasks), 500):
             chunk_keys = keys[i:i + 500]
-            conn.execute(sa.delete(t).where(t.c.key.in_(chunk_keys), t.c.state == FINISHED, t.c.timeout <= now))
+            conn.execute(sa.delete(t).where(t.c.key.in_(chunk_keys), *task_where(t, "purge", now=now)))
             rows = [self._row(x, now) for x in tasks[i:i + 500]]
             inserted += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
         if inserted and self.channel and any(x.run_at <= now for x in tasks):
@@ -206,10 +198,8 @@ class TaskStore(TypedReads, VersionedTables):
         short: list[Settled] = []
         for (token, outcome, purge_at), group in by_batch.items():
             ids = [s.id for s in group]
-            res = conn.execute(sa.update(t).where(
-                t.c.id.in_(ids), t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-            ).values(state=FINISHED, leased=0, outcome=outcome, finished_at=now,
-                     timeout=self.purge_time(purge_at)))
+            res = conn.execute(sa.update(t).where(t.c.id.in_(ids), *task_where(t, "finish", token=token)).values(
+                state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at)))
             if res.rowcount != len(ids):
                 short += group
         if not short:
@@ -243,12 +233,13 @@ class TaskStore(TypedReads, VersionedTables):
         if deliver:
             token = new_token()
             expires = now + alive_time
-            conn.execute(
-                sa.update(t).where(t.c.id.in_([r["id"] for r in deliver])).values(
-                    leased=1, lease_token=token, timeout=expires, attempts=t.c.attempts + 1,
-                    started_at=now, owner=owner[:255],
-                )
-            )
+            ids = [r["id"] for r in deliver]
+            res = conn.execute(sa.update(t).where(t.c.id.in_(ids), *task_where(t, "claim", now=now)).values(
+                leased=1, lease_token=token, timeout=expires, attempts=t.c.attempts + 1, started_at=now,
+                owner=owner[:255]))
+            if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
+                got = {i for (i,) in conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids), t.c.lease_token == token))}
+                deliver = [r for r in deliver if r["id"] in got]
             for r in deliver:
                 r.update(leased=1, lease_token=token, timeout=expires, attempts=r["attempts"] + 1,
                          started_at=now, owner=owner[:255])
@@ -323,7 +314,7 @@ class TaskStore(TypedReads, VersionedTables):
 
     def _finish_row(self, conn, id_, outcome, error, now, purge_at):
         t = self.t
-        conn.execute(sa.update(t).where(t.c.id == id_).values(
+        conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "give_up", now=now)).values(
             state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
             timeout=self.purge_time(self._default_purge(now) if purge_at is None else purge_at), lease_token=None,
         ))
@@ -387,143 +378,6 @@ class TaskStore(TypedReads, VersionedTables):
             r.pop("rn", None)
         return [r for r in chosen if r["id"] in got]
 
-    # -- holder operations (fenced) -------------------------------------------------------
-    def heartbeat(self, id_: int, token: int, timeout: float, data: str | None = None) -> None:
-        t = self.t
-        values: dict = {"timeout": timeout}
-        if data is not None:
-            values["data"] = data
-
-        def work(conn):
-            res = conn.execute(sa.update(t).where(
-                t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-                t.c.cancel_requested == 0,
-            ).values(**values))
-            if res.rowcount == 1:
-                return None
-            row = self._diagnose(conn, id_, token, "heartbeat")
-            # Cancel requested: keep the lease alive while the handler winds down.
-            conn.execute(sa.update(t).where(t.c.id == id_).values(**values))
-            return row
-
-        if self.db.run(work, what="heartbeat") is not None:
-            raise CancelRequestedError("cancel requested")
-
-    def finish(self, id_: int, token: int, outcome: str, error: str | None, purge_at: float,
-               now: float, data: str | None = None, conn=None) -> None:
-        t = self.t
-        values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error,
-                            finished_at=now, timeout=self.purge_time(purge_at))
-        if data is not None:
-            values["data"] = data
-
-        def work(c):
-            res = c.execute(sa.update(t).where(
-                t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-            ).values(**values))
-            if res.rowcount != 1:
-                self._diagnose(c, id_, token, "finish")
-                c.execute(sa.update(t).where(t.c.id == id_).values(**values))
-
-        if conn is not None:
-            return work(conn)
-        self.db.run(work, what="finish")
-
-    def requeue(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None,
-                unrun: bool = False) -> None:
-        """retry/release: the holder gives the task back, due at ``run_at``. ``unrun``: it never
-        ran under this lease (a release), so the lease's attempt is given back too."""
-        t = self.t
-        values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
-        if unrun:
-            values["attempts"] = sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0)
-        if error is not UNSET:
-            values["error"] = error
-
-        def work(c):
-            res = c.execute(sa.update(t).where(
-                t.c.id == id_, t.c.lease_token == token, t.c.state == LIVE, t.c.leased == 1,
-            ).values(**values))
-            if res.rowcount != 1:
-                self._diagnose(c, id_, token, "retry")
-                c.execute(sa.update(t).where(t.c.id == id_).values(**values))
-
-        if conn is not None:
-            return work(conn)
-        self.db.run(work, what="retry")
-
-    def _diagnose(self, conn, id_, token, op):
-        """Explain why a fenced update matched nothing; return the row when it may proceed."""
-        t = self.t
-        row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased, t.c.cancel_requested, t.c.key)
-                           .where(t.c.id == id_)).first()
-        if row is None:
-            raise PreemptedError(f"{op}: task no longer exists (purged or force-finished)")
-        if row.state == FINISHED:
-            if row.lease_token == token:
-                raise IdempotentAlreadyFinishedError(f"{op}: task {row.key!r} is already finished")
-            raise PreemptedError(f"{op}: task {row.key!r} was finished by someone else (force-finished or cancelled)")
-        if row.lease_token != token:
-            raise PreemptedError(f"{op}: the lease on task {row.key!r} was taken over by another worker")
-        if not row.leased:
-            raise PreemptedError(f"{op}: task {row.key!r} was already released or retried by this holder")
-        if row.cancel_requested:
-            return row  # the holder's own lease; cancel requested
-        raise PreemptedError(f"{op}: lease on task {row.key!r} is no longer valid")
-
-    # -- operator operations ------------------------------------------------------------
-    def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:
-        t = self.t
-
-        def work(conn):
-            res = conn.execute(sa.update(t).where(t.c.key == key, t.c.state == LIVE, t.c.workflow.is_(None)).values(
-                state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at, lease_token=None,
-            ))
-            if res.rowcount != 1:
-                self._missing_or_finished(conn, key)
-
-        self.db.run(work, what="force_finish")
-
-    def _missing_or_finished(self, conn, key):
-        t = self.t
-        row = conn.execute(sa.select(t.c.state, t.c.workflow, t.c.grp).where(t.c.key == key)).first()
-        if row is None:
-            raise IdempotentNotFoundError(f"task {key!r} not found")
-        if row.state != FINISHED and row.workflow is not None:
-            raise _owned_error(key, row.grp)
-        raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
-
-    def cancel(self, key: str, now: float, purge_at: float, conn=None) -> str:
-        """Cancel a waiting task at once; flag a running one. Returns the resulting status:
-        ``cancelled``, ``running`` (flagged), or ``requested`` (a row of a workflow run: its
-        decider settles it, through the run, as soon as a worker takes it; made due now)."""
-        t = self.t
-
-        def work(c):
-            row = c.execute(self.db.dialect.lock_rows(
-                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp)
-                .where(t.c.key == key))).first()
-            if row is None:
-                raise IdempotentNotFoundError(f"task {key!r} not found")
-            if row.state == FINISHED:
-                raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
-            if row.state == PENDING:  # a run row or a step not yet submitted: only its run decides
-                raise _owned_error(key, row.grp)
-            running = row.state == LIVE and row.leased and row.timeout > now
-            if running or row.workflow is not None:
-                due = {} if running or row.state != LIVE else {"timeout": min(row.timeout, now)}
-                c.execute(sa.update(t).where(t.c.id == row.id).values(cancel_requested=1, **due))
-                return "running" if running else "requested"
-            c.execute(sa.update(t).where(t.c.id == row.id).values(
-                state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=purge_at,
-                lease_token=None, cancel_requested=1,
-            ))
-            return "cancelled"
-
-        if conn is not None:
-            return work(conn)
-        return self.db.run(work, what="cancel")
-
     # -- reads -------------------------------------------------------------------------
     def get(self, key: str, conn=None) -> dict | None:
         stmt = sa.select(self.t).where(self.t.c.key == key)
@@ -568,9 +422,6 @@ class TaskStore(TypedReads, VersionedTables):
         r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
         return dict(r._mapping) if r else None
 
-    def update_by_key(self, conn, key: str, **values) -> int:
-        return conn.execute(sa.update(self.t).where(self.t.c.key == key).values(**values)).rowcount
-
     def status_clause(self, status: str, now: float):
         t = self.t
         running = sa.and_(t.c.state == LIVE, t.c.leased == 1, t.c.timeout > now)
@@ -605,19 +456,13 @@ class TaskStore(TypedReads, VersionedTables):
                 ids = [r[0] for r in conn.execute(
                     sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now).limit(batch))]
                 if ids:
-                    conn.execute(sa.delete(t).where(t.c.id.in_(ids), t.c.state == FINISHED, t.c.timeout <= now))
+                    conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
                 return len(ids)
 
             n = self.db.run(work, what="cleanup")
             total += n
             if n < batch:
                 return total
-
-
-def _owned_error(key: str, group: str | None) -> ValidationError:
-    what = "is a workflow run" if group == "#runs" else f"belongs to workflow run {group.split('#')[0]!r}" \
-        if group else "belongs to a workflow run"
-    return ValidationError(f"task {key!r} {what}: cancel or retry the run (pqflow cancel / pqflow retry) instead")
 
 
 def _limited_first(rows: list[dict]) -> list[dict]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from . import (
+    clock_skew,
     contention,
     db_restarts,
     graceful_restart,
@@ -14,7 +15,7 @@ from . import (
     workflow_chaos,
 )
 
-#: in the order of the issue (scenarios 1-8)
+#: in the order of the issues (scenarios 1-8 of issue 6, 9 of issue 12)
 ALL = [worker_crashes, db_restarts, graceful_restart, contention, scheduler_storm, workflow_chaos,
-       long_tasks, soak]
+       long_tasks, soak, clock_skew]
 BY_NAME = {m.NAME: m for m in ALL}

@@ -14,9 +14,11 @@ HANDLERS = str(Path(__file__).with_name("handlers.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, config_file=None, **settings):
-    """A worker process. With ``config_file``, its settings are written there as JSON and re-read
-    from it on a restart signal (as the CLI re-reads its config file)."""
+def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, env=None, config_file=None,
+                 **settings):
+    """A worker process (``env``: variables to add to its environment, e.g. libfaketime's). With
+    ``config_file``, its settings are written there as JSON and re-read from it on a restart signal
+    (as the CLI re-reads its config file)."""
     settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
                 "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
                 **settings}
@@ -29,7 +31,7 @@ def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, co
         "reload = (lambda: c.build(json.loads(open(path).read()))) if path else None\n"
         f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}, config_loader=reload))\n"
     )
-    return _python(code)
+    return _python(code, env)
 
 
 def start_scheduler(url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS,
@@ -51,9 +53,10 @@ def start_scheduler(url, table, schedule_table, target="occurrence", *, config_f
     return _python(code)
 
 
-def _python(code: str) -> subprocess.Popen:
-    """``code`` run by a Python process of its own session, stdout and stderr together."""
-    env = {**os.environ, "PYTHONPATH": ROOT}
+def _python(code: str, env: dict | None = None) -> subprocess.Popen:
+    """``code`` run by a Python process of its own session, stdout and stderr together (``env``:
+    variables to add to its environment)."""
+    env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)
 

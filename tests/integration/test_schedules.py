@@ -28,17 +28,6 @@ T0 = 1_700_000_000 - 1_700_000_000 % 86400  # a UTC midnight
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-@pytest.fixture
-def sched(db_url, table_name, backend, clock):
-    sc = perfectsched.open(db_url, table_name + "_s", table_name, clock=clock)
-    sc.init()
-    yield sc
-    sc.close()
-    if backend != "sqlite":
-        from conftest import drop_tables
-        drop_tables(db_url, table_name, table_name + "_s")
-
-
 def task_keys(sc):
     return sorted(m.key for m in sc.queue.list())
 

@@ -18,6 +18,7 @@ from conftest import _server_url
 from reliability.dbserver import PrivateServers, ServerError
 from reliability.result import Result
 from reliability.scenarios import (
+    clock_skew,
     contention,
     db_restarts,
     graceful_restart,
@@ -107,3 +108,10 @@ def test_workflow_chaos(backend, tmp_path):
 def test_long_tasks(backend, tmp_path):
     r = passed(long_tasks.run(make_context(backend, tmp_path), long_tasks.QUICK))
     assert r.figures["late"]["block-finish"] == "late:refused"
+
+
+@backends(clock_skew)
+def test_clock_skew(backend, tmp_path):
+    r = passed(clock_skew.run(make_context(backend, tmp_path), clock_skew.QUICK))
+    assert r.tasks == clock_skew.QUICK.tasks + clock_skew.QUICK.submitted
+    assert r.figures["submitted"] == clock_skew.QUICK.submitted

@@ -1,0 +1,168 @@
+"""The transitions of a task row that its holder or an operator asks for (store layer), mixed
+into :class:`~queue_core.store.tasks.TaskStore`.
+
+Each method writes one transition of :data:`~queue_core.store.transitions.TASK_TRANSITIONS`
+with the precondition the table gives it in its WHERE clause. Holder operations are fenced by
+``(id, lease_token)``: they change nothing unless the caller still holds the lease, and a
+refused call is diagnosed (preempted, already finished) from a re-read of the row and raised
+as a typed error. Nothing is ever written by id alone after a refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import (
+    CancelRequestedError,
+    IdempotentAlreadyFinishedError,
+    IdempotentNotFoundError,
+    PreemptedError,
+    ValidationError,
+)
+from .schema import FINISHED, LIVE, PENDING
+from .transitions import task_where
+
+UNSET: Any = object()
+
+
+class TaskChanges:
+    """Needs ``t`` (the task table), ``db`` and ``purge_time``."""
+
+    # -- holder operations (fenced by the lease token) ------------------------------------
+    def heartbeat(self, id_: int, token: int, timeout: float, data: str | None = None) -> None:
+        """Extend the lease to ``timeout`` (and replace the data). Raises CancelRequestedError
+        after extending it when a cancel was requested: the handler winds down under a live lease."""
+        t = self.t
+        values: dict = {"timeout": timeout} | ({} if data is None else {"data": data})
+        held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token)).values(**values)
+
+        def work(conn) -> bool:
+            if conn.execute(held.where(t.c.cancel_requested == 0)).rowcount == 1:
+                return False
+            if conn.execute(held).rowcount == 1:
+                return True
+            self._diagnose(conn, id_, token, "heartbeat")
+
+        if self.db.run(work, what="heartbeat"):
+            raise CancelRequestedError("cancel requested")
+
+    def finish(self, id_: int, token: int, outcome: str, error: str | None, purge_at: float,
+               now: float, data: str | None = None, conn=None) -> None:
+        values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
+                            timeout=self.purge_time(purge_at))
+        self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}))
+
+    def retry(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None) -> None:
+        """The holder gives the task back, due at ``run_at`` (``error``: the new error text)."""
+        values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
+        self._held(conn, id_, token, "retry", values | ({} if error is UNSET else {"error": error}))
+
+    def release(self, id_: int, token: int, now: float, conn=None) -> None:
+        """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
+        t = self.t
+        self._held(conn, id_, token, "release", dict(
+            leased=0, timeout=now, run_at=now, owner=None,
+            attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0)))
+
+    def _held(self, conn, id_: int, token: int, name: str, values: dict) -> None:
+        t = self.t
+        stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, token=token)).values(**values)
+
+        def work(c) -> None:
+            if c.execute(stmt).rowcount != 1:
+                self._diagnose(c, id_, token, name)
+
+        if conn is not None:
+            return work(conn)
+        self.db.run(work, what=name)
+
+    def _diagnose(self, conn, id_: int, token: int, op: str) -> None:
+        """Raise the reason why a fenced update of the holder of ``token`` matched nothing."""
+        t = self.t
+        row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased, t.c.key).where(t.c.id == id_)).first()
+        if row is None:
+            raise PreemptedError(f"{op}: task no longer exists (purged or force-finished)")
+        if row.state == FINISHED:
+            if row.lease_token == token:
+                raise IdempotentAlreadyFinishedError(f"{op}: task {row.key!r} is already finished")
+            raise PreemptedError(f"{op}: task {row.key!r} was finished by someone else (force-finished or cancelled)")
+        if row.lease_token != token:
+            raise PreemptedError(f"{op}: the lease on task {row.key!r} was taken over by another worker")
+        if not row.leased:
+            raise PreemptedError(f"{op}: task {row.key!r} was already released or retried by this holder")
+        raise PreemptedError(f"{op}: lease on task {row.key!r} is no longer valid")
+
+    # -- operator operations ----------------------------------------------------------------
+    def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:
+        t = self.t
+        stmt = sa.update(t).where(t.c.key == key, *task_where(t, "force_finish")).values(
+            state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at, lease_token=None)
+
+        def work(conn):
+            if conn.execute(stmt).rowcount != 1:
+                self._missing_or_finished(conn, key)
+
+        self.db.run(work, what="force_finish")
+
+    def _missing_or_finished(self, conn, key):
+        t = self.t
+        row = conn.execute(sa.select(t.c.state, t.c.workflow, t.c.grp).where(t.c.key == key)).first()
+        if row is None:
+            raise IdempotentNotFoundError(f"task {key!r} not found")
+        if row.state != FINISHED and row.workflow is not None:
+            raise owned_error(key, row.grp)
+        raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
+
+    def cancel(self, key: str, now: float, purge_at: float, conn=None) -> str:
+        """Cancel a waiting task at once; flag a running one. Returns the resulting status:
+        ``cancelled``, ``running`` (flagged), or ``requested`` (a row of a workflow run: its
+        decider settles it, through the run, as soon as a worker takes it; made due now)."""
+        t = self.t
+
+        def work(c):
+            row = c.execute(self.db.dialect.lock_rows(
+                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp)
+                .where(t.c.key == key))).first()
+            _check_cancellable(key, row)
+            running = row.state == LIVE and row.leased and row.timeout > now
+            if running or row.workflow is not None:
+                due = {} if running else {"timeout": min(row.timeout, now)}
+                self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due))
+                return "running" if running else "requested"
+            self._by_id(c, row.id, "cancel", dict(
+                state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=purge_at,
+                lease_token=None, cancel_requested=1), now=now)
+            return "cancelled"
+
+        if conn is not None:
+            return work(conn)
+        return self.db.run(work, what="cancel")
+
+    def _by_id(self, conn, id_: int, name: str, values: dict, **params: Any) -> bool:
+        t = self.t
+        return conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, name, **params))
+                            .values(**values)).rowcount == 1
+
+    def set_data(self, conn, key: str, data: str) -> bool:
+        """Replace the data (JSON text) of a row the caller's transaction has locked, in any
+        state; returns whether the row exists. A holder's own update goes with its heartbeat."""
+        t = self.t
+        return conn.execute(sa.update(t).where(t.c.key == key, *task_where(t, "set_data"))
+                            .values(data=data)).rowcount == 1
+
+
+def _check_cancellable(key: str, row) -> None:
+    if row is None:
+        raise IdempotentNotFoundError(f"task {key!r} not found")
+    if row.state == FINISHED:
+        raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
+    if row.state == PENDING:  # a run row or a step not yet submitted: only its run decides
+        raise owned_error(key, row.grp)
+
+
+def owned_error(key: str, group: str | None) -> ValidationError:
+    what = "is a workflow run" if group == "#runs" else f"belongs to workflow run {group.split('#')[0]!r}" \
+        if group else "belongs to a workflow run"
+    return ValidationError(f"task {key!r} {what}: cancel or retry the run (pqflow cancel / pqflow retry) instead")

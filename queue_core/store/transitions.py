@@ -1,0 +1,205 @@
+"""The allowed state changes of a task row and of a schedule's lease: one table each (store layer).
+
+Every write of the store is a named transition of these tables. Its method builds the
+precondition of its statement here (:func:`task_where`, :func:`schedule_where`): the states
+the row may be in, and the fences the transition needs (the holder's lease token, the due
+time, the expected occurrence); the statement then reports whether it applied. A caller whose
+precondition no longer holds changes nothing. ``docs/state-machines.md`` shows the same tables
+(``tests/unit/test_state_machine_docs.py`` compares them) with each column's meaning per state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+
+from .schema import FINISHED, LIVE, PENDING
+
+
+class TaskState(StrEnum):
+    """The stored states of a task row (columns ``state`` and ``leased``)."""
+
+    #: no row: before its insert, after its purge or delete
+    ABSENT = "absent"
+    #: state 2: exists but is never claimed; waits for an event, not a time (a workflow step
+    #: whose parents are not done, a workflow run row)
+    PENDING = "pending"
+    #: state 0, leased 0: claimable from its due time
+    WAITING = "waiting"
+    #: state 0, leased 1: a worker holds the lease (status running) until it expires; then the
+    #: row is claimable again (status waiting) and its old holder is fenced out by the next claim
+    LEASED = "leased"
+    #: state 1: ended with an outcome; purged when its retention ends
+    FINISHED = "finished"
+
+
+class ScheduleState(StrEnum):
+    """The stored states of a schedule row's lease (column ``leased``)."""
+
+    #: no row: before ``add``, after ``delete``
+    ABSENT = "absent"
+    #: leased 0: due at its next run time
+    IDLE = "idle"
+    #: leased 1: a poller holds occurrence ``next_time`` until the lease expires (then due again)
+    LEASED = "leased"
+
+
+class Fence(StrEnum):
+    """A condition a transition's statement carries besides the row's state."""
+
+    #: ``lease_token = :token``: only the holder of this very lease
+    TOKEN = "lease token"
+    #: ``timeout <= :now``: the row is due (a waiting row's due time, an expired lease, an ended retention)
+    DUE = "due"
+    #: ``leased = 0 OR timeout <= :now``: nobody runs it now
+    NOT_RUNNING = "not running"
+    #: ``next_time = :expected``: the schedule is still at the occurrence the caller read
+    OCCURRENCE = "occurrence"
+    #: ``workflow IS NULL``: a plain task, not a row of a workflow run
+    PLAIN = "plain task"
+    #: ``workflow IS NOT NULL``: a row of a workflow run
+    WORKFLOW = "workflow row"
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    sources: tuple[StrEnum, ...]
+    targets: tuple[StrEnum, ...]
+    fences: tuple[Fence, ...]
+    #: the methods that write it
+    methods: str
+    what: str
+
+
+_A, _P, _W, _L, _F = TaskState.ABSENT, TaskState.PENDING, TaskState.WAITING, TaskState.LEASED, TaskState.FINISHED
+_ROWS = (_P, _W, _L, _F)
+
+
+def _task(name, sources, targets, fences, methods, what) -> Transition:
+    return Transition(name, tuple(sources), tuple(targets), tuple(fences), methods, what)
+
+
+#: The transitions of a task row. Targets equal to the sources: the state does not change.
+TASK_TRANSITIONS: dict[str, Transition] = {x.name: x for x in (
+    _task("submit", [_A], [_W, _P], [], "TaskStore.insert", "insert if the key is free"),
+    _task("claim", [_W, _L], [_L], [Fence.DUE], "TaskStore.claim",
+          "lease a due row: new token, attempts + 1, expiry now + alive_time"),
+    _task("give_up", [_W, _L], [_F], [Fence.DUE], "TaskStore.claim",
+          "a due row that must not run again (cancel requested, attempts used up) ends at claim"),
+    _task("heartbeat", [_L], [_L], [Fence.TOKEN], "TaskStore.heartbeat",
+          "the holder extends its lease (and may replace the data)"),
+    _task("finish", [_L], [_F], [Fence.TOKEN],
+          "TaskStore.finish, TaskStore.settle, RunRows.finish_held(_many)", "the holder ends the task"),
+    _task("retry", [_L], [_W], [Fence.TOKEN], "TaskStore.retry, RunRows.retry_held",
+          "the holder gives the task back, due later"),
+    _task("release", [_L], [_W], [Fence.TOKEN], "TaskStore.release",
+          "the holder gives the task back unrun, due now, its attempt given back"),
+    _task("force_finish", [_W, _L], [_F], [Fence.PLAIN], "TaskStore.force_finish",
+          "an operator ends a plain task, held or not"),
+    _task("cancel", [_W, _L], [_F], [Fence.NOT_RUNNING], "TaskStore.cancel, RunRows.cancel_waiting",
+          "a task nobody runs ends as cancelled"),
+    _task("request_cancel", [_W, _L], [_W, _L], [], "TaskStore.cancel, RunRows.cancel_waiting",
+          "flag a running task (its holder is told) or a waiting row of a run (made due)"),
+    _task("set_data", _ROWS, _ROWS, [], "TaskStore.set_data",
+          "replace the data of a row the caller's transaction has locked"),
+    _task("purge", [_F], [_A], [Fence.DUE], "TaskStore.cleanup, TaskStore.insert",
+          "delete a finished row whose retention ended"),
+    _task("adopt", [_L], [_P], [Fence.TOKEN], "RunRows.adopt", "the decider makes a submitted row a run"),
+    _task("mark", [_W, _L, _F], [_W, _L, _F], [Fence.PLAIN], "RunRows.mark",
+          "list a row no decider took up as a run"),
+    _task("set_workflow", [_P, _W, _L], [_P, _W, _L], [], "RunRows.set_workflow(_many)",
+          "new bookkeeping of a row still in the state its run read"),
+    _task("promote", [_P], [_W], [], "RunRows.promote", "a step whose parents are done, due now"),
+    _task("close", [_P], [_F], [], "RunRows.close(_many)", "a pending row ends without running"),
+    _task("keep_group", [_F], [_F], [], "RunRows.keep_group", "set the retention of a run's finished rows"),
+    _task("reopen", [_F], [_W, _P], [], "RunRows.reopen, RunRows.reopen_run",
+          "a finished row of a retried run, fresh attempts"),
+    _task("clear_group", _ROWS, [_A], [Fence.WORKFLOW], "RunRows.clear_group",
+          "delete the workflow rows of a group (an earlier run with this id, a map's old items)"),
+)}
+
+_SA, _SI, _SL = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED
+
+#: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.ScheduleStore`).
+SCHEDULE_TRANSITIONS: dict[str, Transition] = {x.name: x for x in (
+    _task("add", [_SA], [_SI], [], "ScheduleStore.add", "insert if the key is free"),
+    _task("lease", [_SI, _SL], [_SL], [Fence.DUE, Fence.OCCURRENCE], "ScheduleStore.lease",
+          "a poller leases the due occurrence: new token, expiry now + alive_time"),
+    _task("advance", [_SI, _SL], [_SI], [Fence.DUE, Fence.OCCURRENCE], "ScheduleStore.advance_many",
+          "tick submitted the due occurrences, or poll set skipped ones aside: next occurrence, lease dropped"),
+    _task("heartbeat", [_SL], [_SL], [Fence.TOKEN], "ScheduleStore.heartbeat", "the holder extends its lease"),
+    _task("finish", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.finish", "the holder moves on to the next occurrence"),
+    _task("retry", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.give_back",
+          "the holder gives the occurrence back, due later"),
+    _task("release", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.give_back",
+          "the holder gives the occurrence back, due now"),
+    _task("configure", [_SI, _SL], [_SI, _SL], [], "ScheduleStore.configure",
+          "new type, data or catch-up policy; times and lease unchanged"),
+    _task("reschedule", [_SI, _SL], [_SI], [], "ScheduleStore.reschedule",
+          "new cron, timezone, delay or dst policy: next occurrence from now, lease dropped"),
+    _task("delete", [_SI, _SL], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
+)}
+
+
+def _task_states(t: sa.Table, states: Iterable[TaskState]) -> list:
+    states = set(states) - {_A}
+    if states >= set(_ROWS):
+        return []
+    live = {_W, _L} & states
+    clauses = [t.c.state == LIVE] if len(live) == 2 else \
+        [sa.and_(t.c.state == LIVE, t.c.leased == (1 if _L in live else 0))] if live else []
+    clauses += [t.c.state == code for s, code in ((_P, PENDING), (_F, FINISHED)) if s in states]
+    return [clauses[0] if len(clauses) == 1 else sa.or_(*clauses)]
+
+
+def _schedule_states(t: sa.Table, states: Iterable[ScheduleState]) -> list:
+    states = set(states) - {_SA}
+    if len(states) == 2:
+        return []
+    return [t.c.leased == (1 if _SL in states else 0)]
+
+
+#: a fence value compared row by row by ``Dialect.update_each(match=[column])``
+PER_ROW: Any = object()
+
+
+def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
+    def need(name):
+        if name not in params:
+            raise TypeError(f"the fence {fence.value!r} needs {name}=")
+        return params[name]
+
+    if fence is Fence.TOKEN:
+        token = need("token")
+        return None if token is PER_ROW else t.c.lease_token == token
+    if fence is Fence.DUE:
+        return t.c.timeout <= need("now")
+    if fence is Fence.NOT_RUNNING:
+        return sa.or_(t.c.leased == 0, t.c.timeout <= need("now"))
+    if fence is Fence.OCCURRENCE:
+        return t.c.next_time == need("expected")
+    return t.c.workflow.is_(None) if fence is Fence.PLAIN else t.c.workflow.is_not(None)
+
+
+def task_where(t: sa.Table, name: str, *, only: Iterable[TaskState] | None = None, **params: Any) -> list:
+    """The precondition of the task transition ``name``: its source states (``only``: those of
+    them the caller expects) and its fences, with ``token``, ``now`` as they need (``token=PER_ROW``:
+    the caller's ``update_each`` matches each row's ``lease_token``)."""
+    tr = TASK_TRANSITIONS[name]
+    sources = tr.sources if only is None else tuple(only)
+    if not set(sources) <= set(tr.sources):
+        raise ValueError(f"{name} does not start from {sorted(set(sources) - set(tr.sources))}")
+    fences = (_fence(t, f, params) for f in tr.fences)
+    return [*_task_states(t, sources), *(c for c in fences if c is not None)]
+
+
+def schedule_where(t: sa.Table, name: str, **params: Any) -> list:
+    """The precondition of the schedule transition ``name`` (``token``, ``now``, ``expected``
+    as its fences need)."""
+    tr = SCHEDULE_TRANSITIONS[name]
+    return [*_schedule_states(t, tr.sources), *(_fence(t, f, params) for f in tr.fences)]

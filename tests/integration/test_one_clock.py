@@ -1,0 +1,104 @@
+"""One clock for every machine (issue 12 §1): on MySQL/MariaDB and PostgreSQL the queue tells
+the database server's time, whatever this host's wall clock says; on SQLite, the host's.
+
+The host's clock is shifted in-process here (``time.time`` patched); tests/reliability runs real
+worker, submitter and scheduler processes under faketime."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import sqlalchemy as sa
+
+import queue_core
+from queue_core.clock import ServerClock, SystemClock
+from queue_core.errors import DatabaseError
+
+SKEWS = [-600.0, -30.0, 30.0, 600.0]
+
+
+def _server_now(url: str) -> float:
+    eng = sa.create_engine(url)
+    try:
+        with eng.connect() as conn:
+            q = "SELECT UNIX_TIMESTAMP(SYSDATE(6))" if eng.dialect.name in ("mysql", "mariadb") \
+                else "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+            return float(conn.execute(sa.text(q)).scalar_one())
+    finally:
+        eng.dispose()
+
+
+@pytest.fixture
+def real(db_url, table_name, backend):
+    q = queue_core.open(db_url, table_name)
+    q.init()
+    yield q
+    q.close()
+    if backend != "sqlite":
+        from conftest import drop_tables
+
+        drop_tables(db_url, table_name)
+
+
+def _shift_host_clock(monkeypatch, skew: float) -> None:
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew)
+
+
+def test_the_clock_is_the_servers_where_there_is_a_server(real, backend):
+    expected = SystemClock if backend == "sqlite" else ServerClock
+    assert type(real.clock) is expected
+    assert real.db.has_server_clock is (backend != "sqlite")
+
+
+@pytest.mark.parametrize("skew", SKEWS)
+def test_a_host_whose_clock_is_off_tells_the_servers_time(real, backend, db_url, monkeypatch, skew):
+    if backend == "sqlite":
+        pytest.skip("SQLite has no server: the host's clock is the clock (docs/queue.md, one host)")
+    _shift_host_clock(monkeypatch, skew)
+    assert abs(time.time() - _server_now(db_url) - skew) < 1.0  # the host really is off
+    assert abs(real.now() - _server_now(db_url)) < 0.5
+
+
+@pytest.mark.parametrize("skew", [-600.0, 600.0])
+def test_run_now_and_leases_agree_between_hosts_with_different_clocks(db_url, table_name, backend,
+                                                                       monkeypatch, skew):
+    if backend == "sqlite":
+        pytest.skip("SQLite has no server: one host")
+    from conftest import drop_tables
+
+    honest = queue_core.open(db_url, table_name)
+    honest.init()
+    try:
+        _shift_host_clock(monkeypatch, skew)
+        skewed = queue_core.open(db_url, table_name)  # another machine, its clock `skew` off
+        try:
+            skewed.submit("now-1", "t", {})
+            task = honest.poll(alive_time=30)  # a "run now" task is due at once for the others
+            assert task is not None and task.key == "now-1"
+            # the lease is 30 s by the server's clock for both: the skewed one cannot take it over
+            assert skewed.poll(alive_time=30) is None
+            assert skewed["now-1"].metadata().running
+            task.heartbeat()  # and the holder's lease is its own to extend
+            task.finish()
+        finally:
+            skewed.close()
+        assert honest["now-1"].metadata().finished
+    finally:
+        honest.close()
+        drop_tables(db_url, table_name)
+
+
+def test_an_unreachable_server_is_a_database_error_not_a_guess(backend):
+    if backend == "sqlite":
+        pytest.skip("SQLite has no server")
+    url = {"mysql": "mysql+pymysql://u:secretpw@127.0.0.1:1/x",
+           "postgres": "postgresql+psycopg://u:secretpw@127.0.0.1:1/x"}[backend]
+    q = queue_core.open(url, "nowhere", connect_timeout=1, max_retry_count=0)
+    try:
+        with pytest.raises(DatabaseError) as err:
+            q.now()
+        assert "secretpw" not in str(err.value) and "server clock" in str(err.value)
+    finally:
+        q.close()
