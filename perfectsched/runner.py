@@ -9,13 +9,15 @@ is sooner. Any number of these loops can run at once (no leader, each occurrence
 With a target (an ``Application``/``Dispatch`` class, a ``Router`` or a function, as for
 ``perfectqueue run``) the loop leases occurrences with :meth:`Scheduler.poll` and runs the
 handler on the :class:`~perfectsched.scheduler.ScheduledTask`, heartbeating the lease from a
-:class:`queue_core.worker.TaskMonitor` thread. A handler that returns finishes the
+:class:`queue_core.monitor.TaskMonitor` thread. A handler that returns finishes the
 occurrence (the schedule advances); one that raises retries it after ``retry_wait``.
 
 Signals: TERM/INT/QUIT stop once the current handler returns (a second stop signal during a
 handler exits at once; the lease expires and the occurrence runs again), USR1/HUP restart with
 the configuration re-read, USR2 reopens log files. Handler errors, lost leases and database
-errors are logged and never end the loop (database errors back off, up to 10 s). ``--burst``
+errors are logged and never end the loop (database errors back off, up to 10 s). What a
+signal does is declared in :data:`SCHEDULER_SIGNALS`; catching and acting on it, the stop cascade,
+the backoff and the config reload are :mod:`queue_core.service`'s, as for the worker. ``--burst``
 handles what is due and returns 0; it raises database errors instead of retrying them (exit 5),
 and tries each occurrence at most once per run (with ``retry_wait = 0`` a failing handler would
 otherwise be due again at once, forever). A schedule table that was never created is reported
@@ -42,21 +44,24 @@ from queue_core.errors import (
     TaskError,
 )
 from queue_core.logs import reopen_logs, setup_logging
-from queue_core.worker import TaskMonitor, _SignalQueue, run_handler
+from queue_core.monitor import TaskMonitor, run_handler
+from queue_core.service import EXIT_OK, Backoff, Intent, LoopControl, Signals, reload_settings
 
 from . import cron as cronlib
 from .scheduler import EXTRA_KEYS, Scheduler
 
 log = logging.getLogger("perfectsched.runner")
 
-EXIT_OK = 0
-MAX_DB_BACKOFF = 10.0
 MIN_WAIT = 0.01
 
 __all__ = ["open_scheduler", "run_scheduler"]
 
-_STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
-_RESTART = (signal.SIGUSR1, signal.SIGHUP)
+#: what a signal means to ``perfectsched run`` (docs/cron.md); a second stop signal during a
+#: handler exits at once (:meth:`SchedulerLoop.stop_now`)
+SCHEDULER_SIGNALS = {
+    signal.SIGTERM: Intent.STOP, signal.SIGINT: Intent.STOP, signal.SIGQUIT: Intent.STOP,
+    signal.SIGUSR1: Intent.RESTART, signal.SIGHUP: Intent.RESTART, signal.SIGUSR2: Intent.REOPEN_LOGS,
+}
 
 
 def open_scheduler(settings: dict, **overrides: Any) -> Scheduler:
@@ -84,23 +89,6 @@ def _iso(ts: float, zone: str) -> str:
         return datetime.fromtimestamp(ts, UTC).isoformat()
 
 
-class _Signals(_SignalQueue):
-    """The worker's signal queue, plus: a second stop signal while a handler runs exits at once."""
-
-    def __init__(self) -> None:
-        self.in_handler = False
-        self.stop_requested = False
-        super().__init__()
-
-    def _handler(self, signum, frame) -> None:
-        if signum in _STOP:
-            if self.stop_requested and self.in_handler:
-                os.write(2, b"perfectsched: second stop signal during a handler: exiting now\n")
-                os._exit(EXIT_OK)
-            self.stop_requested = True
-        super()._handler(signum, frame)
-
-
 class SchedulerLoop:
     """One ``perfectsched run`` process (see the module docstring)."""
 
@@ -114,10 +102,11 @@ class SchedulerLoop:
         self.config_loader = config_loader
         self.sched: Scheduler | None = None
         self.monitor: TaskMonitor | None = None
-        self.signals: _Signals | None = None
-        self.stopping = False
-        self.restart = False
-        self.db_wait = 0.1
+        # plain flags and a self-pipe: the signal thread sets and reads them
+        self.control = LoopControl()
+        self.restart_requested = False
+        self.in_handler = False
+        self.db_backoff = Backoff()
         self.healthy = False  # True once a step succeeded (a missing table then is transient)
         self.attempted: set[tuple[str, int]] = set()  # burst: occurrences handled in this run
 
@@ -174,43 +163,70 @@ class SchedulerLoop:
         root = logging.getLogger()
         before = set(root.handlers)
         setup_logging(self.settings.get("log"), self.settings.get("log_level") or "INFO")
-        self.signals = _Signals()
+        signals = Signals(SCHEDULER_SIGNALS, {
+            Intent.STOP: self.stop, Intent.STOP_NOW: self.stop_now, Intent.RESTART: self.request_restart,
+            Intent.REOPEN_LOGS: reopen_logs,
+        }).act_in_thread()
         try:
             self._open()
-            while not self.stopping:
-                self._handle_signals(0)
-                if self.stopping:
-                    break
-                if self.restart:
-                    self._restart()
-                    continue
-                try:
-                    busy = self._step()
-                    self.db_wait = 0.1
-                    self.healthy = True
-                except DatabaseError as exc:
-                    if self.burst or (isinstance(exc, SchemaError) and not self.healthy):
-                        raise  # one-shot run, or never initialised: report it (exit 5)
-                    log.error("database error (retrying in %.1fs): %s", self.db_wait, exc)
-                    self._handle_signals(self.db_wait)
-                    self.db_wait = min(self.db_wait * 2, MAX_DB_BACKOFF)
-                    continue
-                if busy:
-                    continue
-                if self.burst:
-                    log.info("nothing due: exiting (burst)")
-                    break
-                self._handle_signals(self._idle_wait())
+            self._loop()
             log.info("perfectsched stopped pid=%d", os.getpid())
             return EXIT_OK
         finally:
             self._close()
-            self.signals.restore()
-            self.signals = None
+            signals.close()
             # in-process callers (tests, embedding): take our log handlers away again
             for h in [h for h in root.handlers if getattr(h, "_pq", False) and h not in before]:
                 root.removeHandler(h)
                 h.close()
+
+    def _loop(self) -> None:
+        while not self.control.stopping:
+            if self.restart_requested:
+                self._restart()
+                continue
+            wait = self._turn()
+            if wait is None:
+                return
+            if wait > 0:
+                self.control.idle(wait)
+
+    def _turn(self) -> float | None:
+        """One step; then how long to wait before the next (None: a burst is done)."""
+        try:
+            busy = self._step()
+        except DatabaseError as exc:
+            if self.burst or (isinstance(exc, SchemaError) and not self.healthy):
+                raise  # one-shot run, or never initialised: report it (exit 5)
+            wait = self.db_backoff.failed()
+            log.error("database error (retrying in %.1fs): %s", wait, exc)
+            return wait
+        self.db_backoff.succeeded()
+        self.healthy = True
+        if busy:
+            return 0.0
+        if self.burst:
+            log.info("nothing due: exiting (burst)")
+            return None
+        return self._idle_wait()
+
+    # -- what signals do (called from the signal thread) -------------------------------
+    def stop(self) -> None:
+        """Stop once the current handler returned."""
+        self.control.stop()
+
+    def stop_now(self) -> None:
+        """A second stop signal: during a handler, exit at once (its lease expires and the
+        occurrence runs again); otherwise nothing runs that a stop would wait for."""
+        if self.in_handler:
+            os.write(2, b"perfectsched: second stop signal during a handler: exiting now\n")
+            os._exit(EXIT_OK)
+        self.stop()
+
+    def request_restart(self) -> None:
+        """Restart, with the configuration re-read, once the current handler returned."""
+        self.restart_requested = True
+        self.control.wake()
 
     def _step(self) -> bool:
         """One tick or one handled occurrence. True when there may be more work right now."""
@@ -249,36 +265,11 @@ class SchedulerLoop:
             return interval
         return max(MIN_WAIT, min(interval, left))
 
-    def _handle_signals(self, timeout: float) -> None:
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            sig = self.signals.wait(max(0.0, deadline - time.monotonic()))
-            if sig is None:
-                if time.monotonic() >= deadline:
-                    return
-                continue
-            if sig in _STOP:
-                if not self.stopping:
-                    log.info("stop signal %s: stopping", signal.Signals(sig).name)
-                self.stopping = True
-                return
-            if sig in _RESTART:
-                log.info("restart signal %s: re-reading the configuration", signal.Signals(sig).name)
-                self.restart = True
-                return
-            if sig == signal.SIGUSR2:
-                reopen_logs()
-                log.info("log files reopened")
-            # SIGCHLD and others: ignore, keep waiting
-
     def _restart(self) -> None:
-        self.restart = False
+        self.restart_requested = False
         old = self.settings
-        if self.config_loader is not None:
-            try:
-                self.settings = dict(self.config_loader())
-            except Exception as exc:  # noqa: BLE001 - keep running on a broken config
-                log.error("config reload failed, keeping the old config: %s", exc)
+        new = reload_settings(self.config_loader, old)
+        self.settings = old if new is old else dict(new)
         self._close()
         try:
             self._reopen(old)
@@ -302,13 +293,13 @@ class SchedulerLoop:
                  task.scheduled_time, when)
         started = time.monotonic()
         _note_decided_errors(task)
-        self.signals.in_handler = True
+        self.in_handler = True
         try:
             error = run_handler(self.target, task, self.monitor)
         finally:
-            self.signals.in_handler = False
+            self.in_handler = False
         if isinstance(error, KeyboardInterrupt):
-            self.stopping = True
+            self.control.stop()
         self._settle(task, error, time.monotonic() - started, when)
 
     def _settle(self, task, error, elapsed: float, when: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import select
+from collections.abc import Sequence
 
 
 class Wakeup:
@@ -27,10 +28,11 @@ class Wakeup:
         except (BlockingIOError, OSError):  # full pipe: already set; closed: nobody waits
             pass
 
-    def wait(self, timeout: float) -> bool:
-        """Wait until set or ``timeout`` seconds passed; True if set. Does not clear."""
+    def wait(self, timeout: float, fds: Sequence[int] = ()) -> bool:
+        """Wait until set, one of ``fds`` is readable, or ``timeout`` seconds passed; True if
+        anything is readable. Does not clear."""
         try:
-            readable, _, _ = select.select([self._r], [], [], max(0.0, timeout))
+            readable, _, _ = select.select([self._r, *fds], [], [], max(0.0, timeout))
         except (InterruptedError, ValueError, OSError):  # ValueError/OSError: closed meanwhile
             return True
         return bool(readable)
@@ -46,8 +48,11 @@ class Wakeup:
         self.close()  # only once nothing can set it: a closed fd number may be reused
 
     def close(self) -> None:
-        for fd in (self._r, self._w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Close the pipe (once: a second close could close a reused fd number)."""
+        fds, self._r, self._w = (self._r, self._w), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass

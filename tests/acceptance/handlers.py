@@ -13,11 +13,11 @@ import time
 import queue_core
 
 
-def _record(task, what="run"):
+def _record(task, what="run", key=None):
     path = task.data.get("log")
     if path:
         with open(path, "a") as fh:
-            fh.write(f"{task.key} {os.getpid()} {what}\n")
+            fh.write(f"{key or task.key} {os.getpid()} {what}\n")
             fh.flush()
 
 
@@ -53,3 +53,11 @@ class Invoices(queue_core.Dispatch):
     """Serves type ``invoice`` only (its one route is an exact string)."""
 
     routes = [("invoice", plain)]
+
+
+def occurrence(task):
+    """A ``perfectsched run`` handler: records "<schedule key>.<scheduled time>" (data: log, sleep)."""
+    key = f"{task.key}.{task.scheduled_time}"
+    _record(task, key=key)
+    time.sleep(task.data.get("sleep", 0))
+    _record(task, "done", key=key)

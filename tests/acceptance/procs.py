@@ -14,16 +14,48 @@ HANDLERS = str(Path(__file__).with_name("handlers.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, env=None, **settings):
-    """A worker process (``env``: variables to add to its environment, e.g. libfaketime's)."""
+def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, env=None, config_file=None,
+                 **settings):
+    """A worker process (``env``: variables to add to its environment, e.g. libfaketime's). With
+    ``config_file``, its settings are written there as JSON and re-read from it on a restart signal
+    (as the CLI re-reads its config file)."""
     settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
                 "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
                 **settings}
+    if config_file is not None:
+        Path(config_file).write_text(json.dumps(settings))
     code = (
         "import sys, json, queue_core.worker as w, queue_core.config as c\n"
         f"s = c.build(json.loads({json.dumps(json.dumps(settings))}))\n"
-        f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}))\n"
+        f"path = {str(config_file) if config_file is not None else None!r}\n"
+        "reload = (lambda: c.build(json.loads(open(path).read()))) if path else None\n"
+        f"sys.exit(w.run_worker(w.load_target({_file + ':' + target!r}), s, burst={burst!r}, config_loader=reload))\n"
     )
+    return _python(code, env)
+
+
+def start_scheduler(url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS,
+                    **settings):
+    """A ``perfectsched run`` process running ``target`` on each due occurrence (None: submitting them
+    into the queue), its settings written to ``config_file`` as JSON and re-read from it on a restart."""
+    settings = {"url": url, "table": table, "schedule_table": schedule_table, "poll_interval": 0.1,
+                "task_heartbeat_interval": 0.3, **settings}
+    Path(config_file).write_text(json.dumps(settings))
+    handler = f"load_target({_file + ':' + target!r})" if target else "None"
+    code = (
+        "import sys, json\n"
+        "from queue_core.loader import load_target\n"
+        "from perfectsched.runner import run_scheduler\n"
+        f"path = {str(config_file)!r}\n"
+        "reload = lambda: json.loads(open(path).read())\n"
+        f"sys.exit(run_scheduler(reload(), target={handler}, config_loader=reload))\n"
+    )
+    return _python(code)
+
+
+def _python(code: str, env: dict | None = None) -> subprocess.Popen:
+    """``code`` run by a Python process of its own session, stdout and stderr together (``env``:
+    variables to add to its environment)."""
     env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)

@@ -261,3 +261,83 @@ def test_idle_worker_purges_finished_rows(wq, log):
     finally:
         p.send_signal(signal.SIGTERM)
         finish(p)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.mark.parametrize("processor_type", ["process", "thread"])
+def test_a_restart_whose_config_does_not_load_keeps_the_old_one(wq, log, tmp_path, processor_type):
+    # Thread mode used to let the loader's error end the worker (its processors already stopped).
+    config, logfile = tmp_path / "worker.json", tmp_path / "worker.log"
+    p = start_worker(wq.config["url"], wq.table, config_file=config, processor_type=processor_type,
+                     log=str(logfile))
+    try:
+        wq.submit("a", "plain", {"log": str(log)})
+        wait_for(lambda: runs(log), what="first task")
+        config.write_text("{not json")
+        p.send_signal(signal.SIGUSR1)
+        wait_for(lambda: "config reload failed, keeping the old config" in _text(logfile), what="reload error")
+        wq.submit("b", "plain", {"log": str(log)})
+        wait_for(lambda: len(runs(log)) == 2, timeout=15, what="a task after the failed reload")
+        assert p.poll() is None
+    finally:
+        p.send_signal(signal.SIGTERM)
+        code, out = finish(p)
+    assert code == 0, out
+
+
+def _restarting_thread_worker(wq, log: Path, logfile: Path, sleep: float):
+    """A thread-mode worker restarting gracefully, waiting for a task that takes ``sleep`` s."""
+    wq.submit("slow", "handler", {"log": str(log), "sleep": sleep})
+    p = start_worker(wq.config["url"], wq.table, processor_type="thread", log=str(logfile))
+    try:
+        wait_for(lambda: runs(log), what="task start")
+        p.send_signal(signal.SIGUSR1)
+        wait_for(lambda: "restart" in _text(logfile), what="the restart begun")
+    except AssertionError:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    return p
+
+
+def test_thread_mode_quit_during_a_graceful_restart_stops_at_once(wq, log, tmp_path):
+    # The restart used to wait for the running tasks in the main thread, deaf to signals meanwhile:
+    # QUIT (and a second TERM) waited for the 30 s task.
+    p = _restarting_thread_worker(wq, log, tmp_path / "worker.log", sleep=30)
+    p.send_signal(signal.SIGQUIT)
+    code, out = finish(p, timeout=10)  # kills it if it did not exit
+    assert code == 0, out
+    assert runs(log, "done") == []
+
+
+def test_thread_mode_stop_during_a_graceful_restart_starts_nothing_new(wq, log, tmp_path):
+    logfile = tmp_path / "worker.log"
+    p = _restarting_thread_worker(wq, log, logfile, sleep=1.5)
+    p.send_signal(signal.SIGTERM)
+    code, out = finish(p)
+    assert code == 0, out
+    assert runs(log, "done") == runs(log)  # the running task finished
+    assert _text(logfile).count("worker started") == 1  # and no processors were started again
+    assert wq["slow"].metadata().outcome == "success"
+
+
+def test_a_restart_to_more_processors_replaces_only_the_running_children(wq, log, tmp_path):
+    # The slots a restart adds were forked, then stopped at once with the old children, and forked again.
+    config, logfile = tmp_path / "worker.json", tmp_path / "worker.log"
+    p = start_worker(wq.config["url"], wq.table, config_file=config, log=str(logfile), child_kill_interval=0.1)
+    try:
+        wait_for(lambda: "processor 0 started" in _text(logfile), what="the first child")
+        config.write_text(config.read_text().replace('"child_kill_interval": 0.1', '"processors": 2, '
+                                                                                  '"child_kill_interval": 0.1'))
+        p.send_signal(signal.SIGUSR1)
+        wait_for(lambda: _text(logfile).count("processor 0 started") == 2, what="the first child replaced")
+        wq.submit_many([{"key": f"k{i}", "type": "plain", "data": {"log": str(log)}} for i in range(20)])
+        wait_for(lambda: len(runs(log)) == 20, timeout=15, what="tasks on the new children")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        code, out = finish(p)
+    assert code == 0, out
+    assert _text(logfile).count("processor 1 started") == 1

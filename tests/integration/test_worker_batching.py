@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
+import sqlalchemy as sa
+
 from queue_core import config
+from queue_core.clock import FakeClock
+from queue_core.settler import Settler
 from queue_core.worker import Processor
 
 
@@ -58,3 +62,34 @@ def _wait_until(predicate, timeout=10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def test_a_finish_failing_on_a_database_error_is_tried_again_after_a_growing_wait(wq, db_url, caplog):
+    # The monitor thread used to try a failed write again every 50 ms, logging an error each time.
+    ticks = FakeClock(1000.0)  # the settler's monotonic clock
+    settler = Settler(wq, delay=0.05, clock=ticks.now)
+    wq.submit("a", "t")
+    settler.add(wq.poll(), 0.0)
+    ticks.advance(0.06)
+    assert settler.due()
+    _rename(db_url, wq.table, wq.table + "_away")  # every write fails (a missing table: not transient)
+    for wait in (0.1, 0.2, 0.4):
+        settler.flush()
+        assert f"finish failed (will retry in {wait:.1f}s)" in caplog.text
+        ticks.advance(wait * 0.9)
+        assert not settler.due()
+        ticks.advance(wait * 0.2)
+        assert settler.due()
+    _rename(db_url, wq.table + "_away", wq.table)
+    settler.flush()
+    assert wq["a"].metadata().outcome == "success"
+    assert settler.backoff.next_wait == 0.1  # a success ends the backoff
+
+
+def _rename(url: str, old: str, new: str) -> None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {old} RENAME TO {new}"))
+    finally:
+        engine.dispose()

@@ -1,0 +1,129 @@
+"""The task monitor: a thread that heartbeats every task its processor holds.
+
+A CPU-bound handler cannot block it, so its task keeps its lease. It also beats the
+supervisor's liveness pipe (process mode), writes waiting finishes (:mod:`queue_core.settler`),
+and tells a handler, through its ``kill(reason)``, when its task was cancelled or its lease
+taken over. :func:`run_handler` runs a handler under it (workers and ``perfectsched run``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from .app import make_runner
+from .errors import (
+    AlreadyFinishedError,
+    CancelRequestedError,
+    IdempotentAlreadyFinishedError,
+    PreemptedError,
+    TaskError,
+)
+from .service import EXIT_IMMEDIATE
+from .settler import Settler
+
+log = logging.getLogger("queue_core.worker")
+
+
+class TaskMonitor(threading.Thread):
+    """Heartbeats every task this processor holds, from a thread CPU-bound handlers can't block.
+
+    Also beats the supervisor's liveness pipe (process mode) and tells a handler, through
+    its ``kill(reason)``, when its task was cancelled or its lease taken over.
+    """
+
+    def __init__(self, settings: dict, beat_fd: int | None = None, settler: Settler | None = None):
+        super().__init__(name="pq-task-monitor", daemon=True)
+        self.interval = settings["task_heartbeat_interval"]
+        self.child_interval = settings["child_heartbeat_interval"]
+        self.alive_time = settings["alive_time"]
+        self.beat_fd = beat_fd
+        self.settler = settler
+        self._held: dict[int, tuple[Any, Any]] = {}  # id(task) -> (task, runner)
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+
+    def hold(self, task, runner=None) -> None:
+        with self._lock:
+            self._held[id(task)] = (task, runner)
+
+    def drop(self, task) -> None:
+        with self._lock:
+            self._held.pop(id(task), None)
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        next_hb = time.monotonic() + self.interval
+        next_beat = 0.0
+        while not self._halt.is_set():
+            now = time.monotonic()
+            if now >= next_hb:
+                self._heartbeat_all()
+                next_hb = now + self.interval
+            if self.settler is not None and self.settler.due():
+                self.settler.flush()
+            if self.beat_fd is not None and now >= next_beat:
+                try:
+                    os.write(self.beat_fd, b"\0")
+                except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
+                    os._exit(EXIT_IMMEDIATE)
+                next_beat = now + self.child_interval
+            wake = min(next_hb, next_beat if self.beat_fd is not None else next_hb)
+            if self.settler is not None:
+                wake = min(wake, now + self.settler.delay)
+            self._halt.wait(max(0.01, wake - time.monotonic()))
+
+    def _heartbeat_all(self) -> None:
+        with self._lock:
+            held = list(self._held.values())
+        for task, runner in held:
+            if task.done:
+                continue
+            try:
+                task.heartbeat(alive_time=self.alive_time)
+            except CancelRequestedError as exc:
+                log.info("cancel requested task=%s type=%s", task.key, task.type)
+                self._kill(runner, exc)
+            except IdempotentAlreadyFinishedError:
+                self.drop(task)  # finished by its own holder between our look and the heartbeat
+            except (PreemptedError, AlreadyFinishedError) as exc:
+                log.warning("lease lost task=%s type=%s: %s", task.key, task.type, exc)
+                task.lost = True
+                self._kill(runner, exc)
+                self.drop(task)
+            except TaskError as exc:
+                log.warning("heartbeat failed task=%s: %s", task.key, exc)
+            except Exception:  # noqa: BLE001 - the monitor must survive anything
+                log.exception("heartbeat crashed task=%s", task.key)
+
+    @staticmethod
+    def _kill(runner, reason) -> None:
+        if runner is None or getattr(runner, "_pq_killed", None) is type(reason):
+            return
+        runner._pq_killed = type(reason)
+        try:
+            runner.kill(reason)
+        except Exception:  # noqa: BLE001
+            log.exception("handler kill() raised")
+
+
+def run_handler(target: Any, task, monitor: TaskMonitor) -> BaseException | None:
+    """Run ``target``'s handler on ``task`` under ``monitor``; return what it raised, if anything.
+
+    Nothing a handler raises (SystemExit and KeyboardInterrupt included) ends the caller's loop.
+    """
+    monitor.hold(task)
+    try:
+        runner = make_runner(target, task)
+        monitor.hold(task, runner)
+        runner.run()
+    except BaseException as exc:  # noqa: BLE001 - a handler error is the task's outcome
+        return exc
+    finally:
+        monitor.drop(task)
+    return None

@@ -1,0 +1,221 @@
+"""A processor: one poll loop that leases tasks, runs their handlers and settles the outcomes.
+
+A worker child runs one (:mod:`queue_core.worker`); thread mode runs several in one process
+(:mod:`queue_core.thread_worker`). Each has a task monitor thread (:mod:`queue_core.monitor`) and
+finishes its successes in batches (:mod:`queue_core.settler`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any
+
+from .app import served_types
+from .config import DEFAULTS
+from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskError
+from .listener import start_listener
+from .monitor import TaskMonitor, run_handler
+from .queue import Queue
+from .service import EXIT_OK, EXIT_RECYCLE, Backoff, LoopControl
+from .settler import Settler
+
+log = logging.getLogger("queue_core.worker")
+
+#: a processor leases as many short tasks as it expects to finish in this time (seconds)
+BATCH_WINDOW = 0.1
+
+_QUEUE_KEYS = set(DEFAULTS)
+
+
+def open_queue(settings: dict) -> Queue:
+    """The queue a worker's settings describe."""
+    return Queue(**{k: v for k, v in settings.items() if k in _QUEUE_KEYS})
+
+
+class Processor:
+    """One poll loop: lease tasks, run their handlers, settle the outcome."""
+
+    def __init__(self, target: Any, settings: dict, *, burst: bool = False, queue=None,
+                 beat_fd: int | None = None, name: str = "processor"):
+        self.target = target
+        self.types = served_types(target)  # leased: only tasks of these types (None: any)
+        self.settings = settings
+        self.burst = burst
+        self.name = name
+        self.queue = queue or open_queue(settings)
+        self.settler = Settler(self.queue)
+        self.monitor = TaskMonitor(settings, beat_fd, self.settler)
+        self.settler.release = self.monitor.drop
+        self.control = LoopControl()
+        self.processed = 0
+        self.db_backoff = Backoff()
+        self._avg_task_time: float | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.control.stopping
+
+    def stop(self) -> None:
+        """Stop after the current task. Takes no lock: safe from any thread, even a signal handler."""
+        self.control.stop()
+
+    def wake(self) -> None:
+        """Poll now instead of at the end of the idle wait (called from other threads)."""
+        self.control.wake()
+
+    def run(self, *, listen: bool = True) -> int:
+        """Run until stopped, burst-empty or recycled. Returns an exit code.
+
+        ``listen``: start this processor's own wake-up listener (thread workers share one).
+        """
+        self.monitor.start()
+        listener = start_listener(self.queue, self.wake) if listen and not self.burst else None
+        try:
+            return self._loop()
+        finally:
+            if listener is not None:
+                listener.stop()
+            self.monitor.stop()
+            self.monitor.join(5)
+            self.settler.flush()
+
+    def batch_size(self) -> int:
+        """How many tasks to lease: as many as this processor expects to finish in
+        BATCH_WINDOW seconds (at least 1 + task_prefetch, at most batch_size)."""
+        s = self.settings
+        n = 1 + s["task_prefetch"]
+        if self._avg_task_time is not None:
+            fit = int(BATCH_WINDOW / max(self._avg_task_time, 1e-5))
+            n = max(n, min(s["batch_size"], fit))
+        if s.get("max_request_per_child"):
+            n = min(n, max(1, s["max_request_per_child"] - self.processed))
+        return n
+
+    def _loop(self) -> int:
+        limit = self.settings.get("max_request_per_child")
+        next_cleanup = time.monotonic() + random.uniform(0, self.settings["cleanup_interval"])
+        while not self.stopping:
+            if time.monotonic() >= next_cleanup:
+                self._cleanup()
+                next_cleanup = time.monotonic() + self.settings["cleanup_interval"]
+            tasks = self._claim()
+            if tasks:
+                self._run_batch(tasks)
+            elif tasks is not None and self.burst:
+                return EXIT_OK
+            elif tasks is not None:
+                self.control.idle(self.settings["poll_interval"])
+            if limit and self.processed >= limit:
+                return EXIT_RECYCLE
+        return EXIT_OK
+
+    def _claim(self) -> list | None:
+        """Lease the next batch, finishing the waiting successes in the same transaction.
+        None after a database error (backed off)."""
+        settled = self.settler.take()
+        try:
+            tasks = self.queue.poll_multi(self.batch_size(), alive_time=self.settings["alive_time"],
+                                          finish=[t for t, _ in settled], types=self.types)
+        except DatabaseError as exc:
+            self.settler.put_back(settled)
+            wait = self.db_backoff.failed()
+            log.error("poll failed (will retry in %.1fs): %s", wait, exc)
+            self.control.idle(wait)
+            return None
+        self.db_backoff.succeeded()
+        self.settler.report(settled)
+        return tasks
+
+    def _run_batch(self, tasks: list) -> None:
+        for t in tasks:
+            self.monitor.hold(t)
+        prefetch(self.target, self.queue, tasks)
+        for i, t in enumerate(tasks):
+            if self.stopping:
+                self._release(tasks[i:])
+                return
+            self.process(t)
+            self.processed += 1
+            if t.max_attempts is not None:
+                # Its attempts are limited: its success must be written before any other
+                # handler of the batch runs (and could bring the process down first).
+                self.settler.flush()
+
+    def _cleanup(self) -> None:
+        try:
+            n = self.queue.cleanup()
+            if n:
+                log.info("purged %d finished tasks past retention", n)
+        except TaskError as exc:
+            log.warning("cleanup failed: %s", exc)
+
+    def _release(self, tasks) -> None:
+        for t in tasks:
+            self.monitor.drop(t)
+            try:
+                t.release()
+                log.info("released task=%s type=%s (stopping)", t.key, t.type)
+            except TaskError as exc:
+                log.warning("release failed task=%s: %s", t.key, exc)
+
+    def process(self, task) -> None:
+        if task.lost or (task.cancel_requested and not task.owned):  # learned while it waited its turn
+            self.monitor.drop(task)
+            self._settle(task, None, 0.0)
+            return
+        log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
+        started = time.monotonic()
+        error = run_handler(self.target, task, self.monitor)  # KeyboardInterrupt included: the task's error
+        elapsed = time.monotonic() - started
+        avg = self._avg_task_time
+        self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
+        self._settle(task, error, elapsed)
+
+    def _settle(self, task, error, elapsed) -> None:
+        try:
+            if getattr(task, "lost", False):
+                log.warning("task=%s type=%s finished its run after losing the lease; result dropped",
+                            task.key, task.type)
+            elif task.done:
+                log.info("%s task=%s type=%s (%.3fs)", _verb(task), task.key, task.type, elapsed)
+            elif task.deferred is not None and error is None:
+                self.monitor.hold(task)  # its handler's own finish, written with the next batch
+                self.settler.add(task, elapsed)
+            elif task.cancel_requested:
+                task.finish(outcome="cancelled")
+                log.info("cancelled task=%s type=%s", task.key, task.type)
+            elif error is not None:
+                what = task.retry_or_fail(error)
+                level = logging.ERROR if what == "failure" else logging.WARNING
+                log.log(level, "%s task=%s type=%s attempt=%d: %s: %s",
+                        "failed" if what == "failure" else "retry", task.key, task.type, task.attempts,
+                        type(error).__name__, error)
+            else:
+                self.monitor.hold(task)  # heartbeated until its finish is written
+                self.settler.add(task, elapsed)  # finished with the next claim, or by the monitor
+        except (PreemptedError, AlreadyFinishedError) as exc:
+            log.warning("could not settle task=%s: %s", task.key, exc)
+        except TaskError as exc:
+            log.error("could not settle task=%s (lease will expire and it will run again): %s", task.key, exc)
+        except Exception:  # noqa: BLE001 - nothing a handler left behind may end the processor
+            log.exception("could not settle task=%s (lease will expire and it will run again)", task.key)
+
+
+def prefetch(target: Any, queue, tasks: list) -> None:
+    """Let a handler class read what a whole batch needs at once (``target.prefetch(queue,
+    tasks)``, e.g. the inputs of workflow steps); a failure only means each reads its own."""
+    fn = getattr(target, "prefetch", None)
+    if fn is None or not callable(fn):
+        return
+    try:
+        fn(queue, tasks)
+    except Exception:  # noqa: BLE001 - an optimisation: handlers read what is missing themselves
+        log.exception("prefetch of %d tasks failed (each will read its own)", len(tasks))
+
+
+def _verb(task) -> str:
+    if task.status == "finished":
+        return {"success": "finished", "failure": "failed", "cancelled": "cancelled"}.get(task.outcome, "finished")
+    return "retry/release"

@@ -1,0 +1,256 @@
+"""What every long-running pq service does: signals, the stop cascade, database backoff, reloads.
+
+The worker supervisor (:mod:`queue_core.supervisor`), a worker child (:mod:`queue_core.worker`),
+the thread-mode worker (:mod:`queue_core.thread_worker`) and ``perfectsched run``
+(:mod:`perfectsched.runner`) each declare what a signal means to them (an :class:`Intent`) and
+what each intent does to them; the rest is here, the same for all of them:
+
+* **The only signal handler.** A handler runs in the main thread between any two bytecodes, so
+  it must never take a lock: no ``threading.Event.set()``, no logging, no ``Condition``, no log
+  file reopened (a worker child once hung for good on a restart signal: its handler waited for
+  an event's lock that its own thread held). :class:`SignalQueue` installs the one handler pq
+  has: it appends the signal to a list and writes a byte to a self-pipe
+  (:class:`~queue_core.wakeup.Wakeup`), nothing else. What a signal causes happens outside the
+  handler, in whoever reads the queue: the main loop of a service whose main thread only waits
+  (the supervisor, the thread-mode worker), or a signal thread of its own where the main thread
+  runs handlers (a worker child, the scheduler). A forked child holds the signals until its own
+  queue catches them (:func:`fork_holding`), so none reaches the handler inherited from its parent.
+* **The stop cascade** (:class:`Dispatcher`, explicit :class:`Phase`): the first stop signal stops
+  gracefully, a second one immediately (not in a worker child: its supervisor resends TERM on
+  purpose until it exits); once a stop began, restart signals are ignored.
+* **A loop's stop flag and idle wait** (:class:`LoopControl`), **backoff on database errors**
+  (:class:`Backoff`) and **config reloads** that keep the old config when the new one is broken
+  (:func:`reload_settings`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import Enum
+
+from .wakeup import Wakeup
+
+log = logging.getLogger("queue_core.service")
+
+EXIT_OK = 0
+EXIT_RECYCLE = 75  # a worker child reached max_request_per_child: replace it
+EXIT_IMMEDIATE = 137  # a worker child stopped at once (or lost its supervisor)
+
+
+class Intent(Enum):
+    """What a signal asks of a service."""
+
+    STOP = "graceful stop"
+    STOP_NOW = "immediate stop"
+    RESTART = "graceful restart, configuration re-read"
+    RESTART_NOW = "immediate restart, configuration re-read"
+    REOPEN_LOGS = "log files reopened"
+
+
+#: what a signal means to a worker, in process or thread mode (docs/worker.md, "Signals")
+WORKER_SIGNALS = {
+    signal.SIGTERM: Intent.STOP, signal.SIGINT: Intent.STOP, signal.SIGQUIT: Intent.STOP_NOW,
+    signal.SIGUSR1: Intent.RESTART, signal.SIGHUP: Intent.RESTART_NOW, signal.SIGUSR2: Intent.REOPEN_LOGS,
+}
+
+_KIND = {Intent.STOP: "stop", Intent.STOP_NOW: "stop", Intent.RESTART: "restart",
+         Intent.RESTART_NOW: "restart", Intent.REOPEN_LOGS: "reopen"}
+
+
+class Phase(Enum):
+    RUNNING = "running"
+    STOPPING = "stopping gracefully"
+    STOPPING_NOW = "stopping immediately"
+
+
+_PHASE_AFTER = {Intent.STOP: Phase.STOPPING, Intent.STOP_NOW: Phase.STOPPING_NOW}
+#: logged once done: an immediate stop may end the process (and a log call may wait for a lock),
+#: and reopened log files should get the line
+_LOGGED_AFTER = {Intent.STOP_NOW, Intent.REOPEN_LOGS}
+
+
+class SignalQueue:
+    """Catches signals with the only handler pq installs (append and pipe write, no lock)."""
+
+    def __init__(self, signums: Iterable[int]) -> None:
+        self._pending: list[int] = []
+        self._wakeup = Wakeup()
+        self._previous = {s: signal.signal(s, self._record) for s in signums}
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
+
+    def _record(self, signum: int, _frame) -> None:
+        self._pending.append(signum)
+        self._wakeup.set()
+
+    def wait(self, timeout: float, fds: Sequence[int] = ()) -> int | None:
+        """The next signal caught, waiting up to ``timeout`` s (less if one of ``fds`` is readable)."""
+        if not self._pending:
+            self._wakeup.wait(timeout, fds)
+        self._wakeup.clear()
+        return self._pending.pop(0) if self._pending else None
+
+    def poke(self) -> None:
+        """End a ``wait`` without a signal."""
+        self._wakeup.set()
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._wakeup.close()
+
+
+def fork_holding(signums: Iterable[int]) -> int:
+    """``os.fork()``, the child holding ``signums`` (blocked: they stay pending) until its own
+    :class:`SignalQueue` catches them. Sent before that, a signal would reach the handler inherited
+    from the parent, a copy of the parent's queue that nobody reads: lost."""
+    held = set(signums)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pid = -1
+    try:
+        pid = os.fork()
+        return pid
+    finally:
+        if pid != 0:  # the parent (or no child): catch them again
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+class Dispatcher:
+    """Calls a service's action for each signal it is sent, through the stop cascade."""
+
+    def __init__(self, meaning: Mapping[int, Intent], actions: Mapping[Intent, Callable[[], None]], *,
+                 repeated_stop_is_immediate: bool = True) -> None:
+        missing = set(meaning.values()) - set(actions)
+        if missing:
+            raise ValueError(f"no action for {sorted(i.name for i in missing)}")
+        self.meaning = dict(meaning)
+        self.actions = dict(actions)
+        self.repeated_stop_is_immediate = repeated_stop_is_immediate
+        self.phase = Phase.RUNNING
+
+    @property
+    def stopping(self) -> bool:
+        return self.phase is not Phase.RUNNING
+
+    def dispatch(self, signum: int | None) -> None:
+        intent = self.meaning.get(signum)
+        if intent is None:  # a timeout, or a signal that only wakes the loop (SIGCHLD)
+            return
+        name = signal.Signals(signum).name
+        if intent in (Intent.RESTART, Intent.RESTART_NOW) and self.stopping:
+            log.info("restart signal %s ignored: %s", name, self.phase.value)
+        elif intent is Intent.STOP and self.stopping:
+            if self.repeated_stop_is_immediate:
+                self._act(Intent.STOP_NOW, f"second stop signal {name}: immediate stop")
+        else:
+            self._act(intent, f"{_KIND[intent]} signal {name}: {intent.value}")
+
+    def _act(self, intent: Intent, line: str) -> None:
+        self.phase = _PHASE_AFTER.get(intent, self.phase)
+        if intent in _LOGGED_AFTER:
+            self.actions[intent]()
+            log.log(logging.WARNING if intent is Intent.STOP_NOW else logging.INFO, line)
+        else:
+            log.info(line)
+            self.actions[intent]()
+
+
+class Signals:
+    """A service's signals: caught by a :class:`SignalQueue`, acted upon by a :class:`Dispatcher`.
+
+    Create it in the main thread. Either the main loop calls :meth:`wait`, or
+    :meth:`act_in_thread` starts a thread that does (where the main thread runs handlers).
+    """
+
+    def __init__(self, meaning: Mapping[int, Intent], actions: Mapping[Intent, Callable[[], None]], *,
+                 repeated_stop_is_immediate: bool = True, wake_on: Iterable[int] = ()) -> None:
+        self.dispatcher = Dispatcher(meaning, actions, repeated_stop_is_immediate=repeated_stop_is_immediate)
+        self.queue = SignalQueue([*meaning, *wake_on])
+        self._thread: threading.Thread | None = None
+        self._closing = False
+
+    @property
+    def stopping(self) -> bool:
+        return self.dispatcher.stopping
+
+    def wait(self, timeout: float, fds: Sequence[int] = ()) -> None:
+        """Wait up to ``timeout`` s for a signal (less if one of ``fds`` is readable); act on it."""
+        self.dispatcher.dispatch(self.queue.wait(timeout, fds))
+
+    def act_in_thread(self) -> Signals:
+        self._thread = threading.Thread(target=self._act_until_closed, name="pq-signals", daemon=True)
+        self._thread.start()
+        return self
+
+    def _act_until_closed(self) -> None:
+        while not self._closing:
+            try:
+                self.wait(1.0)
+            except Exception:  # noqa: BLE001 - the signal thread must outlive a failed action
+                log.exception("signal action failed")
+
+    def close(self) -> None:
+        """Stop acting and put the previous handlers back."""
+        self._closing = True
+        if self._thread is not None:
+            self.queue.poke()
+            self._thread.join(5)
+        self.queue.restore()
+
+
+class LoopControl:
+    """A service loop's stop flag and idle wait, shared by the worker's processors and the scheduler.
+
+    :meth:`stop` and :meth:`wake` take no lock (a plain flag and a self-pipe write), so any thread
+    may call them, even a signal handler; only the loop's own thread calls :meth:`idle`.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._wakeup = Wakeup()
+
+    def stop(self) -> None:
+        """Stop the loop at its next check; end its idle wait now."""
+        self.stopping = True
+        self._wakeup.set()
+
+    def wake(self) -> None:
+        """End the loop's idle wait now (there may be work)."""
+        self._wakeup.set()
+
+    def idle(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if woken or stopped meanwhile."""
+        self._wakeup.wait(seconds)
+        self._wakeup.clear()
+
+
+class Backoff:
+    """The wait after each failure in a row: ``first`` seconds, doubling, at most ``limit``."""
+
+    def __init__(self, first: float = 0.1, limit: float = 10.0) -> None:
+        self.first = first
+        self.limit = limit
+        self.next_wait = first
+
+    def failed(self) -> float:
+        """The wait after this failure (the next one in a row waits twice as long)."""
+        wait, self.next_wait = self.next_wait, min(self.next_wait * 2, self.limit)
+        return wait
+
+    def succeeded(self) -> None:
+        self.next_wait = self.first
+
+
+def reload_settings(loader: Callable[[], dict] | None, current: dict) -> dict:
+    """The settings ``loader`` reads now; ``current`` itself without a loader or when the new
+    configuration is broken (logged: the service keeps running as it was)."""
+    if loader is None:
+        return current
+    try:
+        return loader()
+    except Exception as exc:  # noqa: BLE001 - keep running on a broken config
+        log.error("config reload failed, keeping the old config: %s", exc)
+        return current

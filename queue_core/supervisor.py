@@ -1,0 +1,216 @@
+"""The supervisor of a worker's child processes (``processor_type = "process"``, the default).
+
+It forks ``processors`` children, each running ``child_main(settings, beat_fd, slot)`` in a
+process group of its own and beating ``beat_fd`` while alive, and keeps them:
+
+* a child silent for ``child_heartbeat_limit`` is SIGKILLed with its process group and replaced;
+  a child that exits is replaced (in burst mode, not once it exited 0); a slot is forked again
+  ``child_fork_frequency_limit`` seconds after its previous fork at the soonest;
+* a stop or a graceful restart reaches each child as TERM, resent every ``child_kill_interval``
+  until it exits, and escalated to SIGKILL after ``child_graceful_kill_limit`` (if set); an
+  immediate stop or restart SIGKILLs them; USR2 is passed on to them.
+
+What each signal does: :data:`queue_core.service.WORKER_SIGNALS` (docs/worker.md, "Signals").
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+
+from .logs import reopen_logs
+from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
+
+log = logging.getLogger("queue_core.worker")
+
+#: a child's work: (settings, beat_fd, slot) -> exit code
+ChildMain = Callable[[dict, int, int], int]
+
+
+class Child:
+    def __init__(self, slot: int, pid: int, beat_fd: int, now: float):
+        self.slot, self.pid, self.beat_fd = slot, pid, beat_fd
+        self.last_beat = now
+        self.stopping_since: float | None = None  # when it was first asked to stop
+        self.last_signal = 0.0  # when it was last sent TERM
+
+
+class Supervisor:
+    def __init__(self, child_main: ChildMain, settings: dict, *, burst: bool,
+                 config_loader: Callable[[], dict] | None, clock: Callable[[], float] = time.monotonic):
+        self.child_main, self.settings, self.burst, self.config_loader = child_main, settings, burst, config_loader
+        self.clock = clock
+        self.children: dict[int, Child] = {}   # pid -> child
+        self.slots_done: set[int] = set()
+        self.last_fork: dict[int, float] = {}
+        self.restart_pending: set[int] = set()
+        self.signals: Signals | None = None
+
+    def run(self) -> int:
+        self.signals = Signals(WORKER_SIGNALS, {
+            Intent.STOP: self._stop, Intent.STOP_NOW: self._kill_all, Intent.RESTART: self._restart,
+            Intent.RESTART_NOW: self._restart_now, Intent.REOPEN_LOGS: self._reopen_logs,
+        }, wake_on=(signal.SIGCHLD,))
+        log.info("supervisor started pid=%d processors=%d", os.getpid(), self.settings["processors"])
+        try:
+            for slot in range(self.settings["processors"]):
+                self.spawn(slot)
+            while not self._done():
+                self.signals.wait(0.2, [c.beat_fd for c in self.children.values()])
+                self._read_beats()
+                self._reap()
+                self.keepalive()
+            log.info("supervisor exiting")
+            return EXIT_OK
+        finally:
+            self.signals.close()
+
+    @property
+    def stopping(self) -> bool:
+        return self.signals is not None and self.signals.stopping
+
+    def _done(self) -> bool:
+        return not self.children and (self.stopping or len(self.slots_done) >= self.settings["processors"])
+
+    # what signals do
+    def _stop(self) -> None:
+        for c in self.children.values():
+            self.ask_to_stop(c)
+
+    def _restart(self) -> None:
+        self._replace_children(graceful=True)
+
+    def _restart_now(self) -> None:
+        self._replace_children(graceful=False)
+
+    def _replace_children(self, *, graceful: bool) -> None:
+        """Stop the running children (after their current task, or killed) to fork them again with
+        the settings re-read; slots the new settings add start at once, and are not stopped."""
+        running = list(self.children.values())
+        self._reload()
+        self.restart_pending = {c.slot for c in running}
+        for c in running:
+            if graceful:
+                self.ask_to_stop(c)
+            else:
+                _kill_tree(c.pid)
+
+    def _reopen_logs(self) -> None:
+        reopen_logs()
+        for c in self.children.values():
+            _send(c.pid, signal.SIGUSR2)
+
+    def _reload(self) -> None:
+        old_n = self.settings["processors"]
+        self.settings = reload_settings(self.config_loader, self.settings)
+        for slot in range(old_n, self.settings["processors"]):
+            self.spawn(slot)
+
+    def ask_to_stop(self, c: Child) -> None:
+        """TERM: stop after the current task (resent every child_kill_interval by keepalive)."""
+        _send(c.pid, signal.SIGTERM)
+        c.stopping_since = c.stopping_since or self.clock()
+        c.last_signal = self.clock()
+
+    def _kill_all(self) -> None:
+        for c in self.children.values():
+            _kill_tree(c.pid)
+
+    # children
+    def spawn(self, slot: int) -> None:
+        """Fork the child of ``slot``, ``child_fork_frequency_limit`` s after its previous fork at the soonest."""
+        wait = self.settings["child_fork_frequency_limit"] - (self.clock() - self.last_fork.get(slot, -1e9))
+        if wait > 0:
+            time.sleep(min(wait, 5))
+        r, w = os.pipe()
+        pid = fork_holding(WORKER_SIGNALS)  # the child's handlers catch what is sent before they are set
+        if pid == 0:
+            os.close(r)
+            self._be_child(slot, w)
+        os.close(w)
+        os.set_blocking(r, False)
+        self.last_fork[slot] = self.clock()
+        self.children[pid] = Child(slot, pid, r, self.clock())
+        log.info("processor %d started pid=%d", slot, pid)
+
+    def _be_child(self, slot: int, beat_fd: int) -> None:
+        """The forked child: run ``child_main`` and exit with its code, never return."""
+        code = 1
+        try:
+            code = self.child_main(self.settings, beat_fd, slot)
+        except BaseException:  # noqa: BLE001
+            log.exception("processor crashed")
+        finally:
+            logging.shutdown()
+            os._exit(code)
+
+    def _read_beats(self) -> None:
+        for c in self.children.values():
+            try:
+                while os.read(c.beat_fd, 4096):
+                    c.last_beat = self.clock()
+            except OSError:  # BlockingIOError included: nothing more to read
+                pass
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == 0:
+                return
+            c = self.children.pop(pid, None)
+            if c is not None:
+                os.close(c.beat_fd)
+                self._replace(c, os.waitstatus_to_exitcode(status))
+
+    def _replace(self, c: Child, code: int) -> None:
+        log.info("processor %d pid=%d exited with %s", c.slot, c.pid, code)
+        if self.stopping:
+            return
+        if c.slot in self.restart_pending:
+            self.restart_pending.discard(c.slot)
+        elif self.burst and code == EXIT_OK:
+            self.slots_done.add(c.slot)
+            return
+        if c.slot < self.settings["processors"]:
+            self.spawn(c.slot)
+
+    def keepalive(self) -> None:
+        """Kill the children silent past ``child_heartbeat_limit``; resend TERM to those asked to
+        stop every ``child_kill_interval``, and kill them past ``child_graceful_kill_limit``."""
+        now = self.clock()
+        limit = self.settings["child_heartbeat_limit"]
+        kill_limit = self.settings["child_graceful_kill_limit"]
+        for c in list(self.children.values()):
+            if now - c.last_beat > limit:
+                log.error("processor %d pid=%d silent for %.0fs: killing it", c.slot, c.pid, now - c.last_beat)
+                _kill_tree(c.pid)
+                c.last_beat = now
+            elif c.stopping_since is not None:
+                if kill_limit is not None and now - c.stopping_since > kill_limit:
+                    _kill_tree(c.pid)
+                elif now - c.last_signal > self.settings["child_kill_interval"]:
+                    _send(c.pid, signal.SIGTERM)
+                    c.last_signal = now
+
+
+def _send(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError as exc:
+        if exc.errno not in (errno.ESRCH, errno.EPERM):
+            raise
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a child and everything in its process group."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        _send(pid, signal.SIGKILL)

@@ -1,0 +1,89 @@
+"""Thread mode (``processor_type = "thread"``): the processors are threads of one process.
+
+They share one queue (one connection pool) and one wake-up listener. Signals as in process
+mode (docs/worker.md), but a restart is always graceful: a thread cannot be killed, so HUP
+waits for the current tasks as USR1 does; an immediate stop ends the process at once, also
+while a restart waits for those tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from .listener import WakeupListener, start_listener
+from .logs import reopen_logs
+from .processor import Processor, open_queue
+from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, reload_settings
+
+log = logging.getLogger("queue_core.worker")
+
+
+class ThreadWorker:
+    def __init__(self, target, settings, *, burst, config_loader):
+        self.target, self.settings, self.burst, self.config_loader = target, settings, burst, config_loader
+        self.processors: list[Processor] = []
+        self.threads: list[threading.Thread] = []
+        self.listener: WakeupListener | None = None
+        self.restart_pending = False  # the processors stop for a restart: start new ones once they did
+        self.signals: Signals | None = None
+
+    def run(self) -> int:
+        """The main thread only waits for signals (acting on them) until the processors are done."""
+        self.signals = Signals(WORKER_SIGNALS, {
+            Intent.STOP: self._stop, Intent.STOP_NOW: _exit_now, Intent.RESTART: self._restart,
+            Intent.RESTART_NOW: self._restart, Intent.REOPEN_LOGS: reopen_logs,
+        })
+        try:
+            self._start()
+            while self._running() or self._restarted():
+                self.signals.wait(0.2)
+            return EXIT_OK
+        finally:
+            self.signals.close()
+
+    def _running(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
+    def _start(self) -> None:
+        q = open_queue(self.settings)
+        self.processors = [Processor(self.target, self.settings, burst=self.burst, queue=q, name=f"thread-{i}")
+                           for i in range(self.settings["processors"])]
+        self.threads = [threading.Thread(target=p.run, kwargs={"listen": False}, name=p.name, daemon=True)
+                        for p in self.processors]
+        if self.listener is not None:
+            self.listener.stop()
+        processors = self.processors
+        self.listener = None if self.burst else start_listener(q, lambda: [p.wake() for p in processors])
+        for t in self.threads:
+            t.start()
+        log.info("worker started: %d thread processors pid=%d", len(self.threads), os.getpid())
+
+    def _stop(self) -> None:
+        for p in self.processors:
+            p.stop()
+
+    def _restart(self) -> None:
+        """Stop the processors after their current task; :meth:`_restarted` starts new ones.
+
+        Not waiting for them here keeps the main thread acting on signals meanwhile: a stop
+        signal cancels the restart, a second one (or QUIT) stops at once."""
+        self.restart_pending = True
+        self._stop()
+
+    def _restarted(self) -> bool:
+        """Once the old processors are done: start new ones, the settings re-read (True), unless
+        a stop began meanwhile (False: the worker is done)."""
+        if not self.restart_pending or self.signals.stopping:
+            return False
+        self.restart_pending = False
+        self.settings = reload_settings(self.config_loader, self.settings)
+        self._start()
+        return True
+
+
+def _exit_now() -> None:
+    log.warning("immediate stop: exiting")
+    logging.shutdown()
+    os._exit(EXIT_OK)

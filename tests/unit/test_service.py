@@ -1,0 +1,88 @@
+"""What every long-running service shares (queue_core.service), without real signals."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from queue_core.service import WORKER_SIGNALS, Backoff, Dispatcher, Intent, Phase, reload_settings
+
+TERM, INT, QUIT, USR1, HUP, USR2 = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1,
+                                    signal.SIGHUP, signal.SIGUSR2)
+
+
+def recording(meaning=WORKER_SIGNALS, **options) -> tuple[Dispatcher, list[Intent]]:
+    done: list[Intent] = []
+    actions = {intent: (lambda intent=intent: done.append(intent)) for intent in set(meaning.values())}
+    return Dispatcher(meaning, actions, **options), done
+
+
+def test_each_worker_signal_asks_what_docs_worker_md_says():
+    assert WORKER_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, QUIT: Intent.STOP_NOW,
+                              USR1: Intent.RESTART, HUP: Intent.RESTART_NOW, USR2: Intent.REOPEN_LOGS}
+
+
+def test_a_second_stop_signal_stops_immediately():
+    d, done = recording()
+    d.dispatch(TERM)
+    assert done == [Intent.STOP] and d.phase is Phase.STOPPING
+    d.dispatch(INT)
+    assert done == [Intent.STOP, Intent.STOP_NOW] and d.phase is Phase.STOPPING_NOW
+    d.dispatch(TERM)  # and again: still immediate, never graceful again
+    assert done[-1] is Intent.STOP_NOW
+
+
+def test_an_immediate_stop_is_immediate_at_once():
+    d, done = recording()
+    d.dispatch(QUIT)
+    assert done == [Intent.STOP_NOW] and d.stopping
+
+
+def test_where_the_sender_repeats_a_stop_on_purpose_a_repeat_changes_nothing():
+    d, done = recording(repeated_stop_is_immediate=False)
+    for _ in range(3):
+        d.dispatch(TERM)
+    assert done == [Intent.STOP] and d.phase is Phase.STOPPING
+
+
+def test_restarts_are_ignored_once_a_stop_began():
+    d, done = recording()
+    d.dispatch(USR1)
+    d.dispatch(HUP)
+    d.dispatch(TERM)
+    d.dispatch(USR1)
+    d.dispatch(HUP)
+    assert done == [Intent.RESTART, Intent.RESTART_NOW, Intent.STOP]
+    assert d.phase is Phase.STOPPING
+
+
+def test_reopening_logs_changes_no_phase_and_a_timeout_or_other_signal_does_nothing():
+    d, done = recording()
+    for signum in (USR2, None, signal.SIGCHLD, USR2):
+        d.dispatch(signum)
+    assert done == [Intent.REOPEN_LOGS, Intent.REOPEN_LOGS] and d.phase is Phase.RUNNING
+
+
+def test_every_meaning_needs_an_action():
+    with pytest.raises(ValueError, match="STOP_NOW"):
+        Dispatcher({TERM: Intent.STOP, QUIT: Intent.STOP_NOW}, {Intent.STOP: lambda: None})
+
+
+def test_backoff_doubles_up_to_its_limit_and_a_success_resets_it():
+    b = Backoff(first=0.1, limit=1.0)
+    assert [b.failed() for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    b.succeeded()
+    assert b.failed() == 0.1
+
+
+def test_a_reload_keeps_the_old_config_when_the_new_one_is_broken(caplog):
+    old = {"processors": 2}
+    assert reload_settings(None, old) is old
+    assert reload_settings(lambda: {"processors": 3}, old) == {"processors": 3}
+
+    def broken() -> dict:
+        raise ValueError("config line 3: not TOML")
+
+    assert reload_settings(broken, old) is old
+    assert "config reload failed, keeping the old config: config line 3: not TOML" in caplog.text
