@@ -14,7 +14,6 @@ MySQL/MariaDB and PostgreSQL only: SQLite has no server clock; its processes sha
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from reliability import skew
 
 
 def _need_faketime() -> None:
-    if shutil.which("faketime") and skew.available():
+    if skew.available():
         return
     msg = "faketime not installed (scripts/test.sh installs it: apt-get install faketime)"
     if os.environ.get("CI"):
@@ -46,8 +45,9 @@ def stepping(offset_file) -> dict:
     return skew.stepping(offset_file)
 
 
-def cli(program: str, *args: str, skew: int | None = None) -> subprocess.CompletedProcess:
-    env = shifted(skew) if skew is not None else {}
+def cli(program: str, *args: str, offset: int | None = None) -> subprocess.CompletedProcess:
+    """``program``'s CLI in a process of its own, its clock shifted by ``offset`` seconds."""
+    env = shifted(offset) if offset is not None else {}
     code = f"import sys; from {program} import main; sys.argv[0] = {program!r}; main()"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ROOT, **env}, timeout=60)
@@ -128,7 +128,7 @@ def test_a_clock_stepped_back_while_holding_a_lease_keeps_it(wq, log, tmp_path):
 def test_run_now_from_a_skewed_submitter_is_due_now(wq, log, skew):
     url, table = wq.config["url"], wq.table
     done = cli("queue_core.cli", "submit", "-D", url, "--table", table, "now-1", "plain",
-               f'{{"log": "{log}"}}', skew=skew)
+               f'{{"log": "{log}"}}', offset=skew)
     assert done.returncode == 0, done.stderr
     code, out = finish(start_worker(url, table, burst=True))  # honest; exits when nothing is due
     assert code == 0, out
@@ -156,7 +156,7 @@ def test_a_skewed_submitter_finds_the_idempotency_window_open(wq, skew):
     wq.submit("once", "plain", {})
     task = wq.poll(alive_time=30)
     task.finish()  # kept for retention_time (300 s) by the server's clock
-    again = cli("queue_core.cli", "submit", "-D", url, "--table", table, "once", "plain", skew=skew)
+    again = cli("queue_core.cli", "submit", "-D", url, "--table", table, "once", "plain", offset=skew)
     assert again.returncode == 3 and "already exists" in again.stderr, (again.returncode, again.stderr)
     assert [m.key for m in wq.list()] == ["once"]
 
@@ -175,7 +175,7 @@ def test_a_fast_scheduler_fires_nothing_early(wq, skew, table_name):
     _schedule(url, sched_table, wq.table)
     start = time.time()
     ran = cli("perfectsched.cli", "run", "--burst", "-D", url, "--table", wq.table,
-              "--schedule-table", sched_table, skew=skew)
+              "--schedule-table", sched_table, offset=skew)
     assert ran.returncode == 0, ran.stderr
     fired = [m for m in wq.list() if m.type == "tick"]
     # the first occurrence is the next minute after the schedule was added: not due yet unless
