@@ -554,7 +554,7 @@ class Queue:
         types = None if types is None else check_types(types)
         now = self.now(now)
         alive = self._alive(alive_time)
-        plain, deferred = self._split(list({id(t): t for t in finish}.values()))  # each once
+        plain, deferred = self._split(finish)
         entries, lost, more = self._settle_entries(plain, now), [], _DeferredBatch(self, deferred, now)
         rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, also=more.write, types=types)
         self._mark_settled(plain, lost, now)
@@ -567,13 +567,14 @@ class Queue:
         Returns the tasks that were not finished because their lease was lost (``task.lost``).
         """
         now = self.now(now)
-        tasks = list({id(t): t for t in tasks}.values())  # a task listed twice is finished once
         plain, deferred = self._split(tasks)
         more = _DeferredBatch(self, deferred, now)
         lost = self.store.settle(self._settle_entries(plain, now), now, also=more.write)
         return self._mark_settled(plain, lost, now) + more.mark(now)
 
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
+        """The plain and the deferred finishes of ``tasks``, each task once (listed twice: finished once)."""
+        tasks = list({id(t): t for t in tasks}.values())
         for t in tasks:
             if not isinstance(t, AcquiredTask) or t.queue is not self:
                 raise ValidationError("finish takes tasks leased from this queue")
