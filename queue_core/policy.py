@@ -1,0 +1,242 @@
+"""How the queue decides: retries, attempts, leases and the fair share, as pure functions.
+
+Start reading here to learn the queue's rules. Nothing in this module reads a database, a clock
+or a random source of its own: time comes in as ``now``, counts and settings as values, and
+randomness as ``rng``, any object with ``random() -> float in [0, 1)`` (a ``random.Random``) that
+the caller owns. The queue (``AcquiredTask.retry_or_fail``, ``release``), the store's claim (its
+give-up pass and fair-share choice), the worker, pqflow's decider and perfectsched's occurrences
+all call these functions; none of them decides on its own. ``docs/policy.md`` lists the rules.
+
+1. **Backoff.** The wait after failure ``n`` is ``base * growth**(n - 1)``, at most ``cap``, then
+   spread by ``±jitter``; never negative, never above ``MAX_DURATION``.
+2. **Exhaustion.** A task that has had ``max_attempts`` attempts gets no more; no limit when
+   ``max_attempts`` is None.
+3. **What spends an attempt.** A claim counts one. A run of the handler keeps it, and so does an
+   expired lease (its holder may have run the handler before it died); a release (``release()``,
+   and the unrun rest of a batch a stopping worker gives back) and a lease taken over before the
+   handler started give it back.
+4. **Lease expiry.** A lease is held while ``leased`` and ``now < timeout``; after that the row is
+   waiting and due again, and the claim that takes it decides on it as on any due row: cancel it
+   (cancel requested, holder gone), give up (attempts spent), or deliver it.
+5. **Fair share.** What to claim next: higher priority first, then the user with the highest
+   weight ``max_running / (running + 1)``, then the longest due, then submission order; a capped
+   user holding ``max_running`` live leases gets nothing; a task with ``max_attempts`` is leased
+   only first in its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from .validate import MAX_DURATION
+
+#: the spread of a retry wait: ±20 % around the computed wait
+JITTER = 0.2
+#: acquisitions a workflow step gets on top of its retries when its worker dies (lease expiry):
+#: a crash must not use up the retry budget, but a step that kills every worker must end
+CRASH_ALLOWANCE = 5
+
+
+class RandomSource(Protocol):
+    def random(self) -> float: ...
+
+
+# -- 1. backoff -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Backoff:
+    """How long to wait before retry ``n``: ``base * growth**(n - 1)`` seconds, at most ``cap``
+    (None: no cap), then multiplied by a factor drawn from ``[1 - jitter, 1 + jitter)``."""
+
+    base: float
+    cap: float | None = None
+    jitter: float = JITTER
+    growth: float = 2.0
+
+    @classmethod
+    def fixed(cls, wait: float) -> Backoff:
+        """The same wait every time, no jitter (perfectsched's ``retry_wait``)."""
+        return cls(wait, growth=1.0, jitter=0.0)
+
+
+def unjittered_wait(policy: Backoff, n: int) -> float:
+    """The wait after failure ``n`` (1: the first) before jitter: grown and capped (``math.inf``
+    past what a float holds, e.g. after thousands of failures without a cap)."""
+    if policy.base == 0:
+        return 0.0
+    try:
+        wait = policy.base * policy.growth ** max(0, n - 1)
+    except OverflowError:
+        wait = math.inf
+    return wait if policy.cap is None else min(wait, policy.cap)
+
+
+def backoff(policy: Backoff, n: int, rng: RandomSource) -> float:
+    """The wait after failure ``n`` (1: the first), jittered with one draw of ``rng`` (none when
+    ``policy.jitter`` is 0). Never negative, never above ``MAX_DURATION`` (a due time stays storable)."""
+    wait = unjittered_wait(policy, n)
+    if policy.jitter:
+        wait *= 1.0 - policy.jitter + 2 * policy.jitter * rng.random()
+    return min(wait, MAX_DURATION)
+
+
+# -- 2. exhaustion ----------------------------------------------------------------------------
+def exhausted(attempts: int, max_attempts: int | None) -> bool:
+    """Whether a task that has had ``attempts`` attempts may have no more."""
+    return max_attempts is not None and attempts >= max_attempts
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Run it again, due ``wait`` seconds from now."""
+
+    wait: float
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Finish it as a failure: its attempts are spent."""
+
+
+def after_error(attempt: int, max_attempts: int | None, policy: Backoff, rng: RandomSource) -> Retry | GiveUp:
+    """What follows when attempt number ``attempt`` (1: the first) ended in an error."""
+    if exhausted(attempt, max_attempts):
+        return GiveUp()
+    return Retry(backoff(policy, attempt, rng))
+
+
+def step_after_error(failures: int, retries: int, policy: Backoff, rng: RandomSource) -> Retry | GiveUp:
+    """A workflow step whose function raised for the ``failures``-th time (this one included):
+    it runs at most ``retries + 1`` times, waits doubling from ``retry_wait``."""
+    return after_error(failures, retries + 1, policy, rng)
+
+
+def crashes(attempts: int, failures: int) -> int:
+    """How often a workflow step's worker died running it: its acquisitions but this one, less
+    the runs that ended in an error (releases and leases lost before the start are not counted
+    in ``attempts``, see :func:`spends_attempt`)."""
+    return attempts - 1 - failures
+
+
+def crashed_too_often(attempts: int, failures: int) -> bool:
+    """Whether a workflow step is failed instead of run: its worker died more than CRASH_ALLOWANCE times."""
+    return crashes(attempts, failures) > CRASH_ALLOWANCE
+
+
+# -- 3. what spends an attempt ------------------------------------------------------------------
+class LeaseEnd(StrEnum):
+    """How a lease ended, as far as the attempt its claim counted is concerned."""
+
+    #: the handler ran (whatever it then did: finish, fail, retry, cancelled while running)
+    RAN = "ran"
+    #: the holder stopped heartbeating (it died, or was stopped at once): it may have run
+    EXPIRED = "expired"
+    #: given back unrun: ``task.release()``, and the rest of a batch a stopping worker releases
+    RELEASED = "released"
+    #: taken over by another worker while it waited its turn in its batch: never ran here
+    LOST_BEFORE_START = "lost before start"
+
+
+#: the ends that keep the attempt the claim counted; the others give it back
+SPENDS_ATTEMPT = frozenset({LeaseEnd.RAN, LeaseEnd.EXPIRED})
+
+
+def spends_attempt(end: LeaseEnd) -> bool:
+    """Whether a lease that ended so keeps the attempt its claim counted."""
+    return end in SPENDS_ATTEMPT
+
+
+def attempts_after(end: LeaseEnd, attempts: int) -> int:
+    """The attempt count after a lease ended so (``attempts`` counts its claim)."""
+    return attempts if spends_attempt(end) else max(0, attempts - 1)
+
+
+# -- 4. lease expiry --------------------------------------------------------------------------
+def lease_held(leased: bool, timeout: float, now: float) -> bool:
+    """Whether a live row is running at ``now``: leased and its lease not yet expired. A row
+    whose lease expired is waiting, and due: its holder is taken for dead."""
+    return bool(leased) and timeout > now
+
+
+class OnClaim(StrEnum):
+    """What the claim does with a due row it picked."""
+
+    #: lease it to the claiming worker (its attempts + 1)
+    DELIVER = "deliver"
+    #: cancel requested while no handler held it (its holder died): finished as cancelled, not run
+    CANCEL = "cancel"
+    #: its attempts are spent (leases that expired, or a retry at the last attempt): finished as failure
+    GIVE_UP = "give up"
+
+
+def on_claim(*, attempts: int, max_attempts: int | None, cancel_requested: bool, owned: bool) -> OnClaim:
+    """The claim's decision on a due row. ``owned``: a workflow run's row, which its decider
+    settles, a cancelled one too."""
+    if cancel_requested and not owned:
+        return OnClaim.CANCEL
+    if exhausted(attempts, max_attempts):
+        return OnClaim.GIVE_UP
+    return OnClaim.DELIVER
+
+
+def give_up_error(error: str | None, attempts: int) -> str:
+    """The error a row the claim gave up on finishes with: its last error, else the lease expiry."""
+    return (error or "lease expired") + f" (gave up after {attempts} attempts)"
+
+
+# -- 5. fair share ----------------------------------------------------------------------------
+# Rows are mappings with the task's ``id``, ``priority``, ``timeout`` (due time), ``resource``
+# (the user, or None), ``max_running`` and ``max_attempts``; ``running`` maps each user to the
+# live leases it holds.
+def fair_weight(row: Mapping, running: Mapping[str, int]) -> float:
+    """A row's share weight: ``max_running / (running + 1)`` of its user (no cap counts as 1);
+    a row without a user weighs its ``max_running`` or 1 and is never capped."""
+    if row["resource"] is None:
+        return float(row["max_running"] or 1)
+    return (row["max_running"] or 1) / (running.get(row["resource"], 0) + 1)
+
+
+def may_claim(row: Mapping, running: Mapping[str, int]) -> bool:
+    """Whether a row's user has a free slot (rows without a user or a cap always do)."""
+    return row["resource"] is None or row["max_running"] is None \
+        or running.get(row["resource"], 0) < row["max_running"]
+
+
+def choose_fair(candidates: Sequence[Mapping], running: Mapping[str, int], n: int) -> list:
+    """Up to ``n`` of ``candidates``, one at a time by (priority, fair weight, due time, id),
+    each counted as running for its user before the next is chosen; never past a user's cap."""
+    running = dict(running)
+    pool = list(candidates)
+    chosen: list = []
+    while pool and len(chosen) < n:
+        eligible = [r for r in pool if may_claim(r, running)]
+        if not eligible:
+            break
+        best = min(eligible, key=lambda r: (-r["priority"], -fair_weight(r, running), r["timeout"], r["id"]))
+        chosen.append(best)
+        pool.remove(best)
+        if best["resource"] is not None:
+            running[best["resource"]] = running.get(best["resource"], 0) + 1
+    return chosen
+
+
+def limited_first(rows: Sequence[Mapping]) -> list:
+    """A batch cut before its first row with ``max_attempts`` that is not the first.
+
+    Each lease counts an attempt. A task leased behind others could lose an attempt without
+    running if an earlier handler of its batch brought the process down; a task whose attempts
+    are limited is therefore only ever leased alone or first in its batch.
+    """
+    for i, r in enumerate(rows):
+        if i and r["max_attempts"] is not None:
+            return list(rows[:i])
+    return list(rows)
+
+
+def write_success_at_once(max_attempts: int | None) -> bool:
+    """Whether a task's success must be written before the next handler of its batch starts
+    (which could bring the process down first and turn it into "gave up after N attempts")."""
+    return max_attempts is not None
