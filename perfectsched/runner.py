@@ -315,7 +315,7 @@ class SchedulerLoop:
                 log.info("settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
                          task.key, task.scheduled_time, when, elapsed)
             elif error is not None:
-                task.retry()
+                task.retry_or_fail(error)
                 log.warning("retry schedule=%s scheduled_time=%d (%s): %s: %s", task.key,
                             task.scheduled_time, when, type(error).__name__, error)
             else:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import queue_core
+from queue_core import policy
 from queue_core.queue import Transaction, check_duration, check_name, check_time, decode_data, encode_data
 from queue_core.store.schedules import NewSchedule, ScheduleStore
 
@@ -166,7 +167,10 @@ class ScheduledTask:
         self.done = True
 
     def retry_or_fail(self, error: Any = None, now: float | None = None) -> str:
-        self.retry(now=now)
+        """After a handler error: retried after ``retry_wait``, the same every time (an occurrence
+        has no attempt limit: the schedule goes on)."""
+        queue = self.scheduler.queue
+        self.retry(policy.backoff(policy.Backoff.fixed(queue.config["retry_wait"]), self.attempts, queue.rng), now=now)
         return "retry"
 
 

@@ -12,10 +12,10 @@ import functools
 import inspect
 import json
 import logging
-import random
 from typing import Any
 
 import queue_core
+from queue_core import policy
 from queue_core.app import Runner, UnknownTypeError
 from queue_core.queue import Transaction
 
@@ -29,10 +29,6 @@ from .errors import FlowError, StepResultError, UnknownWorkflowError
 from .rows import NodeState, item_key, node_key, step_type
 
 log = logging.getLogger("pqflow")
-
-#: extra acquisitions a step gets when its worker dies (lease expiry) on top of its retries: a
-#: crash must not use up the retry budget, but a step that kills every worker must end
-CRASH_ALLOWANCE = 5
 
 
 class StepContext:
@@ -192,9 +188,9 @@ class Decider(Runner):
         if fn is None:
             return ("failed", f"step {node.step!r} of workflow {run.dag['workflow']!r} no longer exists "
                               "in the worker's code")
-        crashes = t.attempts - 1 - node.failures
-        if crashes > CRASH_ALLOWANCE:
-            return ("failed", f"its worker died {crashes} times while running it (lease expired)")
+        if policy.crashed_too_often(t.attempts, node.failures):
+            return ("failed", f"its worker died {policy.crashes(t.attempts, node.failures)} times while running "
+                              "it (lease expired)")
         return None
 
     def _function(self, workflow: str, step: str):
@@ -225,10 +221,12 @@ class Decider(Runner):
         t = self.task
         if (self.ctx is not None and self.ctx.cancelled) or t.cancel_requested:
             return self._end(run, node, "cancelled")
-        if node.failures + 1 <= int(spec["retries"]):
-            wait = float(spec["retry_wait"]) * (2 ** node.failures) * (0.8 + 0.4 * random.random())
+        verdict = policy.step_after_error(node.failures + 1, int(spec["retries"]),
+                                          policy.Backoff(float(spec["retry_wait"])), self.queue.rng)
+        if isinstance(verdict, policy.Retry):
             error = queue_core.queue._error_text(exc)
-            self.queue.transaction(lambda tx: engine.retry_step(tx, t, node, tx.now + wait, error), what="retry step")
+            self.queue.transaction(lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error),
+                                   what="retry step")
             t.done = True
             log.warning("step retry run=%s step=%s%s attempt=%d: %s", run.run_id, node.step, _item(node),
                         t.attempts, exc)

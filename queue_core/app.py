@@ -5,7 +5,8 @@ A handler is a class built with ``Handler(task)`` that has ``run()`` and may hav
 
 * it finished, failed, retried or released the task itself: nothing more;
 * it returned: the worker finishes the task with outcome ``success``;
-* it raised: the worker retries with exponential backoff (or fails it at ``max_attempts``).
+* it raised: the worker retries with exponential backoff (or fails it at ``max_attempts``), as
+  :mod:`queue_core.policy` decides.
 
 A worker leases only the task types its target serves (:func:`served_types`).
 """

@@ -12,6 +12,7 @@ import random
 import time
 from typing import Any
 
+from . import policy
 from .app import served_types
 from .config import DEFAULTS
 from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskError
@@ -138,9 +139,7 @@ class Processor:
                 return
             self.process(t)
             self.processed += 1
-            if t.max_attempts is not None:
-                # Its attempts are limited: its success must be written before any other
-                # handler of the batch runs (and could bring the process down first).
+            if policy.write_success_at_once(t.max_attempts):  # before the next handler runs
                 self.settler.flush()
 
     def _cleanup(self) -> None:

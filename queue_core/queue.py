@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from . import config as config_mod
 from . import deferred as deferred_mod
+from . import policy
 from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
     CancelRequestedError,
@@ -42,6 +43,8 @@ OUTCOMES = ("success", "failure", "cancelled", "skipped")
 from .validate import (  # noqa: E402,F401 - re-exported: callers import them from here
     MAX_DATA_DEPTH,
     MAX_DURATION,
+    MAX_ERROR_BYTES,
+    _error_text,
     _shown,
     check_duration,
     check_int,
@@ -101,7 +104,7 @@ def row_status(row: Mapping, now: float) -> str:
         return "finished"
     if row["state"] == PENDING:
         return "pending"
-    if row["leased"] and row["timeout"] > now:
+    if policy.lease_held(row["leased"], row["timeout"], now):
         return "running"
     return "waiting"
 
@@ -277,41 +280,22 @@ class AcquiredTask:
     def release(self, now: float | None = None) -> None:
         now = self.queue.now(now)
         with self._lock:
-            self.queue.store.release(self._id, self._token, now)  # no attempt spent
+            self.queue.store.release(self._id, self._token, now)  # policy: a release spends no attempt
             self.status, self.done, self.run_at = "waiting", True, now
-            self.attempts = max(0, self.attempts - 1)
+            self.attempts = policy.attempts_after(policy.LeaseEnd.RELEASED, self.attempts)
 
     def backoff(self) -> float:
-        """The retry delay for this attempt: retry_wait doubled per attempt, capped, jittered."""
-        cfg = self.queue.config
-        base = cfg["retry_wait"] * (2.0 ** min(max(0, self.attempts - 1), 64))  # no float overflow
-        wait = min(base, cfg["max_retry_wait"]) if cfg["max_retry_wait"] else base
-        return min(wait * (0.8 + 0.4 * random.random()), MAX_DURATION)
+        """The retry delay after this attempt (:func:`queue_core.policy.backoff`)."""
+        return policy.backoff(self.queue.backoff_policy(), self.attempts, self.queue.rng)
 
     def retry_or_fail(self, error: Any, now: float | None = None) -> str:
         """What a worker does when a handler raised: retry with backoff or, at max_attempts, fail."""
-        if self.max_attempts is not None and self.attempts >= self.max_attempts:
+        verdict = policy.after_error(self.attempts, self.max_attempts, self.queue.backoff_policy(), self.queue.rng)
+        if isinstance(verdict, policy.GiveUp):
             self.fail(error, now=now)
             return "failure"
-        self.retry(self.backoff(), now=now, error=error)
+        self.retry(verdict.wait, now=now, error=error)
         return "retry"
-
-
-#: bytes of an error text: MySQL/MariaDB's TEXT column holds 65,535
-MAX_ERROR_BYTES = 65000
-
-
-def _error_text(error: Any) -> str | None:
-    """``error`` as storable text: never raises (a handler's exception may have a broken
-    ``__str__``), valid UTF-8 (lone surrogates escaped), at most MAX_ERROR_BYTES bytes."""
-    if error is None:
-        return None
-    try:
-        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
-    except Exception:  # noqa: BLE001
-        text = f"{type(error).__name__}: <str() failed>"
-    raw = text.encode("utf-8", "backslashreplace")[:MAX_ERROR_BYTES]
-    return raw.decode("utf-8", "ignore")
 
 
 class Transaction:
@@ -438,12 +422,14 @@ class Queue:
     """A task queue stored in one table. Thread-safe; open one per process after fork."""
 
     def __init__(self, url: str | None = None, table: str | None = None, *, clock: Clock | None = None,
-                 **config: Any):
+                 rng: policy.RandomSource | None = None, **config: Any):
         if table is not None:
             config["table"] = table
         if url is not None:
             config["url"] = url
         self.config = config_mod.build(config)
+        #: the random source of retry jitter (inject a seeded ``random.Random`` in tests)
+        self.rng: policy.RandomSource = rng or random.Random()
         self.db = Database(
             self.config["url"], max_retry_count=self.config["max_retry_count"],
             sqlite_synchronous=self.config["sqlite_synchronous"], pool_size=self.config["pool_size"],
@@ -481,6 +467,10 @@ class Queue:
     def real_clock(self) -> Clock:
         """The clock of a queue given none: the server's (MySQL, PostgreSQL), else this host's."""
         return ServerClock(self.db.server_time) if self.db.has_server_clock else SystemClock()
+
+    def backoff_policy(self) -> policy.Backoff:
+        """The retry waits of a handler error, from ``retry_wait`` and ``max_retry_wait`` (0: no cap)."""
+        return policy.Backoff(self.config["retry_wait"], cap=self.config["max_retry_wait"] or None)
 
     def _alive(self, alive_time: float | None) -> float:
         if alive_time is None:
@@ -672,6 +662,7 @@ class Queue:
         return result
 
 
-def open(url: str | None = None, table: str = "pq_tasks", *, clock: Clock | None = None, **config: Any) -> Queue:
+def open(url: str | None = None, table: str = "pq_tasks", *, clock: Clock | None = None,
+         rng: policy.RandomSource | None = None, **config: Any) -> Queue:
     """Open a queue. ``url`` is a SQLAlchemy URL; default: SQLite file ``pq.db`` here."""
-    return Queue(url, table, clock=clock, **config)
+    return Queue(url, table, clock=clock, rng=rng, **config)

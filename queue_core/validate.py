@@ -1,4 +1,4 @@
-"""Checks of what callers pass in, and task data as JSON (queue layer, no I/O)."""
+"""Checks of what callers pass in, task data as JSON and error texts as stored (queue layer, no I/O)."""
 
 from __future__ import annotations
 
@@ -139,3 +139,18 @@ def decode_data(text: str | None) -> dict:
     return value if isinstance(value, dict) else {"value": value}
 
 
+#: bytes of an error text: MySQL/MariaDB's TEXT column holds 65,535
+MAX_ERROR_BYTES = 65000
+
+
+def _error_text(error: Any) -> str | None:
+    """``error`` as storable text: never raises (a handler's exception may have a broken
+    ``__str__``), valid UTF-8 (lone surrogates escaped), at most MAX_ERROR_BYTES bytes."""
+    if error is None:
+        return None
+    try:
+        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    except Exception:  # noqa: BLE001
+        text = f"{type(error).__name__}: <str() failed>"
+    raw = text.encode("utf-8", "backslashreplace")[:MAX_ERROR_BYTES]
+    return raw.decode("utf-8", "ignore")

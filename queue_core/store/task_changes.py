@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .. import policy
 from ..errors import (
     CancelRequestedError,
     IdempotentAlreadyFinishedError,
@@ -126,7 +127,7 @@ class TaskChanges:
                 sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp)
                 .where(t.c.key == key))).first()
             _check_cancellable(key, row)
-            running = row.state == LIVE and row.leased and row.timeout > now
+            running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
                 self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due))

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 import sqlalchemy as sa
 
+from .. import policy
 from ..errors import DatabaseError
 from .base import VersionedTables
 from .database import Database
@@ -229,7 +230,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         if not picked:
             return [], 0
         deliver, consumed = self._screen(conn, picked, now)
-        deliver = _limited_first(deliver)
+        deliver = policy.limited_first(deliver)
         if deliver:
             token = new_token()
             expires = now + alive_time
@@ -298,19 +299,18 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         return [rows[i] for _, i in firsts if i in rows]
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
-        """Finish rows that must not run again (cancel requested, attempts exhausted)."""
-        deliver, consumed = [], 0
+        """Finish rows that must not run again (policy.on_claim: cancel requested, attempts spent)."""
+        deliver = []
         for r in picked:
-            if r["cancel_requested"] and r["workflow"] is None:  # a run's row: its decider settles it
+            verdict = policy.on_claim(attempts=r["attempts"], max_attempts=r["max_attempts"],
+                                      cancel_requested=bool(r["cancel_requested"]), owned=r["workflow"] is not None)
+            if verdict is policy.OnClaim.CANCEL:
                 self._finish_row(conn, r["id"], "cancelled", r["error"], now, None)
-                consumed += 1
-            elif r["max_attempts"] is not None and r["attempts"] >= r["max_attempts"]:
-                err = (r["error"] or "lease expired") + f" (gave up after {r['attempts']} attempts)"
-                self._finish_row(conn, r["id"], "failure", err, now, None)
-                consumed += 1
+            elif verdict is policy.OnClaim.GIVE_UP:
+                self._finish_row(conn, r["id"], "failure", policy.give_up_error(r["error"], r["attempts"]), now, None)
             else:
                 deliver.append(r)
-        return deliver, consumed
+        return deliver, len(picked) - len(deliver)
 
     def _finish_row(self, conn, id_, outcome, error, now, purge_at):
         t = self.t
@@ -362,12 +362,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         candidates = [dict(r._mapping) for r in self._rows_of_types(conn, heads, user_types, wrap=per_user)]
         candidates += self._pick_userless(conn, n, now, lock=False, types=types, tops=tops)
         running = self._running_counts(conn, users, now)
-        chosen = _choose(candidates, running, n)
+        chosen = policy.choose_fair(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
             # Serialise capped claims so two workers cannot both take a user's last slot.
             conn.execute(self.db.dialect.lock_rows(sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")))
             running = self._running_counts(conn, {r["resource"] for r in chosen if r["resource"]}, now)
-            chosen = _choose(chosen, running, n)
+            chosen = policy.choose_fair(chosen, running, n)
         if not chosen:
             return []
         ids = [r["id"] for r in chosen]
@@ -463,40 +463,3 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             total += n
             if n < batch:
                 return total
-
-
-def _limited_first(rows: list[dict]) -> list[dict]:
-    """Cut a batch before its first task with ``max_attempts`` that is not the first.
-
-    Each lease counts an attempt. A task leased behind others could lose an attempt without
-    running if an earlier handler of its batch brought the process down; a task whose attempts
-    are limited is therefore only ever leased alone or first in its batch.
-    """
-    for i, r in enumerate(rows):
-        if i and r["max_attempts"] is not None:
-            return rows[:i]
-    return rows
-
-
-def _weight(row: dict, running: dict[str, int]) -> float:
-    if row["resource"] is None:
-        return float(row["max_running"] or 1)
-    return (row["max_running"] or 1) / (running.get(row["resource"], 0) + 1)
-
-
-def _choose(candidates: list[dict], running: dict[str, int], n: int) -> list[dict]:
-    """Pick up to n rows greedily by (priority, fair weight, due time, id), honouring caps."""
-    running = dict(running)
-    pool = list(candidates)
-    chosen: list[dict] = []
-    while pool and len(chosen) < n:
-        eligible = [r for r in pool if r["resource"] is None or r["max_running"] is None
-                    or running.get(r["resource"], 0) < r["max_running"]]
-        if not eligible:
-            break
-        best = min(eligible, key=lambda r: (-r["priority"], -_weight(r, running), r["timeout"], r["id"]))
-        chosen.append(best)
-        pool.remove(best)
-        if best["resource"] is not None:
-            running[best["resource"]] = running.get(best["resource"], 0) + 1
-    return chosen

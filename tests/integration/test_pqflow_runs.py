@@ -56,6 +56,19 @@ class Decider(pqflow.Decider):
     workflows = [flow, mapper]
 
 
+retrying = pqflow.Workflow("it_retry", retries=2, retry_wait=10)
+
+
+@retrying.step()
+def always_fails(ctx):
+    calls[(ctx.run_id, "always_fails")] += 1
+    raise ValueError(f"attempt {ctx.attempt}")
+
+
+class RetryDecider(pqflow.Decider):
+    workflows = [retrying]
+
+
 def drive(q, limit=10_000):
     """Serve every due task in this process, as a worker would, until none is due."""
     for _ in range(limit):
@@ -248,3 +261,31 @@ def _rebind(task, q):
     """The same lease, used through another connection pool (another worker)."""
     task.queue = q
     return task
+
+
+class _Middle:
+    """A random source whose draw puts the jitter factor at exactly 1."""
+
+    def random(self) -> float:
+        return 0.5
+
+
+def test_a_failing_step_waits_retry_wait_doubled_per_failure_then_fails(queue, clock):
+    queue.rng = _Middle()  # the decider's jitter comes from its queue (queue_core.policy.backoff)
+    retrying.start("r", queue=queue)
+    waits = []
+    for _ in range(3):
+        task = queue.poll(alive_time=30)
+        assert task is not None and task.key == "r#always_fails"
+        RetryDecider(task).run()
+        m = queue["r#always_fails"].metadata()
+        if m.status == "finished":
+            break
+        waits.append(m.run_at - clock.now())
+        assert queue.poll(alive_time=30) is None  # not due before its wait
+        clock.advance(waits[-1])
+    assert waits == [10, 20]
+    run = pqflow.get_run("r", queue=queue)
+    step = run.steps["always_fails"]
+    assert run.status == "failed" and step.status == "failed" and "attempt 3" in step.error
+    assert calls[("r", "always_fails")] == 3 and step.attempts == 3

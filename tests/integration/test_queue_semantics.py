@@ -339,6 +339,31 @@ def test_retry_or_fail_backoff(queue):
     assert m.outcome == "failure" and "final" in m.error and m.attempts == 3
 
 
+class _LowestDraw:
+    """A random source whose draw puts the jitter factor at its lowest, 0.8."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+def test_retry_or_fail_waits_come_from_the_queues_random_source(queue):
+    queue.rng = _LowestDraw()
+    queue.config.update(retry_wait=10, max_retry_wait=35)
+    queue.submit("k", "t", now=T0)
+    now, waits = T0, []
+    for _ in range(4):
+        a = queue.poll(now=now)
+        assert a.retry_or_fail(RuntimeError("x"), now=now) == "retry"
+        waits.append(queue["k"].metadata(now=now).run_at - now)
+        now += waits[-1]
+    assert waits == pytest.approx([8, 16, 28, 28])  # 10, 20, 35 (the cap), 35; each x 0.8
+    same = queue_core.open(queue.config["url"], queue.table, rng=queue.rng)
+    try:
+        assert same.rng is queue.rng
+    finally:
+        same.close()
+
+
 def test_list_filters_and_limit(queue):
     queue.submit("a", "x", user="u1", now=T0)
     queue.submit("b", "y", user="u2", now=T0)

@@ -153,6 +153,21 @@ def test_poll_finish_and_fencing(sched):
     assert sched.poll(now=T0 + 132).scheduled_time == T0 + 120
 
 
+def test_a_failed_occurrence_waits_retry_wait_every_time(sched):
+    """perfectsched's backoff (queue_core.policy.Backoff.fixed): the same retry_wait after each
+    error, neither doubled nor jittered, and never given up (an occurrence has no attempt limit)."""
+    sched.queue.config["retry_wait"] = 40
+    sched.add("s", "t", cron="* * * * *", now=T0 + 1)
+    now = T0 + 60
+    for _ in range(4):
+        task = sched.poll(alive_time=30, now=now)
+        assert task is not None and task.scheduled_time == T0 + 60
+        assert task.retry_or_fail(RuntimeError("boom"), now=now) == "retry"
+        assert sched["s"].metadata().timeout == now + 40
+        assert sched.poll(now=now + 39) is None
+        now += 40
+
+
 def test_modify_recomputes_from_now(sched):
     sched.add("s", "t", cron="0 0 * * *", now=T0 + 1)
     m = sched.modify("s", cron="0 * * * *", delay=5, data={"v": 2}, now=T0 + 2 * H + 1)
