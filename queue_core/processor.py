@@ -162,8 +162,7 @@ class Processor:
     def process(self, task) -> None:
         if task.lost or (task.cancel_requested and not task.owned):  # learned while it waited its turn
             self.monitor.drop(task)
-            self._settle(task, None, 0.0)
-            return
+            return self._settle(task, None, 0.0, started=False)
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         started = time.monotonic()
         error = run_handler(self.target, task, self.monitor)  # KeyboardInterrupt included: the task's error
@@ -172,9 +171,11 @@ class Processor:
         self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
         self._settle(task, error, elapsed)
 
-    def _settle(self, task, error, elapsed) -> None:
+    def _settle(self, task, error, elapsed, started: bool = True) -> None:
         try:
-            if getattr(task, "lost", False):
+            if getattr(task, "lost", False) and not started:
+                task.lost_before_start()  # the monitor logged the lease lost; it never ran here
+            elif getattr(task, "lost", False):
                 log.warning("task=%s type=%s finished its run after losing the lease; result dropped",
                             task.key, task.type)
             elif task.done:

@@ -284,6 +284,11 @@ class AcquiredTask:
             self.status, self.done, self.run_at = "waiting", True, now
             self.attempts = policy.attempts_after(policy.LeaseEnd.RELEASED, self.attempts)
 
+    def lost_before_start(self) -> None:
+        """Its lease was taken over while it waited in its batch: give back the attempt it counted."""
+        if not policy.spends_attempt(policy.LeaseEnd.LOST_BEFORE_START):
+            self.queue.store.return_attempt(self._id, self._token)
+
     def backoff(self) -> float:
         """The retry delay after this attempt (:func:`queue_core.policy.backoff`)."""
         return policy.backoff(self.queue.backoff_policy(), self.attempts, self.queue.rng)

@@ -67,6 +67,14 @@ class TaskChanges:
             leased=0, timeout=now, run_at=now, owner=None,
             attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0)))
 
+    def return_attempt(self, id_: int, lost_token: int) -> None:
+        """Give back the attempt of the lease ``lost_token``, taken over before its handler started:
+        the row's later holder keeps its own, whether it still holds it or not."""
+        t = self.t
+        given_back = dict(attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0))
+        self.db.run(lambda c: self._by_id(c, id_, "return_attempt", given_back, token=lost_token),
+                    what="return attempt")
+
     def _held(self, conn, id_: int, token: int, name: str, values: dict) -> None:
         t = self.t
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, token=token)).values(**values)

@@ -53,6 +53,8 @@ class Fence(StrEnum):
 
     #: ``lease_token = :token``: only the holder of this very lease
     TOKEN = "lease token"
+    #: ``lease_token <> :token``: a later lease than the caller's (not one an operator ended)
+    LATER_LEASE = "later lease"
     #: ``timeout <= :now``: the row is due (a waiting row's due time, an expired lease, an ended retention)
     DUE = "due"
     #: ``leased = 0 OR timeout <= :now``: nobody runs it now
@@ -99,6 +101,8 @@ TASK_TRANSITIONS: dict[str, Transition] = {x.name: x for x in (
           "the holder gives the task back, due later"),
     _task("release", [_L], [_W], [Fence.TOKEN], "TaskStore.release",
           "the holder gives the task back unrun, due now, its attempt given back"),
+    _task("return_attempt", [_W, _L, _F], [_W, _L, _F], [Fence.LATER_LEASE], "TaskStore.return_attempt",
+          "give back the attempt of a lease taken over before its handler started"),
     _task("force_finish", [_W, _L], [_F], [Fence.PLAIN], "TaskStore.force_finish",
           "an operator ends a plain task, held or not"),
     _task("cancel", [_W, _L], [_F], [Fence.NOT_RUNNING], "TaskStore.cancel, RunRows.cancel_waiting",
@@ -177,6 +181,8 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
     if fence is Fence.TOKEN:
         token = need("token")
         return None if token is PER_ROW else t.c.lease_token == token
+    if fence is Fence.LATER_LEASE:
+        return t.c.lease_token != need("token")
     if fence is Fence.DUE:
         return t.c.timeout <= need("now")
     if fence is Fence.NOT_RUNNING:
