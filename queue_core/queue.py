@@ -433,8 +433,8 @@ class Queue:
         if url is not None:
             config["url"] = url
         self.config = config_mod.build(config)
-        #: the random source of retry jitter (inject a seeded ``random.Random`` in tests)
-        self.rng: policy.RandomSource = rng or random.Random()
+        #: retry jitter's random source: the ``random`` module (reseeded in a forked child), or an injected one
+        self.rng: policy.RandomSource = rng or random
         self.db = Database(
             self.config["url"], max_retry_count=self.config["max_retry_count"],
             sqlite_synchronous=self.config["sqlite_synchronous"], pool_size=self.config["pool_size"],
