@@ -185,6 +185,30 @@ def test_task_release(queue):
     refused(queue, "k", PreemptedError, lambda: a.release(now=T0 + 4))
 
 
+def taken_over(q, key):
+    """A lease of ``key`` that expired and the lease another claim took over (attempts 2)."""
+    first = held(q, key)
+    return first, q.poll(alive_time=10, now=T0 + 20)
+
+
+def test_task_return_attempt(queue):
+    a, b = taken_over(queue, "k")
+    unchanged(queue, "k", lambda: queue.store.return_attempt(b.row_id, b.lease_token))  # b's own lease
+    queue.store.return_attempt(a.row_id, a.lease_token)
+    r = row(queue, "k")
+    assert (r["state"], r["leased"], r["lease_token"], r["attempts"]) == (0, 1, b.lease_token, 1)
+    c, d = taken_over(queue, "f")
+    d.finish(now=T0 + 21)
+    queue.store.return_attempt(c.row_id, c.lease_token)  # finished by the later lease: its history
+    assert (row(queue, "f")["state"], row(queue, "f")["attempts"]) == (1, 1)
+    queue.submit("w", "t", now=T0)
+    queue["w"].cancel_request(now=T0 + 1)  # ended by an operator: no lease token to compare with
+    unchanged(queue, "w", lambda: queue.store.return_attempt(row(queue, "w")["id"], a.lease_token))
+    held(queue, "z").release(now=T0 + 1)  # its attempt already given back: never below 0
+    assert row(queue, "z")["attempts"] == 0
+    unchanged(queue, "z", lambda: queue.store.return_attempt(row(queue, "z")["id"], a.lease_token))
+
+
 def test_task_force_finish(queue):
     queue.submit("w", "t", run_at=T0 + 100, now=T0)  # waiting, not yet due
     held(queue, "h")
