@@ -7,11 +7,13 @@ count); the items of a map are listed only when asked for (:meth:`Run.items`).
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import queue_core
 from queue_core.queue import Transaction
+from queue_core.validate import check_name, decode_data
 
 from . import engine, logic
 from .errors import FlowError, UnknownRunError, UnknownStepError
@@ -122,8 +124,8 @@ class Run:
 
 
 def _item_info(row: dict, now: float) -> ItemInfo:
-    data = queue_core.queue.decode_data(row.get("data"))
-    result = queue_core.queue.json.loads(row["result"]) if row.get("result") else None
+    data = decode_data(row.get("data"))
+    result = json.loads(row["result"]) if row.get("result") else None
     return ItemInfo(item_index(row["key"]), status_of_row(row, now), row["attempts"], data.get("item"), result,
                     row["error"])
 
@@ -137,7 +139,7 @@ def get_run(run_id: str, *, url: str | None = None, table: str | None = None,
             queue: queue_core.Queue | None = None) -> Run:
     """Read a run from the database alone."""
     q = queue or _open(url, table)
-    queue_core.queue.check_name(run_id, "run id")
+    check_name(run_id, "run id")
     return q.transaction(lambda tx: read_run(tx, q, run_id), what="read run")
 
 
@@ -145,7 +147,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     row = tx.runs.read(tx.conn, [run_id], data=True).get(run_id)
     if row is None or "#" in run_id:
         raise UnknownRunError(f"run {run_id!r} not found")
-    data = queue_core.queue.decode_data(row["data"])
+    data = decode_data(row["data"])
     ref = engine.run_ref(tx, run_id, row)
     if ref is None:
         return _unpicked(row, data, q)
@@ -178,7 +180,7 @@ def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None) -> Ste
             status = "running" if items.running else "waiting"
     result = None
     if status == "succeeded" and row.get("result"):
-        result = queue_core.queue.json.loads(row["result"])
+        result = json.loads(row["result"])
     return StepInfo(name, status, row["attempts"], result, row["error"], row["started_at"], row["finished_at"],
                     items)
 
@@ -201,7 +203,7 @@ def list_runs(q: queue_core.Queue, *, workflow: str | None = None) -> list[dict]
 def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> Run:
     """Submit nothing new, cancel waiting steps and items, tell running ones; the run ends
     cancelled once they return."""
-    queue_core.queue.check_name(run_id, "run id")
+    check_name(run_id, "run id")
     status = q.transaction(lambda tx: _cancel_flag(tx, run_id), now=now, what="cancel run")
     if status == "busy":
         raise FlowError(f"run {run_id!r} is being picked up by a decider right now; try again")
@@ -231,7 +233,7 @@ def _cancel_unpicked(tx: Transaction, row: dict) -> str:
 
 def retry_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> Run:
     """Re-run what did not succeed in a failed or cancelled run (a map: its failed items)."""
-    queue_core.queue.check_name(run_id, "run id")
+    check_name(run_id, "run id")
     try:
         q.transaction(lambda tx: reopen_run(tx, run_id), now=now, what="retry run")
     except FlowError:

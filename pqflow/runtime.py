@@ -18,6 +18,7 @@ import queue_core
 from queue_core import policy
 from queue_core.app import Runner, UnknownTypeError
 from queue_core.queue import Transaction
+from queue_core.validate import _error_text, decode_data
 
 from . import engine
 from .dag import Workflow, get_workflow, registered_workflows
@@ -224,7 +225,7 @@ class Decider(Runner):
         verdict = policy.step_after_error(node.failures + 1, int(spec["retries"]),
                                           policy.Backoff(float(spec["retry_wait"])), self.queue.rng)
         if isinstance(verdict, policy.Retry):
-            error = queue_core.queue._error_text(exc)
+            error = _error_text(exc)
             self.queue.transaction(lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error),
                                    what="retry step")
             t.done = True
@@ -320,7 +321,7 @@ def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[tuple
             out.append((None, {}, {}, None))
             continue
         inputs, failed = _inputs(tx, run, _parents(run, n.step), parents)
-        out.append((run, inputs, failed, queue_core.queue.decode_data(rows[n.run]["data"])))
+        out.append((run, inputs, failed, decode_data(rows[n.run]["data"])))
     return out
 
 
