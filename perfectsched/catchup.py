@@ -49,8 +49,9 @@ def latest_due(spec: dict, first: int, limit: float) -> int | None:
     return None
 
 
-def plan(spec: dict, next_nominal: int, now: float, *, grace: float = 60.0,
-         limit: int = MAX_PER_TICK) -> tuple[list[int], int]:
+def plan(
+    spec: dict, next_nominal: int, now: float, *, grace: float = 60.0, limit: int = MAX_PER_TICK
+) -> tuple[list[int], int]:
     """Occurrences to submit at ``now`` and the nominal time to advance to."""
     delay = spec["delay"]
     horizon = now - delay  # nominal times at or before this are due

@@ -31,8 +31,7 @@ from .runner import open_scheduler
 from .scheduler import EXTRA_KEYS, ScheduleMetadata
 
 PROG = "perfectsched"
-LIST_COLUMNS = ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time", "catchup", "dst",
-                "data"]
+LIST_COLUMNS = ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time", "catchup", "dst", "data"]
 TIME_FIELDS = ("next_time", "next_run_time", "timeout")
 CATCHUP_CHOICE = click.Choice(list(catchup_mod.POLICIES))
 DST_CHOICE = click.Choice(list(cronlib.DST_POLICIES))
@@ -63,9 +62,12 @@ def sched_options(fn=None, *, own_logging: bool = False, long_running: bool = Fa
             _state().extra["schedule_table"] = schedule_table or None
             return f(*args, **kwargs)
 
-        inner = click.option("--schedule-table", "schedule_table", metavar="NAME",
-                             help="Schedule table name (config schedule_table, env PQ_SCHEDULE_TABLE; "
-                                  "default: pq_schedules).")(inner)
+        inner = click.option(
+            "--schedule-table",
+            "schedule_table",
+            metavar="NAME",
+            help="Schedule table name (config schedule_table, env PQ_SCHEDULE_TABLE; default: pq_schedules).",
+        )(inner)
         return common_options(inner, own_logging=own_logging, long_running=long_running)
 
     return decorate(fn) if fn is not None else decorate
@@ -108,8 +110,7 @@ def _json_meta(m: ScheduleMetadata) -> dict:
 
 
 def _summary(m: ScheduleMetadata) -> str:
-    return (f"{m.key} next_time={_time(m.next_time, m.timezone)} "
-            f"next_run_time={_time(m.next_run_time, m.timezone)}")
+    return f"{m.key} next_time={_time(m.next_time, m.timezone)} next_run_time={_time(m.next_run_time, m.timezone)}"
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -120,8 +121,10 @@ def init(force: bool) -> None:
     """Create the schedule table and the queue table (does nothing if they exist)."""
     with _open() as sc:
         sc.init(force=force)
-        click.echo(f"{'re-created' if force else 'initialized'} schedule table {sc.table} "
-                   f"and queue table {sc.queue.table} in {sc.queue.url}")
+        click.echo(
+            f"{'re-created' if force else 'initialized'} schedule table {sc.table} "
+            f"and queue table {sc.queue.table} in {sc.queue.url}"
+        )
 
 
 @cli.command(short_help="Add a schedule.")
@@ -129,19 +132,47 @@ def init(force: bool) -> None:
 @click.argument("sched_type", metavar="TYPE")
 @click.argument("cron_expr", metavar="CRON")
 @click.argument("data", required=False, metavar="[DATA]")
-@click.option("-d", "--delay", type=STRICT_INT, default=0, show_default=True, metavar="SEC",
-              help="Submit each occurrence SEC seconds after its scheduled time.")
-@click.option("-t", "--timezone", "tz", metavar="TZ",
-              help="IANA timezone of the cron expression (default: config timezone, else UTC).")
+@click.option(
+    "-d",
+    "--delay",
+    type=STRICT_INT,
+    default=0,
+    show_default=True,
+    metavar="SEC",
+    help="Submit each occurrence SEC seconds after its scheduled time.",
+)
+@click.option(
+    "-t",
+    "--timezone",
+    "tz",
+    metavar="TZ",
+    help="IANA timezone of the cron expression (default: config timezone, else UTC).",
+)
 @click.option("-s", "--start", metavar="TIME", help="First occurrence at or after TIME (default: now).")
 @click.option("-a", "--at", "at", metavar="TIME", help="Run the first occurrence at TIME (its next_run_time).")
-@click.option("--catchup", type=CATCHUP_CHOICE, default="all", show_default=True,
-              help="Missed occurrences after downtime: all, only the latest, or skip them.")
-@click.option("--dst", type=DST_CHOICE, default="vixie", show_default=True,
-              help="Daylight-saving policy (see docs/cron.md).")
+@click.option(
+    "--catchup",
+    type=CATCHUP_CHOICE,
+    default="all",
+    show_default=True,
+    help="Missed occurrences after downtime: all, only the latest, or skip them.",
+)
+@click.option(
+    "--dst", type=DST_CHOICE, default="vixie", show_default=True, help="Daylight-saving policy (see docs/cron.md)."
+)
 @sched_options
-def add(key: str, sched_type: str, cron_expr: str, data: str | None, delay: int, tz: str | None,
-        start: str | None, at: str | None, catchup: str, dst: str) -> None:
+def add(
+    key: str,
+    sched_type: str,
+    cron_expr: str,
+    data: str | None,
+    delay: int,
+    tz: str | None,
+    start: str | None,
+    at: str | None,
+    catchup: str,
+    dst: str,
+) -> None:
     """Add a schedule firing TYPE tasks at CRON (5 fields, e.g. '0 * * * *').
 
     DATA is a JSON object (default {}, @FILE reads a file, - reads stdin). TIME is epoch
@@ -154,14 +185,30 @@ def add(key: str, sched_type: str, cron_expr: str, data: str | None, delay: int,
     cfg = _settings()
     zone = _zone(tz) if tz is not None else None
     with _open(cfg) as sc:
-        s = sc.add(key, sched_type, cron=cron_expr, data=payload, delay=delay, timezone=zone,
-                   next_time=start_ts, next_run_time=at_ts, catchup=catchup, dst=dst)
+        s = sc.add(
+            key,
+            sched_type,
+            cron=cron_expr,
+            data=payload,
+            delay=delay,
+            timezone=zone,
+            next_time=start_ts,
+            next_run_time=at_ts,
+            catchup=catchup,
+            dst=dst,
+        )
         click.echo(_summary(s.metadata()))
 
 
 @cli.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json has every field, epoch numbers plus ISO strings.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json has every field, epoch numbers plus ISO strings.",
+)
 @sched_options
 def list_cmd(fmt: str) -> None:
     """List schedules (next due first); times in each schedule's own timezone."""
@@ -170,11 +217,24 @@ def list_cmd(fmt: str) -> None:
     if fmt == "json":
         print_json([_json_meta(m) for m in rows])
         return
-    print_table([{
-        "key": m.key, "type": m.type, "cron": m.cron, "delay": m.delay, "timezone": m.timezone,
-        "next_time": _time(m.next_time, m.timezone), "next_run_time": _time(m.next_run_time, m.timezone),
-        "catchup": m.catchup, "dst": m.dst, "data": _data_text(m.data),
-    } for m in rows], LIST_COLUMNS)
+    print_table(
+        [
+            {
+                "key": m.key,
+                "type": m.type,
+                "cron": m.cron,
+                "delay": m.delay,
+                "timezone": m.timezone,
+                "next_time": _time(m.next_time, m.timezone),
+                "next_run_time": _time(m.next_run_time, m.timezone),
+                "catchup": m.catchup,
+                "dst": m.dst,
+                "data": _data_text(m.data),
+            }
+            for m in rows
+        ],
+        LIST_COLUMNS,
+    )
     click.echo(f"{len(rows)} {'entry' if len(rows) == 1 else 'entries'}.")
 
 
@@ -223,38 +283,57 @@ def delete(key: str) -> None:
 @click.option("--catchup", type=CATCHUP_CHOICE, help="New catch-up policy.")
 @click.option("--dst", type=DST_CHOICE, help="New daylight-saving policy.")
 @sched_options
-def modify(key: str, cron_expr: str | None, sched_type: str | None, data: str | None, delay: int | None,
-           tz: str | None, catchup: str | None, dst: str | None) -> None:
+def modify(
+    key: str,
+    cron_expr: str | None,
+    sched_type: str | None,
+    data: str | None,
+    delay: int | None,
+    tz: str | None,
+    catchup: str | None,
+    dst: str | None,
+) -> None:
     """Change a schedule. A new cron, timezone, delay or dst recomputes next_time from now.
 
     Prints the key and the (new) next_time/next_run_time.
     """
     check_name(key, "schedule key")  # before it reaches the database driver
     if all(v is None for v in (cron_expr, sched_type, data, delay, tz, catchup, dst)):
-        raise click.UsageError("nothing to change: give at least one of --cron, --type, --data, --delay, "
-                               "--timezone, --catchup, --dst")
+        raise click.UsageError(
+            "nothing to change: give at least one of --cron, --type, --data, --delay, --timezone, --catchup, --dst"
+        )
     payload = parse_json_object(data, "--data") if data is not None else None
     if cron_expr is not None:
         cron_expr = cronlib.validate_cron(cron_expr)
     zone = _zone(tz) if tz is not None else None
     with _open() as sc:
-        meta = sc.modify(key, cron=cron_expr, type=sched_type, data=payload, delay=delay, timezone=zone,
-                         catchup=catchup, dst=dst)
+        meta = sc.modify(
+            key, cron=cron_expr, type=sched_type, data=payload, delay=delay, timezone=zone, catchup=catchup, dst=dst
+        )
     click.echo(_summary(meta))
 
 
 @cli.command(short_help="Submit due occurrences (or run TARGET on them) until stopped.")
 @click.argument("target", required=False)
 @click.option("-I", "--include", "include", multiple=True, metavar="PATH", help="Add PATH to the import path.")
-@click.option("-r", "--require", "require", multiple=True, metavar="MODULE",
-              help="Import MODULE (or FILE.py) first.")
+@click.option("-r", "--require", "require", multiple=True, metavar="MODULE", help="Import MODULE (or FILE.py) first.")
 @click.option("--burst", is_flag=True, help="Handle what is due now, then exit.")
-@click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              help="Longest idle wait between ticks (seconds; config poll_interval, default 1).")
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Longest idle wait between ticks (seconds; config poll_interval, default 1).",
+)
 @click.option("--log", "log_file", metavar="FILE", help="Log to FILE (reopened on SIGUSR2).")
 @sched_options(own_logging=True, long_running=True)
-def run(target: str | None, include: tuple[str, ...], require: tuple[str, ...], burst: bool,
-        poll_interval: float | None, log_file: str | None) -> None:
+def run(
+    target: str | None,
+    include: tuple[str, ...],
+    require: tuple[str, ...],
+    burst: bool,
+    poll_interval: float | None,
+    log_file: str | None,
+) -> None:
     """Run the scheduler.
 
     Without TARGET every due occurrence is submitted into the queue table as a task keyed
@@ -263,8 +342,7 @@ def run(target: str | None, include: tuple[str, ...], require: tuple[str, ...], 
     PerfectSched style. Signals: TERM/INT/QUIT stop, USR1/HUP restart, USR2 reopen logs.
     """
     state = _state()
-    overrides = {"poll_interval": poll_interval, "log": log_file,
-                 "log_level": "DEBUG" if state.verbose else None}
+    overrides = {"poll_interval": poll_interval, "log": log_file, "log_level": "DEBUG" if state.verbose else None}
     cfg = _settings(**overrides)  # config errors first, before importing anything
     handler = None
     if target is not None:
@@ -275,17 +353,28 @@ def run(target: str | None, include: tuple[str, ...], require: tuple[str, ...], 
         raise click.UsageError("-I/--include and -r/--require need a TARGET")
     from .runner import run_scheduler
 
-    code = run_scheduler(dict(cfg), target=handler, burst=burst, poll_interval=poll_interval,
-                         config_loader=lambda: dict(_settings_for(state, overrides)))
+    code = run_scheduler(
+        dict(cfg),
+        target=handler,
+        burst=burst,
+        poll_interval=poll_interval,
+        config_loader=lambda: dict(_settings_for(state, overrides)),
+    )
     sys.exit(code or 0)
 
 
 @cli.command("next", short_help="Preview the upcoming fire times of a cron expression.")
 @click.argument("cron_expr", metavar="CRON")
-@click.option("-t", "--timezone", "tz", metavar="TZ",
-              help="IANA timezone (default: config timezone, else UTC).")
-@click.option("-n", "count", type=click.IntRange(min=1, max=cronlib.MAX_COUNT), default=10, show_default=True,
-              metavar="N", help="How many occurrences.")
+@click.option("-t", "--timezone", "tz", metavar="TZ", help="IANA timezone (default: config timezone, else UTC).")
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(min=1, max=cronlib.MAX_COUNT),
+    default=10,
+    show_default=True,
+    metavar="N",
+    help="How many occurrences.",
+)
 @click.option("--from", "from_", metavar="TIME", help="Start after TIME (epoch or ISO 8601; default now).")
 @click.option("--dst", type=DST_CHOICE, default="vixie", show_default=True, help="Daylight-saving policy.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -301,8 +390,18 @@ def next_cmd(cron_expr: str, tz: str | None, count: int, from_: str | None, dst:
     zone = _zone(tz) if tz is not None else _config_zone()
     occs = cronlib.occurrences(cron_expr, start, count, zone, dst)
     if fmt == "json":
-        print_json([{"time": o.time, "local": o.local.isoformat(), "utc": _utc(o.time),
-                     "shifted": o.shifted, "repeated": o.repeated} for o in occs])
+        print_json(
+            [
+                {
+                    "time": o.time,
+                    "local": o.local.isoformat(),
+                    "utc": _utc(o.time),
+                    "shifted": o.shifted,
+                    "repeated": o.repeated,
+                }
+                for o in occs
+            ]
+        )
         return
     for o in occs:
         mark = MARKS["shifted"] if o.shifted else MARKS["repeated"] if o.repeated else ""

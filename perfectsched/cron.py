@@ -137,9 +137,7 @@ _MAX_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb cou
 _ALL_DAYS = set(range(1, 32))
 _ALL_WEEKDAYS = set(range(7))
 # The subset of croniter's syntax we accept: "*", "a" or "a-b", then an optional "/n".
-_ELEMENT_RE = re.compile(
-    r"^(?:\*|(?P<first>[a-z0-9]+)(?:-(?P<last>[a-z0-9]+))?)(?:/(?P<step>[a-z0-9]*))?$"
-)
+_ELEMENT_RE = re.compile(r"^(?:\*|(?P<first>[a-z0-9]+)(?:-(?P<last>[a-z0-9]+))?)(?:/(?P<step>[a-z0-9]*))?$")
 _ZONE_RE = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
 
 
@@ -221,10 +219,7 @@ def _validate_ts(ts: float) -> float:
     if not math.isfinite(value):
         raise ValidationError(f"invalid time {ts!r}: not a finite number")
     if not MIN_TS <= value < MAX_TS:
-        raise ValidationError(
-            f"invalid time {ts!r}: out of the supported range {MIN_TS}..{MAX_TS} "
-            "(years 1900-8999)"
-        )
+        raise ValidationError(f"invalid time {ts!r}: out of the supported range {MIN_TS}..{MAX_TS} (years 1900-8999)")
     return value
 
 
@@ -278,15 +273,14 @@ def _parse_cached(text: str, original: str) -> _Spec:
         raise fail(f"expected 5 fields ({_FIELD_HELP}), got {len(parts)}")
     try:
         fields = [
-            ",".join(_check_element(element, index) for element in part.split(","))
-            for index, part in enumerate(parts)
+            ",".join(_check_element(element, index) for element in part.split(",")) for index, part in enumerate(parts)
         ]
     except ValueError as exc:
         raise fail(str(exc)) from None
     expanded = _croniter(" ".join(fields), fail).expanded
     minutes, hours, days, months, weekdays = (
         set(range(low, high + 1)) if "*" in values else set(values)
-        for values, (_, low, high) in zip(expanded, _FIELDS)
+        for values, (_, low, high) in zip(expanded, _FIELDS, strict=True)
     )
     weekdays = {v % 7 for v in weekdays}
     spec = _Spec(
@@ -388,9 +382,7 @@ def _next_day(spec: _Spec, year: int, month: int, day: int) -> int | None:
     return min((d for d in (by_date, by_weekday) if d is not None), default=None)
 
 
-def _next_weekday(
-    weekdays: frozenset[int], year: int, month: int, day: int, last: int
-) -> int | None:
+def _next_weekday(weekdays: frozenset[int], year: int, month: int, day: int, last: int) -> int | None:
     weekday = (date(year, month, day).weekday() + 1) % 7  # 0 = Sunday
     for delta in range(7):
         if (weekday + delta) % 7 in weekdays:
@@ -573,9 +565,7 @@ def upcoming(cron: str, ts: float, n: int, timezone: str = "UTC", dst: str = "vi
     return result
 
 
-def occurrences(
-    cron: str, ts: float, n: int, timezone: str = "UTC", dst: str = "vixie"
-) -> list[Occurrence]:
+def occurrences(cron: str, ts: float, n: int, timezone: str = "UTC", dst: str = "vixie") -> list[Occurrence]:
     """The same instants as :func:`upcoming`, annotated with their wall time and DST flags."""
     spec, zone, _, _ = _prepare(cron, ts, timezone, dst)
     return [_occurrence(spec, zone, t) for t in upcoming(cron, ts, n, timezone, dst)]

@@ -59,8 +59,12 @@ __all__ = ["open_scheduler", "run_scheduler"]
 #: what a signal means to ``perfectsched run`` (docs/cron.md); a second stop signal during a
 #: handler exits at once (:meth:`SchedulerLoop.stop_now`)
 SCHEDULER_SIGNALS = {
-    signal.SIGTERM: Intent.STOP, signal.SIGINT: Intent.STOP, signal.SIGQUIT: Intent.STOP,
-    signal.SIGUSR1: Intent.RESTART, signal.SIGHUP: Intent.RESTART, signal.SIGUSR2: Intent.REOPEN_LOGS,
+    signal.SIGTERM: Intent.STOP,
+    signal.SIGINT: Intent.STOP,
+    signal.SIGQUIT: Intent.STOP,
+    signal.SIGUSR1: Intent.RESTART,
+    signal.SIGHUP: Intent.RESTART,
+    signal.SIGUSR2: Intent.REOPEN_LOGS,
 }
 
 
@@ -78,8 +82,14 @@ def open_scheduler(settings: dict, **overrides: Any) -> Scheduler:
         raise ConfigError(f"config timezone: {exc}") from None
     core = {k: v for k, v in cfg.items() if k in config_mod.DEFAULTS and k not in ("url", "table")}
     own = {k: cfg[k] for k in ("catchup_grace", "tick_batch") if k in cfg}
-    return Scheduler(cfg.get("url"), cfg.get("schedule_table") or EXTRA_KEYS["schedule_table"][0],
-                     cfg.get("table") or config_mod.DEFAULTS["table"][0], zone, **core, **own)
+    return Scheduler(
+        cfg.get("url"),
+        cfg.get("schedule_table") or EXTRA_KEYS["schedule_table"][0],
+        cfg.get("table") or config_mod.DEFAULTS["table"][0],
+        zone,
+        **core,
+        **own,
+    )
 
 
 def _iso(ts: float, zone: str) -> str:
@@ -92,9 +102,15 @@ def _iso(ts: float, zone: str) -> str:
 class SchedulerLoop:
     """One ``perfectsched run`` process (see the module docstring)."""
 
-    def __init__(self, settings: dict, *, target: Any = None, burst: bool = False,
-                 poll_interval: float | None = None,
-                 config_loader: Callable[[], dict] | None = None):
+    def __init__(
+        self,
+        settings: dict,
+        *,
+        target: Any = None,
+        burst: bool = False,
+        poll_interval: float | None = None,
+        config_loader: Callable[[], dict] | None = None,
+    ):
         self.settings = dict(settings)
         self.target = target
         self.burst = burst
@@ -122,17 +138,26 @@ class SchedulerLoop:
         if not self.healthy:
             self._probe()
         if self.target is not None:
-            self.monitor = TaskMonitor({
-                "task_heartbeat_interval": self.settings.get(
-                    "task_heartbeat_interval", config_mod.DEFAULTS["task_heartbeat_interval"][0]),
-                "child_heartbeat_interval": self.settings.get(
-                    "child_heartbeat_interval", config_mod.DEFAULTS["child_heartbeat_interval"][0]),
-                "alive_time": self.alive_time,
-            })
+            self.monitor = TaskMonitor(
+                {
+                    "task_heartbeat_interval": self.settings.get(
+                        "task_heartbeat_interval", config_mod.DEFAULTS["task_heartbeat_interval"][0]
+                    ),
+                    "child_heartbeat_interval": self.settings.get(
+                        "child_heartbeat_interval", config_mod.DEFAULTS["child_heartbeat_interval"][0]
+                    ),
+                    "alive_time": self.alive_time,
+                }
+            )
             self.monitor.start()
-        log.info("perfectsched %s pid=%d schedule_table=%s queue_table=%s database=%s",
-                 "running handler " + _name(self.target) if self.target is not None else "submitting",
-                 os.getpid(), self.sched.table, self.sched.queue.table, self.sched.queue.url)
+        log.info(
+            "perfectsched %s pid=%d schedule_table=%s queue_table=%s database=%s",
+            "running handler " + _name(self.target) if self.target is not None else "submitting",
+            os.getpid(),
+            self.sched.table,
+            self.sched.queue.table,
+            self.sched.queue.url,
+        )
 
     def _probe(self) -> None:
         """Fail fast (exit 5) on a schedule table that was never created, or on any database
@@ -163,10 +188,15 @@ class SchedulerLoop:
         root = logging.getLogger()
         before = set(root.handlers)
         setup_logging(self.settings.get("log"), self.settings.get("log_level") or "INFO")
-        signals = Signals(SCHEDULER_SIGNALS, {
-            Intent.STOP: self.stop, Intent.STOP_NOW: self.stop_now, Intent.RESTART: self.request_restart,
-            Intent.REOPEN_LOGS: reopen_logs,
-        }).act_in_thread()
+        signals = Signals(
+            SCHEDULER_SIGNALS,
+            {
+                Intent.STOP: self.stop,
+                Intent.STOP_NOW: self.stop_now,
+                Intent.RESTART: self.request_restart,
+                Intent.REOPEN_LOGS: reopen_logs,
+            },
+        ).act_in_thread()
         try:
             self._open()
             self._loop()
@@ -233,8 +263,9 @@ class SchedulerLoop:
         if self.target is None:
             n = self.sched.tick()
             if n:
-                log.info("submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks",
-                         self.sched.queue.table)
+                log.info(
+                    "submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks", self.sched.queue.table
+                )
             return False  # tick already submitted everything due
         task = self.sched.poll(alive_time=self.alive_time)
         if task is None:
@@ -244,8 +275,11 @@ class SchedulerLoop:
             seen = (task.key, task.scheduled_time)
             if seen in self.attempted:
                 task.release()
-                log.info("schedule=%s scheduled_time=%d was already attempted in this burst; "
-                         "leaving it for the next run", task.key, task.scheduled_time)
+                log.info(
+                    "schedule=%s scheduled_time=%d was already attempted in this burst; leaving it for the next run",
+                    task.key,
+                    task.scheduled_time,
+                )
                 return False
             self.attempted.add(seen)
         self._process(task)
@@ -289,8 +323,7 @@ class SchedulerLoop:
     # -- handlers -------------------------------------------------------------------------
     def _process(self, task) -> None:
         when = _iso(task.scheduled_time, task.timezone)
-        log.info("acquired schedule=%s type=%s scheduled_time=%d (%s)", task.key, task.type,
-                 task.scheduled_time, when)
+        log.info("acquired schedule=%s type=%s scheduled_time=%d (%s)", task.key, task.type, task.scheduled_time, when)
         started = time.monotonic()
         _note_decided_errors(task)
         self.in_handler = True
@@ -305,28 +338,48 @@ class SchedulerLoop:
     def _settle(self, task, error, elapsed: float, when: str) -> None:
         try:
             if getattr(task, "lost", False):
-                log.warning("schedule=%s scheduled_time=%d: lease lost during the handler; result dropped",
-                            task.key, task.scheduled_time)
+                log.warning(
+                    "schedule=%s scheduled_time=%d: lease lost during the handler; result dropped",
+                    task.key,
+                    task.scheduled_time,
+                )
             elif task.done and getattr(task, "decided_error", None) is not None:
                 err = task.decided_error
-                log.warning("retry schedule=%s scheduled_time=%d (%s): %s: %s", task.key,
-                            task.scheduled_time, when, type(err).__name__, err)
+                log.warning(
+                    "retry schedule=%s scheduled_time=%d (%s): %s: %s",
+                    task.key,
+                    task.scheduled_time,
+                    when,
+                    type(err).__name__,
+                    err,
+                )
             elif task.done:
-                log.info("settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
-                         task.key, task.scheduled_time, when, elapsed)
+                log.info(
+                    "settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
+                    task.key,
+                    task.scheduled_time,
+                    when,
+                    elapsed,
+                )
             elif error is not None:
                 task.retry_or_fail(error)
-                log.warning("retry schedule=%s scheduled_time=%d (%s): %s: %s", task.key,
-                            task.scheduled_time, when, type(error).__name__, error)
+                log.warning(
+                    "retry schedule=%s scheduled_time=%d (%s): %s: %s",
+                    task.key,
+                    task.scheduled_time,
+                    when,
+                    type(error).__name__,
+                    error,
+                )
             else:
                 task.finish()
-                log.info("finished schedule=%s scheduled_time=%d (%s) (%.3fs)", task.key,
-                         task.scheduled_time, when, elapsed)
+                log.info(
+                    "finished schedule=%s scheduled_time=%d (%s) (%.3fs)", task.key, task.scheduled_time, when, elapsed
+                )
         except (PreemptedError, AlreadyFinishedError) as exc:
             log.warning("could not settle schedule=%s: %s", task.key, exc)
         except TaskError as exc:  # DatabaseError included: the lease expires, it runs again
-            log.error("could not settle schedule=%s (the lease will expire and it runs again): %s",
-                      task.key, exc)
+            log.error("could not settle schedule=%s (the lease will expire and it runs again): %s", task.key, exc)
 
 
 def _note_decided_errors(task) -> None:
@@ -345,9 +398,14 @@ def _name(target: Any) -> str:
     return getattr(target, "__qualname__", None) or type(target).__name__
 
 
-def run_scheduler(settings: dict, *, target: Any = None, burst: bool = False,
-                  poll_interval: float | None = None,
-                  config_loader: Callable[[], dict] | None = None) -> int:
+def run_scheduler(
+    settings: dict,
+    *,
+    target: Any = None,
+    burst: bool = False,
+    poll_interval: float | None = None,
+    config_loader: Callable[[], dict] | None = None,
+) -> int:
     """Run ``perfectsched run`` until stopped (or, with ``burst``, until nothing is due).
 
     ``settings``: merged config (``table`` = queue table, ``schedule_table``, ``timezone``,
@@ -355,5 +413,6 @@ def run_scheduler(settings: dict, *, target: Any = None, burst: bool = False,
     PerfectSched-style processing; None submits occurrences as queue tasks. ``config_loader``
     re-reads the settings on SIGUSR1/SIGHUP. Returns an exit code.
     """
-    return SchedulerLoop(settings, target=target, burst=burst, poll_interval=poll_interval,
-                         config_loader=config_loader).run()
+    return SchedulerLoop(
+        settings, target=target, burst=burst, poll_interval=poll_interval, config_loader=config_loader
+    ).run()

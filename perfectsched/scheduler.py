@@ -65,16 +65,29 @@ def _num(x: float) -> float | int:
 
 def _meta(row: Mapping) -> ScheduleMetadata:
     return ScheduleMetadata(
-        key=row["key"], type=row["type"], cron=row["cron"], delay=row["delay"], timezone=row["timezone"],
-        data=decode_data(row["data"]), next_time=int(row["next_time"]),
-        next_run_time=_num(row["next_run_time"]), catchup=row["catchup"], dst=row["dst"],
-        timeout=_num(row["timeout"]), leased=bool(row["leased"]),
+        key=row["key"],
+        type=row["type"],
+        cron=row["cron"],
+        delay=row["delay"],
+        timezone=row["timezone"],
+        data=decode_data(row["data"]),
+        next_time=int(row["next_time"]),
+        next_run_time=_num(row["next_run_time"]),
+        catchup=row["catchup"],
+        dst=row["dst"],
+        timeout=_num(row["timeout"]),
+        leased=bool(row["leased"]),
     )
 
 
 def _spec(row: Mapping) -> dict:
-    return {"cron": row["cron"], "timezone": row["timezone"], "dst": row["dst"], "delay": row["delay"],
-            "catchup": row["catchup"]}
+    return {
+        "cron": row["cron"],
+        "timezone": row["timezone"],
+        "dst": row["dst"],
+        "delay": row["delay"],
+        "catchup": row["catchup"],
+    }
 
 
 class Schedule:
@@ -156,8 +169,11 @@ class ScheduledTask:
 
     def retry(self, retry_wait: float | None = None, now: float | None = None, error: Any = None) -> None:
         now = self.scheduler.now(now)
-        wait = self.scheduler.queue.config["retry_wait"] if retry_wait is None else \
-            check_duration(retry_wait, "retry_wait")
+        wait = (
+            self.scheduler.queue.config["retry_wait"]
+            if retry_wait is None
+            else check_duration(retry_wait, "retry_wait")
+        )
         self._held("retry", lambda c, st: st.retry(c, self.key, self._token, now + wait))
         self.done = True
 
@@ -177,8 +193,16 @@ class ScheduledTask:
 class Scheduler:
     """Schedules stored in ``table`` submitting into the queue table ``queue_table``."""
 
-    def __init__(self, url: str | None = None, table: str = "pq_schedules", queue_table: str = "pq_tasks",
-                 timezone: str = "UTC", *, clock=None, **config: Any):
+    def __init__(
+        self,
+        url: str | None = None,
+        table: str = "pq_schedules",
+        queue_table: str = "pq_tasks",
+        timezone: str = "UTC",
+        *,
+        clock=None,
+        **config: Any,
+    ):
         own = {k: config.pop(k) for k in list(config) if k in EXTRA_KEYS}
         self.options = {k: v[0] for k, v in EXTRA_KEYS.items()} | own
         try:
@@ -218,9 +242,21 @@ class Scheduler:
         dst = cronlib.validate_dst(dst)
         return cron, tz, delay, catchup, dst
 
-    def add(self, key: str, type: str, *, cron: str, data: Mapping | None = None, delay: int = 0,
-            timezone: str | None = None, next_time: float | None = None, next_run_time: float | None = None,
-            catchup: str = "all", dst: str = "vixie", now: float | None = None) -> Schedule:
+    def add(
+        self,
+        key: str,
+        type: str,
+        *,
+        cron: str,
+        data: Mapping | None = None,
+        delay: int = 0,
+        timezone: str | None = None,
+        next_time: float | None = None,
+        next_run_time: float | None = None,
+        catchup: str = "all",
+        dst: str = "vixie",
+        now: float | None = None,
+    ) -> Schedule:
         now = self.now(now)
         self._check_key(key)
         check_name(type, "schedule type")
@@ -228,9 +264,18 @@ class Scheduler:
         start = now if next_time is None else check_time(next_time, "next_time")
         nt = cronlib.cron_time(cron, start, tz, dst)
         nrt = nt + delay if next_run_time is None else check_time(next_run_time, "next_run_time")
-        new = NewSchedule(key=key, type=type, cron=cron, delay=delay, timezone=tz, next_time=nt,
-                          data=encode_data(data, self.queue.config["max_data_size"]), next_run_time=nrt,
-                          catchup=catchup, dst=dst)
+        new = NewSchedule(
+            key=key,
+            type=type,
+            cron=cron,
+            delay=delay,
+            timezone=tz,
+            next_time=nt,
+            data=encode_data(data, self.queue.config["max_data_size"]),
+            next_run_time=nrt,
+            catchup=catchup,
+            dst=dst,
+        )
         if not self.db.run(lambda c: self.store.add(c, new, now), what="add schedule"):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
         return Schedule(self, key)
@@ -241,9 +286,19 @@ class Scheduler:
         if len(key) > 240:
             raise ValidationError("schedule key is longer than 240 characters (task keys add '.<time>')")
 
-    def modify(self, key: str, *, cron: str | None = None, type: str | None = None, data: Mapping | None = None,
-               delay: int | None = None, timezone: str | None = None, catchup: str | None = None,
-               dst: str | None = None, now: float | None = None) -> ScheduleMetadata:
+    def modify(
+        self,
+        key: str,
+        *,
+        cron: str | None = None,
+        type: str | None = None,
+        data: Mapping | None = None,
+        delay: int | None = None,
+        timezone: str | None = None,
+        catchup: str | None = None,
+        dst: str | None = None,
+        now: float | None = None,
+    ) -> ScheduleMetadata:
         """Change a schedule; a new cron, timezone, delay or dst policy recomputes next_time from now."""
         now = self.now(now)
         check_name(key, "schedule key")
@@ -256,14 +311,28 @@ class Scheduler:
             if row is None:
                 raise IdempotentNotFoundError(f"schedule {key!r} not found")
             c, tz, d, cu, ds = self._validate(
-                row["cron"] if cron is None else cron, row["timezone"] if timezone is None else timezone,
-                row["delay"] if delay is None else delay, row["catchup"] if catchup is None else catchup,
-                row["dst"] if dst is None else dst)
+                row["cron"] if cron is None else cron,
+                row["timezone"] if timezone is None else timezone,
+                row["delay"] if delay is None else delay,
+                row["catchup"] if catchup is None else catchup,
+                row["dst"] if dst is None else dst,
+            )
             if (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"]):
                 self.store.configure(conn, key, now, type=type, data=data_text, catchup=cu)
             else:
-                self.store.reschedule(conn, key, now, cron=c, timezone=tz, delay=d, dst=ds, type=type,
-                                      data=data_text, catchup=cu, next_time=cronlib.cron_time(c, now, tz, ds))
+                self.store.reschedule(
+                    conn,
+                    key,
+                    now,
+                    cron=c,
+                    timezone=tz,
+                    delay=d,
+                    dst=ds,
+                    type=type,
+                    data=data_text,
+                    catchup=cu,
+                    next_time=cronlib.cron_time(c, now, tz, ds),
+                )
             return _meta(self.store.get(key, conn))  # the row is locked: both apply
 
         return self.db.run(work, what="modify schedule")
@@ -288,8 +357,9 @@ class Scheduler:
                 if not rows:
                     return None
                 row = rows[0]
-                todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now,
-                                               grace=self.options["catchup_grace"], limit=1)
+                todo, after = catchup_mod.plan(
+                    _spec(row), int(row["next_time"]), now, grace=self.options["catchup_grace"], limit=1
+                )
                 if not todo:  # set aside: advance without delivering, look at the next schedule
                     skip = (row["key"], int(row["next_time"]), after, after + row["delay"])
                     self.store.advance_many(conn, [skip], now)
@@ -317,13 +387,18 @@ class Scheduler:
         rows = self.store.due(tx.conn, now, self.options["tick_batch"])
         tasks, advances = [], []
         for row in rows:
-            todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now,
-                                           grace=self.options["catchup_grace"])
+            todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now, grace=self.options["catchup_grace"])
             if todo:
                 data = json.loads(row["data"]) if row["data"] else {}
-                tasks += ({"key": f"{row['key']}.{o}", "type": row["type"], "data": data,
-                           "run_at": row["next_run_time"] if o == int(row["next_time"]) else o + row["delay"]}
-                          for o in todo)
+                tasks += (
+                    {
+                        "key": f"{row['key']}.{o}",
+                        "type": row["type"],
+                        "data": data,
+                        "run_at": row["next_run_time"] if o == int(row["next_time"]) else o + row["delay"],
+                    }
+                    for o in todo
+                )
             advances.append((row["key"], int(row["next_time"]), after, after + row["delay"]))
         # The whole batch in a few statements: one insert of every occurrence's task, one
         # batched compare-and-set advance of every schedule, committed together.
@@ -336,6 +411,13 @@ class Scheduler:
         return self.store.next_timeout()
 
 
-def open(url: str | None = None, table: str = "pq_schedules", queue_table: str = "pq_tasks",
-         timezone: str = "UTC", *, clock=None, **config: Any) -> Scheduler:
+def open(
+    url: str | None = None,
+    table: str = "pq_schedules",
+    queue_table: str = "pq_tasks",
+    timezone: str = "UTC",
+    *,
+    clock=None,
+    **config: Any,
+) -> Scheduler:
     return Scheduler(url, table, queue_table, timezone, clock=clock, **config)

@@ -34,7 +34,24 @@ def graph(target: Any, format: str = "text") -> str | bytes:
 
 
 __all__ = [
-    "Decider", "FlowError", "ItemInfo", "MapInfo", "Run", "StepContext", "StepDef", "StepInfo", "StepResultError", "UnknownRunError",
-    "UnknownWorkflowError", "Workflow", "WorkflowDefinitionError", "cancel_run", "get_run", "get_workflow", "graph", "list_runs", "retry_run",
+    "Decider",
+    "FlowError",
+    "ItemInfo",
+    "MapInfo",
+    "Run",
+    "StepContext",
+    "StepDef",
+    "StepInfo",
+    "StepResultError",
+    "UnknownRunError",
+    "UnknownWorkflowError",
+    "Workflow",
+    "WorkflowDefinitionError",
+    "cancel_run",
+    "get_run",
+    "get_workflow",
+    "graph",
+    "list_runs",
+    "retry_run",
     "registered_workflows",
 ]

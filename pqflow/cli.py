@@ -28,10 +28,9 @@ from queue_core.queue import check_name
 
 from . import logic
 from .dag import NAME_PATTERN, Workflow, registered_workflows
-from .errors import UnknownRunError, UnknownWorkflowError
-from .render import FORMATS
 from .engine import check_run_id
-from .errors import FlowError
+from .errors import FlowError, UnknownRunError, UnknownWorkflowError
+from .render import FORMATS
 from .rows import RunState
 from .runs import Run, cancel_run, get_run, list_runs, retry_run
 from .runtime import Decider
@@ -83,11 +82,17 @@ def _load_run(q, run_id: str) -> Run:
 
 
 def _step_rows(run: Run) -> list[dict]:
-    return [{
-        "step": s.name, "status": f"{s.status} ({s.items})" if s.items is not None else s.status, "attempts": s.attempts if s.attempts else "-",
-        "started": format_time(s.started_at), "finished": format_time(s.finished_at),
-        "error": short_error(s.error),
-    } for s in run.steps.values()]
+    return [
+        {
+            "step": s.name,
+            "status": f"{s.status} ({s.items})" if s.items is not None else s.status,
+            "attempts": s.attempts if s.attempts else "-",
+            "started": format_time(s.started_at),
+            "finished": format_time(s.finished_at),
+            "error": short_error(s.error),
+        }
+        for s in run.steps.values()
+    ]
 
 
 def _run_json(run: Run) -> dict:
@@ -100,11 +105,18 @@ def _run_json(run: Run) -> dict:
         "input": run.input,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
-        "steps": {s.name: {
-            "status": s.status, "attempts": s.attempts, "result": s.result, "error": s.error,
-            "started_at": s.started_at, "finished_at": s.finished_at,
-            **({"items": s.items.__dict__} if s.items is not None else {}),
-        } for s in run.steps.values()},
+        "steps": {
+            s.name: {
+                "status": s.status,
+                "attempts": s.attempts,
+                "result": s.result,
+                "error": s.error,
+                "started_at": s.started_at,
+                "finished_at": s.finished_at,
+                **({"items": s.items.__dict__} if s.items is not None else {}),
+            }
+            for s in run.steps.values()
+        },
     }
 
 
@@ -154,8 +166,9 @@ def _register(decider: type[Decider]) -> None:
     names = sorted(wf.name for wf in decider.workflows)
     try:
         with open_queue(settings()) as q:
-            q.transaction(lambda tx: [tx.runs.register(tx.conn, "workflow", n) for n in names],
-                          what="register workflows")
+            q.transaction(
+                lambda tx: [tx.runs.register(tx.conn, "workflow", n) for n in names], what="register workflows"
+            )
     except TaskError as exc:  # the worker reports an unusable database itself
         logging.getLogger("pqflow").warning("could not record the served workflows: %s", exc)
 
@@ -175,10 +188,13 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if not _NAME_RE.match(workflow):
-        raise CLIError(f"invalid workflow name {workflow!r}: 1 to 64 letters, digits, '_' or '-', "
-                       "starting with a letter or '_' (no dots)")
+        raise CLIError(
+            f"invalid workflow name {workflow!r}: 1 to 64 letters, digits, '_' or '-', "
+            "starting with a letter or '_' (no dots)"
+        )
     payload = parse_json_object(data) if data is not None else {}
     with open_queue(settings()) as q:
+
         def submit(tx) -> bool:
             if not tx.submit(run_id, workflow, payload):
                 return False
@@ -193,8 +209,14 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
 # -- status ----------------------------------------------------------------------------------------
 @cli.command(short_help="Show a run and its steps.")
 @click.argument("run_id", metavar="RUN_ID")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json includes the input and every step's result.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json includes the input and every step's result.",
+)
 @click.option("--items", "items_of", metavar="STEP", help="List the items of map step STEP instead.")
 @common_options
 def status(run_id: str, fmt: str, items_of: str | None) -> None:
@@ -218,8 +240,11 @@ def status(run_id: str, fmt: str, items_of: str | None) -> None:
     click.echo(f"{'created:':<10} {format_time(r.created_at)}")
     click.echo(f"{'finished:':<10} {format_time(r.finished_at)}")
     if r.snapshot is None:
-        click.echo("steps:     - (not picked up by a decider yet)" if r.status == "running"
-                   else "steps:     - (ended before a decider picked it up)")
+        click.echo(
+            "steps:     - (not picked up by a decider yet)"
+            if r.status == "running"
+            else "steps:     - (ended before a decider picked it up)"
+        )
         return
     click.echo("")
     print_table(_step_rows(r), STEP_COLUMNS)
@@ -233,8 +258,19 @@ def _print_items(run: Run, step: str, fmt: str) -> None:
     if fmt == "json":
         print_json([i.__dict__ for i in items])
         return
-    print_table([{"index": i.index, "status": i.status, "attempts": i.attempts, "item": json_text(i.item),
-                  "error": short_error(i.error)} for i in items], ITEM_COLUMNS)
+    print_table(
+        [
+            {
+                "index": i.index,
+                "status": i.status,
+                "attempts": i.attempts,
+                "item": json_text(i.item),
+                "error": short_error(i.error),
+            }
+            for i in items
+        ],
+        ITEM_COLUMNS,
+    )
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -242,14 +278,32 @@ def _run_summary(row: dict) -> dict:
     """One line of ``runs`` for a run row."""
     state = RunState.load(row.get("workflow"))
     if state is None:  # not picked up by a decider (yet, or ever: cancelled before)
-        status = "running" if row["state"] != 1 else \
-            {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
-        return {"run": row["key"], "workflow": row["type"], "status": status, "steps": "-", "succeeded": 0,
-                "total": 0, "created_at": row["created_at"], "finished_at": row["finished_at"]}
+        status = (
+            "running"
+            if row["state"] != 1
+            else {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
+        )
+        return {
+            "run": row["key"],
+            "workflow": row["type"],
+            "status": status,
+            "steps": "-",
+            "succeeded": 0,
+            "total": 0,
+            "created_at": row["created_at"],
+            "finished_at": row["finished_at"],
+        }
     total, done = state.total, state.succeeded
-    return {"run": row["key"], "workflow": row["type"], "status": state.status,
-            "steps": f"{done}/{total}", "succeeded": done, "total": total, "created_at": row["created_at"],
-            "finished_at": state.finished_at}
+    return {
+        "run": row["key"],
+        "workflow": row["type"],
+        "status": state.status,
+        "steps": f"{done}/{total}",
+        "succeeded": done,
+        "total": total,
+        "created_at": row["created_at"],
+        "finished_at": state.finished_at,
+    }
 
 
 @cli.command(short_help="List workflow runs.")
@@ -271,12 +325,25 @@ def runs(workflow: str | None, run_status: str | None, limit: int | None, fmt: s
             if limit is not None and len(out) >= limit:
                 break
     if fmt == "json":
-        print_json([{"run_id": r["run"], "workflow": r["workflow"], "status": r["status"],
-                     "succeeded_steps": r["succeeded"], "total_steps": r["total"],
-                     "created_at": r["created_at"], "finished_at": r["finished_at"]} for r in out])
+        print_json(
+            [
+                {
+                    "run_id": r["run"],
+                    "workflow": r["workflow"],
+                    "status": r["status"],
+                    "succeeded_steps": r["succeeded"],
+                    "total_steps": r["total"],
+                    "created_at": r["created_at"],
+                    "finished_at": r["finished_at"],
+                }
+                for r in out
+            ]
+        )
         return
-    print_table([{**r, "created_at": format_time(r["created_at"]), "finished_at": format_time(r["finished_at"])}
-                 for r in out], RUN_COLUMNS)
+    print_table(
+        [{**r, "created_at": format_time(r["created_at"]), "finished_at": format_time(r["finished_at"])} for r in out],
+        RUN_COLUMNS,
+    )
     click.echo(f"{len(out)} {'run' if len(out) == 1 else 'runs'}.")
 
 
@@ -314,8 +381,9 @@ def retry(run_id: str) -> None:
         if before.snapshot is None:
             if before.status == "running":
                 raise CLIError(f"run {run_id!r} is running; only failed or cancelled runs can be retried")
-            raise CLIError(f"run {run_id!r} ended ({before.status}) before a decider picked it up; "
-                           "start a new run instead")
+            raise CLIError(
+                f"run {run_id!r} ended ({before.status}) before a decider picked it up; start a new run instead"
+            )
         click.echo(retry_run(q, run_id).status)
 
 
@@ -360,8 +428,7 @@ def _pick_workflows(obj: Any, target: str, name: str | None, fmt: str) -> list[W
             raise CLIError(f"{obj.__name__} has {len(wfs)} workflows ({names}); choose one with --workflow NAME")
         return wfs
     what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
-    raise ConfigError(f"TARGET {target} is neither a pqflow.Workflow nor a pqflow.Decider subclass "
-                      f"(it is a {what})")
+    raise ConfigError(f"TARGET {target} is neither a pqflow.Workflow nor a pqflow.Decider subclass (it is a {what})")
 
 
 @cli.command(short_help="Draw a workflow, or a run with its step statuses.")
@@ -369,13 +436,21 @@ def _pick_workflows(obj: Any, target: str, name: str | None, fmt: str) -> list[W
 @click.option("--run", "run_id", metavar="RUN_ID", help="Draw this run from the database (no code needed).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE (needed for svg/png on a terminal).")
-@click.option("--workflow", "workflow_name", metavar="NAME",
-              help="With a Decider TARGET: which of its workflows to draw.")
+@click.option(
+    "--workflow", "workflow_name", metavar="NAME", help="With a Decider TARGET: which of its workflows to draw."
+)
 @click.option("-I", "--include", "include", multiple=True, metavar="PATH", help="Add PATH to the import path.")
 @click.option("-r", "--require", "require", multiple=True, metavar="MODULE", help="Import MODULE (or FILE.py) first.")
 @common_options
-def graph(target: str | None, run_id: str | None, fmt: str, output: str | None, workflow_name: str | None,
-          include: tuple[str, ...], require: tuple[str, ...]) -> None:
+def graph(
+    target: str | None,
+    run_id: str | None,
+    fmt: str,
+    output: str | None,
+    workflow_name: str | None,
+    include: tuple[str, ...],
+    require: tuple[str, ...],
+) -> None:
     """Draw TARGET (module:Name or path/file.py:Name of a pqflow.Workflow or Decider), or with
     --run RUN_ID a run coloured by step status. text/dot/mermaid print; svg/png need -o FILE
     unless stdout is redirected."""

@@ -80,9 +80,7 @@ def _check_name(kind: str, name: object) -> str:
 
 def _check_trigger(trigger: object) -> str:
     if trigger not in TRIGGERS:
-        raise WorkflowDefinitionError(
-            f"unknown trigger {trigger!r}; valid triggers: {', '.join(TRIGGERS)}"
-        )
+        raise WorkflowDefinitionError(f"unknown trigger {trigger!r}; valid triggers: {', '.join(TRIGGERS)}")
     return trigger  # type: ignore[return-value]
 
 
@@ -263,8 +261,19 @@ class Workflow:
                     f"function {getattr(fn, '__qualname__', fn)!r} is already step {previous.name!r} "
                     f"of workflow {previous.workflow.name!r}; wrap it in a new function to reuse it"
                 )
-            sd = StepDef(step_name, fn, self, parents, trigger, retries, retry_wait, site, map=mapped,
-                         max_parallel=max_parallel, allow_failed_items=allow_failed_items)
+            sd = StepDef(
+                step_name,
+                fn,
+                self,
+                parents,
+                trigger,
+                retries,
+                retry_wait,
+                site,
+                map=mapped,
+                max_parallel=max_parallel,
+                allow_failed_items=allow_failed_items,
+            )
             fn.__pqflow_step__ = sd  # type: ignore[attr-defined]
             self._steps[step_name] = sd
             self._version += 1
@@ -273,8 +282,9 @@ class Workflow:
         return decorate
 
     def _check_map_options(self, mapped: str | None, max_parallel: Any, allow_failed_items: Any) -> None:
-        if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
-                                         or max_parallel < 1):
+        if max_parallel is not None and (
+            isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1
+        ):
             raise WorkflowDefinitionError(f"max_parallel must be an integer >= 1, not {max_parallel!r}")
         if not isinstance(allow_failed_items, bool):
             raise WorkflowDefinitionError(f"allow_failed_items must be True or False, not {allow_failed_items!r}")
@@ -361,9 +371,7 @@ class Workflow:
             index = list(self._steps)
             start = min(range(len(nodes)), key=lambda i: index.index(nodes[i]))
             nodes = nodes[start:] + nodes[:start]
-            raise WorkflowDefinitionError(
-                f"workflow {self._name!r} has a cycle: {' -> '.join(nodes + nodes[:1])}"
-            )
+            raise WorkflowDefinitionError(f"workflow {self._name!r} has a cycle: {' -> '.join(nodes + nodes[:1])}")
         for sd in self._steps.values():
             sd.inputs = self._inputs(sd, nx.ancestors(g, sd.name))
         self._validated_version = self._version
@@ -382,7 +390,8 @@ class Workflow:
             if sd.map is not None and p.name == sd.map:
                 raise WorkflowDefinitionError(
                     where.format(p.name) + " would receive the whole list it maps over; a map step receives "
-                    "one element as 'item' (and its index as ctx.index)")
+                    "one element as 'item' (and its index as ctx.index)"
+                )
             has_default = p.default is not p.empty
             if p.kind is p.POSITIONAL_ONLY:
                 if not has_default:
@@ -407,8 +416,16 @@ class Workflow:
         self.validate()
         return self._build_graph()
 
-    def start(self, run_id: str, data: Any = None, *, url: str | None = None, table: str | None = None,
-              now: float | None = None, queue: Any = None) -> Run:
+    def start(
+        self,
+        run_id: str,
+        data: Any = None,
+        *,
+        url: str | None = None,
+        table: str | None = None,
+        now: float | None = None,
+        queue: Any = None,
+    ) -> Run:
         """Start a run: submit the queue task (key = run id, type = this workflow's name).
 
         A duplicate run id raises queue_core's IdempotentAlreadyExistsError.
@@ -434,8 +451,11 @@ class Workflow:
                     "retries": sd.effective_retries,
                     "retry_wait": sd.effective_retry_wait,
                     "inputs": list(sd.inputs),
-                    **({"map": sd.map, "max_parallel": sd.max_parallel,
-                        "allow_failed_items": sd.allow_failed_items} if sd.map else {}),
+                    **(
+                        {"map": sd.map, "max_parallel": sd.max_parallel, "allow_failed_items": sd.allow_failed_items}
+                        if sd.map
+                        else {}
+                    ),
                 }
                 for sd in self._steps.values()
             },
@@ -450,8 +470,13 @@ def snapshot_graph(snapshot: dict[str, Any]) -> nx.DiGraph:
     g = nx.DiGraph()
     steps: dict[str, dict[str, Any]] = snapshot["steps"]
     for name, spec in steps.items():
-        g.add_node(name, trigger=spec["trigger"], retries=spec["retries"], retry_wait=spec["retry_wait"],
-                   **({"map": spec["map"]} if spec.get("map") else {}))
+        g.add_node(
+            name,
+            trigger=spec["trigger"],
+            retries=spec["retries"],
+            retry_wait=spec["retry_wait"],
+            **({"map": spec["map"]} if spec.get("map") else {}),
+        )
     for name, spec in steps.items():
         for parent in spec["after"]:
             g.add_edge(parent, name)
@@ -464,9 +489,7 @@ def get_workflow(name: str) -> Workflow:
         return _registry[name]
     except KeyError:
         known = ", ".join(sorted(_registry)) or "none"
-        raise UnknownWorkflowError(
-            f"unknown workflow {name!r}{_hint(name, _registry)} (defined: {known})"
-        ) from None
+        raise UnknownWorkflowError(f"unknown workflow {name!r}{_hint(name, _registry)} (defined: {known})") from None
 
 
 def registered_workflows() -> dict[str, Workflow]:

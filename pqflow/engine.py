@@ -144,9 +144,17 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
     state, text = new_state(snapshot)
 
     def work(tx: Transaction) -> None:
-        row = {"key": run_id, "type": snapshot["workflow"], "data": data, "group": RUNS_GROUP,
-               "priority": snapshot.get("priority", 0), "max_attempts": None, "pending": True,
-               "workflow": state.dump(), "definition": text}
+        row = {
+            "key": run_id,
+            "type": snapshot["workflow"],
+            "data": data,
+            "group": RUNS_GROUP,
+            "priority": snapshot.get("priority", 0),
+            "max_attempts": None,
+            "pending": True,
+            "workflow": state.dump(),
+            "definition": text,
+        }
         if tx.submit_rows([row]) != 1:
             if tx.retried and _is_instance(tx, run_id, state.iid):
                 return  # an earlier attempt committed; only its acknowledgement was lost
@@ -198,9 +206,18 @@ def create_rows(tx: Transaction, run_id: str, state: RunState) -> None:
     for name in dag["order"]:
         spec = dag["steps"][name]
         node = NodeState(run_id, state.iid, name)
-        rows.append({"key": node_key(run_id, name), "type": step_type(dag["workflow"], name), "data": {},
-                     "group": run_id, "priority": dag.get("priority", 0), "max_attempts": None,
-                     "pending": bool(spec["after"]), "workflow": node.dump()})
+        rows.append(
+            {
+                "key": node_key(run_id, name),
+                "type": step_type(dag["workflow"], name),
+                "data": {},
+                "group": run_id,
+                "priority": dag.get("priority", 0),
+                "max_attempts": None,
+                "pending": bool(spec["after"]),
+                "workflow": node.dump(),
+            }
+        )
     tx.submit_rows(rows)
 
 
@@ -220,10 +237,18 @@ def item_rows(run: RunRef, step: str, spec: dict, items: list) -> list[dict]:
     rows = []
     for i, value in enumerate(items):
         state = NodeState(run.run_id, run.iid, step, index=i)
-        rows.append({"key": item_key(run.run_id, step, i), "type": step_type(run.dag["workflow"], step),
-                     "data": {"item": value}, "group": owner, "priority": run.dag.get("priority", 0),
-                     "max_attempts": None, "workflow": state.dump(),
-                     **({"user": owner, "max_running": cap} if cap else {})})
+        rows.append(
+            {
+                "key": item_key(run.run_id, step, i),
+                "type": step_type(run.dag["workflow"], step),
+                "data": {"item": value},
+                "group": owner,
+                "priority": run.dag.get("priority", 0),
+                "max_attempts": None,
+                "workflow": state.dump(),
+                **({"user": owner, "max_running": cap} if cap else {}),
+            }
+        )
     return rows
 
 
@@ -231,8 +256,10 @@ def _check_free(tx: Transaction, run_id: str, keys: list[str]) -> None:
     """A run's step keys are its own: another row holding one stops the start (nothing written)."""
     taken = tx.runs.read(tx.conn, keys)
     if taken:
-        raise FlowError(f"run {run_id!r} cannot start: {', '.join(sorted(taken)[:3])} held by other tasks "
-                        "(keys '<run id>#...' are its steps')")
+        raise FlowError(
+            f"run {run_id!r} cannot start: {', '.join(sorted(taken)[:3])} held by other tasks "
+            "(keys '<run id>#...' are its steps')"
+        )
 
 
 def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]) -> tuple[list | None, str]:
@@ -272,8 +299,13 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     failed = []
     for key, state, outcome, workflow, result in tx.runs.group_results(tx.conn, node_key(run.run_id, step)):
         node = NodeState.load(workflow, cached=False)
-        if node is None or node.iid != run.iid or node.index is None or not 0 <= node.index < n \
-                or key != item_key(run.run_id, step, node.index):
+        if (
+            node is None
+            or node.iid != run.iid
+            or node.index is None
+            or not 0 <= node.index < n
+            or key != item_key(run.run_id, step, node.index)
+        ):
             continue  # not an item of this run (a row added by hand)
         ok = state == FINISHED_STATE and outcome == "success"
         values[node.index] = json.loads(result) if ok and result else None
@@ -308,6 +340,7 @@ def check_run_id(run_id: Any) -> str:
     if "#" in run_id:
         raise ValidationError("run id must not contain '#'")
     if len(run_id) > MAX_RUN_ID:
-        raise ValidationError(f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} "
-                              "(step keys add '#<step>#<item>')")
+        raise ValidationError(
+            f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} (step keys add '#<step>#<item>')"
+        )
     return run_id

@@ -130,9 +130,7 @@ def run_status(*, cancel: bool, failed: int, cancelled: int) -> str:
     return "cancelled" if cancelled else "succeeded"
 
 
-def decide(
-    snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_requested: bool = False
-) -> Decision:
+def decide(snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_requested: bool = False) -> Decision:
     """What to submit now, what is skipped, every step's status and the run's status.
 
     ``submitted`` maps each step that has a queue row to its status (waiting, running,

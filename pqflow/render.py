@@ -37,8 +37,12 @@ _DOT_TIMEOUT = 60.0
 _NO_RENDERER = "rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib (pip install matplotlib)"
 
 
-def render(snapshot: dict[str, Any], statuses: Mapping[str, str] | None = None, format: str = "text",
-           notes: Mapping[str, str] | None = None) -> str | bytes:
+def render(
+    snapshot: dict[str, Any],
+    statuses: Mapping[str, str] | None = None,
+    format: str = "text",
+    notes: Mapping[str, str] | None = None,
+) -> str | bytes:
     """Draw ``snapshot`` in ``format`` (one of :data:`FORMATS`); ``notes``: a line more for some
     steps (a map's item counts)."""
     if format not in FORMATS:
@@ -58,7 +62,7 @@ def render(snapshot: dict[str, Any], statuses: Mapping[str, str] | None = None, 
 
 
 def _note(snapshot: dict[str, Any], notes: Mapping[str, str], name: str) -> str:
-    """"map over X" for a map step, and the note given for it (its counts)."""
+    """ "map over X" for a map step, and the note given for it (its counts)."""
     mapped = snapshot["steps"][name].get("map")
     parts = [f"map over {mapped}"] if mapped else []
     if notes.get(name):
@@ -174,8 +178,9 @@ def _mermaid(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, notes
     return "\n".join(out) + "\n"
 
 
-def _image(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str,
-           notes: Mapping[str, str]) -> str | bytes:
+def _image(
+    snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str, notes: Mapping[str, str]
+) -> str | bytes:
     dot = shutil.which("dot")
     if dot is not None:
         data = _run_dot(dot, _dot(snapshot, statuses, notes), fmt)
@@ -203,8 +208,9 @@ def _run_dot(dot: str, source: str, fmt: str) -> bytes:
     return proc.stdout
 
 
-def _matplotlib(snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str,
-                notes: Mapping[str, str]) -> bytes:
+def _matplotlib(
+    snapshot: dict[str, Any], statuses: Mapping[str, str] | None, fmt: str, notes: Mapping[str, str]
+) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -13,9 +13,9 @@ from queue_core.queue import Transaction
 
 from . import logic
 from .engine import NOT_ENDED, PENDING_STATE, Ended, RunRef, mapped_list, run_ref
-from .settle import _Writes, settle, start_map
 from .errors import FlowError, UnknownRunError
 from .rows import MapCount, NodeState, node_key
+from .settle import _Writes, settle, start_map
 
 RETRYABLE = ("failed", "cancelled")
 
@@ -24,8 +24,11 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
     run = run_ref(tx, run_id, row) if row else None
     if row is None or run is None:
-        raise UnknownRunError(f"run {run_id!r} not found" if row is None
-                              else f"run {run_id!r} ended before a decider picked it up; start a new run")
+        raise UnknownRunError(
+            f"run {run_id!r} not found"
+            if row is None
+            else f"run {run_id!r} ended before a decider picked it up; start a new run"
+        )
     state = run.state
     if state.status not in RETRYABLE:
         raise FlowError(f"run {run_id!r} is {state.status}; only failed or cancelled runs can be retried")

@@ -119,8 +119,12 @@ class NodeState:
         if self.index is not None:
             out["index"] = self.index
         if self.map is not None:
-            out["map"] = {"n": self.map.n, "ok": self.map.ok, "failed": self.map.failed,
-                          "cancelled": self.map.cancelled}
+            out["map"] = {
+                "n": self.map.n,
+                "ok": self.map.ok,
+                "failed": self.map.failed,
+                "cancelled": self.map.cancelled,
+            }
         return dumps({"node": out})
 
     @staticmethod
@@ -131,8 +135,13 @@ class NodeState:
         if known is None:
             return None
         counts = known.get("map")
-        return NodeState(**{**known, "wait": list(known.get("wait", (0, 0, 0))),
-                            "map": None if counts is None else MapCount(**counts)})
+        return NodeState(
+            **{
+                **known,
+                "wait": list(known.get("wait", (0, 0, 0))),
+                "map": None if counts is None else MapCount(**counts),
+            }
+        )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,15 +184,24 @@ def _opt_int(x: Any) -> bool:
 
 
 _STR = (lambda x: isinstance(x, str), True)
-_NODE_TYPES = {"run": _STR, "iid": (_is_int, True), "step": _STR, "index": (_opt_int, False),
-               "failures": (_is_int, False), "wait": (lambda x: isinstance(x, list), False),
-               "map": (lambda x: x is None or isinstance(x, dict), False)}
-_MAP_TYPES = {"n": (_is_int, True), "ok": (_is_int, False), "failed": (_is_int, False),
-              "cancelled": (_is_int, False)}
-_RUN_TYPES = {"iid": (_is_int, True), "status": _STR, "cancel": (lambda x: isinstance(x, bool), False),
-              **{k: (_is_int, False) for k in ("total", "open", "succeeded", "failed", "cancelled")},
-              "dag_id": (lambda x: isinstance(x, str), False),
-              "finished_at": (lambda x: x is None or isinstance(x, (int, float)), False)}
+_NODE_TYPES = {
+    "run": _STR,
+    "iid": (_is_int, True),
+    "step": _STR,
+    "index": (_opt_int, False),
+    "failures": (_is_int, False),
+    "wait": (lambda x: isinstance(x, list), False),
+    "map": (lambda x: x is None or isinstance(x, dict), False),
+}
+_MAP_TYPES = {"n": (_is_int, True), "ok": (_is_int, False), "failed": (_is_int, False), "cancelled": (_is_int, False)}
+_RUN_TYPES = {
+    "iid": (_is_int, True),
+    "status": _STR,
+    "cancel": (lambda x: isinstance(x, bool), False),
+    **{k: (_is_int, False) for k in ("total", "open", "succeeded", "failed", "cancelled")},
+    "dag_id": (lambda x: isinstance(x, str), False),
+    "finished_at": (lambda x: x is None or isinstance(x, (int, float)), False),
+}
 
 
 def _object(text: str | None) -> dict:
@@ -207,8 +225,9 @@ def item_index(key: str) -> int:
 def status_of_row(row: dict, now: float) -> str:
     """A step's status from its row: pending, waiting, running or how it ended."""
     if row["state"] == 1:
-        return {"success": "succeeded", "failure": "failed", "cancelled": "cancelled",
-                "skipped": "skipped"}.get(row["outcome"] or "failure", "failed")
+        return {"success": "succeeded", "failure": "failed", "cancelled": "cancelled", "skipped": "skipped"}.get(
+            row["outcome"] or "failure", "failed"
+        )
     if row["state"] == 2:
         return "pending"
     return "running" if row["leased"] and row["timeout"] > now else "waiting"

@@ -18,8 +18,8 @@ from queue_core.validate import check_name, decode_data
 from . import engine, logic
 from .errors import FlowError, UnknownRunError, UnknownStepError
 from .retry import reopen_run
-from .settle import cancel_open_rows
 from .rows import RUNS_GROUP, NodeState, RunState, dumps, item_index, node_key, status_of_row
+from .settle import cancel_open_rows
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,16 @@ class MapInfo:
 
     def __str__(self) -> str:
         parts = [f"{self.succeeded:,}/{self.total:,} succeeded"]
-        parts += [f"{n:,} {what}" for what, n in (("failed", self.failed), ("cancelled", self.cancelled),
-                                                  ("running", self.running), ("waiting", self.waiting)) if n]
+        parts += [
+            f"{n:,} {what}"
+            for what, n in (
+                ("failed", self.failed),
+                ("cancelled", self.cancelled),
+                ("running", self.running),
+                ("waiting", self.waiting),
+            )
+            if n
+        ]
         return ", ".join(parts)
 
 
@@ -91,8 +99,10 @@ class Run:
         if self.snapshot is None or not self.snapshot["steps"].get(step, {}).get("map"):
             raise UnknownStepError(f"{step!r} is not a map step of run {self.run_id!r}")
         q = self._queue()
-        rows = q.transaction(lambda tx: tx.runs.read_group(tx.conn, node_key(self.run_id, step), data=True,
-                                                           result=True), what="read items")
+        rows = q.transaction(
+            lambda tx: tx.runs.read_group(tx.conn, node_key(self.run_id, step), data=True, result=True),
+            what="read items",
+        )
         now = q.now()
         return sorted((_item_info(r, now) for r in rows), key=lambda i: i.index)
 
@@ -126,8 +136,9 @@ class Run:
 def _item_info(row: dict, now: float) -> ItemInfo:
     data = decode_data(row.get("data"))
     result = json.loads(row["result"]) if row.get("result") else None
-    return ItemInfo(item_index(row["key"]), status_of_row(row, now), row["attempts"], data.get("item"), result,
-                    row["error"])
+    return ItemInfo(
+        item_index(row["key"]), status_of_row(row, now), row["attempts"], data.get("item"), result, row["error"]
+    )
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -135,8 +146,9 @@ def _open(url: str | None, table: str | None) -> queue_core.Queue:
     return queue_core.open(url, table or "pq_tasks")
 
 
-def get_run(run_id: str, *, url: str | None = None, table: str | None = None,
-            queue: queue_core.Queue | None = None) -> Run:
+def get_run(
+    run_id: str, *, url: str | None = None, table: str | None = None, queue: queue_core.Queue | None = None
+) -> Run:
     """Read a run from the database alone."""
     q = queue or _open(url, table)
     check_name(run_id, "run id")
@@ -154,15 +166,36 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     state, dag = ref.state, ref.dag
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
     steps = {name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name))) for name in dag["order"]}
-    return Run(run_id, dag["workflow"], state.status, steps, input=data, snapshot=copy.deepcopy(dag),
-               created_at=row["created_at"], finished_at=state.finished_at, cancel_requested=state.cancel, queue=q)
+    return Run(
+        run_id,
+        dag["workflow"],
+        state.status,
+        steps,
+        input=data,
+        snapshot=copy.deepcopy(dag),
+        created_at=row["created_at"],
+        finished_at=state.finished_at,
+        cancel_requested=state.cancel,
+        queue=q,
+    )
 
 
 def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:
-    status = {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed") \
-        if row["state"] == 1 else "running"
-    return Run(row["key"], row["type"], status, {}, input=data, created_at=row["created_at"],
-               finished_at=row["finished_at"], queue=q)
+    status = (
+        {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
+        if row["state"] == 1
+        else "running"
+    )
+    return Run(
+        row["key"],
+        row["type"],
+        status,
+        {},
+        input=data,
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        queue=q,
+    )
 
 
 def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None) -> StepInfo:
@@ -174,20 +207,26 @@ def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None) -> Ste
     items = None
     if node is not None and node.map is not None:
         counts = tx.runs.count_group(tx.conn, node_key(run_id, name), now)
-        items = MapInfo(node.map.n, counts.get("success", 0), counts.get("failure", 0), counts.get("cancelled", 0),
-                        counts.get("running", 0), counts.get("waiting", 0))
+        items = MapInfo(
+            node.map.n,
+            counts.get("success", 0),
+            counts.get("failure", 0),
+            counts.get("cancelled", 0),
+            counts.get("running", 0),
+            counts.get("waiting", 0),
+        )
         if status == "pending" and node.map.open:
             status = "running" if items.running else "waiting"
     result = None
     if status == "succeeded" and row.get("result"):
         result = json.loads(row["result"])
-    return StepInfo(name, status, row["attempts"], result, row["error"], row["started_at"], row["finished_at"],
-                    items)
+    return StepInfo(name, status, row["attempts"], result, row["error"], row["started_at"], row["finished_at"], items)
 
 
 def list_runs(q: queue_core.Queue, *, workflow: str | None = None) -> list[dict]:
     """Every run (oldest first), including runs not yet picked up by a decider: rows of the runs
     group, and rows of a workflow served or started here that no decider has taken yet."""
+
     def read(tx: Transaction) -> list[dict]:
         rows = {r["key"]: r for r in tx.runs.read_group(tx.conn, RUNS_GROUP)}
         names = [workflow] if workflow else tx.runs.registered(tx.conn, "workflow")
@@ -247,8 +286,16 @@ def retry_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> 
     return get_run(run_id, queue=q)
 
 
-def start_run(workflow: Any, run_id: str, data: Any = None, *, url: str | None = None,
-              table: str | None = None, now: float | None = None, queue: queue_core.Queue | None = None) -> Run:
+def start_run(
+    workflow: Any,
+    run_id: str,
+    data: Any = None,
+    *,
+    url: str | None = None,
+    table: str | None = None,
+    now: float | None = None,
+    queue: queue_core.Queue | None = None,
+) -> Run:
     """Start a run of ``workflow`` (a pqflow.Workflow): its run row, whose data is ``data``,
     and its step rows, in one transaction. A duplicate run id raises IdempotentAlreadyExistsError."""
     engine.check_run_id(run_id)

@@ -17,17 +17,16 @@ from typing import Any
 import queue_core
 from queue_core import policy
 from queue_core.app import Runner, UnknownTypeError
+from queue_core.deferred import Deferred
 from queue_core.queue import Transaction
 from queue_core.validate import _error_text, decode_data
 
 from . import engine
 from .dag import Workflow, get_workflow, registered_workflows
-from queue_core.deferred import Deferred
-
 from .engine import Decision, RunRef
-from .settle import Completion, finish_many, finish_step
 from .errors import FlowError, StepResultError, UnknownWorkflowError
 from .rows import NodeState, item_key, node_key, step_type
+from .settle import Completion, finish_many, finish_step
 
 log = logging.getLogger("pqflow")
 
@@ -35,8 +34,19 @@ log = logging.getLogger("pqflow")
 class StepContext:
     """What a step function gets as its first argument."""
 
-    def __init__(self, task, run_id: str, workflow: str, step: str, data: Any, results: dict, *,
-                 index: int | None = None, item: Any = None, failed_items: dict | None = None):
+    def __init__(
+        self,
+        task,
+        run_id: str,
+        workflow: str,
+        step: str,
+        data: Any,
+        results: dict,
+        *,
+        index: int | None = None,
+        item: Any = None,
+        failed_items: dict | None = None,
+    ):
         self._task = task
         self.run_id, self.workflow, self.step = run_id, workflow, step
         self.attempt: int = task.attempts
@@ -144,8 +154,10 @@ class Decider(Runner):
         try:
             wf = self.workflow(t.type)
         except UnknownTypeError:
-            raise FlowError(f"task {t.key!r} of type {t.type!r} is neither a run of a workflow of "
-                            f"{type(self).__name__} nor one of its steps") from None
+            raise FlowError(
+                f"task {t.key!r} of type {t.type!r} is neither a run of a workflow of "
+                f"{type(self).__name__} nor one of its steps"
+            ) from None
         self.queue.transaction(lambda tx: engine.adopt(tx, t, wf.snapshot()), what="start run")
         t.done = True  # the row is now its run's pending row
         log.info("run started run=%s workflow=%s", t.key, wf.name)
@@ -162,8 +174,17 @@ class Decider(Runner):
         if refusal is not None:
             return self._end(run, node, *refusal)
         item = t.data.get("item") if node.index is not None else None
-        self.ctx = StepContext(t, run.run_id, run.dag["workflow"], node.step, data, inputs, index=node.index,
-                               item=item, failed_items=failed_items)
+        self.ctx = StepContext(
+            t,
+            run.run_id,
+            run.dag["workflow"],
+            node.step,
+            data,
+            inputs,
+            index=node.index,
+            item=item,
+            failed_items=failed_items,
+        )
         kwargs = {p: inputs.get(p) for p in spec.get("inputs", [])}
         if node.index is not None and _takes_item(fn):
             kwargs["item"] = item
@@ -187,11 +208,15 @@ class Decider(Runner):
         if spec is None:
             return ("failed", f"step {node.step!r} is not in the run's DAG snapshot")
         if fn is None:
-            return ("failed", f"step {node.step!r} of workflow {run.dag['workflow']!r} no longer exists "
-                              "in the worker's code")
+            return (
+                "failed",
+                f"step {node.step!r} of workflow {run.dag['workflow']!r} no longer exists in the worker's code",
+            )
         if policy.crashed_too_often(t.attempts, node.failures):
-            return ("failed", f"its worker died {policy.crashes(t.attempts, node.failures)} times while running "
-                              "it (lease expired)")
+            return (
+                "failed",
+                f"its worker died {policy.crashes(t.attempts, node.failures)} times while running it (lease expired)",
+            )
         return None
 
     def _function(self, workflow: str, step: str):
@@ -205,8 +230,7 @@ class Decider(Runner):
         :meth:`prefetch`, else in one read transaction of its own."""
         if self.task.prefetched is not None:
             return self.task.prefetched
-        return self.queue.transaction(lambda tx: _read_all(tx, [(self.task, node)])[0], what="read run",
-                                      write=False)
+        return self.queue.transaction(lambda tx: _read_all(tx, [(self.task, node)])[0], what="read run", write=False)
 
     @classmethod
     def prefetch(cls, queue: queue_core.Queue, tasks: list) -> None:
@@ -215,22 +239,25 @@ class Decider(Runner):
         if not steps:
             return
         found = queue.transaction(lambda tx: _read_all(tx, steps), what="read runs", write=False)
-        for (t, _), read in zip(steps, found):
+        for (t, _), read in zip(steps, found, strict=True):
             t.prefetched = read
 
     def _failed(self, run: RunRef, node: NodeState, spec: dict, exc: Exception) -> None:
         t = self.task
         if (self.ctx is not None and self.ctx.cancelled) or t.cancel_requested:
             return self._end(run, node, "cancelled")
-        verdict = policy.step_after_error(node.failures + 1, int(spec["retries"]),
-                                          policy.Backoff(float(spec["retry_wait"])), self.queue.rng)
+        verdict = policy.step_after_error(
+            node.failures + 1, int(spec["retries"]), policy.Backoff(float(spec["retry_wait"])), self.queue.rng
+        )
         if isinstance(verdict, policy.Retry):
             error = _error_text(exc)
-            self.queue.transaction(lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error),
-                                   what="retry step")
+            self.queue.transaction(
+                lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error), what="retry step"
+            )
             t.done = True
-            log.warning("step retry run=%s step=%s%s attempt=%d: %s", run.run_id, node.step, _item(node),
-                        t.attempts, exc)
+            log.warning(
+                "step retry run=%s step=%s%s attempt=%d: %s", run.run_id, node.step, _item(node), t.attempts, exc
+            )
             return None
         return self._end(run, node, "failed", error=f"{type(exc).__name__}: {exc}")
 
@@ -267,9 +294,12 @@ class Decider(Runner):
         t = self.task
         err = f"not a step of a current run of {node.run!r}: not run"
         keep = self.queue.config["retention_time"]  # not part of any run: the queue's own retention
-        self.queue.transaction(lambda tx: tx.runs.finish_held(tx.conn, t.row_id, t.lease_token, "cancelled",
-                                                              tx.now, error=err, result=None, purge_at=tx.now + keep),
-                               what="finish step")
+        self.queue.transaction(
+            lambda tx: tx.runs.finish_held(
+                tx.conn, t.row_id, t.lease_token, "cancelled", tx.now, error=err, result=None, purge_at=tx.now + keep
+            ),
+            what="finish step",
+        )
         t.done = True
         log.warning("step dropped task=%s: %s", t.key, err)
 
@@ -311,8 +341,15 @@ def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[tuple
     input data; (None, {}, {}, None) when its run is gone or is another instance."""
     rows = tx.runs.read(tx.conn, sorted({n.run for _, n in steps}), data=True)
     refs = {r: engine.run_ref(tx, r, row) for r, row in rows.items()}
-    keys = sorted({node_key(n.run, p) for _, n in steps if (run := refs.get(n.run)) is not None
-                   and run.iid == n.iid for p in _parents(run, n.step) if not run.dag["steps"][p].get("map")})
+    keys = sorted(
+        {
+            node_key(n.run, p)
+            for _, n in steps
+            if (run := refs.get(n.run)) is not None and run.iid == n.iid
+            for p in _parents(run, n.step)
+            if not run.dag["steps"][p].get("map")
+        }
+    )
     parents = tx.runs.read(tx.conn, keys, result=True) if keys else {}
     out = []
     for _, n in steps:

@@ -94,8 +94,11 @@ def _with_cancel_flags(tx: Transaction, runs: dict[str, RunRef]) -> dict[str, Ru
     for run_id, run in runs.items():
         now = RunState.load(rows[run_id]["workflow"]) if run_id in rows else None
         cancel = now is not None and now.iid == run.iid and now.cancel
-        out[run_id] = run if cancel == run.state.cancel else dataclasses.replace(
-            run, state=dataclasses.replace(run.state, cancel=cancel))
+        out[run_id] = (
+            run
+            if cancel == run.state.cancel
+            else dataclasses.replace(run, state=dataclasses.replace(run.state, cancel=cancel))
+        )
     return out
 
 
@@ -140,8 +143,9 @@ def _end_map_if_done(run: RunRef, row: dict, node: NodeState, writes: _Writes) -
         writes.pending.append((row["id"], node.dump()))
         return []
     spec = run.dag["steps"][node.step]
-    status = logic.map_status(node.map.failed, node.map.cancelled,
-                              allow_failed_items=bool(spec.get("allow_failed_items")))
+    status = logic.map_status(
+        node.map.failed, node.map.cancelled, allow_failed_items=bool(spec.get("allow_failed_items"))
+    )
     error = None if status != "failed" else f"{node.map.failed} of {node.map.n} items failed"
     writes.close_row(row, OUTCOME_OF[status], node, error)
     return [Ended(node.step, status)]
@@ -183,8 +187,9 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
     return out
 
 
-def _decide_child(tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended],
-                  writes: _Writes) -> list[Ended]:
+def _decide_child(
+    tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended], writes: _Writes
+) -> list[Ended]:
     verdict = _verdict(run, node.step, node)
     if verdict == logic.SUBMIT and run.dag["steps"][node.step].get("map"):
         items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
@@ -214,8 +219,9 @@ def _verdict(run: RunRef, step: str, node: NodeState) -> str:
     return logic.verdict(spec["trigger"], len(spec["after"]), *node.wait)
 
 
-def start_map(tx: Transaction, run: RunRef, row: dict, node: NodeState, items: list | None, why: str,
-              writes: _Writes) -> list[Ended]:
+def start_map(
+    tx: Transaction, run: RunRef, row: dict, node: NodeState, items: list | None, why: str, writes: _Writes
+) -> list[Ended]:
     """Submit one task per item of the list (or end the map at once: no list, an empty one, an
     item that cannot be a task's data, or item keys another row already holds)."""
     if items:
@@ -285,8 +291,9 @@ def _end_run(tx: Transaction, row_id: int, state: RunState, writes: _Writes) -> 
     status = logic.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
     state.status, state.finished_at = status, tx.now
     purge_at = tx.now + float(state.dag.get("retention", DEFAULT_RETENTION))
-    writes.close.append({"id": row_id, "outcome": OUTCOME_OF[status], "workflow": state.dump(), "error": None,
-                         "purge_at": purge_at})
+    writes.close.append(
+        {"id": row_id, "outcome": OUTCOME_OF[status], "workflow": state.dump(), "error": None, "purge_at": purge_at}
+    )
     return status, purge_at
 
 
@@ -318,8 +325,13 @@ class Completion:
 
     def entry(self) -> dict:
         ok = self.status == "succeeded"
-        return {"id": self.task.row_id, "token": self.task.lease_token, "outcome": OUTCOME_OF[self.status],
-                "error": self.error, "result": dumps(self.result) if ok else None}
+        return {
+            "id": self.task.row_id,
+            "token": self.task.lease_token,
+            "outcome": OUTCOME_OF[self.status],
+            "error": self.error,
+            "result": dumps(self.result) if ok else None,
+        }
 
 
 def finish_many(tx: Transaction, done: list[Completion]) -> tuple[dict[str, Decision], list[Completion]]:
@@ -340,8 +352,15 @@ def finish_step(tx: Transaction, done: Completion) -> Decision:
     """The holder of one step writes how it ended and decides what follows (PreemptedError when
     its lease was lost)."""
     c = done
-    if not tx.runs.finish_held(tx.conn, c.task.row_id, c.task.lease_token, OUTCOME_OF[c.status], tx.now,
-                               error=c.error, result=c.entry()["result"]):
+    if not tx.runs.finish_held(
+        tx.conn,
+        c.task.row_id,
+        c.task.lease_token,
+        OUTCOME_OF[c.status],
+        tx.now,
+        error=c.error,
+        result=c.entry()["result"],
+    ):
         return Decision([], None)  # an earlier, committed attempt of this transaction wrote and decided it
     return settle(tx, c.run, [c.ended()])
 

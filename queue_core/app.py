@@ -94,8 +94,7 @@ class Application(Runner):
         decider = self.decider(self)
         method = None if name.startswith("_") else getattr(decider, name, None)
         if not callable(method):
-            raise UndefinedDecisionError(f"undefined decision {name!r} options={opts!r} "
-                                         f"in {type(decider).__name__}")
+            raise UndefinedDecisionError(f"undefined decision {name!r} options={opts!r} in {type(decider).__name__}")
         return method(**opts)
 
 

@@ -20,8 +20,7 @@ from .clikit.worker_command import run_worker_command, worker_options
 from .queue import STATUSES
 
 PROG = "perfectqueue"
-LIST_COLUMNS = ["key", "type", "user", "status", "outcome", "priority", "attempts", "run_at",
-                "created_at", "error"]
+LIST_COLUMNS = ["key", "type", "user", "status", "outcome", "priority", "attempts", "run_at", "created_at", "error"]
 TIME_FIELDS = ("created_at", "run_at", "timeout", "started_at", "finished_at")
 
 
@@ -64,14 +63,30 @@ def init(force: bool) -> None:
 @click.option("--priority", type=STRICT_INT, default=0, show_default=True, metavar="P", help="Higher runs first.")
 @click.option("--max-attempts", type=STRICT_INT, metavar="N", help="Fail the task after N failed attempts.")
 @common_options
-def submit(key: str, task_type: str, data: str | None, user: str | None, max_running: int | None,
-           run_at: str | None, priority: int, max_attempts: int | None) -> None:
+def submit(
+    key: str,
+    task_type: str,
+    data: str | None,
+    user: str | None,
+    max_running: int | None,
+    run_at: str | None,
+    priority: int,
+    max_attempts: int | None,
+) -> None:
     """Add a task; DATA is a JSON object (default {}, @FILE reads a file, - reads stdin)."""
     payload = parse_json_object(data) if data is not None else {}
     when = parse_time(run_at, "--run-at") if run_at is not None else None
     with open_queue(settings()) as q:
-        task = q.submit(key, task_type, payload, user=user, max_running=max_running, run_at=when,
-                        priority=priority, max_attempts=max_attempts)
+        task = q.submit(
+            key,
+            task_type,
+            payload,
+            user=user,
+            max_running=max_running,
+            run_at=when,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
         click.echo(task.key)
 
 
@@ -80,8 +95,14 @@ def submit(key: str, task_type: str, data: str | None, user: str | None, max_run
 @click.option("--type", "task_type", metavar="T", help="Only tasks of this type.")
 @click.option("--user", metavar="U", help="Only tasks of this user.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="At most N tasks.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json includes every field, data too.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json includes every field, data too.",
+)
 @common_options
 def list_cmd(status: str | None, task_type: str | None, user: str | None, limit: int | None, fmt: str) -> None:
     """List tasks (oldest first)."""
@@ -90,11 +111,21 @@ def list_cmd(status: str | None, task_type: str | None, user: str | None, limit:
     if fmt == "json":
         print_json([_plain(m) for m in tasks])
         return
-    rows = [{
-        "key": m.key, "type": m.type, "user": m.user, "status": m.status, "outcome": m.outcome,
-        "priority": m.priority, "attempts": m.attempts, "run_at": format_time(m.run_at),
-        "created_at": format_time(m.created_at), "error": short_error(m.error),
-    } for m in tasks]
+    rows = [
+        {
+            "key": m.key,
+            "type": m.type,
+            "user": m.user,
+            "status": m.status,
+            "outcome": m.outcome,
+            "priority": m.priority,
+            "attempts": m.attempts,
+            "run_at": format_time(m.run_at),
+            "created_at": format_time(m.created_at),
+            "error": short_error(m.error),
+        }
+        for m in tasks
+    ]
     print_table(rows, LIST_COLUMNS)
     click.echo(f"{len(rows)} {'entry' if len(rows) == 1 else 'entries'}.")
 

@@ -55,8 +55,13 @@ class ServerClock:
     one object, replaced whole.
     """
 
-    def __init__(self, read: Callable[[Callable[[], float]], ClockReading], *,
-                 refresh: float = SERVER_CLOCK_REFRESH, monotonic: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        read: Callable[[Callable[[], float]], ClockReading],
+        *,
+        refresh: float = SERVER_CLOCK_REFRESH,
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
         self._read_server, self._refresh, self._monotonic = read, refresh, monotonic
         self._reading: ClockReading | None = None
         self._next_read = -math.inf

@@ -30,13 +30,20 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
     "processor_type": ("process", "choice:process|thread", "process or thread"),
     "task_heartbeat_interval": (2.0, "float+", "lease heartbeat period of running tasks (s)"),
     "task_prefetch": (0, "int0", "extra tasks a processor leases per poll (heartbeated while they wait)"),
-    "batch_size": (64, "int+", "most tasks a processor leases per poll when tasks are short "
-                   "(it leases what it expects to finish in 0.1 s)"),
+    "batch_size": (
+        64,
+        "int+",
+        "most tasks a processor leases per poll when tasks are short (it leases what it expects to finish in 0.1 s)",
+    ),
     "cleanup_interval": (60.0, "float0", "period of the purge of finished rows inside workers (s); 0 = every poll"),
     "child_heartbeat_interval": (2.0, "float+", "child to supervisor liveness beat (s)"),
     "child_heartbeat_limit": (60.0, "float+", "a child silent this long is killed and replaced (s)"),
     "child_kill_interval": (2.0, "float+", "resend period of stop signals to children (s)"),
-    "child_graceful_kill_limit": (None, "opt-float+", "escalate a graceful stop to SIGKILL after this (s); unset = never"),
+    "child_graceful_kill_limit": (
+        None,
+        "opt-float+",
+        "escalate a graceful stop to SIGKILL after this (s); unset = never",
+    ),
     "child_fork_frequency_limit": (1.0, "float0", "least time between two forks of one processor slot (s)"),
     "max_request_per_child": (None, "opt-int+", "recycle a child process after this many tasks"),
     "max_retry_count": (10, "int0", "retries of a transient database error before it is raised"),
@@ -142,8 +149,5 @@ def load_file(path: str, environment: str) -> dict:
     section = doc.get(environment)
     if not isinstance(section, dict):
         envs = ", ".join(k for k, v in doc.items() if isinstance(v, dict)) or "none"
-        raise ConfigError(
-            f"config file {path} has no [{environment}] table (environments: {envs})"
-        )
+        raise ConfigError(f"config file {path} has no [{environment}] table (environments: {envs})")
     return dict(section)
-

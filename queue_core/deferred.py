@@ -40,8 +40,9 @@ def split(tasks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return plain, [t for t in tasks if t.deferred is not None]
 
 
-def write(tx: Any, tasks: Sequence[Any], isolated: Callable[[Callable[[], None]], Exception | None]
-          ) -> tuple[list[Any], list[Any]]:
+def write(
+    tx: Any, tasks: Sequence[Any], isolated: Callable[[Callable[[], None]], Exception | None]
+) -> tuple[list[Any], list[Any]]:
     """Write deferred finishes inside ``tx``; returns (lost, failed) tasks.
 
     ``lost``: their lease was taken over. ``failed``: their writer raised (its savepoint rolled
@@ -55,7 +56,7 @@ def write(tx: Any, tasks: Sequence[Any], isolated: Callable[[Callable[[], None]]
     failed: list[Any] = []
     for writer, group in groups.items():
         found: list[Any] = []
-        error = isolated(lambda writer=writer, group=group: found.extend(writer(tx, group)))
+        error = isolated(lambda writer=writer, group=group, found=found: found.extend(writer(tx, group)))
         if error is None:
             lost += found
         else:

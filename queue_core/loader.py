@@ -83,6 +83,4 @@ def load_target(spec: str, include: Sequence[str] = (), require: Sequence[str] =
     if "." in spec:
         mod, _, name = spec.rpartition(".")
         return _attr(_import_module(mod), name, mod)
-    raise ConfigError(
-        f"cannot find {spec!r}: use module:Name, path/to/file.py:Name, or -r MODULE {spec}"
-    )
+    raise ConfigError(f"cannot find {spec!r}: use module:Name, path/to/file.py:Name, or -r MODULE {spec}")

@@ -201,8 +201,7 @@ def fair_weight(row: Mapping, running: Mapping[str, int]) -> float:
 
 def may_claim(row: Mapping, running: Mapping[str, int]) -> bool:
     """Whether a row's user has a free slot (rows without a user or a cap always do)."""
-    return row["resource"] is None or row["max_running"] is None \
-        or running.get(row["resource"], 0) < row["max_running"]
+    return row["resource"] is None or row["max_running"] is None or running.get(row["resource"], 0) < row["max_running"]
 
 
 def choose_fair(candidates: Sequence[Mapping], running: Mapping[str, int], n: int) -> list:

@@ -38,8 +38,16 @@ def open_queue(settings: dict) -> Queue:
 class Processor:
     """One poll loop: lease tasks, run their handlers, settle the outcome."""
 
-    def __init__(self, target: Any, settings: dict, *, burst: bool = False, queue=None,
-                 beat_fd: int | None = None, name: str = "processor"):
+    def __init__(
+        self,
+        target: Any,
+        settings: dict,
+        *,
+        burst: bool = False,
+        queue=None,
+        beat_fd: int | None = None,
+        name: str = "processor",
+    ):
         self.target = target
         self.types = served_types(target)  # leased: only tasks of these types (None: any)
         self.settings = settings
@@ -117,8 +125,12 @@ class Processor:
         None after a database error (backed off)."""
         settled = self.settler.take()
         try:
-            tasks = self.queue.poll_multi(self.batch_size(), alive_time=self.settings["alive_time"],
-                                          finish=[t for t, _ in settled], types=self.types)
+            tasks = self.queue.poll_multi(
+                self.batch_size(),
+                alive_time=self.settings["alive_time"],
+                finish=[t for t, _ in settled],
+                types=self.types,
+            )
         except DatabaseError as exc:
             self.settler.put_back(settled)
             wait = self.db_backoff.failed()
@@ -176,8 +188,9 @@ class Processor:
             if getattr(task, "lost", False) and not started:
                 task.lost_before_start()  # the monitor logged the lease lost; it never ran here
             elif getattr(task, "lost", False):
-                log.warning("task=%s type=%s finished its run after losing the lease; result dropped",
-                            task.key, task.type)
+                log.warning(
+                    "task=%s type=%s finished its run after losing the lease; result dropped", task.key, task.type
+                )
             elif task.done:
                 log.info("%s task=%s type=%s (%.3fs)", _verb(task), task.key, task.type, elapsed)
             elif task.deferred is not None and error is None:
@@ -189,9 +202,16 @@ class Processor:
             elif error is not None:
                 what = task.retry_or_fail(error)
                 level = logging.ERROR if what == "failure" else logging.WARNING
-                log.log(level, "%s task=%s type=%s attempt=%d: %s: %s",
-                        "failed" if what == "failure" else "retry", task.key, task.type, task.attempts,
-                        type(error).__name__, error)
+                log.log(
+                    level,
+                    "%s task=%s type=%s attempt=%d: %s: %s",
+                    "failed" if what == "failure" else "retry",
+                    task.key,
+                    task.type,
+                    task.attempts,
+                    type(error).__name__,
+                    error,
+                )
             else:
                 self.monitor.hold(task)  # heartbeated until its finish is written
                 self.settler.add(task, elapsed)  # finished with the next claim, or by the monitor

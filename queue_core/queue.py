@@ -41,8 +41,18 @@ from .validate import (  # noqa: F401 - re-exported: callers import them from he
     encode_data,
 )
 
-__all__ = ["OUTCOMES", "STATUSES", "AcquiredTask", "Queue", "Task", "TaskMetadata", "Transaction", "open",
-           "metadata_from_row", "row_status"]
+__all__ = [
+    "OUTCOMES",
+    "STATUSES",
+    "AcquiredTask",
+    "Queue",
+    "Task",
+    "TaskMetadata",
+    "Transaction",
+    "open",
+    "metadata_from_row",
+    "row_status",
+]
 
 T = TypeVar("T")
 
@@ -51,8 +61,15 @@ T = TypeVar("T")
 class Queue:
     """A task queue stored in one table. Thread-safe; open one per process after fork."""
 
-    def __init__(self, url: str | None = None, table: str | None = None, *, clock: Clock | None = None,
-                 rng: policy.RandomSource | None = None, **config: Any):
+    def __init__(
+        self,
+        url: str | None = None,
+        table: str | None = None,
+        *,
+        clock: Clock | None = None,
+        rng: policy.RandomSource | None = None,
+        **config: Any,
+    ):
         if table is not None:
             config["table"] = table
         if url is not None:
@@ -61,8 +78,10 @@ class Queue:
         #: retry jitter's random source: the ``random`` module (reseeded in a forked child), or an injected one
         self.rng: policy.RandomSource = rng or random
         self.db = Database(
-            self.config["url"], max_retry_count=self.config["max_retry_count"],
-            sqlite_synchronous=self.config["sqlite_synchronous"], pool_size=self.config["pool_size"],
+            self.config["url"],
+            max_retry_count=self.config["max_retry_count"],
+            sqlite_synchronous=self.config["sqlite_synchronous"],
+            pool_size=self.config["pool_size"],
             connect_timeout=self.config["connect_timeout"],
         )
         self.clock: Clock = clock or self.real_clock()
@@ -111,8 +130,20 @@ class Queue:
         self.store.init(force=force)
 
     # -- submit ---------------------------------------------------------------------------
-    def _new_task(self, key, type, data=None, *, user=None, max_running=None, run_at=None, priority=0,
-                  max_attempts=None, now, group=None) -> NewTask:
+    def _new_task(
+        self,
+        key,
+        type,
+        data=None,
+        *,
+        user=None,
+        max_running=None,
+        run_at=None,
+        priority=0,
+        max_attempts=None,
+        now,
+        group=None,
+    ) -> NewTask:
         check_name(key, "task key")
         check_name(type, "task type")
         check_name(user, "user", optional=True)
@@ -123,18 +154,47 @@ class Queue:
             max_attempts = self.config["max_attempts"]
         max_attempts = check_int(max_attempts, "max_attempts", minimum=1, optional=True)
         run_at = now if run_at is None else check_time(run_at, "run_at")
-        return NewTask(key=key, type=type, data=encode_data(data, self.config["max_data_size"]),
-                       resource=user, max_running=max_running, run_at=run_at, priority=priority,
-                       max_attempts=max_attempts, group=group)
+        return NewTask(
+            key=key,
+            type=type,
+            data=encode_data(data, self.config["max_data_size"]),
+            resource=user,
+            max_running=max_running,
+            run_at=run_at,
+            priority=priority,
+            max_attempts=max_attempts,
+            group=group,
+        )
 
-    def submit(self, key: str, type: str, data: Mapping | None = None, *, user: str | None = None,
-               max_running: int | None = None, run_at: float | None = None, priority: int = 0,
-               max_attempts: int | None = None, now: float | None = None, group: str | None = None) -> Task:
+    def submit(
+        self,
+        key: str,
+        type: str,
+        data: Mapping | None = None,
+        *,
+        user: str | None = None,
+        max_running: int | None = None,
+        run_at: float | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+        now: float | None = None,
+        group: str | None = None,
+    ) -> Task:
         """Add a task. A key that exists (waiting, running, or finished within retention)
         raises IdempotentAlreadyExistsError."""
         now = self.now(now)
-        task = self._new_task(key, type, data, user=user, max_running=max_running, run_at=run_at,
-                              priority=priority, max_attempts=max_attempts, now=now, group=group)
+        task = self._new_task(
+            key,
+            type,
+            data,
+            user=user,
+            max_running=max_running,
+            run_at=run_at,
+            priority=priority,
+            max_attempts=max_attempts,
+            now=now,
+            group=group,
+        )
         if self.store.submit([task], now) != 1:
             if not (self.db.last_run_retried() and self.store.same_submission(task, now)):
                 raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
@@ -156,13 +216,21 @@ class Queue:
         return self.store.submit(tasks, now)
 
     # -- poll -----------------------------------------------------------------------------
-    def poll(self, *, alive_time: float | None = None, now: float | None = None,
-             types: Iterable[str] | None = None) -> AcquiredTask | None:
+    def poll(
+        self, *, alive_time: float | None = None, now: float | None = None, types: Iterable[str] | None = None
+    ) -> AcquiredTask | None:
         tasks = self.poll_multi(1, alive_time=alive_time, now=now, types=types)
         return tasks[0] if tasks else None
 
-    def poll_multi(self, max_acquire: int, *, alive_time: float | None = None, now: float | None = None,
-                   finish: Sequence[AcquiredTask] = (), types: Iterable[str] | None = None) -> list[AcquiredTask]:
+    def poll_multi(
+        self,
+        max_acquire: int,
+        *,
+        alive_time: float | None = None,
+        now: float | None = None,
+        finish: Sequence[AcquiredTask] = (),
+        types: Iterable[str] | None = None,
+    ) -> list[AcquiredTask]:
         """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types).
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
@@ -234,9 +302,16 @@ class Queue:
         check_name(key, "task key")
         return Task(self, key)
 
-    def list(self, *, status: str | None = None, type: str | None = None, user: str | None = None,
-             limit: int | None = None, now: float | None = None, group: str | None = None
-             ) -> Iterator[TaskMetadata]:
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        user: str | None = None,
+        limit: int | None = None,
+        now: float | None = None,
+        group: str | None = None,
+    ) -> Iterator[TaskMetadata]:
         now = self.now(now)
         if status is not None and status not in STATUSES:
             raise ValidationError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
@@ -246,8 +321,9 @@ class Queue:
         after = None
         while remaining is None or remaining > 0:
             page = 1000 if remaining is None else min(1000, remaining)
-            rows = self.store.list(status=status, type=type, user=user, group=group, limit=page,
-                                   now=now, after_id=after)
+            rows = self.store.list(
+                status=status, type=type, user=user, group=group, limit=page, now=now, after_id=after
+            )
             for r in rows:
                 yield metadata_from_row(r, now)
             if len(rows) < page:
@@ -274,8 +350,9 @@ class Queue:
         return self.store.cleanup(self.now(now))
 
     # -- transactions ---------------------------------------------------------------------
-    def transaction(self, fn: Callable[[Transaction], T], *, now: float | None = None,
-                    what: str = "transaction", write: bool = True) -> T:
+    def transaction(
+        self, fn: Callable[[Transaction], T], *, now: float | None = None, what: str = "transaction", write: bool = True
+    ) -> T:
         """Run ``fn(tx)`` in one database transaction (retried as a whole on transient errors).
         ``write=False``: it only reads (on SQLite it then does not take the write lock)."""
         now = self.now(now)
@@ -292,7 +369,13 @@ class Queue:
         return result
 
 
-def open(url: str | None = None, table: str = "pq_tasks", *, clock: Clock | None = None,
-         rng: policy.RandomSource | None = None, **config: Any) -> Queue:
+def open(
+    url: str | None = None,
+    table: str = "pq_tasks",
+    *,
+    clock: Clock | None = None,
+    rng: policy.RandomSource | None = None,
+    **config: Any,
+) -> Queue:
     """Open a queue. ``url`` is a SQLAlchemy URL; default: SQLite file ``pq.db`` here."""
     return Queue(url, table, clock=clock, rng=rng, **config)

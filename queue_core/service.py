@@ -53,12 +53,21 @@ class Intent(Enum):
 
 #: what a signal means to a worker, in process or thread mode (docs/worker.md, "Signals")
 WORKER_SIGNALS = {
-    signal.SIGTERM: Intent.STOP, signal.SIGINT: Intent.STOP, signal.SIGQUIT: Intent.STOP_NOW,
-    signal.SIGUSR1: Intent.RESTART, signal.SIGHUP: Intent.RESTART_NOW, signal.SIGUSR2: Intent.REOPEN_LOGS,
+    signal.SIGTERM: Intent.STOP,
+    signal.SIGINT: Intent.STOP,
+    signal.SIGQUIT: Intent.STOP_NOW,
+    signal.SIGUSR1: Intent.RESTART,
+    signal.SIGHUP: Intent.RESTART_NOW,
+    signal.SIGUSR2: Intent.REOPEN_LOGS,
 }
 
-_KIND = {Intent.STOP: "stop", Intent.STOP_NOW: "stop", Intent.RESTART: "restart",
-         Intent.RESTART_NOW: "restart", Intent.REOPEN_LOGS: "reopen"}
+_KIND = {
+    Intent.STOP: "stop",
+    Intent.STOP_NOW: "stop",
+    Intent.RESTART: "restart",
+    Intent.RESTART_NOW: "restart",
+    Intent.REOPEN_LOGS: "reopen",
+}
 
 
 class Phase(Enum):
@@ -121,8 +130,13 @@ def fork_holding(signums: Iterable[int]) -> int:
 class Dispatcher:
     """Calls a service's action for each signal it is sent, through the stop cascade."""
 
-    def __init__(self, meaning: Mapping[int, Intent], actions: Mapping[Intent, Callable[[], None]], *,
-                 repeated_stop_is_immediate: bool = True) -> None:
+    def __init__(
+        self,
+        meaning: Mapping[int, Intent],
+        actions: Mapping[Intent, Callable[[], None]],
+        *,
+        repeated_stop_is_immediate: bool = True,
+    ) -> None:
         missing = set(meaning.values()) - set(actions)
         if missing:
             raise ValueError(f"no action for {sorted(i.name for i in missing)}")
@@ -165,8 +179,14 @@ class Signals:
     :meth:`act_in_thread` starts a thread that does (where the main thread runs handlers).
     """
 
-    def __init__(self, meaning: Mapping[int, Intent], actions: Mapping[Intent, Callable[[], None]], *,
-                 repeated_stop_is_immediate: bool = True, wake_on: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        meaning: Mapping[int, Intent],
+        actions: Mapping[Intent, Callable[[], None]],
+        *,
+        repeated_stop_is_immediate: bool = True,
+        wake_on: Iterable[int] = (),
+    ) -> None:
         self.dispatcher = Dispatcher(meaning, actions, repeated_stop_is_immediate=repeated_stop_is_immediate)
         self.queue = SignalQueue([*meaning, *wake_on])
         self._thread: threading.Thread | None = None

@@ -24,8 +24,13 @@ class Settler:
     that failed on a database error is tried again after a backoff (the service's :class:`Backoff`).
     """
 
-    def __init__(self, queue, delay: float = 0.05, release: Callable[[Any], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        queue,
+        delay: float = 0.05,
+        release: Callable[[Any], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.queue = queue
         self.delay = delay
         self.clock = clock
@@ -88,7 +93,8 @@ class Settler:
             if task.lost:
                 log.warning("could not finish task=%s type=%s: its lease was taken over", task.key, task.type)
             elif task.deferred is not None and not task.done:
-                log.error("could not finish task=%s type=%s (its lease will expire and it runs again)",
-                          task.key, task.type)
+                log.error(
+                    "could not finish task=%s type=%s (its lease will expire and it runs again)", task.key, task.type
+                )
             else:
                 log.info("finished task=%s type=%s (%.3fs)", task.key, task.type, elapsed)

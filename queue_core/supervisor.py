@@ -40,21 +40,35 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, child_main: ChildMain, settings: dict, *, burst: bool,
-                 config_loader: Callable[[], dict] | None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        child_main: ChildMain,
+        settings: dict,
+        *,
+        burst: bool,
+        config_loader: Callable[[], dict] | None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.child_main, self.settings, self.burst, self.config_loader = child_main, settings, burst, config_loader
         self.clock = clock
-        self.children: dict[int, Child] = {}   # pid -> child
+        self.children: dict[int, Child] = {}  # pid -> child
         self.slots_done: set[int] = set()
         self.last_fork: dict[int, float] = {}
         self.restart_pending: set[int] = set()
         self.signals: Signals | None = None
 
     def run(self) -> int:
-        self.signals = Signals(WORKER_SIGNALS, {
-            Intent.STOP: self._stop, Intent.STOP_NOW: self._kill_all, Intent.RESTART: self._restart,
-            Intent.RESTART_NOW: self._restart_now, Intent.REOPEN_LOGS: self._reopen_logs,
-        }, wake_on=(signal.SIGCHLD,))
+        self.signals = Signals(
+            WORKER_SIGNALS,
+            {
+                Intent.STOP: self._stop,
+                Intent.STOP_NOW: self._kill_all,
+                Intent.RESTART: self._restart,
+                Intent.RESTART_NOW: self._restart_now,
+                Intent.REOPEN_LOGS: self._reopen_logs,
+            },
+            wake_on=(signal.SIGCHLD,),
+        )
         log.info("supervisor started pid=%d processors=%d", os.getpid(), self.settings["processors"])
         try:
             for slot in range(self.settings["processors"]):

@@ -12,7 +12,8 @@ from typing import Any, Protocol
 from . import deferred as deferred_mod
 from . import policy
 from .errors import CancelRequestedError, NotFoundError, ValidationError
-from .store.tasks import FINISHED, PENDING, UNSET, TaskStore
+from .store.task_changes import UNSET
+from .store.tasks import FINISHED, PENDING, TaskStore
 from .validate import _error_text, check_duration, decode_data, encode_data
 
 
@@ -28,6 +29,7 @@ class TaskQueue(Protocol):
     def _alive(self, alive_time: float | None) -> float: ...
 
     def backoff_policy(self) -> policy.Backoff: ...
+
 
 #: pending: the row exists but waits for an event, not a time (a workflow step whose parents
 #: are not done); it is never claimed until its owner makes it waiting
@@ -92,12 +94,25 @@ def row_status(row: Mapping, now: float) -> str:
 
 def metadata_from_row(row: Mapping, now: float) -> TaskMetadata:
     return TaskMetadata(
-        key=row["key"], type=row["type"], data=decode_data(row.get("data")), user=row["resource"],
-        status=row_status(row, now), outcome=row["outcome"], priority=row["priority"],
-        max_running=row["max_running"], attempts=row["attempts"], created_at=row["created_at"],
-        run_at=row["run_at"], timeout=row["timeout"], error=row["error"],
-        max_attempts=row["max_attempts"], started_at=row["started_at"], finished_at=row["finished_at"],
-        owner=row["owner"], cancel_requested=bool(row["cancel_requested"]), group=row["grp"],
+        key=row["key"],
+        type=row["type"],
+        data=decode_data(row.get("data")),
+        user=row["resource"],
+        status=row_status(row, now),
+        outcome=row["outcome"],
+        priority=row["priority"],
+        max_running=row["max_running"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        run_at=row["run_at"],
+        timeout=row["timeout"],
+        error=row["error"],
+        max_attempts=row["max_attempts"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        owner=row["owner"],
+        cancel_requested=bool(row["cancel_requested"]),
+        group=row["grp"],
         result=json.loads(row["result"]) if row.get("result") else None,
     )
 
@@ -227,8 +242,11 @@ class AcquiredTask:
 
     def _finish(self, outcome: str, error: str | None, now, retention_time) -> None:
         now = self.queue.now(now)
-        retention = self.queue.config["retention_time"] if retention_time is None else \
-            check_duration(retention_time, "retention_time")
+        retention = (
+            self.queue.config["retention_time"]
+            if retention_time is None
+            else check_duration(retention_time, "retention_time")
+        )
         with self._lock:
             self.queue.store.finish(self._id, self._token, outcome, error, now + retention, now)
             self._mark_finished(outcome, error, now)
@@ -236,8 +254,7 @@ class AcquiredTask:
     def _mark_finished(self, outcome, error, now) -> None:
         self.status, self.outcome, self.error, self.finished_at, self.done = "finished", outcome, error, now, True
 
-    def finish(self, now: float | None = None, retention_time: float | None = None,
-               outcome: str = "success") -> None:
+    def finish(self, now: float | None = None, retention_time: float | None = None, outcome: str = "success") -> None:
         if outcome not in OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(OUTCOMES)}")
         self._finish(outcome, self.error, now, retention_time)

@@ -31,10 +31,16 @@ class ThreadWorker:
 
     def run(self) -> int:
         """The main thread only waits for signals (acting on them) until the processors are done."""
-        self.signals = Signals(WORKER_SIGNALS, {
-            Intent.STOP: self._stop, Intent.STOP_NOW: _exit_now, Intent.RESTART: self._restart,
-            Intent.RESTART_NOW: self._restart, Intent.REOPEN_LOGS: reopen_logs,
-        })
+        self.signals = Signals(
+            WORKER_SIGNALS,
+            {
+                Intent.STOP: self._stop,
+                Intent.STOP_NOW: _exit_now,
+                Intent.RESTART: self._restart,
+                Intent.RESTART_NOW: self._restart,
+                Intent.REOPEN_LOGS: reopen_logs,
+            },
+        )
         try:
             self._start()
             while self._running() or self._restarted():
@@ -48,10 +54,13 @@ class ThreadWorker:
 
     def _start(self) -> None:
         q = open_queue(self.settings)
-        self.processors = [Processor(self.target, self.settings, burst=self.burst, queue=q, name=f"thread-{i}")
-                           for i in range(self.settings["processors"])]
-        self.threads = [threading.Thread(target=p.run, kwargs={"listen": False}, name=p.name, daemon=True)
-                        for p in self.processors]
+        self.processors = [
+            Processor(self.target, self.settings, burst=self.burst, queue=q, name=f"thread-{i}")
+            for i in range(self.settings["processors"])
+        ]
+        self.threads = [
+            threading.Thread(target=p.run, kwargs={"listen": False}, name=p.name, daemon=True) for p in self.processors
+        ]
         if self.listener is not None:
             self.listener.stop()
         processors = self.processors

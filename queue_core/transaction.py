@@ -10,7 +10,8 @@ from typing import Any, Protocol
 from . import deferred as deferred_mod
 from .store.database import Database
 from .store.runs import RunRows
-from .store.tasks import LIVE, PENDING, UNSET, NewTask, TaskStore
+from .store.task_changes import UNSET
+from .store.tasks import LIVE, PENDING, NewTask, TaskStore
 from .task import AcquiredTask, TaskMetadata, TaskQueue, metadata_from_row
 from .validate import _error_text, encode_data
 
@@ -86,18 +87,33 @@ class Transaction:
             definition = opts.pop("definition", None)
             task = self.queue._new_task(now=self.now, **opts)
             # never attempt-limited by the queue: the run's decider decides how a step ends
-            tasks.append(dataclasses.replace(task, workflow=workflow, definition=definition, max_attempts=None,
-                                             state=PENDING if pending else LIVE))
+            tasks.append(
+                dataclasses.replace(
+                    task,
+                    workflow=workflow,
+                    definition=definition,
+                    max_attempts=None,
+                    state=PENDING if pending else LIVE,
+                )
+            )
         return self._store.insert(self.conn, tasks, self.now)
 
-    def finish(self, task: AcquiredTask, outcome: str = "success", *, error: Any = UNSET,
-               data: Mapping | None = None, retention_time: float | None = None) -> None:
+    def finish(
+        self,
+        task: AcquiredTask,
+        outcome: str = "success",
+        *,
+        error: Any = UNSET,
+        data: Mapping | None = None,
+        retention_time: float | None = None,
+    ) -> None:
         """Fenced finish of a task this process holds, inside the transaction."""
         retention = self.queue.config["retention_time"] if retention_time is None else retention_time
         err = task.error if error is UNSET else _error_text(error)
         text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
-        self._store.finish(task._id, task._token, outcome, err, self.now + retention, self.now, data=text,
-                           conn=self.conn)
+        self._store.finish(
+            task._id, task._token, outcome, err, self.now + retention, self.now, data=text, conn=self.conn
+        )
         self._after_commit.append(lambda: task._mark_finished(outcome, err, self.now))
 
     def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
@@ -106,6 +122,7 @@ class Transaction:
 
         def mark():
             task.status, task.done = "waiting", True
+
         self._after_commit.append(mark)
 
     def update_data(self, key: str, data: Mapping) -> bool:

@@ -46,13 +46,18 @@ __all__ = ["Processor", "install_child_signals", "load_target", "run_worker"]
 #: what a signal means to a worker child; its supervisor sends TERM for a stop or a graceful
 #: restart, again every ``child_kill_interval`` until the child exits (a repeat is no escalation)
 CHILD_SIGNALS = {
-    signal.SIGTERM: Intent.STOP, signal.SIGINT: Intent.STOP, signal.SIGUSR1: Intent.STOP,
-    signal.SIGQUIT: Intent.STOP_NOW, signal.SIGHUP: Intent.STOP_NOW, signal.SIGUSR2: Intent.REOPEN_LOGS,
+    signal.SIGTERM: Intent.STOP,
+    signal.SIGINT: Intent.STOP,
+    signal.SIGUSR1: Intent.STOP,
+    signal.SIGQUIT: Intent.STOP_NOW,
+    signal.SIGHUP: Intent.STOP_NOW,
+    signal.SIGUSR2: Intent.REOPEN_LOGS,
 }
 
 
-def run_worker(target: Any, settings: dict, *, burst: bool = False,
-               config_loader: Callable[[], dict] | None = None) -> int:
+def run_worker(
+    target: Any, settings: dict, *, burst: bool = False, config_loader: Callable[[], dict] | None = None
+) -> int:
     """Serve ``target`` until stopped (or, with ``burst``, until no task is due). Returns an exit code."""
     setup_logging(settings.get("log"), settings.get("log_level", "INFO"))
     log.info("serving %s", describe_types(served_types(target)))

@@ -83,7 +83,7 @@ def without_option(args: list[str], group: click.Command, command: click.Command
         for j, ch in enumerate(tok[1:], start=2):
             spec = table.get("-" + ch)
             if spec is None:  # not ours to understand: keep the rest untouched
-                kept += tok[j - 1:]
+                kept += tok[j - 1 :]
                 break
             pname, takes_value = spec
             if not takes_value:
@@ -128,7 +128,7 @@ def hide_url_from_argv(ctx: click.Context, url: str | None) -> None:
     n = len(_process_args)
     if not removed or len(orig) <= n or (n and orig[-n:] != _process_args):
         return
-    interpreter_args = orig[1:len(orig) - n]  # interpreter options and the script (or -m MODULE)
+    interpreter_args = orig[1 : len(orig) - n]  # interpreter options and the script (or -m MODULE)
     env = dict(os.environ)
     env["PQ_DATABASE_URL"] = str(url)
     logging.getLogger("queue_core.cli").debug("re-executing without the database URL in argv")

@@ -75,8 +75,9 @@ def _cell(value: Any) -> str:
 
 
 def _width(text: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else
-               0 if unicodedata.combining(ch) else 1 for ch in text)
+    return sum(
+        2 if unicodedata.east_asian_width(ch) in ("W", "F") else 0 if unicodedata.combining(ch) else 1 for ch in text
+    )
 
 
 def print_table(rows: list[dict], columns: list[str], *, file: Any = None) -> None:
@@ -84,10 +85,10 @@ def print_table(rows: list[dict], columns: list[str], *, file: Any = None) -> No
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [_width(c) for c in columns]
     for line in cells:
-        widths = [max(w, _width(v)) for w, v in zip(widths, line)]
+        widths = [max(w, _width(v)) for w, v in zip(widths, line, strict=False)]
 
     def fmt(values: list[str]) -> str:
-        parts = [v + " " * (w - _width(v)) for v, w in zip(values, widths)]
+        parts = [v + " " * (w - _width(v)) for v, w in zip(values, widths, strict=False)]
         return "  ".join(parts).rstrip()
 
     click.echo(fmt(list(columns)), file=file)

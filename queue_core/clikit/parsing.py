@@ -13,8 +13,14 @@ import click
 
 from .exits import CLIError
 
-_JSON_TYPE_NAMES = {list: "a list", str: "a string", int: "a number", float: "a number",
-                    bool: "a boolean", type(None): "null"}
+_JSON_TYPE_NAMES = {
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def _reject_constant(name: str) -> Any:
@@ -79,9 +85,7 @@ def parse_time(text: str, what: str = "TIME") -> float:
             f"{what} {text!r} is neither epoch seconds nor an ISO 8601 time like 2026-11-21T10:00:00Z"
         ) from None
     if dt.tzinfo is None or dt.utcoffset() is None:
-        raise CLIError(
-            f"{what} {text!r} has no UTC offset; add one, like {s}Z or {s}+09:00"
-        )
+        raise CLIError(f"{what} {text!r} has no UTC offset; add one, like {s}Z or {s}+09:00")
     return dt.timestamp()
 
 

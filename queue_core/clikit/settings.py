@@ -41,8 +41,9 @@ class Settings(dict):
         self.sources = dict(sources or {})
 
 
-def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = None, *,
-             overrides: Mapping[str, Any] | None = None) -> Settings:
+def settings(
+    ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = None, *, overrides: Mapping[str, Any] | None = None
+) -> Settings:
     """The configuration of this command: defaults < config file < env vars < CLI options.
 
     ``extra_keys``: more key specs ``{key: (default, kind, help)}`` (perfectsched, pqflow);
@@ -52,8 +53,11 @@ def settings(ctx_or_obj: Any = None, extra_keys: Mapping[str, tuple] | None = No
     state = state_of(ctx_or_obj)
     extra = dict(extra_keys or {})
     known = {**config_mod.DEFAULTS, **extra}
-    layers = (("file", _file_values(state, known)), ("env", _env_values(known)),
-              ("cli", _cli_values(state, overrides, known)))
+    layers = (
+        ("file", _file_values(state, known)),
+        ("env", _env_values(known)),
+        ("cli", _cli_values(state, overrides, known)),
+    )
     merged: dict = {}
     sources: dict = {}
     for name, layer in layers:

@@ -21,6 +21,7 @@ class VersionedTables:
 
     def init(self, force: bool = False) -> None:
         """Create the tables (idempotent); ``force`` drops and recreates them."""
+
         def create(conn, drop: bool):
             if drop:
                 self.metadata.drop_all(conn, checkfirst=True)
@@ -72,6 +73,7 @@ class VersionedTables:
 
     def schema_version(self) -> int | None:
         """The version recorded in the meta table (None before init)."""
+
         def read(conn):
             v = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
             return int(v) if v is not None else None

@@ -55,9 +55,7 @@ def dialect_for(backend: str, masked_url: str) -> Dialect:
         return MySQLDialect()
     if backend in ("postgresql", "postgres"):
         return PostgreSQLDialect()
-    raise ConfigError(
-        f"unsupported database {masked_url!r}: use sqlite://, mysql+pymysql:// or postgresql+psycopg://"
-    )
+    raise ConfigError(f"unsupported database {masked_url!r}: use sqlite://, mysql+pymysql:// or postgresql+psycopg://")
 
 
 def _password(url: sa.URL) -> str | None:
@@ -122,8 +120,7 @@ class Database:
             engine = sa.create_engine(self.url, **kwargs)
         except ModuleNotFoundError as exc:
             raise ConfigError(
-                f"database driver for {self.masked_url} is not installed ({exc.name}); "
-                + self.dialect.install_hint
+                f"database driver for {self.masked_url} is not installed ({exc.name}); " + self.dialect.install_hint
             ) from None
         except Exception as exc:
             raise ConfigError(f"cannot use database URL {self.masked_url}: {self.scrub(exc)}") from None
@@ -246,15 +243,17 @@ class Database:
             except sa.exc.SQLAlchemyError as exc:
                 if self._is_missing_table(exc):
                     raise SchemaError(
-                        f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); "
-                        "run 'init' first"
+                        f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first"
                     ) from None
                 attempt += 1
                 if not self._is_transient(exc) or attempt > self.max_retry_count:
                     raise DatabaseError(f"{what} failed on {self.masked_url}: {self.scrub(exc)}") from None
                 log.warning(
                     "%s: transient database error (attempt %d/%d): %s",
-                    what, attempt, self.max_retry_count, self.scrub(exc),
+                    what,
+                    attempt,
+                    self.max_retry_count,
+                    self.scrub(exc),
                 )
                 time.sleep(wait * (0.5 + random.random()))
                 wait = min(wait * 2, self.retry_max_wait)

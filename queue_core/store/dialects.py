@@ -41,8 +41,17 @@ class Dialect:
         """
         return len(conn.execute(stmt.returning(id_column), rows).all())
 
-    def update_each(self, conn: sa.Connection, table: sa.Table, rows: Sequence[dict], *, each: Sequence[str],
-                    match: Sequence[str] = (), where: Sequence = (), values: dict | None = None) -> int:
+    def update_each(
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        rows: Sequence[dict],
+        *,
+        each: Sequence[str],
+        match: Sequence[str] = (),
+        where: Sequence = (),
+        values: dict | None = None,
+    ) -> int:
         """Update rows by id, each with its own values: ``rows`` are dicts of ``id``, the columns
         ``each`` (set per row) and ``match`` (per-row conditions, e.g. a lease token); ``where``
         and ``values`` apply to all. Returns how many rows matched.
@@ -52,11 +61,14 @@ class Dialect:
         if not rows:
             return 0
         c = table.c
-        stmt = sa.update(table).where(c.id == sa.bindparam("_id"),
-                                      *[c[m] == sa.bindparam(f"_m_{m}") for m in match], *where).values(
-            **(values or {}), **{col: sa.bindparam(f"_v_{col}") for col in each})
-        params = [{"_id": r["id"], **{f"_m_{m}": r[m] for m in match}, **{f"_v_{col}": r[col] for col in each}}
-                  for r in rows]
+        stmt = (
+            sa.update(table)
+            .where(c.id == sa.bindparam("_id"), *[c[m] == sa.bindparam(f"_m_{m}") for m in match], *where)
+            .values(**(values or {}), **{col: sa.bindparam(f"_v_{col}") for col in each})
+        )
+        params = [
+            {"_id": r["id"], **{f"_m_{m}": r[m] for m in match}, **{f"_v_{col}": r[col] for col in each}} for r in rows
+        ]
         return conn.execute(stmt, params).rowcount
 
     def lock_rows(self, stmt: sa.Select) -> sa.Select:

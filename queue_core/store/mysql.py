@@ -22,6 +22,11 @@ CASE_BYTES = 2 * 1024 * 1024
 CASE_ROWS = 500
 
 
+def _per_row(c, chunk, col):
+    """``CASE id WHEN .. THEN ..``: each row's own value of ``col``."""
+    return sa.case({r["id"]: sa.bindparam(None, r[col], type_=c[col].type) for r in chunk}, value=c.id)
+
+
 def _chunks(rows, cols):
     """``rows`` in runs of at most CASE_ROWS rows and about CASE_BYTES bytes of values."""
     chunk, size = [], 0
@@ -65,12 +70,11 @@ class MySQLDialect(Dialect):
         # statement with a CASE per column is ~6x faster for a batch of 64.
         c, n = table.c, 0
         for chunk in _chunks(rows, [*each, *match]):
-
-            def per_row(col):
-                return sa.case({r["id"]: sa.bindparam(None, r[col], type_=c[col].type) for r in chunk}, value=c.id)
-
-            stmt = sa.update(table).where(c.id.in_([r["id"] for r in chunk]), *[c[m] == per_row(m) for m in match],
-                                          *where).values(**(values or {}), **{col: per_row(col) for col in each})
+            stmt = (
+                sa.update(table)
+                .where(c.id.in_([r["id"] for r in chunk]), *[c[m] == _per_row(c, chunk, m) for m in match], *where)
+                .values(**(values or {}), **{col: _per_row(c, chunk, col) for col in each})
+            )
             n += conn.execute(stmt).rowcount
         return n
 

@@ -7,6 +7,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 
 from .dialects import Dialect
 
+
 class PostgreSQLDialect(Dialect):
     name = "postgresql"
     install_hint = "pip install 'psycopg[binary]' (or the project's [postgres] extra)"
@@ -22,8 +23,9 @@ class PostgreSQLDialect(Dialect):
 
     def is_transient(self, exc):
         state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-        if state and (state in ("40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300")
-                      or state.startswith("08")):
+        if state and (
+            state in ("40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300") or state.startswith("08")
+        ):
             return True
         if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
             return state is None  # connection-level failure without a SQL state

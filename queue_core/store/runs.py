@@ -24,8 +24,25 @@ from .transitions import PER_ROW, TaskState, task_where
 _EXPECTED = {PENDING: (TaskState.PENDING,), LIVE: (TaskState.WAITING, TaskState.LEASED)}
 
 #: column values a run's rows are read with (``data`` and ``result`` only where asked for)
-_LIGHT = ("id", "key", "type", "state", "leased", "timeout", "outcome", "attempts", "error", "started_at",
-          "finished_at", "created_at", "cancel_requested", "lease_token", "grp", "workflow", "resource")
+_LIGHT = (
+    "id",
+    "key",
+    "type",
+    "state",
+    "leased",
+    "timeout",
+    "outcome",
+    "attempts",
+    "error",
+    "started_at",
+    "finished_at",
+    "created_at",
+    "cancel_requested",
+    "lease_token",
+    "grp",
+    "workflow",
+    "resource",
+)
 
 
 class RunRows:
@@ -39,18 +56,30 @@ class RunRows:
         self.registered_here: set[tuple[str, str]] = set()
 
     def _cols(self, data: bool, result: bool, definition: bool = False) -> list:
-        names = [*_LIGHT, *(["data"] if data else []), *(["result"] if result else []),
-                 *(["definition"] if definition else [])]
+        names = [
+            *_LIGHT,
+            *(["data"] if data else []),
+            *(["result"] if result else []),
+            *(["definition"] if definition else []),
+        ]
         return [self.t.c[n] for n in names]
 
     # -- reads --------------------------------------------------------------------------
-    def read(self, conn, keys: Sequence[str], *, data: bool = False, result: bool = False,
-             definition: bool = False, lock: bool = False) -> dict[str, dict]:
+    def read(
+        self,
+        conn,
+        keys: Sequence[str],
+        *,
+        data: bool = False,
+        result: bool = False,
+        definition: bool = False,
+        lock: bool = False,
+    ) -> dict[str, dict]:
         """Rows by key; with ``lock``, row locks held to commit, taken in key order."""
         out: dict[str, dict] = {}
         ordered = sorted(set(keys))
         for i in range(0, len(ordered), 500):
-            stmt = sa.select(*self._cols(data, result, definition)).where(self.t.c.key.in_(ordered[i:i + 500]))
+            stmt = sa.select(*self._cols(data, result, definition)).where(self.t.c.key.in_(ordered[i : i + 500]))
             if lock:
                 stmt = self.db.dialect.lock_rows(stmt.order_by(self.t.c.key))
             out.update({r.key: dict(r._mapping) for r in conn.execute(stmt)})
@@ -96,31 +125,59 @@ class RunRows:
     def adopt(self, conn, id_: int, token: int, workflow: str, definition: str, group: str, now: float) -> bool:
         """A run row submitted as a plain task, held by the decider: live -> pending run."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "adopt", token=token)).values(
-            state=PENDING, leased=0, timeout=FOREVER, max_attempts=None, workflow=workflow, grp=group,
-                 definition=definition,
-                 started_at=now, owner=None))
+        res = conn.execute(
+            sa.update(t)
+            .where(t.c.id == id_, *task_where(t, "adopt", token=token))
+            .values(
+                state=PENDING,
+                leased=0,
+                timeout=FOREVER,
+                max_attempts=None,
+                workflow=workflow,
+                grp=group,
+                definition=definition,
+                started_at=now,
+                owner=None,
+            )
+        )
         return res.rowcount == 1
 
     def set_workflow(self, conn, id_: int, workflow: str, *, state: int = PENDING) -> bool:
         """New bookkeeping of a row that is still in ``state`` (tallies of a pending step, run state)."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "set_workflow", only=_EXPECTED[state]))
-                           .values(workflow=workflow))
+        res = conn.execute(
+            sa.update(t)
+            .where(t.c.id == id_, *task_where(t, "set_workflow", only=_EXPECTED[state]))
+            .values(workflow=workflow)
+        )
         return res.rowcount == 1
 
     def set_workflow_many(self, conn, updates: Sequence[tuple[int, str]], *, state: int = PENDING) -> int:
-        return self.db.dialect.update_each(conn, self.t, [{"id": i, "workflow": w} for i, w in updates],
-                                           each=["workflow"],
-                                           where=task_where(self.t, "set_workflow", only=_EXPECTED[state]))
+        return self.db.dialect.update_each(
+            conn,
+            self.t,
+            [{"id": i, "workflow": w} for i, w in updates],
+            each=["workflow"],
+            where=task_where(self.t, "set_workflow", only=_EXPECTED[state]),
+        )
 
-    def close(self, conn, id_: int, outcome: str, now: float, *, workflow: str | None = None,
-              error: str | None = None, purge_at: float = FOREVER) -> bool:
+    def close(
+        self,
+        conn,
+        id_: int,
+        outcome: str,
+        now: float,
+        *,
+        workflow: str | None = None,
+        error: str | None = None,
+        purge_at: float = FOREVER,
+    ) -> bool:
         """A pending row ends without running (a skipped step, a map whose items are done, the
         run row when its run ends): pending -> finished."""
         t = self.t
-        values: dict = dict(state=FINISHED, outcome=outcome, finished_at=now, timeout=purge_at, error=error,
-                            lease_token=None)
+        values: dict = dict(
+            state=FINISHED, outcome=outcome, finished_at=now, timeout=purge_at, error=error, lease_token=None
+        )
         if workflow is not None:
             values["workflow"] = workflow
         res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "close")).values(**values))
@@ -130,11 +187,24 @@ class RunRows:
         """Pending rows that end without running (skipped steps, maps whose items are done, run
         rows whose run ended): each dict holds id, outcome, workflow, error and optionally
         purge_at (default: kept until their run ends)."""
-        rows = [{"id": r["id"], "outcome": r["outcome"], "error": r["error"], "workflow": r["workflow"],
-                 "timeout": r.get("purge_at", FOREVER)} for r in rows]
-        return self.db.dialect.update_each(conn, self.t, rows, each=["outcome", "error", "workflow", "timeout"],
-                                           where=task_where(self.t, "close"),
-                                           values=dict(state=FINISHED, finished_at=now, lease_token=None))
+        rows = [
+            {
+                "id": r["id"],
+                "outcome": r["outcome"],
+                "error": r["error"],
+                "workflow": r["workflow"],
+                "timeout": r.get("purge_at", FOREVER),
+            }
+            for r in rows
+        ]
+        return self.db.dialect.update_each(
+            conn,
+            self.t,
+            rows,
+            each=["outcome", "error", "workflow", "timeout"],
+            where=task_where(self.t, "close"),
+            values=dict(state=FINISHED, finished_at=now, lease_token=None),
+        )
 
     def keep_group(self, conn, groups: Sequence[str], purge_at: float = FOREVER) -> int:
         """The finished rows of these runs' groups are purged at ``purge_at`` (runs that ended),
@@ -142,8 +212,11 @@ class RunRows:
         t = self.t
         n = 0
         for i in range(0, len(groups), 500):
-            n += conn.execute(sa.update(t).where(t.c.grp.in_(list(groups[i:i + 500])), *task_where(t, "keep_group"))
-                              .values(timeout=purge_at)).rowcount
+            n += conn.execute(
+                sa.update(t)
+                .where(t.c.grp.in_(list(groups[i : i + 500])), *task_where(t, "keep_group"))
+                .values(timeout=purge_at)
+            ).rowcount
         return n
 
     def clear_group(self, conn, group: str) -> int:
@@ -154,18 +227,35 @@ class RunRows:
     # -- transitions of step rows ------------------------------------------------------------
     def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
         """Steps whose parents are done: pending -> waiting, due now."""
-        return self.db.dialect.update_each(conn, self.t, [{"id": i, "workflow": w} for i, w in updates],
-                                           each=["workflow"], where=task_where(self.t, "promote"),
-                                           values=dict(state=LIVE, timeout=now, run_at=now))
+        return self.db.dialect.update_each(
+            conn,
+            self.t,
+            [{"id": i, "workflow": w} for i, w in updates],
+            each=["workflow"],
+            where=task_where(self.t, "promote"),
+            values=dict(state=LIVE, timeout=now, run_at=now),
+        )
 
-    def finish_held(self, conn, id_: int, token: int, outcome: str, now: float, *, error: str | None,
-                    result: str | None, workflow: str | None = None, purge_at: float = FOREVER) -> bool:
+    def finish_held(
+        self,
+        conn,
+        id_: int,
+        token: int,
+        outcome: str,
+        now: float,
+        *,
+        error: str | None,
+        result: str | None,
+        workflow: str | None = None,
+        purge_at: float = FOREVER,
+    ) -> bool:
         """The holder of a step's lease finishes it (fenced; PreemptedError when not ours).
         Kept until its run ends unless ``purge_at`` says otherwise. Returns False when this very
         finish was already written (an earlier attempt of the transaction committed)."""
         t = self.t
-        values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
-                            timeout=purge_at, result=result)
+        values: dict = dict(
+            state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, timeout=purge_at, result=result
+        )
         if workflow is not None:
             values["workflow"] = workflow
         finish = task_where(t, "finish", token=token)
@@ -181,12 +271,14 @@ class RunRows:
         """Of ``ids``, those this holder already finished at ``now``: an earlier attempt of the
         same transaction committed, and only its acknowledgement was lost."""
         t = self.t
-        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token, t.c.finished_at)
-                            .where(t.c.id.in_(list(ids)))).all()
+        rows = conn.execute(
+            sa.select(t.c.id, t.c.state, t.c.lease_token, t.c.finished_at).where(t.c.id.in_(list(ids)))
+        ).all()
         return {r.id for r in rows if r.state == FINISHED and r.finished_at == now and r.lease_token == tokens[r.id]}
 
-    def finish_held_many(self, conn, entries: Sequence[dict], now: float, *, retried: bool = False
-                         ) -> tuple[list[int], list[int]]:
+    def finish_held_many(
+        self, conn, entries: Sequence[dict], now: float, *, retried: bool = False
+    ) -> tuple[list[int], list[int]]:
         """Several holders' finishes at once (each dict: id, token, outcome, error, result),
         fenced like :meth:`finish_held`. Returns the ids whose lease was lost (not written), and
         — on a ``retried`` attempt of the transaction — those an earlier attempt already wrote
@@ -198,12 +290,25 @@ class RunRows:
         already = self._written_before(conn, list(tokens), tokens, now) if retried else set()
         todo = [e for e in entries if e["id"] not in already]
         t = self.t
-        rows = [{"id": e["id"], "lease_token": e["token"], "outcome": e["outcome"], "error": e["error"],
-                 "result": e["result"]} for e in todo]
+        rows = [
+            {
+                "id": e["id"],
+                "lease_token": e["token"],
+                "outcome": e["outcome"],
+                "error": e["error"],
+                "result": e["result"],
+            }
+            for e in todo
+        ]
         if not todo or self.db.dialect.update_each(
-                conn, t, rows, each=["outcome", "error", "result"], match=["lease_token"],
-                where=task_where(t, "finish", token=PER_ROW),
-                values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER)) == len(todo):
+            conn,
+            t,
+            rows,
+            each=["outcome", "error", "result"],
+            match=["lease_token"],
+            where=task_where(t, "finish", token=PER_ROW),
+            values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER),
+        ) == len(todo):
             return [], sorted(already)
         written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
         return [e["id"] for e in todo if e["id"] not in written], sorted(already)
@@ -223,46 +328,76 @@ class RunRows:
     def mark(self, conn, id_: int, group: str, workflow: str) -> bool:
         """Make a row not yet picked up by a decider known as a run (listed with the runs)."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "mark"))
-                           .values(grp=group, workflow=workflow))
+        res = conn.execute(
+            sa.update(t).where(t.c.id == id_, *task_where(t, "mark")).values(grp=group, workflow=workflow)
+        )
         return res.rowcount == 1
 
     def cancel_waiting(self, conn, group: str, now: float) -> list[dict]:
         """Cancel the waiting (not running) rows of a run; flag the running ones. Returns the
         rows cancelled here (their run then decides what follows)."""
         t = self.t
-        live = self.db.dialect.lock_rows(sa.select(*self._cols(False, False)).where(
-            t.c.grp == group, t.c.state == LIVE).order_by(t.c.key))
+        live = self.db.dialect.lock_rows(
+            sa.select(*self._cols(False, False)).where(t.c.grp == group, t.c.state == LIVE).order_by(t.c.key)
+        )
         rows = [dict(r._mapping) for r in conn.execute(live)]
         waiting = [r for r in rows if not (r["leased"] and r["timeout"] > now)]
         running = [r["id"] for r in rows if r["leased"] and r["timeout"] > now]
         for i in range(0, len(running), 500):
-            conn.execute(sa.update(t).where(t.c.id.in_(running[i:i + 500]), *task_where(t, "request_cancel"))
-                         .values(cancel_requested=1))
+            conn.execute(
+                sa.update(t)
+                .where(t.c.id.in_(running[i : i + 500]), *task_where(t, "request_cancel"))
+                .values(cancel_requested=1)
+            )
         done, cancel = [], task_where(t, "cancel", now=now)
         for i in range(0, len(waiting), 500):
-            chunk = waiting[i:i + 500]
-            conn.execute(sa.update(t).where(t.c.id.in_([r["id"] for r in chunk]), *cancel).values(
-                state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=FOREVER,
-                lease_token=None, cancel_requested=1))
+            chunk = waiting[i : i + 500]
+            conn.execute(
+                sa.update(t)
+                .where(t.c.id.in_([r["id"] for r in chunk]), *cancel)
+                .values(
+                    state=FINISHED,
+                    leased=0,
+                    outcome="cancelled",
+                    finished_at=now,
+                    timeout=FOREVER,
+                    lease_token=None,
+                    cancel_requested=1,
+                )
+            )
             done += chunk
         return done
 
     def reopen(self, conn, ids: Sequence[int], now: float, *, pending: bool = False) -> int:
         """Finished rows of a run that is retried: -> waiting (due now, fresh attempts) or pending."""
         t = self.t
-        values = dict(state=PENDING if pending else LIVE, leased=0, outcome=None, finished_at=None,
-                      lease_token=None, timeout=FOREVER if pending else now, run_at=now, attempts=0, error=None,
-                      cancel_requested=0, owner=None, result=None)
+        values = dict(
+            state=PENDING if pending else LIVE,
+            leased=0,
+            outcome=None,
+            finished_at=None,
+            lease_token=None,
+            timeout=FOREVER if pending else now,
+            run_at=now,
+            attempts=0,
+            error=None,
+            cancel_requested=0,
+            owner=None,
+            result=None,
+        )
         n = 0
         for i in range(0, len(ids), 500):
-            n += conn.execute(sa.update(t).where(t.c.id.in_(list(ids[i:i + 500])), *task_where(t, "reopen"))
-                              .values(**values)).rowcount
+            n += conn.execute(
+                sa.update(t).where(t.c.id.in_(list(ids[i : i + 500])), *task_where(t, "reopen")).values(**values)
+            ).rowcount
         return n
 
     def reopen_run(self, conn, id_: int, workflow: str) -> bool:
         """A finished run row that is retried: -> pending."""
         t = self.t
-        res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "reopen")).values(
-            state=PENDING, outcome=None, finished_at=None, timeout=FOREVER, error=None, workflow=workflow))
+        res = conn.execute(
+            sa.update(t)
+            .where(t.c.id == id_, *task_where(t, "reopen"))
+            .values(state=PENDING, outcome=None, finished_at=None, timeout=FOREVER, error=None, workflow=workflow)
+        )
         return res.rowcount == 1

@@ -47,8 +47,7 @@ class ScheduleStore(VersionedTables):
 
     def add(self, conn, schedule: NewSchedule, now: float) -> bool:
         """Insert if the key is free (idle, due at its next run time); returns whether it was."""
-        row = asdict(schedule) | {"timeout": schedule.next_run_time, "leased": 0, "created_at": now,
-                                  "updated_at": now}
+        row = asdict(schedule) | {"timeout": schedule.next_run_time, "leased": 0, "created_at": now, "updated_at": now}
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
 
     def get(self, key: str, conn=None) -> dict | None:
@@ -64,30 +63,68 @@ class ScheduleStore(VersionedTables):
 
     def list(self) -> list[dict]:
         stmt = sa.select(self.t).order_by(self.t.c.timeout, self.t.c.key)
-        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False,
-                           what="list schedules")
+        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
 
     def _write(self, conn, key: str, name: str, values: dict, **params) -> bool:
         t = self.t
-        return conn.execute(sa.update(t).where(t.c.key == key, *schedule_where(t, name, **params))
-                            .values(**values)).rowcount == 1
+        return (
+            conn.execute(
+                sa.update(t).where(t.c.key == key, *schedule_where(t, name, **params)).values(**values)
+            ).rowcount
+            == 1
+        )
 
-    def configure(self, conn, key: str, now: float, *, type: str | None = None, data: str | None = None,
-                  catchup: str | None = None) -> bool:
+    def configure(
+        self,
+        conn,
+        key: str,
+        now: float,
+        *,
+        type: str | None = None,
+        data: str | None = None,
+        catchup: str | None = None,
+    ) -> bool:
         """New type, data (JSON text) or catch-up policy (None: unchanged); times and lease stay."""
         given = {"type": type, "data": data, "catchup": catchup}
-        return self._write(conn, key, "configure", {k: v for k, v in given.items() if v is not None}
-                           | {"updated_at": now})
+        return self._write(
+            conn, key, "configure", {k: v for k, v in given.items() if v is not None} | {"updated_at": now}
+        )
 
-    def reschedule(self, conn, key: str, now: float, *, cron: str, timezone: str, delay: int, dst: str,
-                   next_time: int, type: str | None = None, data: str | None = None,
-                   catchup: str | None = None) -> bool:
+    def reschedule(
+        self,
+        conn,
+        key: str,
+        now: float,
+        *,
+        cron: str,
+        timezone: str,
+        delay: int,
+        dst: str,
+        next_time: int,
+        type: str | None = None,
+        data: str | None = None,
+        catchup: str | None = None,
+    ) -> bool:
         """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out)."""
         given = {"type": type, "data": data, "catchup": catchup}
-        return self._write(conn, key, "reschedule", {k: v for k, v in given.items() if v is not None} | dict(
-            cron=cron, timezone=timezone, delay=delay, dst=dst, next_time=next_time,
-            next_run_time=next_time + delay, timeout=next_time + delay, leased=0, lease_token=None,
-            updated_at=now))
+        return self._write(
+            conn,
+            key,
+            "reschedule",
+            {k: v for k, v in given.items() if v is not None}
+            | dict(
+                cron=cron,
+                timezone=timezone,
+                delay=delay,
+                dst=dst,
+                next_time=next_time,
+                next_run_time=next_time + delay,
+                timeout=next_time + delay,
+                leased=0,
+                lease_token=None,
+                updated_at=now,
+            ),
+        )
 
     def delete(self, conn, key: str) -> bool:
         return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount == 1
@@ -97,8 +134,14 @@ class ScheduleStore(VersionedTables):
         after ``expected``: the catch-up policy may skip some) until ``expires``; returns the
         new lease token, or None when the schedule was not so."""
         token = new_token()
-        done = self._write(conn, key, "lease", dict(next_time=occurrence, leased=1, lease_token=token,
-                                                     timeout=expires), now=now, expected=expected)
+        done = self._write(
+            conn,
+            key,
+            "lease",
+            dict(next_time=occurrence, leased=1, lease_token=token, timeout=expires),
+            now=now,
+            expected=expected,
+        )
         return token if done else None
 
     def heartbeat(self, conn, key: str, token: int, expires: float) -> bool:
@@ -107,8 +150,13 @@ class ScheduleStore(VersionedTables):
     def finish(self, conn, key: str, token: int, next_time: int, next_run_time: float, now: float) -> bool:
         """The holder moves the schedule on to ``next_time``; its token stays to tell a second
         finish of the same occurrence (already finished) from a lost lease."""
-        return self._write(conn, key, "finish", dict(next_time=next_time, next_run_time=next_run_time,
-                                                      timeout=next_run_time, leased=0, updated_at=now), token=token)
+        return self._write(
+            conn,
+            key,
+            "finish",
+            dict(next_time=next_time, next_run_time=next_run_time, timeout=next_run_time, leased=0, updated_at=now),
+            token=token,
+        )
 
     def retry(self, conn, key: str, token: int, due_at: float) -> bool:
         """The holder gives its occurrence back, due again at ``due_at``."""
@@ -133,9 +181,18 @@ class ScheduleStore(VersionedTables):
             return 0
         t = self.t
         fence = schedule_where(t, "advance", now=now, expected=sa.bindparam("b_expected"))
-        stmt = sa.update(t).where(t.c.key == sa.bindparam("b_key"), *fence) \
-            .values(next_time=sa.bindparam("b_next"), next_run_time=sa.bindparam("b_run"),
-                    timeout=sa.bindparam("b_run"), leased=0, lease_token=None, updated_at=now)
+        stmt = (
+            sa.update(t)
+            .where(t.c.key == sa.bindparam("b_key"), *fence)
+            .values(
+                next_time=sa.bindparam("b_next"),
+                next_run_time=sa.bindparam("b_run"),
+                timeout=sa.bindparam("b_run"),
+                leased=0,
+                lease_token=None,
+                updated_at=now,
+            )
+        )
         params = [{"b_key": k, "b_expected": exp, "b_next": nxt, "b_run": run} for k, exp, nxt, run in advances]
         return conn.execute(stmt, params).rowcount
 

@@ -87,8 +87,7 @@ def _id_type():
 def validate_table_name(name: str) -> str:
     if not isinstance(name, str) or not _TABLE_RE.match(name):
         raise ConfigError(
-            f"invalid table name {name!r}: use 1-40 letters, digits or underscores, "
-            "not starting with a digit"
+            f"invalid table name {name!r}: use 1-40 letters, digits or underscores, not starting with a digit"
         )
     return name
 

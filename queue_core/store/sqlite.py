@@ -7,6 +7,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .dialects import Dialect
 
+
 class SQLiteDialect(Dialect):
     name = "sqlite"
     per_type = 1 << 30  # in-process statements cost no round trip, and IN lists plan badly here

@@ -49,10 +49,20 @@ class TaskChanges:
         if self.db.run(work, what="heartbeat"):
             raise CancelRequestedError("cancel requested")
 
-    def finish(self, id_: int, token: int, outcome: str, error: str | None, purge_at: float,
-               now: float, data: str | None = None, conn=None) -> None:
-        values: dict = dict(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
-                            timeout=self.purge_time(purge_at))
+    def finish(
+        self,
+        id_: int,
+        token: int,
+        outcome: str,
+        error: str | None,
+        purge_at: float,
+        now: float,
+        data: str | None = None,
+        conn=None,
+    ) -> None:
+        values: dict = dict(
+            state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, timeout=self.purge_time(purge_at)
+        )
         self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}))
 
     def retry(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None) -> None:
@@ -63,17 +73,28 @@ class TaskChanges:
     def release(self, id_: int, token: int, now: float, conn=None) -> None:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
         t = self.t
-        self._held(conn, id_, token, "release", dict(
-            leased=0, timeout=now, run_at=now, owner=None,
-            attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0)))
+        self._held(
+            conn,
+            id_,
+            token,
+            "release",
+            dict(
+                leased=0,
+                timeout=now,
+                run_at=now,
+                owner=None,
+                attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0),
+            ),
+        )
 
     def return_attempt(self, id_: int, lost_token: int) -> None:
         """Give back the attempt of the lease ``lost_token``, taken over before its handler started:
         the row's later holder keeps its own, whether it still holds it or not."""
         t = self.t
         given_back = dict(attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0))
-        self.db.run(lambda c: self._by_id(c, id_, "return_attempt", given_back, token=lost_token),
-                    what="return attempt")
+        self.db.run(
+            lambda c: self._by_id(c, id_, "return_attempt", given_back, token=lost_token), what="return attempt"
+        )
 
     def _held(self, conn, id_: int, token: int, name: str, values: dict) -> None:
         t = self.t
@@ -106,8 +127,11 @@ class TaskChanges:
     # -- operator operations ----------------------------------------------------------------
     def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:
         t = self.t
-        stmt = sa.update(t).where(t.c.key == key, *task_where(t, "force_finish")).values(
-            state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at, lease_token=None)
+        stmt = (
+            sa.update(t)
+            .where(t.c.key == key, *task_where(t, "force_finish"))
+            .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=purge_at, lease_token=None)
+        )
 
         def work(conn):
             if conn.execute(stmt).rowcount != 1:
@@ -131,18 +155,32 @@ class TaskChanges:
         t = self.t
 
         def work(c):
-            row = c.execute(self.db.dialect.lock_rows(
-                sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp)
-                .where(t.c.key == key))).first()
+            row = c.execute(
+                self.db.dialect.lock_rows(
+                    sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp).where(t.c.key == key)
+                )
+            ).first()
             _check_cancellable(key, row)
             running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
                 self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due))
                 return "running" if running else "requested"
-            self._by_id(c, row.id, "cancel", dict(
-                state=FINISHED, leased=0, outcome="cancelled", finished_at=now, timeout=purge_at,
-                lease_token=None, cancel_requested=1), now=now)
+            self._by_id(
+                c,
+                row.id,
+                "cancel",
+                dict(
+                    state=FINISHED,
+                    leased=0,
+                    outcome="cancelled",
+                    finished_at=now,
+                    timeout=purge_at,
+                    lease_token=None,
+                    cancel_requested=1,
+                ),
+                now=now,
+            )
             return "cancelled"
 
         if conn is not None:
@@ -151,15 +189,18 @@ class TaskChanges:
 
     def _by_id(self, conn, id_: int, name: str, values: dict, **params: Any) -> bool:
         t = self.t
-        return conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, name, **params))
-                            .values(**values)).rowcount == 1
+        return (
+            conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, name, **params)).values(**values)).rowcount
+            == 1
+        )
 
     def set_data(self, conn, key: str, data: str) -> bool:
         """Replace the data (JSON text) of a row the caller's transaction has locked, in any
         state; returns whether the row exists. A holder's own update goes with its heartbeat."""
         t = self.t
-        return conn.execute(sa.update(t).where(t.c.key == key, *task_where(t, "set_data"))
-                            .values(data=data)).rowcount == 1
+        return (
+            conn.execute(sa.update(t).where(t.c.key == key, *task_where(t, "set_data")).values(data=data)).rowcount == 1
+        )
 
 
 def _check_cancellable(key: str, row) -> None:
@@ -172,6 +213,11 @@ def _check_cancellable(key: str, row) -> None:
 
 
 def owned_error(key: str, group: str | None) -> ValidationError:
-    what = "is a workflow run" if group == "#runs" else f"belongs to workflow run {group.split('#')[0]!r}" \
-        if group else "belongs to a workflow run"
+    what = (
+        "is a workflow run"
+        if group == "#runs"
+        else f"belongs to workflow run {group.split('#')[0]!r}"
+        if group
+        else "belongs to a workflow run"
+    )
     return ValidationError(f"task {key!r} {what}: cancel or retry the run (pqflow cancel / pqflow retry) instead")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
 import sqlalchemy as sa
 
 from .. import policy
@@ -19,7 +20,7 @@ from ..errors import DatabaseError
 from .base import VersionedTables
 from .database import Database
 from .schema import ADDED_COLUMNS, FINISHED, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
-from .task_changes import UNSET, TaskChanges
+from .task_changes import TaskChanges
 from .transitions import task_where
 from .typed import TypedReads
 
@@ -69,8 +70,9 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         # The highest priority of live rows: ORDER BY ... LIMIT 1 in index order (MariaDB
         # answers MAX() over a descending index column with a scan).
-        self._top_level = (sa.select(self.t.c.priority).where(self.t.c.state == LIVE)
-                           .order_by(self.t.c.priority.desc()).limit(1))
+        self._top_level = (
+            sa.select(self.t.c.priority).where(self.t.c.state == LIVE).order_by(self.t.c.priority.desc()).limit(1)
+        )
         #: LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported
         self.channel: str | None = f"pq_{table}"[:63] if db.dialect.can_notify else None
 
@@ -80,8 +82,10 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         for version in range(from_version + 1, self.current_version + 1):
             for name in ADDED_COLUMNS.get(version, ()):
                 col = self.t.c[name]
-                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
-                                     f"{col.type.compile(dialect=conn.dialect)} NULL")
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
+                    f"{col.type.compile(dialect=conn.dialect)} NULL"
+                )
 
     def purge_time(self, purge_at: float):
         """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a
@@ -91,11 +95,23 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
     # -- submit ------------------------------------------------------------------------
     def _row(self, task: NewTask, now: float) -> dict:
         return {
-            "key": task.key, "type": task.type, "data": task.data, "resource": task.resource,
-            "max_running": task.max_running, "priority": task.priority, "state": task.state,
-            "leased": 0, "timeout": task.run_at if task.state == LIVE else FOREVER, "run_at": task.run_at, "created_at": now,
-            "attempts": 0, "max_attempts": task.max_attempts, "cancel_requested": 0,
-            "grp": task.group, "workflow": task.workflow, "definition": task.definition,
+            "key": task.key,
+            "type": task.type,
+            "data": task.data,
+            "resource": task.resource,
+            "max_running": task.max_running,
+            "priority": task.priority,
+            "state": task.state,
+            "leased": 0,
+            "timeout": task.run_at if task.state == LIVE else FOREVER,
+            "run_at": task.run_at,
+            "created_at": now,
+            "attempts": 0,
+            "max_attempts": task.max_attempts,
+            "cancel_requested": 0,
+            "grp": task.group,
+            "workflow": task.workflow,
+            "definition": task.definition,
         }
 
     def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
@@ -109,9 +125,9 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         keys = [x.key for x in tasks]
         inserted = 0
         for i in range(0, len(tasks), 500):
-            chunk_keys = keys[i:i + 500]
+            chunk_keys = keys[i : i + 500]
             conn.execute(sa.delete(t).where(t.c.key.in_(chunk_keys), *task_where(t, "purge", now=now)))
-            rows = [self._row(x, now) for x in tasks[i:i + 500]]
+            rows = [self._row(x, now) for x in tasks[i : i + 500]]
             inserted += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
         if inserted and self.channel and any(x.run_at <= now for x in tasks):
             self.db.dialect.notify(conn, self.channel)
@@ -136,9 +152,17 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         return bool(row and row["created_at"] == now and row["type"] == task.type and row["data"] == task.data)
 
     # -- claim -------------------------------------------------------------------------
-    def claim(self, n: int, alive_time: float, now: float, owner: str,
-              settle: Sequence[Settled] = (), lost: list | None = None, also=None,
-              types: Sequence[str] | None = None) -> list[dict]:
+    def claim(
+        self,
+        n: int,
+        alive_time: float,
+        now: float,
+        owner: str,
+        settle: Sequence[Settled] = (),
+        lost: list | None = None,
+        also=None,
+        types: Sequence[str] | None = None,
+    ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
         ``types``: lease only rows of these task types (exact, validated strings); None: any.
@@ -170,6 +194,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
     def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
         ``also(conn)``: more writes of the batch in the same transaction."""
+
         def work(conn):
             gone = self._settle(conn, settled, now) if settled else []
             if also is not None:
@@ -199,16 +224,20 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         short: list[Settled] = []
         for (token, outcome, purge_at), group in by_batch.items():
             ids = [s.id for s in group]
-            res = conn.execute(sa.update(t).where(t.c.id.in_(ids), *task_where(t, "finish", token=token)).values(
-                state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at)))
+            res = conn.execute(
+                sa.update(t)
+                .where(t.c.id.in_(ids), *task_where(t, "finish", token=token))
+                .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at))
+            )
             if res.rowcount != len(ids):
                 short += group
         if not short:
             return []
         # Some were not ours to finish: those finished by us already (an earlier attempt of this
         # transaction committed) are fine; the others lost their lease.
-        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token)
-                            .where(t.c.id.in_([s.id for s in short]))).all()
+        rows = conn.execute(
+            sa.select(t.c.id, t.c.state, t.c.lease_token).where(t.c.id.in_([s.id for s in short]))
+        ).all()
         ours = {r.id for r in rows if r.state == FINISHED and r.lease_token is not None}
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
@@ -235,19 +264,35 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             token = new_token()
             expires = now + alive_time
             ids = [r["id"] for r in deliver]
-            res = conn.execute(sa.update(t).where(t.c.id.in_(ids), *task_where(t, "claim", now=now)).values(
-                leased=1, lease_token=token, timeout=expires, attempts=t.c.attempts + 1, started_at=now,
-                owner=owner[:255]))
+            res = conn.execute(
+                sa.update(t)
+                .where(t.c.id.in_(ids), *task_where(t, "claim", now=now))
+                .values(
+                    leased=1,
+                    lease_token=token,
+                    timeout=expires,
+                    attempts=t.c.attempts + 1,
+                    started_at=now,
+                    owner=owner[:255],
+                )
+            )
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
                 got = {i for (i,) in conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids), t.c.lease_token == token))}
                 deliver = [r for r in deliver if r["id"] in got]
             for r in deliver:
-                r.update(leased=1, lease_token=token, timeout=expires, attempts=r["attempts"] + 1,
-                         started_at=now, owner=owner[:255])
+                r.update(
+                    leased=1,
+                    lease_token=token,
+                    timeout=expires,
+                    attempts=r["attempts"] + 1,
+                    started_at=now,
+                    owner=owner[:255],
+                )
         return deliver, consumed
 
-    def _pick_userless(self, conn, n: int, now: float, lock: bool, types: list[str] | None = None,
-                       tops: dict | None = None) -> list[dict]:
+    def _pick_userless(
+        self, conn, n: int, now: float, lock: bool, types: list[str] | None = None, tops: dict | None = None
+    ) -> list[dict]:
         """Up to ``n`` due userless rows by (priority desc, due time, id), one priority level
         at a time: a loose scan of the claim index.
 
@@ -282,9 +327,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         t = self.t
 
         def due(*cols):
-            stmt = (sa.select(*cols).where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now,
-                                           t.c.resource.is_(None))
-                    .order_by(t.c.timeout, t.c.id).limit(need))
+            stmt = (
+                sa.select(*cols)
+                .where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now, t.c.resource.is_(None))
+                .order_by(t.c.timeout, t.c.id)
+                .limit(need)
+            )
             return self.db.dialect.lock_candidates(stmt) if lock else stmt
 
         if len(at) == 1:
@@ -302,8 +350,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         """Finish rows that must not run again (policy.on_claim: cancel requested, attempts spent)."""
         deliver = []
         for r in picked:
-            verdict = policy.on_claim(attempts=r["attempts"], max_attempts=r["max_attempts"],
-                                      cancel_requested=bool(r["cancel_requested"]), owned=r["workflow"] is not None)
+            verdict = policy.on_claim(
+                attempts=r["attempts"],
+                max_attempts=r["max_attempts"],
+                cancel_requested=bool(r["cancel_requested"]),
+                owned=r["workflow"] is not None,
+            )
             if verdict is policy.OnClaim.CANCEL:
                 self._finish_row(conn, r["id"], "cancelled", r["error"], now, None)
             elif verdict is policy.OnClaim.GIVE_UP:
@@ -314,10 +366,19 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
 
     def _finish_row(self, conn, id_, outcome, error, now, purge_at):
         t = self.t
-        conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "give_up", now=now)).values(
-            state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now,
-            timeout=self.purge_time(self._default_purge(now) if purge_at is None else purge_at), lease_token=None,
-        ))
+        conn.execute(
+            sa.update(t)
+            .where(t.c.id == id_, *task_where(t, "give_up", now=now))
+            .values(
+                state=FINISHED,
+                leased=0,
+                outcome=outcome,
+                error=error,
+                finished_at=now,
+                timeout=self.purge_time(self._default_purge(now) if purge_at is None else purge_at),
+                lease_token=None,
+            )
+        )
 
     retention_time: float = 300.0
 
@@ -326,8 +387,11 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
 
     def _due_users(self, conn, now, types: list[str] | None = None) -> list[str]:
         t = self.t
-        stmt = (sa.select(t.c.resource).where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
-                .group_by(t.c.resource))
+        stmt = (
+            sa.select(t.c.resource)
+            .where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
+            .group_by(t.c.resource)
+        )
         return list(dict.fromkeys(r[0] for r in self._rows_of_types(conn, stmt, types)))
 
     def _running_counts(self, conn, users: Iterable[str], now: float) -> dict[str, int]:
@@ -335,9 +399,16 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         users = list(users)
         counts: dict[str, int] = {}
         for i in range(0, len(users), 500):
-            stmt = (sa.select(t.c.resource, sa.func.count()).where(
-                t.c.state == LIVE, t.c.resource.in_(users[i:i + 500]), t.c.leased == 1, t.c.timeout > now,
-            ).group_by(t.c.resource))
+            stmt = (
+                sa.select(t.c.resource, sa.func.count())
+                .where(
+                    t.c.state == LIVE,
+                    t.c.resource.in_(users[i : i + 500]),
+                    t.c.leased == 1,
+                    t.c.timeout > now,
+                )
+                .group_by(t.c.resource)
+            )
             counts.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
         return counts
 
@@ -351,10 +422,14 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         (``max_running`` caps the user, whatever the type).
         """
         t = self.t
-        rn = sa.func.row_number().over(partition_by=t.c.resource,
-                                       order_by=(t.c.priority.desc(), t.c.timeout, t.c.id)).label("rn")
+        rn = (
+            sa.func.row_number()
+            .over(partition_by=t.c.resource, order_by=(t.c.priority.desc(), t.c.timeout, t.c.id))
+            .label("rn")
+        )
         due = t.c.timeout <= now if types is None else self.db.dialect.likely(t.c.timeout <= now)
         heads = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), due)
+
         def per_user(stmt):
             inner = stmt.subquery()
             return sa.select(inner).where(inner.c.rn <= n)
@@ -386,8 +461,18 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             return dict(r._mapping) if r else None
         return self.db.run(lambda c: self.get(key, c), write=False, what="get")
 
-    def list(self, *, status=None, type=None, user=None, group=None, limit=None, now: float,
-             after_id: int | None = None, with_data: bool = True) -> list[dict]:
+    def list(
+        self,
+        *,
+        status=None,
+        type=None,
+        user=None,
+        group=None,
+        limit=None,
+        now: float,
+        after_id: int | None = None,
+        with_data: bool = True,
+    ) -> list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         stmt = sa.select(*cols).order_by(t.c.id)
@@ -415,7 +500,9 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         out = []
         for i in range(0, len(keys), 500):
-            out += [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.key.in_(list(keys[i:i + 500]))))]
+            out += [
+                dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.key.in_(list(keys[i : i + 500]))))
+            ]
         return out
 
     def lock_key(self, conn, key: str) -> dict | None:
@@ -444,17 +531,23 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             else_="waiting",
         ).label("status")
         stmt = sa.select(t.c.type, status, t.c.outcome, sa.func.count()).group_by(t.c.type, status, t.c.outcome)
-        return self.db.run(lambda c: [(r[0], r[1], r[2], int(r[3])) for r in c.execute(stmt)],
-                           write=False, what="stats")
+        return self.db.run(
+            lambda c: [(r[0], r[1], r[2], int(r[3])) for r in c.execute(stmt)], write=False, what="stats"
+        )
 
     def cleanup(self, now: float, batch: int = 1000) -> int:
         """Delete finished rows past retention, by primary key in small batches."""
         t = self.t
         total = 0
         while True:
+
             def work(conn):
-                ids = [r[0] for r in conn.execute(
-                    sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now).limit(batch))]
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now).limit(batch)
+                    )
+                ]
                 if ids:
                     conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
                 return len(ids)

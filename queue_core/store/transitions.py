@@ -87,67 +87,202 @@ def _task(name, sources, targets, fences, methods, what) -> Transition:
 
 
 #: The transitions of a task row. Targets equal to the sources: the state does not change.
-TASK_TRANSITIONS: dict[str, Transition] = {x.name: x for x in (
-    _task("submit", [_A], [_W, _P], [], "TaskStore.insert", "insert if the key is free"),
-    _task("claim", [_W, _L], [_L], [Fence.DUE], "TaskStore.claim",
-          "lease a due row: new token, attempts + 1, expiry now + alive_time"),
-    _task("give_up", [_W, _L], [_F], [Fence.DUE], "TaskStore.claim",
-          "a due row that must not run again (cancel requested, attempts used up) ends at claim"),
-    _task("heartbeat", [_L], [_L], [Fence.TOKEN], "TaskStore.heartbeat",
-          "the holder extends its lease (and may replace the data)"),
-    _task("finish", [_L], [_F], [Fence.TOKEN],
-          "TaskStore.finish, TaskStore.settle, RunRows.finish_held(_many)", "the holder ends the task"),
-    _task("retry", [_L], [_W], [Fence.TOKEN], "TaskStore.retry, RunRows.retry_held",
-          "the holder gives the task back, due later"),
-    _task("release", [_L], [_W], [Fence.TOKEN], "TaskStore.release",
-          "the holder gives the task back unrun, due now, its attempt given back"),
-    _task("return_attempt", [_W, _L, _F], [_W, _L, _F], [Fence.LATER_LEASE], "TaskStore.return_attempt",
-          "give back the attempt of a lease taken over before its handler started"),
-    _task("force_finish", [_W, _L], [_F], [Fence.PLAIN], "TaskStore.force_finish",
-          "an operator ends a plain task, held or not"),
-    _task("cancel", [_W, _L], [_F], [Fence.NOT_RUNNING], "TaskStore.cancel, RunRows.cancel_waiting",
-          "a task nobody runs ends as cancelled"),
-    _task("request_cancel", [_W, _L], [_W, _L], [], "TaskStore.cancel, RunRows.cancel_waiting",
-          "flag a running task (its holder is told) or a waiting row of a run (made due)"),
-    _task("set_data", _ROWS, _ROWS, [], "TaskStore.set_data",
-          "replace the data of a row the caller's transaction has locked"),
-    _task("purge", [_F], [_A], [Fence.DUE], "TaskStore.cleanup, TaskStore.insert",
-          "delete a finished row whose retention ended"),
-    _task("adopt", [_L], [_P], [Fence.TOKEN], "RunRows.adopt", "the decider makes a submitted row a run"),
-    _task("mark", [_W, _L, _F], [_W, _L, _F], [Fence.PLAIN], "RunRows.mark",
-          "list a row no decider took up as a run"),
-    _task("set_workflow", [_P, _W, _L], [_P, _W, _L], [], "RunRows.set_workflow(_many)",
-          "new bookkeeping of a row still in the state its run read"),
-    _task("promote", [_P], [_W], [], "RunRows.promote", "a step whose parents are done, due now"),
-    _task("close", [_P], [_F], [], "RunRows.close(_many)", "a pending row ends without running"),
-    _task("keep_group", [_F], [_F], [], "RunRows.keep_group", "set the retention of a run's finished rows"),
-    _task("reopen", [_F], [_W, _P], [], "RunRows.reopen, RunRows.reopen_run",
-          "a finished row of a retried run, fresh attempts"),
-    _task("clear_group", _ROWS, [_A], [Fence.WORKFLOW], "RunRows.clear_group",
-          "delete the workflow rows of a group (an earlier run with this id, a map's old items)"),
-)}
+TASK_TRANSITIONS: dict[str, Transition] = {
+    x.name: x
+    for x in (
+        _task("submit", [_A], [_W, _P], [], "TaskStore.insert", "insert if the key is free"),
+        _task(
+            "claim",
+            [_W, _L],
+            [_L],
+            [Fence.DUE],
+            "TaskStore.claim",
+            "lease a due row: new token, attempts + 1, expiry now + alive_time",
+        ),
+        _task(
+            "give_up",
+            [_W, _L],
+            [_F],
+            [Fence.DUE],
+            "TaskStore.claim",
+            "a due row that must not run again (cancel requested, attempts used up) ends at claim",
+        ),
+        _task(
+            "heartbeat",
+            [_L],
+            [_L],
+            [Fence.TOKEN],
+            "TaskStore.heartbeat",
+            "the holder extends its lease (and may replace the data)",
+        ),
+        _task(
+            "finish",
+            [_L],
+            [_F],
+            [Fence.TOKEN],
+            "TaskStore.finish, TaskStore.settle, RunRows.finish_held(_many)",
+            "the holder ends the task",
+        ),
+        _task(
+            "retry",
+            [_L],
+            [_W],
+            [Fence.TOKEN],
+            "TaskStore.retry, RunRows.retry_held",
+            "the holder gives the task back, due later",
+        ),
+        _task(
+            "release",
+            [_L],
+            [_W],
+            [Fence.TOKEN],
+            "TaskStore.release",
+            "the holder gives the task back unrun, due now, its attempt given back",
+        ),
+        _task(
+            "return_attempt",
+            [_W, _L, _F],
+            [_W, _L, _F],
+            [Fence.LATER_LEASE],
+            "TaskStore.return_attempt",
+            "give back the attempt of a lease taken over before its handler started",
+        ),
+        _task(
+            "force_finish",
+            [_W, _L],
+            [_F],
+            [Fence.PLAIN],
+            "TaskStore.force_finish",
+            "an operator ends a plain task, held or not",
+        ),
+        _task(
+            "cancel",
+            [_W, _L],
+            [_F],
+            [Fence.NOT_RUNNING],
+            "TaskStore.cancel, RunRows.cancel_waiting",
+            "a task nobody runs ends as cancelled",
+        ),
+        _task(
+            "request_cancel",
+            [_W, _L],
+            [_W, _L],
+            [],
+            "TaskStore.cancel, RunRows.cancel_waiting",
+            "flag a running task (its holder is told) or a waiting row of a run (made due)",
+        ),
+        _task(
+            "set_data",
+            _ROWS,
+            _ROWS,
+            [],
+            "TaskStore.set_data",
+            "replace the data of a row the caller's transaction has locked",
+        ),
+        _task(
+            "purge",
+            [_F],
+            [_A],
+            [Fence.DUE],
+            "TaskStore.cleanup, TaskStore.insert",
+            "delete a finished row whose retention ended",
+        ),
+        _task("adopt", [_L], [_P], [Fence.TOKEN], "RunRows.adopt", "the decider makes a submitted row a run"),
+        _task(
+            "mark", [_W, _L, _F], [_W, _L, _F], [Fence.PLAIN], "RunRows.mark", "list a row no decider took up as a run"
+        ),
+        _task(
+            "set_workflow",
+            [_P, _W, _L],
+            [_P, _W, _L],
+            [],
+            "RunRows.set_workflow(_many)",
+            "new bookkeeping of a row still in the state its run read",
+        ),
+        _task("promote", [_P], [_W], [], "RunRows.promote", "a step whose parents are done, due now"),
+        _task("close", [_P], [_F], [], "RunRows.close(_many)", "a pending row ends without running"),
+        _task("keep_group", [_F], [_F], [], "RunRows.keep_group", "set the retention of a run's finished rows"),
+        _task(
+            "reopen",
+            [_F],
+            [_W, _P],
+            [],
+            "RunRows.reopen, RunRows.reopen_run",
+            "a finished row of a retried run, fresh attempts",
+        ),
+        _task(
+            "clear_group",
+            _ROWS,
+            [_A],
+            [Fence.WORKFLOW],
+            "RunRows.clear_group",
+            "delete the workflow rows of a group (an earlier run with this id, a map's old items)",
+        ),
+    )
+}
 
 _SA, _SI, _SL = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED
 
 #: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.ScheduleStore`).
-SCHEDULE_TRANSITIONS: dict[str, Transition] = {x.name: x for x in (
-    _task("add", [_SA], [_SI], [], "ScheduleStore.add", "insert if the key is free"),
-    _task("lease", [_SI, _SL], [_SL], [Fence.DUE, Fence.OCCURRENCE], "ScheduleStore.lease",
-          "a poller leases the due occurrence: new token, expiry now + alive_time"),
-    _task("advance", [_SI, _SL], [_SI], [Fence.DUE, Fence.OCCURRENCE], "ScheduleStore.advance_many",
-          "tick submitted the due occurrences, or poll set skipped ones aside: next occurrence, lease dropped"),
-    _task("heartbeat", [_SL], [_SL], [Fence.TOKEN], "ScheduleStore.heartbeat", "the holder extends its lease"),
-    _task("finish", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.finish", "the holder moves on to the next occurrence"),
-    _task("retry", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.give_back",
-          "the holder gives the occurrence back, due later"),
-    _task("release", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.give_back",
-          "the holder gives the occurrence back, due now"),
-    _task("configure", [_SI, _SL], [_SI, _SL], [], "ScheduleStore.configure",
-          "new type, data or catch-up policy; times and lease unchanged"),
-    _task("reschedule", [_SI, _SL], [_SI], [], "ScheduleStore.reschedule",
-          "new cron, timezone, delay or dst policy: next occurrence from now, lease dropped"),
-    _task("delete", [_SI, _SL], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
-)}
+SCHEDULE_TRANSITIONS: dict[str, Transition] = {
+    x.name: x
+    for x in (
+        _task("add", [_SA], [_SI], [], "ScheduleStore.add", "insert if the key is free"),
+        _task(
+            "lease",
+            [_SI, _SL],
+            [_SL],
+            [Fence.DUE, Fence.OCCURRENCE],
+            "ScheduleStore.lease",
+            "a poller leases the due occurrence: new token, expiry now + alive_time",
+        ),
+        _task(
+            "advance",
+            [_SI, _SL],
+            [_SI],
+            [Fence.DUE, Fence.OCCURRENCE],
+            "ScheduleStore.advance_many",
+            "tick submitted the due occurrences, or poll set skipped ones aside: next occurrence, lease dropped",
+        ),
+        _task("heartbeat", [_SL], [_SL], [Fence.TOKEN], "ScheduleStore.heartbeat", "the holder extends its lease"),
+        _task(
+            "finish", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.finish", "the holder moves on to the next occurrence"
+        ),
+        _task(
+            "retry",
+            [_SL],
+            [_SI],
+            [Fence.TOKEN],
+            "ScheduleStore.give_back",
+            "the holder gives the occurrence back, due later",
+        ),
+        _task(
+            "release",
+            [_SL],
+            [_SI],
+            [Fence.TOKEN],
+            "ScheduleStore.give_back",
+            "the holder gives the occurrence back, due now",
+        ),
+        _task(
+            "configure",
+            [_SI, _SL],
+            [_SI, _SL],
+            [],
+            "ScheduleStore.configure",
+            "new type, data or catch-up policy; times and lease unchanged",
+        ),
+        _task(
+            "reschedule",
+            [_SI, _SL],
+            [_SI],
+            [],
+            "ScheduleStore.reschedule",
+            "new cron, timezone, delay or dst policy: next occurrence from now, lease dropped",
+        ),
+        _task("delete", [_SI, _SL], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
+    )
+}
 
 
 def _task_states(t: sa.Table, states: Iterable[TaskState]) -> list:
@@ -155,8 +290,13 @@ def _task_states(t: sa.Table, states: Iterable[TaskState]) -> list:
     if states >= set(_ROWS):
         return []
     live = {_W, _L} & states
-    clauses = [t.c.state == LIVE] if len(live) == 2 else \
-        [sa.and_(t.c.state == LIVE, t.c.leased == (1 if _L in live else 0))] if live else []
+    clauses = (
+        [t.c.state == LIVE]
+        if len(live) == 2
+        else [sa.and_(t.c.state == LIVE, t.c.leased == (1 if _L in live else 0))]
+        if live
+        else []
+    )
     clauses += [t.c.state == code for s, code in ((_P, PENDING), (_F, FINISHED)) if s in states]
     return [clauses[0] if len(clauses) == 1 else sa.or_(*clauses)]
 

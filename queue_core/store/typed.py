@@ -61,9 +61,9 @@ class TypedReads:
         that have an answer."""
         answers: dict[str, Any] = {}
         for i in range(0, len(types), PROBES_PER_STATEMENT):
-            chunk = tuple(types[i:i + PROBES_PER_STATEMENT])
+            chunk = tuple(types[i : i + PROBES_PER_STATEMENT])
             row = conn.execute(self._probe_statement(kind, chunk), params).one()
-            answers.update({x: a for x, a in zip(chunk, row) if a is not None})
+            answers.update({x: a for x, a in zip(chunk, row, strict=True) if a is not None})
         return answers
 
     def _probe_statement(self, kind: str, chunk: tuple[str, ...]):
@@ -80,8 +80,9 @@ class TypedReads:
 
     def _probe_top(self, type_: str):
         t = self.t
-        return sa.select(t.c.priority).where(t.c.state == LIVE, t.c.type == type_).order_by(
-            t.c.priority.desc()).limit(1)
+        return (
+            sa.select(t.c.priority).where(t.c.state == LIVE, t.c.type == type_).order_by(t.c.priority.desc()).limit(1)
+        )
 
     def _probe_below(self, type_: str):
         return self._probe_top(type_).where(self.t.c.priority < sa.bindparam("below"))
@@ -89,14 +90,25 @@ class TypedReads:
     def _probe_users(self, type_: str):
         t = self.t
         due = self.db.dialect.likely(t.c.timeout <= sa.bindparam("now"))
-        return sa.select(sa.literal(1)).where(t.c.state == LIVE, t.c.type == type_, t.c.resource.is_not(None),
-                                              due).limit(1)
+        return (
+            sa.select(sa.literal(1))
+            .where(t.c.state == LIVE, t.c.type == type_, t.c.resource.is_not(None), due)
+            .limit(1)
+        )
 
     def _probe_due(self, type_: str):
         t = self.t
-        return sa.select(sa.literal(1)).where(
-            t.c.state == LIVE, t.c.type == type_, t.c.priority == sa.bindparam("level"),
-            t.c.timeout <= sa.bindparam("now"), t.c.resource.is_(None)).limit(1)
+        return (
+            sa.select(sa.literal(1))
+            .where(
+                t.c.state == LIVE,
+                t.c.type == type_,
+                t.c.priority == sa.bindparam("level"),
+                t.c.timeout <= sa.bindparam("now"),
+                t.c.resource.is_(None),
+            )
+            .limit(1)
+        )
 
     def _live_types(self, conn) -> set[str]:
         """Every type that has live rows: a loose scan of the type index, one probe per type
@@ -125,7 +137,7 @@ class TypedReads:
             one = wrap(self._typed(stmt.where(c == sa.bindparam("type_"))))
             return [r for x in types for r in conn.execute(one, {"type_": x})]
         many = wrap(self._typed(stmt.where(c.in_(sa.bindparam("types_", expanding=True)))))
-        return [r for i in range(0, len(types), 500) for r in conn.execute(many, {"types_": types[i:i + 500]})]
+        return [r for i in range(0, len(types), 500) for r in conn.execute(many, {"types_": types[i : i + 500]})]
 
     def _typed(self, stmt):
         """A read limited to types: not through the indexes made for reads of every type (unless
@@ -142,5 +154,8 @@ class TypedReads:
             wanted = {f"ix_{self.name}_type", f"ix_{self.name}_type_user"}
             self._type_indexes = not wanted & self.missing_indexes(conn)
             if not self._type_indexes:
-                log.warning("table %s predates the indexes of claims limited to task types; such claims "
-                            "read other types' rows until 'init' adds them", self.name)
+                log.warning(
+                    "table %s predates the indexes of claims limited to task types; such claims "
+                    "read other types' rows until 'init' adds them",
+                    self.name,
+                )
