@@ -150,6 +150,8 @@ class ScheduledTask:
                 raise PreemptedError(f"{what}: schedule {self.key!r} was deleted")
             if int(row["next_time"]) != self.scheduled_time and row["lease_token"] == self._token:
                 raise IdempotentAlreadyFinishedError(f"{what}: occurrence {self.scheduled_time} already finished")
+            if row["lease_token"] == self._token and row["leased"]:
+                raise PreemptedError(f"{what}: the lease on schedule {self.key!r} expired (held past alive_time)")
             raise PreemptedError(f"{what}: the lease on schedule {self.key!r} was taken over")
 
         self.scheduler.db.run(work, what=what)
@@ -157,7 +159,7 @@ class ScheduledTask:
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
         now = self.scheduler.now(now)
         alive = self.scheduler.queue._alive(alive_time)
-        self._held("heartbeat", lambda c, st: st.heartbeat(c, self.key, self._token, now + alive))
+        self._held("heartbeat", lambda c, st: st.heartbeat(c, self.key, self._token, now + alive, now))
 
     def finish(self, now: float | None = None) -> None:
         """Advance to the occurrence after the scheduled one (not after now)."""

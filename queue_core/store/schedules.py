@@ -144,8 +144,9 @@ class ScheduleStore(VersionedTables):
         )
         return token if done else None
 
-    def heartbeat(self, conn, key: str, token: int, expires: float) -> bool:
-        return self._write(conn, key, "heartbeat", {"timeout": expires}, token=token)
+    def heartbeat(self, conn, key: str, token: int, expires: float, now: float) -> bool:
+        """Extend the lease, unexpired at ``now``, to ``expires`` (an expired one is never revived)."""
+        return self._write(conn, key, "heartbeat", {"timeout": expires}, token=token, now=now)
 
     def finish(self, conn, key: str, token: int, next_time: int, next_run_time: float, now: float) -> bool:
         """The holder moves the schedule on to ``next_time``; its token stays to tell a second

@@ -32,12 +32,14 @@ class TaskChanges:
     """Needs ``t`` (the task table), ``db`` and ``purge_time``."""
 
     # -- holder operations (fenced by the lease token) ------------------------------------
-    def heartbeat(self, id_: int, token: int, timeout: float, data: str | None = None) -> None:
-        """Extend the lease to ``timeout`` (and replace the data). Raises CancelRequestedError
-        after extending it when a cancel was requested: the handler winds down under a live lease."""
+    def heartbeat(self, id_: int, token: int, timeout: float, now: float, data: str | None = None) -> None:
+        """Extend the lease, unexpired at ``now``, to ``timeout`` (and replace the data). An expired
+        lease is never revived (PreemptedError): another worker may hold the task, or its user's slot.
+        Raises CancelRequestedError after extending it when a cancel was requested: the handler
+        winds down under a live lease."""
         t = self.t
         values: dict = {"timeout": timeout} | ({} if data is None else {"data": data})
-        held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token)).values(**values)
+        held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token, now=now)).values(**values)
 
         def work(conn) -> bool:
             if conn.execute(held.where(t.c.cancel_requested == 0)).rowcount == 1:
@@ -122,7 +124,7 @@ class TaskChanges:
             raise PreemptedError(f"{op}: the lease on task {row.key!r} was taken over by another worker")
         if not row.leased:
             raise PreemptedError(f"{op}: task {row.key!r} was already released or retried by this holder")
-        raise PreemptedError(f"{op}: lease on task {row.key!r} is no longer valid")
+        raise PreemptedError(f"{op}: the lease on task {row.key!r} expired (held past alive_time)")
 
     # -- operator operations ----------------------------------------------------------------
     def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:

@@ -57,6 +57,8 @@ class Fence(StrEnum):
     LATER_LEASE = "later lease"
     #: ``timeout <= :now``: the row is due (a waiting row's due time, an expired lease, an ended retention)
     DUE = "due"
+    #: ``timeout > :now``: the lease has not expired (an expired one is never revived)
+    UNEXPIRED = "unexpired"
     #: ``leased = 0 OR timeout <= :now``: nobody runs it now
     NOT_RUNNING = "not running"
     #: ``next_time = :expected``: the schedule is still at the occurrence the caller read
@@ -111,9 +113,9 @@ TASK_TRANSITIONS: dict[str, Transition] = {
             "heartbeat",
             [_L],
             [_L],
-            [Fence.TOKEN],
+            [Fence.TOKEN, Fence.UNEXPIRED],
             "TaskStore.heartbeat",
-            "the holder extends its lease (and may replace the data)",
+            "the holder extends its unexpired lease (and may replace the data)",
         ),
         _task(
             "finish",
@@ -244,7 +246,14 @@ SCHEDULE_TRANSITIONS: dict[str, Transition] = {
             "ScheduleStore.advance_many",
             "tick submitted the due occurrences, or poll set skipped ones aside: next occurrence, lease dropped",
         ),
-        _task("heartbeat", [_SL], [_SL], [Fence.TOKEN], "ScheduleStore.heartbeat", "the holder extends its lease"),
+        _task(
+            "heartbeat",
+            [_SL],
+            [_SL],
+            [Fence.TOKEN, Fence.UNEXPIRED],
+            "ScheduleStore.heartbeat",
+            "the holder extends its unexpired lease",
+        ),
         _task(
             "finish", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.finish", "the holder moves on to the next occurrence"
         ),
@@ -325,6 +334,8 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
         return t.c.lease_token != need("token")
     if fence is Fence.DUE:
         return t.c.timeout <= need("now")
+    if fence is Fence.UNEXPIRED:
+        return t.c.timeout > need("now")
     if fence is Fence.NOT_RUNNING:
         return sa.or_(t.c.leased == 0, t.c.timeout <= need("now"))
     if fence is Fence.OCCURRENCE:

@@ -102,6 +102,14 @@ def test_task_heartbeat(queue):
     refused(queue, "k", PreemptedError, lambda: a.update_data({"c": 3}, now=T0 + 41))
 
 
+def test_task_heartbeat_never_revives_an_expired_lease(queue):
+    a = held(queue)  # its lease ends at T0 + 10
+    refused(queue, "k", PreemptedError, lambda: a.heartbeat(alive_time=20, now=T0 + 10))  # nobody took it
+    refused(queue, "k", PreemptedError, lambda: a.update_data({"c": 3}, now=T0 + 11))
+    refused(queue, "k", PreemptedError, lambda: queue.store.heartbeat(a.row_id, a.lease_token, T0 + 99, T0 + 10))
+    assert queue.poll(alive_time=10, now=T0 + 10).key == "k"  # due to any worker
+
+
 def test_task_heartbeat_tells_a_cancel_request_and_keeps_the_lease(queue):
     a = held(queue)
     queue["k"].cancel_request(now=T0 + 1)
@@ -424,7 +432,16 @@ def test_schedule_heartbeat(sched):
     assert srow(sched)["timeout"] == T0 + 21
     sched.poll(alive_time=10, now=T0 + 21)  # taken over
     s_refused(sched, PreemptedError, lambda: a.heartbeat(now=T0 + 22))
-    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99)) is False
+    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99, T0 + 22)) is False
+
+
+def test_schedule_heartbeat_never_revives_an_expired_lease(sched):
+    every_minute(sched)
+    a = sched.poll(alive_time=10, now=T0)
+    s_refused(sched, PreemptedError, lambda: a.heartbeat(alive_time=10, now=T0 + 10))  # expired, not taken over
+    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99, T0 + 10)) is False
+    b = sched.poll(alive_time=10, now=T0 + 10)
+    assert b is not None and b.scheduled_time == a.scheduled_time
 
 
 def test_schedule_finish(sched):
