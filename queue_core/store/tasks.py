@@ -172,8 +172,13 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         a settled task whose lease was taken over is not finished, and its ``Settled`` entry
         is appended to ``lost``. ``also(conn)``: more writes of the settled batch, in the same
         transaction before the claim (deferred finishes of workflow steps).
+
+        The lease token is drawn before the transaction: when it runs again after a transient
+        error that may have hidden its COMMIT (a lost acknowledgement), the rows it already
+        leased under that token are delivered instead of being left to expire unknown.
         """
         pending = list(settle)
+        token = 0
 
         def work(conn):
             if pending:
@@ -182,14 +187,25 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
                     lost[:] = gone
             if also is not None:
                 also(conn)
-            return self._claim(conn, n, alive_time, now, owner, types) if n else ([], 0)
+            if self.db.last_run_retried() and (mine := self._leased_under(conn, token, now + alive_time)):
+                return mine, 0
+            return self._claim(conn, n, alive_time, now, owner, types, token) if n else ([], 0)
 
         for _ in range(4):
+            token = new_token()
             rows, consumed = self.db.run(work, what="poll")
             pending, also = [], None
             if rows or not consumed:
                 return rows
         return []
+
+    def _leased_under(self, conn, token: int, expires: float) -> list[dict]:
+        """The rows a claim with ``token`` leased until ``expires`` (an earlier run of its
+        transaction committed); found through the (state, timeout) index."""
+        t = self.t
+        held = sa.select(t).where(t.c.state == LIVE, t.c.timeout == expires, t.c.lease_token == token, t.c.leased == 1)
+        rows = conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))
+        return policy.limited_first([dict(r._mapping) for r in rows])
 
     def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
@@ -242,7 +258,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
-    def _claim(self, conn, n, alive_time, now, owner, types) -> tuple[list[dict], int]:
+    def _claim(self, conn, n, alive_time, now, owner, types, token) -> tuple[list[dict], int]:
         t = self.t
         tops = None
         if types is not None:  # from here on, only the types that have live rows
@@ -261,7 +277,6 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         deliver, consumed = self._screen(conn, picked, now)
         deliver = policy.limited_first(deliver)
         if deliver:
-            token = new_token()
             expires = now + alive_time
             ids = [r["id"] for r in deliver]
             res = conn.execute(

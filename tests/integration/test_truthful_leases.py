@@ -8,7 +8,10 @@ a capped one.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
+import sqlalchemy as sa
 
 from queue_core import PreemptedError
 
@@ -54,3 +57,96 @@ def test_a_heartbeat_within_the_lease_still_extends_it(queue, clock):
     assert queue["k"].metadata().status == "running"
     task.finish()
     assert queue["k"].metadata().outcome == "success"
+
+
+# -- a claim whose COMMIT acknowledgement was lost keeps what it claimed ----------------------
+@contextmanager
+def commit_ack_lost_once(q, what):
+    """The next transaction labelled ``what`` commits, then its client sees the connection drop
+    (a transient error): Database.run runs the transaction again, as after a real lost ack."""
+    db, original, fired = q.db, q.db._connection, []
+
+    @contextmanager
+    def conn_then_drop(write):
+        with original(write) as conn:
+            yield conn
+        if not fired and db._local.what == what:
+            fired.append(what)
+            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True)
+
+    real_run = db.run
+
+    def run(fn, *, write=True, what="query"):
+        db._local.what = what
+        return real_run(fn, write=write, what=what)
+
+    db._connection, db.run = conn_then_drop, run
+    try:
+        yield fired
+    finally:
+        db._connection, db.run = original, real_run
+
+
+@contextmanager
+def rolled_back_once(q, what):
+    """The next transaction labelled ``what`` does its work, then fails before COMMIT (rolled
+    back): Database.run runs it again."""
+    db, real_run, fired = q.db, q.db.run, []
+
+    def run(fn, *, write=True, what_="query", **kw):
+        label = kw.get("what", what_)
+
+        def once(conn):
+            out = fn(conn)
+            if not fired and label == what:
+                fired.append(label)
+                raise sa.exc.OperationalError("UPDATE", {}, ConnectionError("deadlock"), connection_invalidated=True)
+            return out
+
+        return real_run(once, write=write, what=label)
+
+    db.run = run
+    try:
+        yield fired
+    finally:
+        db.run = real_run
+
+
+def test_a_claim_whose_commit_ack_was_lost_delivers_what_it_leased(queue, clock):
+    for k in "abc":
+        queue.submit(k, "t")
+    with commit_ack_lost_once(queue, "poll") as fired:
+        got = queue.poll_multi(3, alive_time=10)
+    assert fired == ["poll"]  # the first attempt committed, and was run again
+    assert sorted(t.key for t in got) == ["a", "b", "c"]
+    for t in got:
+        t.finish()  # each is held under the token its holder knows
+    assert [(m.key, m.outcome, m.attempts) for m in queue.list()] == [(k, "success", 1) for k in "abc"]
+
+
+def test_a_limited_task_whose_claim_lost_its_commit_ack_runs_once(queue, clock):
+    queue.submit("a", "t", max_attempts=1)
+    queue.submit("b", "t", max_attempts=1)
+    with commit_ack_lost_once(queue, "poll") as fired:
+        got = queue.poll_multi(2, alive_time=10)  # a limited task is leased alone
+    assert fired == ["poll"]
+    assert [t.key for t in got] == ["a"]
+    assert [m.key for m in queue.list() if m.status == "running"] == ["a"]  # no lease under an unknown token
+    clock.advance(11)  # had one been left behind, its only attempt would be spent by now
+    got[0].finish()
+    rest = queue.poll_multi(5, alive_time=10)
+    assert [(t.key, t.attempts) for t in rest] == [("b", 1)]
+    rest[0].finish()
+    assert [(m.key, m.outcome, m.attempts) for m in queue.list()] == [("a", "success", 1), ("b", "success", 1)]
+
+
+def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
+    for k in "ab":
+        queue.submit(k, "t")
+    with rolled_back_once(queue, "poll") as fired:
+        got = queue.poll_multi(2, alive_time=10)
+    assert fired == ["poll"]
+    assert sorted(t.key for t in got) == ["a", "b"]
+    for t in got:
+        t.finish()
+    assert [(m.outcome, m.attempts) for m in queue.list()] == [("success", 1)] * 2
