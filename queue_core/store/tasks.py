@@ -460,13 +460,16 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             chosen = policy.choose_fair(chosen, running, n)
         if not chosen:
             return []
-        ids = [r["id"] for r in chosen]
+        return self._lock_chosen(conn, [r["id"] for r in chosen], now)
+
+    def _lock_chosen(self, conn, ids: list[int], now: float) -> list[dict]:
+        """Lock the rows ``ids`` that are still due, in that order, as they are now: read before
+        the lock, another worker may have claimed, changed and given one back meanwhile."""
+        t = self.t
         still_due = self.db.dialect.likely(sa.and_(t.c.state == LIVE, t.c.timeout <= now))
-        lock = sa.select(t.c.id).where(t.c.id.in_(ids), still_due)
-        got = {r[0] for r in conn.execute(self.db.dialect.lock_candidates(lock))}
-        for r in chosen:
-            r.pop("rn", None)
-        return [r for r in chosen if r["id"] in got]
+        lock = self.db.dialect.lock_candidates(sa.select(t).where(t.c.id.in_(ids), still_due))
+        locked = {r.id: dict(r._mapping) for r in conn.execute(lock)}
+        return [locked[i] for i in ids if i in locked]
 
     # -- reads -------------------------------------------------------------------------
     def get(self, key: str, conn=None) -> dict | None:

@@ -8,11 +8,13 @@ a capped one.
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
 
+import queue_core
 from queue_core import PreemptedError
 
 
@@ -150,3 +152,71 @@ def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
     for t in got:
         t.finish()
     assert [(m.outcome, m.attempts) for m in queue.list()] == [("success", 1)] * 2
+
+
+# -- a fair-share claim delivers the row as it locked it ----------------------------------------
+SERVERS = pytest.mark.parametrize("backend", ["mysql", "postgres"])  # SQLite serialises writers
+
+
+@contextmanager
+def between_read_and_lock(q, meanwhile):
+    """Run ``meanwhile()`` (another worker, to commit) right after this queue's fair-share claim
+    read its candidates, before it locks them."""
+    me, done = threading.get_ident(), []
+
+    def after(conn, cursor, statement, *_):
+        if threading.get_ident() == me and not done and "row_number" in statement.lower():
+            done.append(statement)
+            other = threading.Thread(target=meanwhile)
+            other.start()
+            other.join(timeout=30)
+
+    sa.event.listen(q.db.engine, "after_cursor_execute", after)
+    try:
+        yield done
+    finally:
+        sa.event.remove(q.db.engine, "after_cursor_execute", after)
+
+
+@SERVERS
+def test_a_fair_claim_delivers_the_data_written_before_it_locked_the_row(queue, clock, db_url, table_name):
+    queue.submit("k", "t", {"v": 1}, user="u")
+    with queue_core.open(db_url, table_name, clock=clock) as other:
+        write = lambda: other.transaction(lambda tx: tx.update_data("k", {"v": 2}))  # noqa: E731
+        with between_read_and_lock(queue, write) as hooked:
+            task = queue.poll(alive_time=10)
+    assert hooked and task is not None
+    assert task.data == {"v": 2}
+
+
+@SERVERS
+def test_a_fair_claim_never_runs_a_task_past_max_attempts(queue, clock, db_url, table_name):
+    queue.submit("k", "t", user="u", max_attempts=2)
+    with queue_core.open(db_url, table_name, clock=clock) as other:
+        other.poll(alive_time=10).retry(retry_wait=0)  # attempt 1 ran and failed
+
+        def run_attempt_2():
+            other.poll(alive_time=10).retry(retry_wait=0)  # attempt 2 ran and failed: none left
+
+        with between_read_and_lock(queue, run_attempt_2) as hooked:
+            task = queue.poll(alive_time=10)  # read it at attempt 1; locked it at attempt 2
+    assert hooked
+    assert task is None  # its attempts are used up: the claim ends it instead of running it
+    m = queue["k"].metadata()
+    assert (m.status, m.outcome, m.attempts) == ("finished", "failure", 2)
+
+
+@SERVERS
+def test_a_fair_claim_never_runs_a_task_cancelled_before_it_locked_the_row(queue, clock, db_url, table_name):
+    queue.submit("k", "t", user="u")
+    with queue_core.open(db_url, table_name, clock=clock) as other:
+
+        def claim_cancel_release():
+            held = other.poll(alive_time=10)
+            other["k"].cancel_request()
+            held.release()
+
+        with between_read_and_lock(queue, claim_cancel_release) as hooked:
+            task = queue.poll(alive_time=10)
+    assert hooked and task is None
+    assert queue["k"].metadata().outcome == "cancelled"
