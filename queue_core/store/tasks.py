@@ -70,6 +70,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         # The highest priority of live rows: ORDER BY ... LIMIT 1 in index order (MariaDB
         # answers MAX() over a descending index column with a scan).
+        self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._top_level = (
             sa.select(self.t.c.priority).where(self.t.c.state == LIVE).order_by(self.t.c.priority.desc()).limit(1)
         )
@@ -454,10 +455,14 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         running = self._running_counts(conn, users, now)
         chosen = policy.choose_fair(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
-            # Serialise capped claims so two workers cannot both take a user's last slot.
-            conn.execute(self.db.dialect.lock_rows(sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")))
+            # Capped claims hold the fair lock alone, and count again under it: two workers cannot
+            # both take a user's last slot, nor one while another leases a task of that user.
+            conn.execute(self.db.dialect.lock_rows(self._fair_lock))
             running = self._running_counts(conn, {r["resource"] for r in chosen if r["resource"]}, now)
             chosen = policy.choose_fair(chosen, running, n)
+        elif any(r["resource"] is not None for r in chosen):
+            # Uncapped claims of users share it: the tasks they lease count in a capped claim's count.
+            conn.execute(self.db.dialect.share_rows(self._fair_lock))
         if not chosen:
             return []
         return self._lock_chosen(conn, [r["id"] for r in chosen], now)

@@ -220,3 +220,39 @@ def test_a_fair_claim_never_runs_a_task_cancelled_before_it_locked_the_row(queue
             task = queue.poll(alive_time=10)
     assert hooked and task is None
     assert queue["k"].metadata().outcome == "cancelled"
+
+
+# -- an uncapped claim of a user never lets a concurrent capped claim exceed the cap -------------
+@contextmanager
+def before_commit_of_the_claim(q, meanwhile):
+    """Start ``meanwhile()`` (another worker's claim) right after this queue's claim leased its
+    rows, before it commits; give it a second to finish (or block), then let this claim commit."""
+    me, started = threading.get_ident(), []
+
+    def after(conn, cursor, statement, *_):
+        if threading.get_ident() == me and not started and "attempts + " in statement:
+            started.append(threading.Thread(target=meanwhile))
+            started[0].start()
+            started[0].join(timeout=1.0)  # a claim that must wait for ours blocks here
+
+    sa.event.listen(q.db.engine, "after_cursor_execute", after)
+    try:
+        yield started
+    finally:
+        sa.event.remove(q.db.engine, "after_cursor_execute", after)
+        for t in started:
+            t.join(timeout=30)
+
+
+@SERVERS
+def test_an_uncapped_claim_and_a_capped_claim_of_one_user_respect_the_cap(queue, clock, db_url, table_name):
+    queue.submit("free", "free", user="u")  # no cap of its own, but it counts as one of u's running tasks
+    queue.submit("capped", "capped", user="u", max_running=1)
+    got = {}
+    with queue_core.open(db_url, table_name, clock=clock) as other:
+        claim_capped = lambda: got.setdefault("capped", other.poll(alive_time=10, types=["capped"]))  # noqa: E731
+        with before_commit_of_the_claim(queue, claim_capped) as started:
+            got["free"] = queue.poll(alive_time=10, types=["free"])
+    assert started and got["free"] is not None
+    assert got["capped"] is None  # u already runs one task: its capped task waits for the slot
+    assert [m.key for m in queue.list() if m.status == "running"] == ["free"]
