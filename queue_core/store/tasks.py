@@ -160,7 +160,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         now: float,
         owner: str,
         settle: Sequence[Settled] = (),
-        lost: list | None = None,
+        lost: list[Settled] | None = None,
         also=None,
         types: Sequence[str] | None = None,
     ) -> list[dict]:
