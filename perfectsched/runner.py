@@ -58,7 +58,7 @@ __all__ = ["open_scheduler", "run_scheduler"]
 
 #: what a signal means to ``perfectsched run`` (docs/cron.md); a second stop signal during a
 #: handler exits at once (:meth:`SchedulerLoop.stop_now`)
-SCHEDULER_SIGNALS = {
+SCHEDULER_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
     signal.SIGQUIT: Intent.STOP,
