@@ -151,6 +151,10 @@ def decode_data(text: str | None) -> dict:
 MAX_ERROR_BYTES = 65000
 
 
+@overload
+def _error_text(error: BaseException) -> str: ...
+@overload
+def _error_text(error: Any) -> str | None: ...
 def _error_text(error: Any) -> str | None:
     """``error`` as storable text: never raises (a handler's exception may have a broken
     ``__str__``), valid UTF-8 (lone surrogates escaped), at most MAX_ERROR_BYTES bytes."""
