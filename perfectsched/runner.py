@@ -58,7 +58,7 @@ __all__ = ["open_scheduler", "run_scheduler"]
 
 #: what a signal means to ``perfectsched run`` (docs/cron.md); a second stop signal during a
 #: handler exits at once (:meth:`SchedulerLoop.stop_now`)
-SCHEDULER_SIGNALS = {
+SCHEDULER_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
     signal.SIGQUIT: Intent.STOP,
@@ -159,14 +159,28 @@ class SchedulerLoop:
             self.sched.queue.url,
         )
 
+    @property
+    def open_sched(self) -> Scheduler:
+        """The scheduler, from :meth:`_open` to :meth:`_close`."""
+        if self.sched is None:
+            raise RuntimeError("the scheduler loop is not open")
+        return self.sched
+
+    @property
+    def open_monitor(self) -> TaskMonitor:
+        """The monitor of a handler's runs (the loop runs a target), from :meth:`_open` to :meth:`_close`."""
+        if self.monitor is None:
+            raise RuntimeError("the scheduler loop runs no handler, or is not open")
+        return self.monitor
+
     def _probe(self) -> None:
         """Fail fast (exit 5) on a schedule table that was never created, or on any database
         error in burst mode; in a long-running loop other database errors are retried."""
         try:
-            self.sched.next_due()
+            self.open_sched.next_due()
         except DatabaseError as exc:
             if self.burst or isinstance(exc, SchemaError):
-                self.sched.close()
+                self.open_sched.close()
                 self.sched = None
                 raise
             log.error("database error at startup (will retry): %s", exc)
@@ -261,13 +275,13 @@ class SchedulerLoop:
     def _step(self) -> bool:
         """One tick or one handled occurrence. True when there may be more work right now."""
         if self.target is None:
-            n = self.sched.tick()
+            n = self.open_sched.tick()
             if n:
                 log.info(
-                    "submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks", self.sched.queue.table
+                    "submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks", self.open_sched.queue.table
                 )
             return False  # tick already submitted everything due
-        task = self.sched.poll(alive_time=self.alive_time)
+        task = self.open_sched.poll(alive_time=self.alive_time)
         if task is None:
             return False
         if self.burst:
@@ -288,13 +302,13 @@ class SchedulerLoop:
     def _idle_wait(self) -> float:
         interval = self.poll_interval
         try:
-            due = self.sched.next_due()
+            due = self.open_sched.next_due()
         except DatabaseError as exc:
             log.warning("could not read the next due time: %s", exc)
             return interval
         if due is None:
             return interval
-        left = due - self.sched.now()
+        left = due - self.open_sched.now()
         if left <= 0:  # held by another scheduler right now; it will advance it
             return interval
         return max(MIN_WAIT, min(interval, left))
@@ -328,7 +342,7 @@ class SchedulerLoop:
         _note_decided_errors(task)
         self.in_handler = True
         try:
-            error = run_handler(self.target, task, self.monitor)
+            error = run_handler(self.target, task, self.open_monitor)
         finally:
             self.in_handler = False
         if isinstance(error, KeyboardInterrupt):

@@ -335,7 +335,10 @@ class Scheduler:
                     catchup=cu,
                     next_time=cronlib.cron_time(c, now, tz, ds),
                 )
-            return _meta(self.store.get(key, conn))  # the row is locked: both apply
+            changed = self.store.get(key, conn)  # the row is locked: both apply
+            if changed is None:
+                raise IdempotentNotFoundError(f"schedule {key!r} not found")
+            return _meta(changed)
 
         return self.db.run(work, what="modify schedule")
 
@@ -387,7 +390,8 @@ class Scheduler:
 
     def _tick_batch(self, tx: Transaction, now: float) -> tuple[int, int]:
         rows = self.store.due(tx.conn, now, self.options["tick_batch"])
-        tasks, advances = [], []
+        tasks: list[dict] = []
+        advances: list[tuple[str, int, int, float]] = []
         for row in rows:
             todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now, grace=self.options["catchup_grace"])
             if todo:

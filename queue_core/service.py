@@ -52,7 +52,7 @@ class Intent(Enum):
 
 
 #: what a signal means to a worker, in process or thread mode (docs/worker.md, "Signals")
-WORKER_SIGNALS = {
+WORKER_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
     signal.SIGQUIT: Intent.STOP_NOW,
@@ -150,8 +150,10 @@ class Dispatcher:
         return self.phase is not Phase.RUNNING
 
     def dispatch(self, signum: int | None) -> None:
+        if signum is None:  # a timeout
+            return
         intent = self.meaning.get(signum)
-        if intent is None:  # a timeout, or a signal that only wakes the loop (SIGCHLD)
+        if intent is None:  # a signal that only wakes the loop (SIGCHLD)
             return
         name = signal.Signals(signum).name
         if intent in (Intent.RESTART, Intent.RESTART_NOW) and self.stopping:

@@ -22,7 +22,21 @@ class TransactionQueue(TaskQueue, Protocol):
     db: Database
     runs: RunRows
 
-    def _new_task(self, key: str, type: str, data: Any = None, **opts: Any) -> NewTask: ...
+    def _new_task(
+        self,
+        key: Any,
+        type: Any,
+        data: Any = None,
+        *,
+        user: Any = None,
+        max_running: Any = None,
+        run_at: Any = None,
+        priority: Any = 0,
+        max_attempts: Any = None,
+        now: float,
+        group: Any = None,
+    ) -> NewTask:
+        """A task row of checked values (ValidationError for a bad one)."""
 
 
 class Transaction:

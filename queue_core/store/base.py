@@ -50,7 +50,8 @@ class VersionedTables:
         """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""
         tables = self.metadata.sorted_tables
         have = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t.name)}
-        return {ix.name for t in tables for ix in t.indexes} - have
+        ours: set[str] = {ix.name for t in tables for ix in t.indexes if ix.name is not None}
+        return ours - have
 
     def _write_meta(self, conn) -> None:
         m = self.meta

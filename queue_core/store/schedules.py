@@ -11,6 +11,7 @@ applied, and perfectsched says why when it did not.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
@@ -167,12 +168,12 @@ class ScheduleStore(VersionedTables):
         """The holder gives its occurrence back, due now."""
         return self._write(conn, key, "release", dict(timeout=now, leased=0), token=token)
 
-    def due(self, conn, now: float, limit: int) -> list[dict]:
+    def due(self, conn, now: float, limit: int) -> builtins.list[dict]:
         """Lock up to ``limit`` due schedules (skipping rows other schedulers hold)."""
         stmt = sa.select(self.t).where(self.t.c.timeout <= now).order_by(self.t.c.timeout).limit(limit)
         return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
 
-    def advance_many(self, conn, advances: list[tuple[str, int, int, float]], now: float) -> int:
+    def advance_many(self, conn, advances: builtins.list[tuple[str, int, int, float]], now: float) -> int:
         """Advance due schedules in one batched statement: ``(key, expected next_time,
         next_time, next_run_time)`` each, compare-and-set on next_time, lease dropped (token too).
 
@@ -204,4 +205,4 @@ class ScheduleStore(VersionedTables):
 
     def count_due(self, now: float) -> int:
         stmt = sa.select(sa.func.count()).select_from(self.t).where(self.t.c.timeout <= now)
-        return int(self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="count schedules"))
+        return int(self.db.run(lambda c: c.execute(stmt).scalar_one(), write=False, what="count schedules"))

@@ -10,7 +10,8 @@ as a typed error. Nothing is ever written by id alone after a refusal.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
@@ -22,6 +23,7 @@ from ..errors import (
     PreemptedError,
     ValidationError,
 )
+from .database import Database
 from .schema import FINISHED, LIVE, PENDING
 from .transitions import task_where
 
@@ -30,6 +32,11 @@ UNSET: Any = object()
 
 class TaskChanges:
     """Needs ``t`` (the task table), ``db`` and ``purge_time``."""
+
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    db: Database
+    purge_time: Callable[[float], sa.Case]
 
     # -- holder operations (fenced by the lease token) ------------------------------------
     def heartbeat(self, id_: int, token: int, timeout: float, now: float, data: str | None = None) -> None:
@@ -110,7 +117,7 @@ class TaskChanges:
             return work(conn)
         self.db.run(work, what=name)
 
-    def _diagnose(self, conn, id_: int, token: int, op: str) -> None:
+    def _diagnose(self, conn, id_: int, token: int, op: str) -> NoReturn:
         """Raise the reason why a fenced update of the holder of ``token`` matched nothing."""
         t = self.t
         row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased, t.c.key).where(t.c.id == id_)).first()

@@ -9,6 +9,7 @@ precondition (states, lease token, due time) is in its WHERE clause.
 
 from __future__ import annotations
 
+import builtins
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -160,7 +161,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         now: float,
         owner: str,
         settle: Sequence[Settled] = (),
-        lost: list | None = None,
+        lost: list[Settled] | None = None,
         also=None,
         types: Sequence[str] | None = None,
     ) -> list[dict]:
@@ -513,12 +514,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             stmt = stmt.limit(limit)
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list")
 
-    def group_rows(self, conn, group: str, with_data: bool = False) -> list[dict]:
+    def group_rows(self, conn, group: str, with_data: bool = False) -> builtins.list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         return [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.grp == group).order_by(t.c.id))]
 
-    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> list[dict]:
+    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> builtins.list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         out = []
@@ -545,7 +546,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             return t.c.state == PENDING
         raise ValueError(status)
 
-    def stats(self, now: float) -> list[tuple[str, str, str | None, int]]:
+    def stats(self, now: float) -> builtins.list[tuple[str, str, str | None, int]]:
         t = self.t
         status = sa.case(
             (t.c.state == FINISHED, "finished"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
@@ -69,11 +69,15 @@ class Fence(StrEnum):
     WORKFLOW = "workflow row"
 
 
+#: the states of one table's transitions: TaskState or ScheduleState
+S = TypeVar("S", bound=StrEnum)
+
+
 @dataclass(frozen=True)
-class Transition:
+class Transition(Generic[S]):
     name: str
-    sources: tuple[StrEnum, ...]
-    targets: tuple[StrEnum, ...]
+    sources: tuple[S, ...]
+    targets: tuple[S, ...]
     fences: tuple[Fence, ...]
     #: the methods that write it
     methods: str
@@ -84,12 +88,14 @@ _A, _P, _W, _L, _F = TaskState.ABSENT, TaskState.PENDING, TaskState.WAITING, Tas
 _ROWS = (_P, _W, _L, _F)
 
 
-def _task(name, sources, targets, fences, methods, what) -> Transition:
+def _task(
+    name: str, sources: Iterable[S], targets: Iterable[S], fences: Iterable[Fence], methods: str, what: str
+) -> Transition[S]:
     return Transition(name, tuple(sources), tuple(targets), tuple(fences), methods, what)
 
 
 #: The transitions of a task row. Targets equal to the sources: the state does not change.
-TASK_TRANSITIONS: dict[str, Transition] = {
+TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
     x.name: x
     for x in (
         _task("submit", [_A], [_W, _P], [], "TaskStore.insert", "insert if the key is free"),
@@ -226,7 +232,7 @@ TASK_TRANSITIONS: dict[str, Transition] = {
 _SA, _SI, _SL = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED
 
 #: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.ScheduleStore`).
-SCHEDULE_TRANSITIONS: dict[str, Transition] = {
+SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
     x.name: x
     for x in (
         _task("add", [_SA], [_SI], [], "ScheduleStore.add", "insert if the key is free"),
