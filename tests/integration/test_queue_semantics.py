@@ -448,20 +448,11 @@ def test_init_is_idempotent_and_force_recreates(queue):
 def test_init_upgrades_a_version_1_table(queue):
     """A table of the first release (no result/workflow/definition columns) is upgraded in place
     by init, its rows kept."""
-    import sqlalchemy as sa
+    from conftest import downgrade
 
     queue.submit("old", "t", {"a": 1}, now=T0)
     store = queue.store
-    prep = None
-
-    def downgrade(conn):
-        nonlocal prep
-        prep = conn.dialect.identifier_preparer
-        for col in ("result", "workflow", "definition"):
-            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(store.t.name)} DROP COLUMN {prep.quote(col)}")
-        conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value="1"))
-
-    queue.db.run(downgrade)
+    downgrade(store, ("result", "workflow", "definition"), 1)
     assert store.schema_version() == 1
     queue.init()
     assert store.schema_version() == 2
