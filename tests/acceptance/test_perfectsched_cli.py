@@ -117,6 +117,16 @@ def test_commands_before_init_are_database_errors(ps):
     assert_error(ps("run", "--burst"), 5, "run 'init' first")
 
 
+def test_run_on_a_schedule_table_init_did_not_upgrade_says_so(ready):
+    from conftest import downgrade
+
+    with ready.sched() as sc:
+        downgrade(sc.store, ["error"], 1)  # made by the release before set-aside schedules
+    assert_error(ready("run", "--burst"), 5, "schema version 1", "run 'init' to upgrade it")
+    ready.ok("init")
+    assert ready("run", "--burst").exit_code == 0
+
+
 # -- add -----------------------------------------------------------------------------------------
 def test_the_users_example(ready):
     before = time.time()
@@ -196,15 +206,15 @@ def test_list_and_show_in_each_schedules_own_zone(ready):
     out = ready.ok("list")
     lines = out.splitlines()
     assert lines[0].split() == ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time",
-                                "catchup", "dst", "data"]
+                                "catchup", "dst", "status", "data"]
     assert lines[-1] == "2 entries."
     utc_row = next(line.split() for line in lines if line.startswith("utc "))
     tokyo_row = next(line.split() for line in lines if line.startswith("tokyo "))
     assert utc_row[2:] == ["30", "*", "*", "*", "*", "15", "UTC", "2026-11-21T00:30:00+00:00",
-                           "2026-11-21T00:30:15+00:00", "all", "vixie", "{}"]
+                           "2026-11-21T00:30:15+00:00", "all", "vixie", "active", "{}"]
     # 00:00Z is 09:00 in Tokyo: at-or-after, so it is the first occurrence
-    assert tokyo_row[-5:] == ["2026-11-21T09:00:00+09:00", "2026-11-21T09:00:00+09:00", "all", "vixie",
-                              '{"x":1}']
+    assert tokyo_row[-6:] == ["2026-11-21T09:00:00+09:00", "2026-11-21T09:00:00+09:00", "all", "vixie",
+                              "active", '{"x":1}']
     rows = {r["key"]: r for r in ready.json("list")}
     assert rows["tokyo"]["next_time"] == epoch("2026-11-21T00:00:00Z")
     assert rows["tokyo"]["next_time_iso"] == "2026-11-21T09:00:00+09:00"

@@ -228,5 +228,26 @@ def test_a_tick_retried_after_a_transient_error_logs_the_set_aside_once(sched, c
     calls = failing(monkeypatch, sched.store, "advance_many", times=1)
     with caplog.at_level(logging.INFO, logger="perfectsched"):
         assert sched.tick(now=T0 + 10) == 1  # its first attempt set it aside, then rolled back
-    assert len(calls) == 2
+    assert len(calls) == 3  # the batch failed, its retry committed, then the empty batch that ends the tick
     assert sched["broken"].metadata().status == "set_aside" and len(aside_lines(caplog, "broken")) == 1
+
+
+# -- the column ---------------------------------------------------------------------------------------------
+def test_init_upgrades_a_version_1_schedule_table(sched):
+    """A schedule table of a release before set-aside schedules (no error column) is upgraded in
+    place by init, its rows kept."""
+    from conftest import downgrade
+
+    sched.add("old", "t", cron="0 * * * *", data={"a": 1}, now=T0 - 1)
+    store = sched.store
+    downgrade(store, ["error"], 1)
+    assert store.schema_version() == 1
+    with pytest.raises(queue_core.SchemaError, match="run 'init' to upgrade it"):  # perfectsched run's probe
+        sched.check_tables()
+    sched.init()
+    sched.check_tables()
+    assert store.schema_version() == 2
+    m = sched["old"].metadata()
+    assert (m.data, m.status, m.error, m.next_time) == ({"a": 1}, "active", None, T0)
+    edit(sched, "old", timezone="Mars/Olympus_Mons")
+    assert sched.tick(now=T0) == 0 and sched["old"].metadata().status == "set_aside"
