@@ -15,13 +15,15 @@ occurrence (the schedule advances); one that raises retries it after ``retry_wai
 Signals: TERM/INT/QUIT stop once the current handler returns (a second stop signal during a
 handler exits at once; the lease expires and the occurrence runs again), USR1/HUP restart with
 the configuration re-read, USR2 reopens log files. Handler errors, lost leases and database
-errors are logged and never end the loop (database errors back off, up to 10 s). What a
+errors are logged and never end the loop (database errors back off, up to 10 s); neither does a
+schedule that cannot be computed: tick and poll set it aside and log it once. What a
 signal does is declared in :data:`SCHEDULER_SIGNALS`; catching and acting on it, the stop cascade,
 the backoff and the config reload are :mod:`queue_core.service`'s, as for the worker. ``--burst``
 handles what is due and returns 0; it raises database errors instead of retrying them (exit 5),
 and tries each occurrence at most once per run (with ``retry_wait = 0`` a failing handler would
-otherwise be due again at once, forever). A schedule table that was never created is reported
-at startup in every mode (exit 5, "run 'init' first").
+otherwise be due again at once, forever). A schedule table that was never created, or that an
+older release made and ``init`` has not upgraded, is reported at startup in every mode (exit 5,
+"run 'init' ...").
 """
 
 from __future__ import annotations
@@ -174,10 +176,11 @@ class SchedulerLoop:
         return self.monitor
 
     def _probe(self) -> None:
-        """Fail fast (exit 5) on a schedule table that was never created, or on any database
-        error in burst mode; in a long-running loop other database errors are retried."""
+        """Fail fast (exit 5) on a schedule table that was never created or that ``init`` has not
+        upgraded, or on any database error in burst mode; in a long-running loop other database
+        errors are retried."""
         try:
-            self.open_sched.next_due()
+            self.open_sched.check_tables()
         except DatabaseError as exc:
             if self.burst or isinstance(exc, SchemaError):
                 self.open_sched.close()

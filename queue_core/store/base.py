@@ -15,6 +15,9 @@ class VersionedTables:
     current_version: int = 1
     #: more (name, value) rows the meta table must hold
     meta_rows: tuple[tuple[str, str], ...] = ()
+    #: the columns each schema version added to the main table ``t`` (nullable ones)
+    added_columns: dict[int, tuple[str, ...]] = {}
+    t: sa.Table
 
     def __init__(self, db: Database, name: str, metadata: sa.MetaData, meta: sa.Table):
         self.db, self.name, self.metadata, self.meta = db, name, metadata, meta
@@ -70,7 +73,26 @@ class VersionedTables:
                 conn.execute(self.db.dialect.insert_if_absent(m, "name").values(name=name, value=value))
 
     def upgrade(self, conn, from_version: int) -> None:
-        """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``)."""
+        """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``): add the
+        columns later versions brought (ALTER TABLE ADD COLUMN, NULL)."""
+        prep = conn.dialect.identifier_preparer
+        for version in range(from_version + 1, self.current_version + 1):
+            for name in self.added_columns.get(version, ()):
+                col = self.t.c[name]
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
+                    f"{col.type.compile(dialect=conn.dialect)} NULL"
+                )
+
+    def require_current_version(self) -> None:
+        """SchemaError when the tables were made by an older release and ``init`` has not upgraded
+        them yet (or were never created)."""
+        version = self.schema_version()
+        if version is not None and version < self.current_version:
+            raise SchemaError(
+                f"table {self.name} has schema version {version}, older than this release's "
+                f"({self.current_version}); run 'init' to upgrade it"
+            )
 
     def schema_version(self) -> int | None:
         """The version recorded in the meta table (None before init)."""

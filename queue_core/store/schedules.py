@@ -18,8 +18,8 @@ import sqlalchemy as sa
 
 from .base import VersionedTables
 from .database import Database
-from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
-from .tasks import new_token
+from .schema import SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
+from .tasks import FOREVER, new_token
 from .transitions import schedule_where
 
 
@@ -39,6 +39,7 @@ class NewSchedule:
 
 class ScheduleStore(VersionedTables):
     current_version = SCHEDULE_SCHEMA_VERSION
+    added_columns = SCHEDULE_ADDED_COLUMNS
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
@@ -106,7 +107,8 @@ class ScheduleStore(VersionedTables):
         data: str | None = None,
         catchup: str | None = None,
     ) -> bool:
-        """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out)."""
+        """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out),
+        a set-aside schedule brought back (its error cleared)."""
         given = {"type": type, "data": data, "catchup": catchup}
         return self._write(
             conn,
@@ -123,9 +125,24 @@ class ScheduleStore(VersionedTables):
                 timeout=next_time + delay,
                 leased=0,
                 lease_token=None,
+                error=None,
                 updated_at=now,
             ),
         )
+
+    def set_aside(self, conn, key: str, expected, error: str, now: float) -> bool:
+        """Set aside the due schedule still at occurrence ``expected`` (the ``next_time`` the caller
+        read) because it cannot be computed: ``error`` recorded, never due (timeout FOREVER) until
+        ``resume`` or ``reschedule``, any expired lease dropped; ``next_time`` kept. Returns whether
+        it applied."""
+        values = dict(error=error, timeout=FOREVER, leased=0, lease_token=None, updated_at=now)
+        return self._write(conn, key, "set_aside", values, now=now, expected=expected)
+
+    def resume(self, conn, key: str, expected: int, now: float) -> bool:
+        """Bring back the set-aside schedule still at occurrence ``expected``: error cleared, due
+        at its ``next_run_time`` (the catch-up policy decides about the missed occurrences)."""
+        values = dict(error=None, timeout=self.t.c.next_run_time, updated_at=now)
+        return self._write(conn, key, "resume", values, expected=expected)
 
     def delete(self, conn, key: str) -> bool:
         return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount == 1
@@ -169,8 +186,8 @@ class ScheduleStore(VersionedTables):
         return self._write(conn, key, "release", dict(timeout=now, leased=0), token=token)
 
     def due(self, conn, now: float, limit: int) -> builtins.list[dict]:
-        """Lock up to ``limit`` due schedules (skipping rows other schedulers hold)."""
-        stmt = sa.select(self.t).where(self.t.c.timeout <= now).order_by(self.t.c.timeout).limit(limit)
+        """Lock up to ``limit`` due schedules (skipping rows other schedulers hold; never a set-aside one)."""
+        stmt = sa.select(self.t).where(*self._due(now)).order_by(self.t.c.timeout).limit(limit)
         return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
 
     def advance_many(self, conn, advances: builtins.list[tuple[str, int, int, float]], now: float) -> int:
@@ -203,6 +220,9 @@ class ScheduleStore(VersionedTables):
         stmt = sa.select(sa.func.min(self.t.c.timeout))
         return self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="next due schedule")
 
+    def _due(self, now: float) -> builtins.list:
+        return [self.t.c.timeout <= now, self.t.c.error.is_(None)]
+
     def count_due(self, now: float) -> int:
-        stmt = sa.select(sa.func.count()).select_from(self.t).where(self.t.c.timeout <= now)
+        stmt = sa.select(sa.func.count()).select_from(self.t).where(*self._due(now))
         return int(self.db.run(lambda c: c.execute(stmt).scalar_one(), write=False, what="count schedules"))

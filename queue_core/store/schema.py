@@ -37,7 +37,7 @@ from ..errors import ConfigError
 
 SCHEMA_VERSION = 2
 LIVE, FINISHED, PENDING = 0, 1, 2  # values of the state column
-SCHEDULE_SCHEMA_VERSION = 1
+SCHEDULE_SCHEMA_VERSION = 2
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
@@ -139,7 +139,9 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
 
 
 #: columns each schema version added, for upgrading a table created by an older release
-ADDED_COLUMNS = {2: ("result", "workflow", "definition")}
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("result", "workflow", "definition")}
+#: the same for the schedule table
+SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",)}
 
 
 def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
@@ -171,6 +173,8 @@ def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("lease_token", sa.BigInteger(), nullable=True),
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("updated_at", sa.Double(), nullable=False),
+        # why the schedule cannot be computed: set aside (never due) until modified or resumed
+        sa.Column("error", sa.Text(), nullable=True),
     )
     sa.Index(f"ix_{name}_due", t.c.timeout)
     return t

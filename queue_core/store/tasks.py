@@ -63,6 +63,7 @@ def new_token() -> int:
 class TaskStore(TaskChanges, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
+    added_columns = ADDED_COLUMNS
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
@@ -77,17 +78,6 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         )
         #: LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported
         self.channel: str | None = f"pq_{table}"[:63] if db.dialect.can_notify else None
-
-    def upgrade(self, conn, from_version: int) -> None:
-        """Add the columns later schema versions brought (ALTER TABLE, inside ``init``)."""
-        prep = conn.dialect.identifier_preparer
-        for version in range(from_version + 1, self.current_version + 1):
-            for name in ADDED_COLUMNS.get(version, ()):
-                col = self.t.c[name]
-                conn.exec_driver_sql(
-                    f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
-                    f"{col.type.compile(dialect=conn.dialect)} NULL"
-                )
 
     def purge_time(self, purge_at: float):
         """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a

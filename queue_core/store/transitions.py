@@ -38,14 +38,18 @@ class TaskState(StrEnum):
 
 
 class ScheduleState(StrEnum):
-    """The stored states of a schedule row's lease (column ``leased``)."""
+    """The stored states of a schedule row (columns ``leased`` and ``error``)."""
 
     #: no row: before ``add``, after ``delete``
     ABSENT = "absent"
-    #: leased 0: due at its next run time
+    #: error NULL, leased 0: due at its next run time
     IDLE = "idle"
-    #: leased 1: a poller holds occurrence ``next_time`` until the lease expires (then due again)
+    #: error NULL, leased 1: a poller holds occurrence ``next_time`` until the lease expires (then
+    #: due again)
     LEASED = "leased"
+    #: error set (leased 0, timeout FOREVER): it cannot be computed (a row edited by hand, a
+    #: timezone this host lacks); never due until an operator modifies or resumes it
+    SET_ASIDE = "set_aside"
 
 
 class Fence(StrEnum):
@@ -229,7 +233,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
     )
 }
 
-_SA, _SI, _SL = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED
+_SA, _SI, _SL, _SX = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED, ScheduleState.SET_ASIDE
 
 #: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.ScheduleStore`).
 SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
@@ -250,7 +254,15 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI],
             [Fence.DUE, Fence.OCCURRENCE],
             "ScheduleStore.advance_many",
-            "tick submitted the due occurrences, or poll set skipped ones aside: next occurrence, lease dropped",
+            "tick submitted the due occurrences, or poll skipped missed ones: next occurrence, lease dropped",
+        ),
+        _task(
+            "set_aside",
+            [_SI, _SL],
+            [_SX],
+            [Fence.DUE, Fence.OCCURRENCE],
+            "ScheduleStore.set_aside",
+            "tick or poll cannot compute the due schedule: its error recorded, never due, lease dropped",
         ),
         _task(
             "heartbeat",
@@ -280,6 +292,14 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             "the holder gives the occurrence back, due now",
         ),
         _task(
+            "resume",
+            [_SX],
+            [_SI],
+            [Fence.OCCURRENCE],
+            "ScheduleStore.resume",
+            "an operator brings it back as it is: error cleared, due at its next run time",
+        ),
+        _task(
             "configure",
             [_SI, _SL],
             [_SI, _SL],
@@ -289,13 +309,14 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
         ),
         _task(
             "reschedule",
-            [_SI, _SL],
+            [_SI, _SL, _SX],
             [_SI],
             [],
             "ScheduleStore.reschedule",
-            "new cron, timezone, delay or dst policy: next occurrence from now, lease dropped",
+            "new cron, timezone, delay or dst policy, or any change of a set-aside one: next occurrence "
+            "from now, lease and error dropped",
         ),
-        _task("delete", [_SI, _SL], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
+        _task("delete", [_SI, _SL, _SX], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
     )
 }
 
@@ -318,9 +339,17 @@ def _task_states(t: sa.Table, states: Iterable[TaskState]) -> list:
 
 def _schedule_states(t: sa.Table, states: Iterable[ScheduleState]) -> list:
     states = set(states) - {_SA}
-    if len(states) == 2:
+    if states >= {_SI, _SL, _SX}:
         return []
-    return [t.c.leased == (1 if _SL in states else 0)]
+    if states == {_SI, _SL}:
+        return [t.c.error.is_(None)]
+    stored = {
+        _SI: sa.and_(t.c.error.is_(None), t.c.leased == 0),
+        _SL: sa.and_(t.c.error.is_(None), t.c.leased == 1),
+        _SX: t.c.error.is_not(None),
+    }
+    clauses = [stored[s] for s in sorted(states)]
+    return [clauses[0] if len(clauses) == 1 else sa.or_(*clauses)]
 
 
 #: a fence value compared row by row by ``Dialect.update_each(match=[column])``
