@@ -256,3 +256,16 @@ def test_an_uncapped_claim_and_a_capped_claim_of_one_user_respect_the_cap(queue,
     assert started and got["free"] is not None
     assert got["capped"] is None  # u already runs one task: its capped task waits for the slot
     assert [m.key for m in queue.list() if m.status == "running"] == ["free"]
+
+
+# -- one fair-share rule, whether or not users are due --------------------------------------------
+@pytest.mark.parametrize("with_a_user", [False, True])
+def test_a_task_without_a_user_weighs_one_whatever_its_max_running(queue, clock, with_a_user):
+    """Regression: the policy weighed a userless row by its max_running, the claim's walk of
+    userless rows did not: which task came first depended on whether some user had a due task."""
+    now = clock.now()
+    if with_a_user:
+        queue.submit("u", "t", user="someone", priority=-1, run_at=now - 5)  # the fair path reads the candidates
+    queue.submit("b", "t", run_at=now - 2)
+    queue.submit("a", "t", max_running=5, run_at=now - 1)
+    assert [t.key for t in queue.poll_multi(2, alive_time=10)] == ["b", "a"]  # due the longest first
