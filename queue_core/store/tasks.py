@@ -193,11 +193,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
 
     def _leased_under(self, conn, token: int, expires: float) -> list[dict]:
         """The rows a claim with ``token`` leased until ``expires`` (an earlier run of its
-        transaction committed); found through the (state, timeout) index."""
+        transaction committed); found through the (state, timeout) index. Every one of them is
+        delivered (that claim cut its batch already): its attempt-limited row, if any, first."""
         t = self.t
         held = sa.select(t).where(t.c.state == LIVE, t.c.timeout == expires, t.c.lease_token == token, t.c.leased == 1)
-        rows = conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))
-        return policy.limited_first([dict(r._mapping) for r in rows])
+        rows = [dict(r._mapping) for r in conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))]
+        return sorted(rows, key=lambda r: r["max_attempts"] is None)  # stable: the limited one first
 
     def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.

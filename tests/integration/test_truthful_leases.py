@@ -269,3 +269,20 @@ def test_a_task_without_a_user_weighs_one_whatever_its_max_running(queue, clock,
     queue.submit("b", "t", run_at=now - 2)
     queue.submit("a", "t", max_running=5, run_at=now - 1)
     assert [t.key for t in queue.poll_multi(2, alive_time=10)] == ["b", "a"]  # due the longest first
+
+
+def test_a_retried_claim_delivers_every_row_it_leased_its_limited_one_first(queue, clock):
+    """Regression (issue-18 review): the retried claim re-sorted its rows by submission and cut the
+    batch again before the limited task, which stayed leased, undelivered, and failed at expiry."""
+    now = clock.now()
+    queue.submit("y", "t")
+    queue.poll(alive_time=50)  # y's lease ends at now + 50: y becomes due then
+    queue.submit("x", "t", max_attempts=1, run_at=now + 20)
+    clock.advance(60)  # due: x since now + 20, y since now + 50 — x first, and limited
+    with commit_ack_lost_once(queue, "poll") as fired:
+        got = queue.poll_multi(5, alive_time=10)
+    assert fired == ["poll"]
+    assert [t.key for t in got] == ["x", "y"]
+    for t in got:
+        t.finish()
+    assert sorted((m.key, m.outcome) for m in queue.list()) == [("x", "success"), ("y", "success")]
