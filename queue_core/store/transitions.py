@@ -280,7 +280,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SL],
             [_SI],
             [Fence.TOKEN],
-            "ScheduleStore.give_back",
+            "ScheduleStore.retry",
             "the holder gives the occurrence back, due later",
         ),
         _task(
@@ -288,7 +288,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SL],
             [_SI],
             [Fence.TOKEN],
-            "ScheduleStore.give_back",
+            "ScheduleStore.release",
             "the holder gives the occurrence back, due now",
         ),
         _task(
