@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 import queue_core
 from queue_core import PreemptedError
+from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the store's fault injection
 
 
 # -- a heartbeat never revives an expired lease -----------------------------------------------
@@ -62,64 +63,12 @@ def test_a_heartbeat_within_the_lease_still_extends_it(queue, clock):
 
 
 # -- a claim whose COMMIT acknowledgement was lost keeps what it claimed ----------------------
-@contextmanager
-def commit_ack_lost_once(q, what):
-    """The next transaction labelled ``what`` commits, then its client sees the connection drop
-    (a transient error): Database.run runs the transaction again, as after a real lost ack."""
-    db, original, fired = q.db, q.db._connection, []
-
-    @contextmanager
-    def conn_then_drop(write):
-        with original(write) as conn:
-            yield conn
-        if not fired and db._local.what == what:
-            fired.append(what)
-            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True)
-
-    real_run = db.run
-
-    def run(fn, *, write=True, what="query"):
-        db._local.what = what
-        return real_run(fn, write=write, what=what)
-
-    db._connection, db.run = conn_then_drop, run
-    try:
-        yield fired
-    finally:
-        db._connection, db.run = original, real_run
-
-
-@contextmanager
-def rolled_back_once(q, what):
-    """The next transaction labelled ``what`` does its work, then fails before COMMIT (rolled
-    back): Database.run runs it again."""
-    db, real_run, fired = q.db, q.db.run, []
-
-    def run(fn, *, write=True, what_="query", **kw):
-        label = kw.get("what", what_)
-
-        def once(conn):
-            out = fn(conn)
-            if not fired and label == what:
-                fired.append(label)
-                raise sa.exc.OperationalError("UPDATE", {}, ConnectionError("deadlock"), connection_invalidated=True)
-            return out
-
-        return real_run(once, write=write, what=label)
-
-    db.run = run
-    try:
-        yield fired
-    finally:
-        db.run = real_run
-
-
 def test_a_claim_whose_commit_ack_was_lost_delivers_what_it_leased(queue, clock):
     for k in "abc":
         queue.submit(k, "t")
-    with commit_ack_lost_once(queue, "poll") as fired:
+    with ack_lost_once(queue, "poll") as fired:
         got = queue.poll_multi(3, alive_time=10)
-    assert fired == ["poll"]  # the first attempt committed, and was run again
+    assert fired["fired"] == 1  # the first attempt committed, and was run again
     assert sorted(t.key for t in got) == ["a", "b", "c"]
     for t in got:
         t.finish()  # each is held under the token its holder knows
@@ -129,9 +78,9 @@ def test_a_claim_whose_commit_ack_was_lost_delivers_what_it_leased(queue, clock)
 def test_a_limited_task_whose_claim_lost_its_commit_ack_runs_once(queue, clock):
     queue.submit("a", "t", max_attempts=1)
     queue.submit("b", "t", max_attempts=1)
-    with commit_ack_lost_once(queue, "poll") as fired:
+    with ack_lost_once(queue, "poll") as fired:
         got = queue.poll_multi(2, alive_time=10)  # a limited task is leased alone
-    assert fired == ["poll"]
+    assert fired["fired"] == 1
     assert [t.key for t in got] == ["a"]
     assert [m.key for m in queue.list() if m.status == "running"] == ["a"]  # no lease under an unknown token
     clock.advance(11)  # had one been left behind, its only attempt would be spent by now
@@ -147,7 +96,7 @@ def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
         queue.submit(k, "t")
     with rolled_back_once(queue, "poll") as fired:
         got = queue.poll_multi(2, alive_time=10)
-    assert fired == ["poll"]
+    assert fired["fired"] == 1
     assert sorted(t.key for t in got) == ["a", "b"]
     for t in got:
         t.finish()
@@ -279,9 +228,9 @@ def test_a_retried_claim_delivers_every_row_it_leased_its_limited_one_first(queu
     queue.poll(alive_time=50)  # y's lease ends at now + 50: y becomes due then
     queue.submit("x", "t", max_attempts=1, run_at=now + 20)
     clock.advance(60)  # due: x since now + 20, y since now + 50 — x first, and limited
-    with commit_ack_lost_once(queue, "poll") as fired:
+    with ack_lost_once(queue, "poll") as fired:
         got = queue.poll_multi(5, alive_time=10)
-    assert fired == ["poll"]
+    assert fired["fired"] == 1
     assert [t.key for t in got] == ["x", "y"]
     for t in got:
         t.finish()
