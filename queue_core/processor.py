@@ -19,7 +19,7 @@ from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskErr
 from .listener import start_listener
 from .monitor import TaskMonitor, run_handler
 from .queue import Queue
-from .service import EXIT_OK, EXIT_RECYCLE, Backoff, LoopControl
+from .service import EXIT_OK, EXIT_RECYCLE, LoopControl, OutageWait
 from .settler import Settler
 
 log = logging.getLogger("queue_core.worker")
@@ -59,7 +59,7 @@ class Processor:
         self.settler.release = self.monitor.drop
         self.control = LoopControl()
         self.processed = 0
-        self.db_backoff = Backoff()
+        self.db_backoff = OutageWait()
         self._avg_task_time: float | None = None
 
     @property
@@ -175,7 +175,7 @@ class Processor:
                 log.warning("release failed task=%s: %s", t.key, exc)
 
     def process(self, task) -> None:
-        if task.lost or (task.cancel_requested and not task.owned):  # learned while it waited its turn
+        if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited
             self.monitor.drop(task)
             return self._settle(task, None, 0.0, started=False)
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
@@ -199,7 +199,7 @@ class Processor:
             elif task.deferred is not None and error is None:
                 self.monitor.hold(task)  # its handler's own finish, written with the next batch
                 self.settler.add(task, elapsed)
-            elif task.cancel_requested:
+            elif policy.ends_cancelled(task.cancel_requested):
                 task.finish(outcome="cancelled")
                 log.info("cancelled task=%s type=%s", task.key, task.type)
             elif error is not None:

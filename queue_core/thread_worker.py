@@ -15,7 +15,7 @@ import threading
 from .listener import WakeupListener, start_listener
 from .logs import reopen_logs
 from .processor import Processor, open_queue
-from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, reload_settings
+from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now, reload_settings
 
 log = logging.getLogger("queue_core.worker")
 
@@ -99,6 +99,4 @@ class ThreadWorker:
 
 
 def _exit_now() -> None:
-    log.warning("immediate stop: exiting")
-    logging.shutdown()
-    os._exit(EXIT_OK)
+    exit_now(EXIT_OK, f"worker pid={os.getpid()}: immediate stop: exiting (running tasks' leases will expire)")

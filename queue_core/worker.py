@@ -35,24 +35,13 @@ from .app import describe_types, served_types
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
 from .processor import Processor
-from .service import EXIT_IMMEDIATE, Intent, Signals
+from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, Intent, Signals, exit_now
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
 
 log = logging.getLogger("queue_core.worker")
 
 __all__ = ["Processor", "install_child_signals", "load_target", "run_worker"]
-
-#: what a signal means to a worker child; its supervisor sends TERM for a stop or a graceful
-#: restart, again every ``child_kill_interval`` until the child exits (a repeat is no escalation)
-CHILD_SIGNALS: dict[int, Intent] = {
-    signal.SIGTERM: Intent.STOP,
-    signal.SIGINT: Intent.STOP,
-    signal.SIGUSR1: Intent.STOP,
-    signal.SIGQUIT: Intent.STOP_NOW,
-    signal.SIGHUP: Intent.STOP_NOW,
-    signal.SIGUSR2: Intent.REOPEN_LOGS,
-}
 
 
 def run_worker(
@@ -78,7 +67,7 @@ def install_child_signals(proc: Processor) -> Signals:
 
 
 def _exit_immediately() -> None:
-    os._exit(EXIT_IMMEDIATE)
+    exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: immediate stop: exiting")
 
 
 def _child_main(target: Any, burst: bool, settings: dict, beat_fd: int, slot: int) -> int:
