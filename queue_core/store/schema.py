@@ -36,7 +36,6 @@ from sqlalchemy.types import TypeDecorator
 from ..errors import ConfigError
 
 SCHEMA_VERSION = 2
-LIVE, FINISHED, PENDING = 0, 1, 2  # values of the state column
 SCHEDULE_SCHEMA_VERSION = 2
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")

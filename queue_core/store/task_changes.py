@@ -23,8 +23,8 @@ from ..errors import (
     PreemptedError,
     ValidationError,
 )
+from ..row_states import FINISHED, LIVE, PENDING
 from .database import Database
-from .schema import FINISHED, LIVE, PENDING
 from .transitions import task_where
 
 UNSET: Any = object()

@@ -322,7 +322,7 @@ def _is_call_of(node: ast.AST, owner: str, name: str) -> bool:
 
 # -- layers inside and beside queue_core ------------------------------------------------------------
 #: what the store may use of queue_core: the errors it raises, the rules it applies, the clock it reads
-STORE_MAY_IMPORT = {"queue_core.errors", "queue_core.policy", "queue_core.clock"}
+STORE_MAY_IMPORT = {"queue_core.errors", "queue_core.policy", "queue_core.clock", "queue_core.row_states"}
 
 
 def test_the_store_imports_nothing_above_it():
