@@ -44,7 +44,7 @@ class Params:
 
 
 FULL = Params()
-QUICK = Params(tasks=20, users=4, alive_time=1.5, pause_every=1.0, pauses=4, task_sleep=4.0, timeout=120.0)
+QUICK = Params(tasks=12, users=4, alive_time=1.5, pause_every=1.0, pauses=4, task_sleep=3.0, timeout=120.0)
 
 
 def _tasks(p: Params) -> list[dict]:
