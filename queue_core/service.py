@@ -47,6 +47,7 @@ __all__ = [
     "EXIT_IMMEDIATE",
     "EXIT_OK",
     "EXIT_RECYCLE",
+    "IMMEDIATE_GRACE",
     "SCHEDULER_SIGNALS",
     "WORKER_SIGNALS",
     "Dispatcher",
@@ -103,6 +104,11 @@ SCHEDULER_SIGNALS: dict[int, Intent] = {
     signal.SIGHUP: Intent.RESTART,
     signal.SIGUSR2: Intent.REOPEN_LOGS,
 }
+
+
+#: seconds a process stopped at once (QUIT, HUP) has to give back what it has not started before
+#: it ends; a worker's supervisor SIGKILLs a child still there after that
+IMMEDIATE_GRACE = 2.0
 
 
 def exit_now(code: int, why: str) -> NoReturn:

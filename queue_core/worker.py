@@ -34,8 +34,8 @@ from typing import Any
 from .app import describe_types, served_types
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
-from .processor import Processor
-from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, Intent, Signals, exit_now
+from .processor import Processor, stop_at_once
+from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, Intent, Signals
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
 
@@ -60,14 +60,14 @@ def run_worker(
 
 def install_child_signals(proc: Processor) -> Signals:
     """A child's signals, acted upon by a signal thread (its main thread runs handlers): TERM,
-    INT and USR1 stop ``proc`` after its current task, QUIT and HUP end the process at once,
-    USR2 reopens log files."""
-    actions = {Intent.STOP: proc.stop, Intent.STOP_NOW: _exit_immediately, Intent.REOPEN_LOGS: reopen_logs}
+    INT and USR1 stop ``proc`` after its current task, QUIT and HUP end the process at once
+    (what it has not started given back first), USR2 reopens log files."""
+    actions: dict[Intent, Callable[[], None]] = {
+        Intent.STOP: proc.stop,
+        Intent.STOP_NOW: functools.partial(stop_at_once, [proc], EXIT_IMMEDIATE),
+        Intent.REOPEN_LOGS: reopen_logs,
+    }
     return Signals(CHILD_SIGNALS, actions, repeated_stop_is_immediate=False).act_in_thread()
-
-
-def _exit_immediately() -> None:
-    exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: immediate stop: exiting")
 
 
 def _child_main(target: Any, burst: bool, settings: dict, beat_fd: int, slot: int) -> int:

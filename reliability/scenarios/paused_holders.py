@@ -32,14 +32,14 @@ BACKENDS = ("mariadb", "postgres", "sqlite")
 
 @dataclass(frozen=True)
 class Params:
-    tasks: int = 600
+    tasks: int = 150
     users: int = 6
     workers: int = 3
     alive_time: float = 3.0
     pause_every: float = 4.0
     pauses: int = 12
     pause_factor: float = 1.4
-    task_sleep: float = 8.0
+    task_sleep: float = 6.0
     timeout: float = 600.0
 
 
