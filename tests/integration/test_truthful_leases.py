@@ -13,10 +13,11 @@ from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
+from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the store's fault injection
 
 import queue_core
+from perfectsched import IdempotentAlreadyFinishedError
 from queue_core import PreemptedError
-from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the store's fault injection
 
 
 # -- a heartbeat never revives an expired lease -----------------------------------------------
@@ -101,6 +102,47 @@ def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
     for t in got:
         t.finish()
     assert [(m.outcome, m.attempts) for m in queue.list()] == [("success", 1)] * 2
+
+
+# -- a schedule lease or holder transition whose COMMIT acknowledgement was lost ----------------
+M0 = 1_700_000_000 - 1_700_000_000 % 60  # a minute boundary
+
+
+def test_a_schedule_lease_whose_commit_ack_was_lost_delivers_its_occurrence(sched):
+    """Regression (issue 12, reliability scenario lost_acks): the retried poll drew a new token,
+    found the schedule it had leased held and leased the next due one; the first occurrence was
+    left leased under a token nobody knew, and fired a lease late."""
+    sched.add("a", "t", cron="* * * * *", now=M0 - 1)
+    sched.add("b", "t", cron="* * * * *", delay=5, now=M0 - 1)  # due after a: what a new poll leases next
+    with ack_lost_once(sched, "poll schedules") as fired:
+        got = sched.poll(alive_time=30, now=M0 + 10)
+    assert fired["fired"] == 1  # the first attempt committed, and was run again
+    assert (got.key, got.scheduled_time) == ("a", M0)
+    got.finish(now=M0 + 11)  # held under the token its holder knows
+    nxt = sched.poll(alive_time=30, now=M0 + 12)
+    assert (nxt.key, nxt.scheduled_time) == ("b", M0)
+    nxt.finish(now=M0 + 13)
+    assert sched.poll(alive_time=30, now=M0 + 14) is None  # nothing held under an unknown token
+    assert {m.key: m.next_time for m in sched.list()} == {"a": M0 + 60, "b": M0 + 60}
+
+
+@pytest.mark.parametrize("settle", ["finish", "retry", "release"])
+def test_a_schedule_holder_whose_commit_ack_was_lost_is_not_refused(sched, settle):
+    """Regression (issue 12, reliability scenario lost_acks): the retried finish found its own
+    finish applied and raised IdempotentAlreadyFinishedError (a retry or release: PreemptedError
+    "taken over"); ``perfectsched run`` logged it as an occurrence it could not settle."""
+    sched.add("s", "t", cron="* * * * *", now=M0 - 1)
+    task = sched.poll(alive_time=30, now=M0)
+    with ack_lost_once(sched, settle) as fired:
+        getattr(task, settle)(now=M0 + 1, **({"retry_wait": 0} if settle == "retry" else {}))
+    assert fired["fired"] == 1 and task.done
+    again = sched.poll(alive_time=30, now=M0 + 2)
+    if settle == "finish":
+        assert again is None and sched["s"].metadata().next_time == M0 + 60
+        with pytest.raises(IdempotentAlreadyFinishedError):
+            task.finish(now=M0 + 3)  # finishing twice is still refused
+    else:
+        assert again is not None and again.scheduled_time == M0  # handed out again, once
 
 
 # -- a fair-share claim delivers the row as it locked it ----------------------------------------
