@@ -8,6 +8,7 @@ a capped one.
 
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import contextmanager
 
@@ -18,6 +19,7 @@ from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the
 import queue_core
 from perfectsched import IdempotentAlreadyFinishedError
 from queue_core import PreemptedError
+from queue_core.monitor import TaskMonitor
 
 
 # -- a heartbeat never revives an expired lease -----------------------------------------------
@@ -143,6 +145,23 @@ def test_a_schedule_holder_whose_commit_ack_was_lost_is_not_refused(sched, settl
             task.finish(now=M0 + 3)  # finishing twice is still refused
     else:
         assert again is not None and again.scheduled_time == M0  # handed out again, once
+
+
+def test_a_heartbeat_just_after_its_occurrence_finished_is_no_lost_lease(sched, caplog):
+    """Regression (reliability scenario lost_acks, MariaDB): perfectsched's
+    IdempotentAlreadyFinishedError was not queue_core's, so the monitor of ``perfectsched run``
+    took a heartbeat that came right after the occurrence's finish for a lost lease: a warning
+    "lease lost" and the handler's kill. A finish run again after a lost acknowledgement takes
+    longer and widens that window."""
+    sched.add("s", "t", cron="* * * * *", now=M0 - 1)
+    task = sched.poll(alive_time=30, now=M0)
+    monitor = TaskMonitor({"task_heartbeat_interval": 1, "child_heartbeat_interval": 1, "alive_time": 30})
+    monitor.hold(task)
+    task.finish(now=M0 + 1)
+    task.done = False  # the monitor looked at it before the finish returned
+    with caplog.at_level(logging.WARNING):
+        monitor._heartbeat_all()  # what the monitor thread does every task_heartbeat_interval
+    assert not getattr(task, "lost", False) and not caplog.records
 
 
 # -- a fair-share claim delivers the row as it locked it ----------------------------------------
