@@ -94,6 +94,26 @@ def test_a_limited_task_whose_claim_lost_its_commit_ack_runs_once(queue, clock):
     assert [(m.key, m.outcome, m.attempts) for m in queue.list()] == [("a", "success", 1), ("b", "success", 1)]
 
 
+@pytest.mark.parametrize("settle", ["finish", "retry", "release"])
+def test_a_holder_whose_commit_ack_was_lost_is_not_refused(queue, clock, settle):
+    """Regression: the retried finish found its own finish applied and raised
+    IdempotentAlreadyFinishedError (a retry or release: PreemptedError "already released or
+    retried"), which the worker logged as a task it could not settle."""
+    queue.submit("k", "t")
+    task = queue.poll(alive_time=10)
+    with ack_lost_once(queue, settle) as fired:
+        getattr(task, settle)(**({"retry_wait": 0} if settle == "retry" else {}))
+    assert fired["fired"] == 1 and task.done
+    m = queue["k"].metadata()
+    if settle == "finish":
+        assert (m.status, m.outcome) == ("finished", "success")
+        with pytest.raises(queue_core.IdempotentAlreadyFinishedError):
+            task.finish()  # finishing twice is still refused
+    else:
+        assert (m.status, m.attempts) == ("waiting", 1 if settle == "retry" else 0)  # a release spends none
+        assert [t.key for t in queue.poll_multi(5, alive_time=10)] == ["k"]
+
+
 def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
     for k in "ab":
         queue.submit(k, "t")
