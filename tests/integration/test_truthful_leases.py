@@ -167,18 +167,29 @@ def test_a_schedule_holder_whose_commit_ack_was_lost_is_not_refused(sched, settl
         assert again is not None and again.scheduled_time == M0  # handed out again, once
 
 
-def test_a_heartbeat_just_after_its_occurrence_finished_is_no_lost_lease(sched, caplog):
-    """Regression (reliability scenario lost_acks, MariaDB): perfectsched's
-    IdempotentAlreadyFinishedError was not queue_core's, so the monitor of ``perfectsched run``
-    took a heartbeat that came right after the occurrence's finish for a lost lease: a warning
-    "lease lost" and the handler's kill. A finish run again after a lost acknowledgement takes
-    longer and widens that window."""
+@pytest.mark.parametrize("meanwhile", ["finish applied", "next occurrence leased"])
+def test_a_heartbeat_racing_its_occurrences_finish_is_no_lost_lease(sched, caplog, meanwhile):
+    """Regressions (reliability scenario lost_acks): the monitor of ``perfectsched run`` took a
+    heartbeat that lost the race with its occurrence's finish for a lost lease — a warning "lease
+    lost" and the handler's kill — when the finish had applied (MariaDB: perfectsched's
+    IdempotentAlreadyFinishedError was not queue_core's) or when the loop had leased the schedule's
+    next occurrence already ("taken over", SQLite). A heartbeat or finish run again after a lost
+    acknowledgement takes longer and widens that window."""
     sched.add("s", "t", cron="* * * * *", now=M0 - 1)
     task = sched.poll(alive_time=30, now=M0)
     monitor = TaskMonitor({"task_heartbeat_interval": 1, "child_heartbeat_interval": 1, "alive_time": 30})
     monitor.hold(task)
-    task.finish(now=M0 + 1)
-    task.done = False  # the monitor looked at it before the finish returned
+    heartbeat = task.heartbeat
+
+    def racing(**kw):  # the monitor looked at the task; meanwhile its holder settles it
+        task.finish(now=M0 + 1)
+        if meanwhile == "finish applied":
+            task.done = False  # ... and has not returned yet
+        else:  # ... and its loop polls again
+            assert sched.poll(alive_time=30, now=M0 + 61).scheduled_time == M0 + 60
+        return heartbeat(**kw)
+
+    task.heartbeat = racing
     with caplog.at_level(logging.WARNING):
         monitor._heartbeat_all()  # what the monitor thread does every task_heartbeat_interval
     assert not getattr(task, "lost", False) and not caplog.records
