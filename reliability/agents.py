@@ -4,7 +4,9 @@ SPEC is a JSON object. Kinds:
 
 ``worker``     a real ``perfectqueue run`` worker (supervisor and children) serving
                :class:`reliability.handlers.Worker`; SPEC = worker settings (config keys).
-``scheduler``  a real ``perfectsched run`` loop in real time; SPEC = scheduler settings.
+``scheduler``  a real ``perfectsched run`` loop in real time; SPEC = scheduler settings, and
+               ``target`` (``module:name``) to run that handler on leased occurrences instead
+               of the built-in submitter.
 ``simtick``    a scheduler on an injected clock: ticks at the simulated time read from
                ``clock_file`` (written by the scenario) every ``interval`` s.
 ``submit``     ``threads`` submitters, each writing ``ack`` to ``ledger`` after ``submit``
@@ -35,8 +37,10 @@ def worker(spec: dict) -> int:
 
 def scheduler(spec: dict) -> int:
     from perfectsched.runner import run_scheduler
+    from queue_core import worker
 
-    return run_scheduler(spec)
+    target = spec.pop("target", None)
+    return run_scheduler(spec, target=worker.load_target(target) if target else None)
 
 
 def simtick(spec: dict) -> int:
