@@ -11,7 +11,8 @@ SPEC is a JSON object. Kinds:
                ``clock_file`` (written by the scenario) every ``interval`` s.
 ``submit``     ``threads`` submitters, each writing ``ack`` to ``ledger`` after ``submit``
                returned and ``error:<Type>`` when it raised, until ``stop_file`` exists or
-               ``count`` tasks per thread were acknowledged. Task data: ``data``, or the
+               ``count`` tasks per thread were acknowledged (from when ``start_file`` exists,
+               if given). Task data: ``data``, or the
                items of ``mix`` in turn; ``users``/``caps``/``priorities`` are drawn at random.
 """
 
@@ -59,6 +60,8 @@ def submit(spec: dict) -> int:
 
     q = queue_core.open(spec["url"], spec["table"], pool_size=spec["threads"])
     stop = Path(spec["stop_file"])
+    while spec.get("start_file") and not Path(spec["start_file"]).exists():
+        time.sleep(0.02)
     threads = [threading.Thread(target=_submitter, args=(q, spec, stop, i)) for i in range(spec["threads"])]
     for t in threads:
         t.start()
