@@ -35,7 +35,7 @@ NOTES = {
     "long_tasks": ["late"],
     "soak": ["rss_mb_first_last", "fds_first_last", "db_sessions_first_last", "runs"],
     "clock_skew": ["skews", "step", "submitted", "run_now_max_wait_s", "reexecutions"],
-    "lost_acks": ["faults", "occurrences", "attempts_spent", "run_now_max_wait_s", "handled_max_gap_s"],
+    "lost_acks": ["faults", "occurrences", "attempts_spent", "run_now_max_wait_s", "schedule_lease_max_s"],
 }
 
 
