@@ -105,12 +105,23 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, token=token)).values(**values)
 
         def work(c) -> None:
-            if c.execute(stmt).rowcount != 1:
+            if c.execute(stmt).rowcount != 1 and not self._applied_before(c, id_, token, name):
                 self._diagnose(c, id_, token, name)
 
         if conn is not None:
             return work(conn)
         self.db.run(work, what=name)
+
+    def _applied_before(self, conn, id_: int, token: int, name: str) -> bool:
+        """Whether an earlier run of this transaction applied the holder's ``name`` (finish, retry,
+        release) and committed it, its acknowledgement lost: the row is settled under ``token``."""
+        if not self.db.last_run_retried():
+            return False
+        t = self.t
+        row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased).where(t.c.id == id_)).first()
+        if row is None or row.lease_token != token:
+            return False
+        return row.state == FINISHED if name == "finish" else (row.state != FINISHED and not row.leased)
 
     def _diagnose(self, conn, id_: int, token: int, op: str) -> NoReturn:
         """Raise the reason why a fenced update of the holder of ``token`` matched nothing."""

@@ -411,12 +411,12 @@ def test_schedule_add(sched):
 def test_schedule_lease(sched):
     every_minute(sched)
     st = sched.store
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 - 1, T0 + 9)) is None  # not due
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0) + M, int(T0) + M, T0, T0 + 9)) is None  # stale
-    token = sched.db.run(lambda c: st.lease(c, "s", int(T0), int(T0), T0, T0 + 10), what="test")
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 - 1, T0 + 9, 7)) is False  # not due
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0) + M, int(T0) + M, T0, T0 + 9, 7)) is False  # stale
+    assert sched.db.run(lambda c: st.lease(c, "s", int(T0), int(T0), T0, T0 + 10, 5), what="test") is True
     r = srow(sched)
-    assert (r["leased"], r["lease_token"], r["timeout"], r["next_time"]) == (1, token, T0 + 10, T0)
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 9, T0 + 19)) is None  # held
+    assert (r["leased"], r["lease_token"], r["timeout"], r["next_time"]) == (1, 5, T0 + 10, T0)
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 9, T0 + 19, 7)) is False  # held
 
 
 def test_schedule_advance(sched):
@@ -445,7 +445,7 @@ def test_schedule_set_aside(sched):
         "why", 0, None, T0, T0, FOREVER)  # never due; the occurrence it stopped at kept
     assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "again", T0 + 99 * M)) is False
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M)) is None
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M, 7)) is False
     assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 99 * M)) == 0
     assert st.count_due(T0 + 99 * M) == 0
 
