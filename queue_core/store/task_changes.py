@@ -10,7 +10,7 @@ as a typed error. Nothing is ever written by id alone after a refusal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
@@ -83,6 +83,17 @@ class TaskChanges:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
         values = dict(leased=0, timeout=now, run_at=now, owner=None)
         self._held(conn, id_, token, "release", values | self._attempts_after(policy.LeaseEnd.RELEASED))
+
+    def release_batch(self, ids: Sequence[int], token: int, now: float) -> int:
+        """The holder of a batch (the token of one claim) gives back those of its tasks it has not
+        run, due ``now``, in one statement, their attempts given back. Returns how many it still
+        held (the others were taken over or finished meanwhile: not its to release)."""
+        if not ids:
+            return 0
+        t = self.t
+        values = dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
+        stmt = sa.update(t).where(t.c.id.in_(list(ids)), *task_where(t, "release", token=token)).values(**values)
+        return self.db.run(lambda c: c.execute(stmt).rowcount, what="release")
 
     def return_attempt(self, id_: int, lost_token: int) -> None:
         """Give back the attempt of the lease ``lost_token``, taken over before its handler started:

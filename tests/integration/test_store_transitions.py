@@ -194,6 +194,27 @@ def test_task_release(queue):
     refused(queue, "k", PreemptedError, lambda: a.release(now=T0 + 4))
 
 
+def test_task_release_batch(queue):
+    """One claim's unstarted tasks given back in one statement: only those the token still holds."""
+    for k in ("a", "b", "c", "d"):
+        queue.submit(k, "t", {}, now=T0)
+    batch = queue.poll_multi(4, alive_time=10, now=T0)
+    assert len({t.lease_token for t in batch}) == 1
+    by_key = {t.key: t for t in batch}
+    by_key["b"].finish(now=T0 + 1)  # finished meanwhile: not released
+    n = queue.release_many([by_key[k] for k in ("a", "b", "c")], now=T0 + 2)
+    assert n == 2
+    for k in ("a", "c"):
+        r = row(queue, k)
+        assert (r["state"], r["leased"], r["timeout"], r["attempts"]) == (0, 0, T0 + 2, 0)
+    assert row(queue, "b")["state"] == 1 and row(queue, "d")["leased"] == 1
+    token = by_key["d"].lease_token
+    ids = [by_key[k].row_id for k in ("a", "b", "c")]
+    assert unchanged(queue, "a", lambda: queue.store.release_batch(ids, token, T0 + 3)) == 0  # released before
+    assert unchanged(queue, "d", lambda: queue.store.release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == 0
+    assert queue.store.release_batch([], token, T0 + 3) == 0
+
+
 def taken_over(q, key):
     """A lease of ``key`` that expired and the lease another claim took over (attempts 2)."""
     first = held(q, key)
