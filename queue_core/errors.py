@@ -57,6 +57,10 @@ class SchemaError(DatabaseError):
     """The table is missing or has an unsupported schema version."""
 
 
+class CorruptRowError(DatabaseError):
+    """A row holds a value pq never writes (edited by hand or by another program)."""
+
+
 class UndefinedDecisionError(TaskError):
     """A handler decided something its decider does not define."""
 

@@ -22,6 +22,7 @@ from ..errors import (
     PreemptedError,
     ValidationError,
 )
+from . import rowcheck
 from .schema import FINISHED, LIVE, PENDING
 from .transitions import task_where
 
@@ -29,7 +30,7 @@ UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), ``db`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``db`` and ``purge_time``."""
 
     # -- holder operations (fenced by the lease token) ------------------------------------
     def heartbeat(self, id_: int, token: int, timeout: float, data: str | None = None) -> None:
@@ -144,6 +145,7 @@ class TaskChanges:
         row = conn.execute(sa.select(t.c.state, t.c.workflow, t.c.grp).where(t.c.key == key)).first()
         if row is None:
             raise IdempotentNotFoundError(f"task {key!r} not found")
+        _check_state(self.name, key, row.state)
         if row.state != FINISHED and row.workflow is not None:
             raise owned_error(key, row.grp)
         raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
@@ -160,7 +162,7 @@ class TaskChanges:
                     sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp).where(t.c.key == key)
                 )
             ).first()
-            _check_cancellable(key, row)
+            _check_cancellable(self.name, key, row)
             running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
@@ -203,9 +205,17 @@ class TaskChanges:
         )
 
 
-def _check_cancellable(key: str, row) -> None:
+def _check_state(table: str, key: str, state) -> None:
+    """CorruptRowError for a state pq never writes (no transition starts from it)."""
+    wrong = rowcheck.TASK_COLUMNS["state"](state)
+    if wrong is not None:
+        raise rowcheck.corrupt("task", table, key, ("state", wrong))
+
+
+def _check_cancellable(table: str, key: str, row) -> None:
     if row is None:
         raise IdempotentNotFoundError(f"task {key!r} not found")
+    _check_state(table, key, row.state)
     if row.state == FINISHED:
         raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
     if row.state == PENDING:  # a run row or a step not yet submitted: only its run decides

@@ -9,6 +9,7 @@ precondition (states, lease token, due time) is in its WHERE clause.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,16 +18,15 @@ import sqlalchemy as sa
 
 from .. import policy
 from ..errors import DatabaseError
+from . import rowcheck
 from .base import VersionedTables
 from .database import Database
-from .schema import ADDED_COLUMNS, FINISHED, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
+from .schema import ADDED_COLUMNS, FINISHED, FOREVER, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
 from .task_changes import TaskChanges
 from .transitions import task_where
 from .typed import TypedReads
 
-#: the purge time of a finished row that must not be purged yet (a row of an unfinished
-#: workflow run); the one constant for "never", also the due time of rows never due by time
-FOREVER = 1e15
+log = logging.getLogger("queue_core.store")
 
 
 @dataclass(frozen=True)
@@ -347,9 +347,17 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         return [rows[i] for _, i in firsts if i in rows]
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
-        """Finish rows that must not run again (policy.on_claim: cancel requested, attempts spent)."""
+        """Finish rows that must not run again (policy.on_claim: cancel requested, attempts spent)
+        and set aside rows holding a value pq never writes (rowcheck): finished as failure with
+        the reason as their error, so that they neither crash nor block the claims after them."""
         deliver = []
         for r in picked:
+            wrong = rowcheck.problem(r, rowcheck.TASK_COLUMNS)
+            if wrong is not None:
+                error = str(rowcheck.corrupt("task", self.name, r["key"], wrong))
+                log.error("claim set aside: %s", error)
+                self._finish_row(conn, r["id"], "failure", "set aside by the claim: " + error, now, None)
+                continue
             verdict = policy.on_claim(
                 attempts=r["attempts"],
                 max_attempts=r["max_attempts"],
@@ -436,6 +444,8 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
 
         candidates = [dict(r._mapping) for r in self._rows_of_types(conn, heads, user_types, wrap=per_user)]
         candidates += self._pick_userless(conn, n, now, lock=False, types=types, tops=tops)
+        corrupt = [r for r in candidates if rowcheck.problem(r, rowcheck.TASK_COLUMNS)]  # for _screen
+        candidates = [r for r in candidates if not any(r is c for c in corrupt)]
         running = self._running_counts(conn, users, now)
         chosen = policy.choose_fair(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
@@ -443,6 +453,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             conn.execute(self.db.dialect.lock_rows(sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")))
             running = self._running_counts(conn, {r["resource"] for r in chosen if r["resource"]}, now)
             chosen = policy.choose_fair(chosen, running, n)
+        chosen += corrupt
         if not chosen:
             return []
         ids = [r["id"] for r in chosen]
@@ -523,8 +534,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         raise ValueError(status)
 
     def stats(self, now: float) -> list[tuple[str, str, str | None, int]]:
+        """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a
+        state or lease flag pq never writes."""
         t = self.t
         status = sa.case(
+            (t.c.state.not_in([LIVE, FINISHED, PENDING]), "corrupt state"),
+            (t.c.leased.not_in([0, 1]), "corrupt leased"),
             (t.c.state == FINISHED, "finished"),
             (t.c.state == PENDING, "pending"),
             (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),

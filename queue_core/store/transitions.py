@@ -105,7 +105,8 @@ TASK_TRANSITIONS: dict[str, Transition] = {
             [_F],
             [Fence.DUE],
             "TaskStore.claim",
-            "a due row that must not run again (cancel requested, attempts used up) ends at claim",
+            "a due row that must not run again (cancel requested, attempts used up, a value pq never writes) "
+            "ends at claim",
         ),
         _task(
             "heartbeat",

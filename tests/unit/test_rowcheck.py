@@ -1,0 +1,52 @@
+"""The checks of rows read back (queue_core/store/rowcheck.py): one per column, none forgotten,
+and what pq writes passes them. The hand edits themselves run on the three databases in
+tests/hostile/test_hostile_rows.py."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+import queue_core
+from queue_core.clock import FakeClock
+from queue_core.store import rowcheck
+from queue_core.store.schema import task_table
+
+T0 = 1_700_000_000.0
+
+
+def test_every_column_of_the_task_table_has_a_check():
+    assert set(rowcheck.TASK_COLUMNS) == {c.name for c in task_table(sa.MetaData(), "x").c}
+
+
+def test_what_pq_writes_passes_the_checks():
+    q = queue_core.open("sqlite://", "t", clock=FakeClock(T0))
+    q.init()
+    q.submit("plain", "t", {"a": [1, None]}, now=T0)
+    q.submit("full", "t", {}, user="u", max_running=2, priority=-(2**31), max_attempts=3, run_at=0, now=T0)
+    q.submit("late", "t", {}, run_at=253402300799, now=T0)
+    task = q.poll(now=T0, alive_time=1e11)
+    task.retry(retry_wait=1e11, error=RuntimeError("x" * 70000), now=T0)
+    q.submit("done", "t", {}, now=T0)
+    q.poll(now=T0).finish(now=T0)
+    q.submit("cancelled", "t", {}, now=T0)
+    q["cancelled"].cancel_request(now=T0)
+    rows = q.store.list(now=T0)
+    assert len(rows) == 5
+    assert [rowcheck.problem(r, rowcheck.TASK_COLUMNS) for r in rows] == [None] * 5
+
+
+def test_each_check_names_what_it_found():
+    assert rowcheck.name("") == "0 characters (pq writes 1 to 255)"
+    assert rowcheck.name("a\udcff") == "bytes that are not UTF-8"
+    assert rowcheck.name(b"a") == "b'a', not text"
+    assert rowcheck.json_text("{") == "'{', not JSON"
+    assert rowcheck.integer(0, 5)(True) == "True, not an integer"
+    assert rowcheck.integer(0, 5)(6) == "6, outside 0..5"
+    assert rowcheck.one_of(0, 1)(1.0) == "1.0, not one of (0, 1)"
+    assert rowcheck.epoch()(float("nan")).startswith("nan, not a time pq writes")
+    assert rowcheck.optional(rowcheck.name)(None) is None
+    found = rowcheck.problem({"state": 1, "leased": 0, "outcome": None}, rowcheck.TASK_COLUMNS)
+    assert found == ("outcome", "no outcome in state 1 (a row has one exactly when finished)")
+    err = rowcheck.corrupt("task", "pq_tasks", "k", ("data", "'x', not JSON"))
+    assert isinstance(err, queue_core.CorruptRowError) and isinstance(err, queue_core.DatabaseError)
+    assert str(err).startswith("task 'k' in table pq_tasks: column data holds 'x', not JSON;")
