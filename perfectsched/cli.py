@@ -24,9 +24,11 @@ from queue_core.clikit.parsing import STRICT_INT, parse_json_object, parse_time
 from queue_core.clikit.settings import settings, short_lived_retries
 from queue_core.errors import ConfigError
 from queue_core.queue import check_name
+from queue_core.store import rowcheck
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
+from .errors import InvalidCronError
 from .runner import open_scheduler
 from .scheduler import EXTRA_KEYS, ScheduleMetadata
 
@@ -107,6 +109,16 @@ def _json_meta(m: ScheduleMetadata) -> dict:
     for f in TIME_FIELDS:
         out[f + "_iso"] = _time(out[f], m.timezone)
     return out
+
+
+def _checked(m: ScheduleMetadata, table: str) -> ScheduleMetadata:
+    """``m`` itself; CorruptRowError when its cron is one the parser refuses (the store checks
+    the other columns): an edit by hand, never shown as if it were a schedule."""
+    try:
+        cronlib.validate_cron(m.cron)
+    except InvalidCronError as exc:
+        raise rowcheck.corrupt("schedule", table, m.key, ("cron", str(exc))) from None
+    return m
 
 
 def _summary(m: ScheduleMetadata) -> str:
@@ -213,7 +225,7 @@ def add(
 def list_cmd(fmt: str) -> None:
     """List schedules (next due first); times in each schedule's own timezone."""
     with _open() as sc:
-        rows = list(sc.list())
+        rows = [_checked(m, sc.table) for m in sc.list()]
     if fmt == "json":
         print_json([_json_meta(m) for m in rows])
         return
@@ -255,7 +267,7 @@ def _show_value(name: str, value: Any, zone: str) -> str:
 def show(key: str, fmt: str) -> None:
     """Show every field of one schedule."""
     with _open() as sc:
-        meta = sc[key].metadata()
+        meta = _checked(sc[key].metadata(), sc.table)
     if fmt == "json":
         print_json(_json_meta(meta))
         return

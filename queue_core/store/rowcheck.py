@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import zoneinfo
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,9 +27,14 @@ from .schema import (
     MAX_KEY_LENGTH,
     OUTCOMES,
     PENDING,
+    SCHEDULE_CATCHUP,
+    SCHEDULE_DST,
+    SCHEDULE_MAX_DELAY,
 )
 
 INT32 = 2**31 - 1
+#: the latest time pq accepts as an input (``validate.check_time``): a schedule's next occurrence
+MAX_INPUT_TIME = 1e13
 
 #: a column's check: None when the value is one pq writes, else what is wrong with it
 Check = Callable[[Any], "str | None"]
@@ -96,6 +102,25 @@ def epoch(high: float = FOREVER) -> Check:
     return check
 
 
+def timezone(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"{_shown(value)}, not a timezone name"
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return f"{_shown(value)}, not a known IANA timezone"
+    return None
+
+
+def cron(value: Any) -> str | None:
+    """The cron text as perfectsched stores it (normalised, printable; its parser checks more)."""
+    if not isinstance(value, str) or not value or len(value) > 255:
+        return f"{_shown(value)}, not a cron expression"
+    if not value.isprintable() or value != " ".join(value.split()):
+        return f"{_shown(value)}, not a cron expression as perfectsched stores one"
+    return None
+
+
 def optional(check: Check) -> Check:
     return lambda value: None if value is None else check(value)
 
@@ -126,6 +151,24 @@ TASK_COLUMNS: dict[str, Check] = {
     "result": optional(json_text),
     "workflow": optional(text),  # the workflow runtime's JSON: the queue never reads into it
     "definition": optional(text),
+}
+
+SCHEDULE_COLUMNS: dict[str, Check] = {
+    "key": name,
+    "type": name,
+    "cron": cron,
+    "delay": integer(0, SCHEDULE_MAX_DELAY),
+    "timezone": timezone,
+    "data": json_text,
+    "next_time": integer(0, int(MAX_INPUT_TIME)),
+    "next_run_time": epoch(),
+    "timeout": epoch(),
+    "catchup": one_of(*SCHEDULE_CATCHUP),
+    "dst": one_of(*SCHEDULE_DST),
+    "leased": one_of(0, 1),
+    "lease_token": optional(integer(1, 2**63 - 1)),
+    "created_at": epoch(),
+    "updated_at": epoch(),
 }
 
 
@@ -164,4 +207,12 @@ def check_task(row: Mapping, table: str) -> Mapping:
     found = problem(row, TASK_COLUMNS)
     if found is not None:
         raise corrupt("task", table, row.get("key"), found)
+    return row
+
+
+def check_schedule(row: Mapping, table: str) -> Mapping:
+    """``row`` itself, or CorruptRowError naming its first impossible column."""
+    found = problem(row, SCHEDULE_COLUMNS)
+    if found is not None:
+        raise corrupt("schedule", table, row.get("key"), found)
     return row

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
+from . import rowcheck
 from .base import VersionedTables
 from .database import Database
 from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
@@ -51,19 +52,25 @@ class ScheduleStore(VersionedTables):
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
 
     def get(self, key: str, conn=None) -> dict | None:
+        """The schedule's row (None: no such key); CorruptRowError for a value pq never writes."""
         stmt = sa.select(self.t).where(self.t.c.key == key)
         if conn is None:
             return self.db.run(lambda c: self.get(key, c), write=False, what="get schedule")
         r = conn.execute(stmt).first()
-        return dict(r._mapping) if r else None
+        return self._checked(dict(r._mapping)) if r else None
+
+    def _checked(self, row: dict) -> dict:
+        return dict(rowcheck.check_schedule(row, self.name))
 
     def lock(self, conn, key: str) -> dict | None:
         r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
         return dict(r._mapping) if r else None
 
     def list(self) -> list[dict]:
+        """Every schedule's row, next due first; CorruptRowError for a value pq never writes."""
         stmt = sa.select(self.t).order_by(self.t.c.timeout, self.t.c.key)
-        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
+        rows = self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
+        return [self._checked(r) for r in rows]
 
     def _write(self, conn, key: str, name: str, values: dict, **params) -> bool:
         t = self.t

@@ -43,6 +43,11 @@ OUTCOMES = ("success", "failure", "cancelled", "skipped")
 #: workflow run); the one constant for "never", also the due time of rows never due by time
 FOREVER = 1e15
 SCHEDULE_SCHEMA_VERSION = 1
+#: values of a schedule's catchup and dst columns, and its largest delay (perfectsched's own
+#: constants: tests/unit/test_rowcheck.py keeps them equal)
+SCHEDULE_CATCHUP = ("all", "latest", "skip")
+SCHEDULE_DST = ("vixie", "exact")
+SCHEDULE_MAX_DELAY = 366 * 86400
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 

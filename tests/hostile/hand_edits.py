@@ -9,6 +9,15 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 
+#: with a backend's clause added (``{**ONLY, "sqlite": ...}``): only that backend can store the value
+ONLY: dict[str, str | None] = {"*": None}
+
+
+def key_set(value: str) -> dict[str, str]:
+    """``SET key = value`` (a reserved word on MySQL)."""
+    return {"mysql": f"`key` = {value}", "*": f'"key" = {value}'}
+
+
 @dataclass(frozen=True)
 class Edit:
     """``SET`` clause ``sets`` written into one row (``{backend: clause}`` where they differ,

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import queue_core
-from hand_edits import Edit, RawTable
+from hand_edits import ONLY, Edit, RawTable, key_set
 from hostile_support import (  # noqa: F401 - fixtures
     HERE,
     clean_environ,
@@ -36,17 +36,12 @@ BIN = os.path.dirname(sys.executable)
 KEY = {"mysql": "`key`", "*": '"key"'}
 
 
-def _key_set(value: str) -> dict[str, str]:
-    return {"mysql": f"`key` = {value}", "*": f'"key" = {value}'}
-
-
-ONLY = {"*": None}  # with a backend's clause added: only that backend can store the value
 CORRUPT = [
     Edit("data-not-json", "data = 'not json'", "data"),
     Edit("data-empty", "data = ''", "data"),
     Edit("data-not-text", {**ONLY, "sqlite": "data = X'FF00'"}, "data"),
-    Edit("key-empty", _key_set("''"), "key"),
-    Edit("key-not-utf8", {**_key_set("X'FF61'"), "postgres": None}, "key"),
+    Edit("key-empty", key_set("''"), "key"),
+    Edit("key-not-utf8", {**key_set("X'FF61'"), "postgres": None}, "key"),
     Edit("type-empty", "type = ''", "type", in_stats=True),
     Edit("user-empty", "resource = ''", "resource"),
     Edit("max-running-zero", "resource = 'u', max_running = 0", "max_running"),

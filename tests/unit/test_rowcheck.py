@@ -9,13 +9,37 @@ import sqlalchemy as sa
 import queue_core
 from queue_core.clock import FakeClock
 from queue_core.store import rowcheck
-from queue_core.store.schema import task_table
+from queue_core.store.schema import SCHEDULE_CATCHUP, SCHEDULE_DST, SCHEDULE_MAX_DELAY, schedule_table, task_table
 
 T0 = 1_700_000_000.0
 
 
 def test_every_column_of_the_task_table_has_a_check():
     assert set(rowcheck.TASK_COLUMNS) == {c.name for c in task_table(sa.MetaData(), "x").c}
+
+
+def test_every_column_of_the_schedule_table_has_a_check():
+    assert set(rowcheck.SCHEDULE_COLUMNS) == {c.name for c in schedule_table(sa.MetaData(), "x").c}
+
+
+def test_the_store_knows_perfectsched_s_ranges():
+    from perfectsched import catchup, cron, scheduler
+
+    assert (SCHEDULE_CATCHUP, SCHEDULE_DST, SCHEDULE_MAX_DELAY) == (catchup.POLICIES, cron.DST_POLICIES,
+                                                                    scheduler.MAX_DELAY)
+
+
+def test_what_perfectsched_writes_passes_the_checks():
+    import perfectsched
+
+    sc = perfectsched.open("sqlite://", "s", "t", clock=FakeClock(T0))
+    sc.init()
+    sc.add("a", "t", cron="*/5 9-17 * * mon-fri", data={"x": 1}, delay=366 * 86400, timezone="Asia/Tokyo",
+           catchup="skip", dst="exact", next_time=0)
+    sc.add("b", "t", cron="@daily", next_time=T0)
+    sc.poll(now=T0 + 86400).heartbeat(now=T0 + 86400)
+    rows = sc.store.list()
+    assert len(rows) == 2 and [rowcheck.problem(r, rowcheck.SCHEDULE_COLUMNS) for r in rows] == [None, None]
 
 
 def test_what_pq_writes_passes_the_checks():
@@ -45,6 +69,8 @@ def test_each_check_names_what_it_found():
     assert rowcheck.one_of(0, 1)(1.0) == "1.0, not one of (0, 1)"
     assert rowcheck.epoch()(float("nan")).startswith("nan, not a time pq writes")
     assert rowcheck.optional(rowcheck.name)(None) is None
+    assert rowcheck.timezone("../../etc/passwd") == "'../../etc/passwd', not a known IANA timezone"
+    assert rowcheck.cron("* * * * *\n") == "'* * * * *\\n', not a cron expression as perfectsched stores one"
     found = rowcheck.problem({"state": 1, "leased": 0, "outcome": None}, rowcheck.TASK_COLUMNS)
     assert found == ("outcome", "no outcome in state 1 (a row has one exactly when finished)")
     err = rowcheck.corrupt("task", "pq_tasks", "k", ("data", "'x', not JSON"))
