@@ -57,6 +57,11 @@ class SchemaError(DatabaseError):
     """The table is missing or has an unsupported schema version."""
 
 
+class ForeignTableError(SchemaError):
+    """The table named is not one of this kind of pq table (another program's, or a pq table of
+    another kind): pq neither reads, writes nor alters it."""
+
+
 class CorruptRowError(DatabaseError):
     """A row holds a value pq never writes (edited by hand or by another program)."""
 

@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -91,6 +91,8 @@ class Database:
         self._memory_lock: threading.RLock | None = None
         self._pid = os.getpid()
         self._local = threading.local()
+        #: checks of the tables to run before the first statement (see :meth:`check_before_use`)
+        self._first_use: list[Callable[[sa.Connection], bool]] = []
         self.engine = self._create_engine(
             sqlite_synchronous=sqlite_synchronous,
             pool_size=pool_size,
@@ -229,8 +231,26 @@ class Database:
 
         return self.run(read, write=False, what="read the server clock")
 
+    def check_before_use(self, check: Callable[[sa.Connection], bool]) -> None:
+        """Run ``check(conn)`` in a read transaction of its own before the next :meth:`run`, and
+        again before each one until it returns True (a store: its tables exist and are its own).
+        What it raises is raised by that :meth:`run`, which then runs nothing."""
+        self._first_use.append(check)
+
+    def _run_checks(self, what: str) -> None:
+        self._local.checking = True
+        try:
+            for check in list(self._first_use):
+                if self.run(check, write=False, what=what):
+                    with suppress(ValueError):  # another thread's check passed first
+                        self._first_use.remove(check)
+        finally:
+            self._local.checking = False
+
     def run(self, fn: Callable[[sa.Connection], T], *, write: bool = True, what: str = "query") -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures."""
+        if self._first_use and not getattr(self._local, "checking", False):
+            self._run_checks(what)
         attempt = 0
         wait = 0.05
         while True:

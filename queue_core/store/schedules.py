@@ -39,6 +39,7 @@ class NewSchedule:
 
 class ScheduleStore(VersionedTables):
     current_version = SCHEDULE_SCHEMA_VERSION
+    kind = "a perfectsched schedule table"
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()

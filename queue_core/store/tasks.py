@@ -62,6 +62,8 @@ def new_token() -> int:
 class TaskStore(TaskChanges, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
+    added_columns = frozenset(name for names in ADDED_COLUMNS.values() for name in names)
+    kind = "a pq queue table"
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
