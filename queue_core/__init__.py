@@ -11,6 +11,7 @@ from __future__ import annotations
 from .app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
 from .clock import Clock, FakeClock, ServerClock, SystemClock
 from .errors import (
+    AccessDeniedError,
     AlreadyExistsError,
     AlreadyFinishedError,
     CancelRequestedError,
@@ -41,6 +42,7 @@ __all__ = [
     "Dispatch",
     "Router",
     "Runner",
+    "AccessDeniedError",
     "AcquiredTask",
     "AlreadyExistsError",
     "AlreadyFinishedError",

@@ -66,6 +66,11 @@ class CorruptRowError(DatabaseError):
     """A row holds a value pq never writes (edited by hand or by another program)."""
 
 
+class AccessDeniedError(DatabaseError):
+    """The database refused the statement to this account: a privilege it lacks, or a
+    read-only replica, transaction or file."""
+
+
 class UndefinedDecisionError(TaskError):
     """A handler decided something its decider does not define."""
 

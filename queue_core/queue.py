@@ -131,6 +131,12 @@ class Queue:
     def init(self, force: bool = False) -> None:
         self.store.init(force=force)
 
+    def check_writable(self) -> None:
+        """Raise AccessDeniedError when this account or database refuses writes to the table (a
+        read-only replica, transaction or file; a grant missing), ForeignTableError when the
+        table is not a queue table. Writes nothing."""
+        self.store.check_writable()
+
     # -- submit ---------------------------------------------------------------------------
     def _new_task(
         self,

@@ -124,6 +124,14 @@ class VersionedTables:
     def upgrade(self, conn, from_version: int) -> None:
         """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``)."""
 
+    def check_writable(self) -> None:
+        """AccessDeniedError when this account or database refuses writes to the main table (a
+        read-only replica, transaction or file; no UPDATE grant). An UPDATE of no row: nothing
+        is written."""
+        t = self.t
+        stmt = sa.update(t).where(sa.false()).values(key=t.c.key)
+        self.db.run(lambda c: c.execute(stmt), what=f"check write access to {self.name}")
+
     def schema_version(self) -> int | None:
         """The version recorded in the meta table (None before init)."""
 

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from ..clock import ClockReading
-from ..errors import ConfigError, DatabaseError, SchemaError, TaskError
+from ..errors import AccessDeniedError, ConfigError, DatabaseError, SchemaError, TaskError
 from .dialects import Dialect
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
@@ -264,6 +264,11 @@ class Database:
                 if self._is_missing_table(exc):
                     raise SchemaError(
                         f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first"
+                    ) from None
+                if isinstance(exc, sa.exc.DBAPIError) and self.dialect.is_denied(exc):
+                    raise AccessDeniedError(
+                        f"{what} refused by {self.masked_url}: {self.scrub(exc)} (a privilege this account "
+                        "lacks, or a read-only replica, transaction or file)"
                     ) from None
                 attempt += 1
                 if not self._is_transient(exc) or attempt > self.max_retry_count:

@@ -142,8 +142,7 @@ def test_workers_need_dml_only_and_init_needs_ddl(backend, tmp_path):
         revoke = (_mariadb_root if backend == "mysql" else lambda sql: _pg_super(sql, port, names["jobs"]))
         w = f"'{names['pq_worker']}'@'%'" if backend == "mysql" else names["pq_worker"]
         on = f"{names['jobs']}." if backend == "mysql" else ""
-        checks = [(f"REVOKE DELETE ON {on}{qt} FROM {w};", lambda q: q.submit("needs-delete", "ok", {}),
-                   f"GRANT DELETE ON {on}{qt} TO {w};"),
+        checks = [(f"REVOKE DELETE ON {on}{qt} FROM {w};", _needs_delete, f"GRANT DELETE ON {on}{qt} TO {w};"),
                   (f"REVOKE INSERT ON {on}{qt}_meta FROM {w};",
                    lambda q: WORKFLOW_2.start("needs-meta-insert", {}, queue=q),
                    f"GRANT INSERT ON {on}{qt}_meta TO {w};")]
@@ -194,6 +193,16 @@ def _submitter_operator_and_worker(worker: str, qt: str, tmp_path: Path) -> None
         q.poll(alive_time=60).finish(retention_time=0)
         time.sleep(0.01)
         assert q.cleanup() >= 1  # DELETE
+
+
+def _needs_delete(q) -> None:
+    """A purge: cleanup, and the submission of a key whose finished row's retention ended (k1, finished
+    with the default retention, is past it a year from now). Other submissions need no DELETE
+    (test_hostile_privileges.py)."""
+    later = time.time() + 10**7
+    with pytest.raises(queue_core.AccessDeniedError, match="denied"):
+        q.cleanup(now=later)
+    q.submit_many([{"key": "k1", "type": "ok"}], now=later)
 
 
 def _capped_claim(q) -> None:

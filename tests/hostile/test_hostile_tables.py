@@ -3,11 +3,13 @@
 given as the queue table and the other way round. Every command and the library refuse it with
 ``ForeignTableError`` at first use (the CLI: one line, exit 5) and never read past that, write,
 alter, index or drop it: its rows, columns and indexes are checked unchanged, and no companion
-``<table>_meta`` appears."""
+``<table>_meta`` appears; a worker given such a table exits at start with one line."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -16,7 +18,7 @@ from click.testing import CliRunner
 
 import perfectsched
 import queue_core
-from hostile_support import one_line_error
+from hostile_support import HERE, clean_environ, one_line_error
 from perfectsched.cli import cli as sched_cli
 from queue_core import ForeignTableError
 from queue_core.cli import cli as pq_cli
@@ -91,6 +93,11 @@ def test_another_program_s_table_is_never_touched(db_url, tables, tmp_path):
         for call in (lambda: list(q.list()), q.cleanup, lambda: q.submit("k", "t"), q.init, q.poll):
             with pytest.raises(ForeignTableError, match=f"table {users} "):
                 call()
+    worker = subprocess.run([f"{os.path.dirname(sys.executable)}/perfectqueue", "run",
+                             f"{HERE / 'hostile_handlers.py'}:Worker", "--burst", "-c", str(config)],
+                            capture_output=True, text=True, timeout=120, env=clean_environ())
+    errors = [line for line in worker.stderr.splitlines() if line.startswith("perfectqueue: error: ")]
+    assert worker.returncode == 5 and len(errors) == 1 and f"table {users} " in errors[0], worker.stderr[-3000:]
     assert tables() == before  # rows, columns, indexes; no {users}_meta, no {prefix}_q
 
 
