@@ -33,7 +33,19 @@ from .runner import open_scheduler
 from .scheduler import EXTRA_KEYS, ScheduleMetadata
 
 PROG = "perfectsched"
-LIST_COLUMNS = ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time", "catchup", "dst", "data"]
+LIST_COLUMNS = [
+    "key",
+    "type",
+    "cron",
+    "delay",
+    "timezone",
+    "next_time",
+    "next_run_time",
+    "catchup",
+    "dst",
+    "status",
+    "data",
+]
 TIME_FIELDS = ("next_time", "next_run_time", "timeout")
 CATCHUP_CHOICE = click.Choice(list(catchup_mod.POLICIES))
 DST_CHOICE = click.Choice(list(cronlib.DST_POLICIES))
@@ -97,7 +109,12 @@ def _zone(name: str) -> str:
 
 
 def _time(ts: float | None, zone: str) -> str:
-    return format_time(ts, zone)
+    """``ts`` in the schedule's own zone; in UTC when this host cannot compute that zone (the
+    schedule is then set aside when due, and ``show`` tells why)."""
+    try:
+        return format_time(ts, zone)
+    except ConfigError:
+        return format_time(ts)
 
 
 def _data_text(data: dict) -> str:
@@ -223,7 +240,11 @@ def add(
 )
 @sched_options
 def list_cmd(fmt: str) -> None:
-    """List schedules (next due first); times in each schedule's own timezone."""
+    """List schedules (next due first); times in each schedule's own timezone.
+
+    status is active, or set_aside: the schedule cannot be computed and never fires until it is
+    modified or resumed ('show KEY' tells why).
+    """
     with _open() as sc:
         rows = [_checked(m, sc.table) for m in sc.list()]
     if fmt == "json":
@@ -241,6 +262,7 @@ def list_cmd(fmt: str) -> None:
                 "next_run_time": _time(m.next_run_time, m.timezone),
                 "catchup": m.catchup,
                 "dst": m.dst,
+                "status": m.status,
                 "data": _data_text(m.data),
             }
             for m in rows
@@ -251,6 +273,8 @@ def list_cmd(fmt: str) -> None:
 
 
 def _show_value(name: str, value: Any, zone: str) -> str:
+    if value is None:
+        return "-"
     if name in TIME_FIELDS:
         return f"{_time(value, zone)} ({value})"
     if name == "data":
@@ -265,7 +289,7 @@ def _show_value(name: str, value: Any, zone: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @sched_options
 def show(key: str, fmt: str) -> None:
-    """Show every field of one schedule."""
+    """Show every field of one schedule (error: why a set-aside schedule cannot be computed)."""
     with _open() as sc:
         meta = _checked(sc[key].metadata(), sc.table)
     if fmt == "json":
@@ -307,6 +331,9 @@ def modify(
 ) -> None:
     """Change a schedule. A new cron, timezone, delay or dst recomputes next_time from now.
 
+    Any change of a set-aside schedule brings it back, from now; one that leaves it unable to fire
+    is refused.
+
     Prints the key and the (new) next_time/next_run_time.
     """
     check_name(key, "schedule key")  # before it reaches the database driver
@@ -322,6 +349,24 @@ def modify(
         meta = sc.modify(
             key, cron=cron_expr, type=sched_type, data=payload, delay=delay, timezone=zone, catchup=catchup, dst=dst
         )
+    click.echo(_summary(meta))
+
+
+@cli.command(short_help="Bring back a set-aside schedule as it is.")
+@click.argument("key")
+@sched_options
+def resume(key: str) -> None:
+    """Bring back a schedule set aside because it could not be computed (a timezone the host
+    lacked, a row edited by hand), as it is now: it goes on from the occurrence it stopped at and
+    its catch-up policy decides about the ones missed since. Refused while it still cannot be
+    computed ('modify' changes it and restarts it from now). An active schedule is left as it is.
+
+    Prints the key and its next_time/next_run_time.
+    """
+    check_name(key, "schedule key")
+    with _open() as sc:
+        sc[key].resume()
+        meta = sc[key].metadata()
     click.echo(_summary(meta))
 
 

@@ -92,6 +92,7 @@ from calendar import monthrange
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
+from typing import TypeGuard
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -322,17 +323,19 @@ def _check_element(element: str, index: int) -> str:
     if not match:
         raise ValueError(f"{name} element {element!r} is not valid cron syntax")
     first, last, step = match.group("first", "last", "step")
-    low = high = _value(first, index) if first is not None else None
-    if last is not None:
+    low = _value(first, index) if first is not None else None
+    one_value_range = False
+    if low is not None and last is not None:  # a range (the pattern has no "-last" without a first)
         high = _value(last, index, range_end=True)
         if low > high:
             raise ValueError(f"{name} range {first}-{last} is reversed")
+        one_value_range = low == high
     if step is not None:
         if not step.isdigit() or len(step) > 9:
             raise ValueError(f"{name} step {step!r} is not a positive number")
         if int(step) == 0:
             raise ValueError(f"{name} step 0 must be at least 1")
-    return first if last is not None and low == high else element
+    return first if one_value_range else element
 
 
 def _value(token: str, index: int, range_end: bool = False) -> int:
@@ -438,7 +441,7 @@ def _next_time_of_day(spec: _Spec, hour: int, minute: int) -> tuple[int, int] | 
 
 
 def _offset(wall: datetime, zone: ZoneInfo, fold: int) -> int:
-    return wall.replace(tzinfo=zone, fold=fold).utcoffset() // _SECOND
+    return _offset_seconds(wall.replace(tzinfo=zone, fold=fold))
 
 
 def _naive_seconds(wall: datetime) -> int:
@@ -446,7 +449,15 @@ def _naive_seconds(wall: datetime) -> int:
 
 
 def _offset_at(instant: int, zone: ZoneInfo) -> int:
-    return datetime.fromtimestamp(instant, zone).utcoffset() // _SECOND
+    return _offset_seconds(datetime.fromtimestamp(instant, zone))
+
+
+def _offset_seconds(aware: datetime) -> int:
+    """The UTC offset of ``aware`` in seconds (a ZoneInfo gives every datetime one)."""
+    offset = aware.utcoffset()
+    if offset is None:
+        raise ValueError(f"{aware!r} has no UTC offset")
+    return offset // _SECOND
 
 
 def _transition(zone: ZoneInfo, before: int, after: int, new_offset: int) -> int:
@@ -503,7 +514,7 @@ def _search_start(ts: float, zone: ZoneInfo) -> datetime:
 def _find(spec: _Spec, zone: ZoneInfo, vixie: bool, ts: float, inclusive: bool) -> int:
     """The smallest occurrence instant >= ts (inclusive) or > ts."""
 
-    def qualifies(instant: int | None) -> bool:
+    def qualifies(instant: int | None) -> TypeGuard[int]:
         return instant is not None and (instant >= ts if inclusive else instant > ts)
 
     best: int | None = None

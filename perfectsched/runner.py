@@ -15,13 +15,15 @@ occurrence (the schedule advances); one that raises retries it after ``retry_wai
 Signals: TERM/INT/QUIT stop once the current handler returns (a second stop signal during a
 handler exits at once; the lease expires and the occurrence runs again), USR1/HUP restart with
 the configuration re-read, USR2 reopens log files. Handler errors, lost leases and database
-errors are logged and never end the loop (database errors back off, up to 10 s). What a
+errors are logged and never end the loop (database errors back off, up to 10 s); neither does a
+schedule that cannot be computed: tick and poll set it aside and log it once. What a
 signal does is declared in :data:`SCHEDULER_SIGNALS`; catching and acting on it, the stop cascade,
 the backoff and the config reload are :mod:`queue_core.service`'s, as for the worker. ``--burst``
 handles what is due and returns 0; it raises database errors instead of retrying them (exit 5),
 and tries each occurrence at most once per run (with ``retry_wait = 0`` a failing handler would
-otherwise be due again at once, forever). A schedule table that was never created is reported
-at startup in every mode (exit 5, "run 'init' first").
+otherwise be due again at once, forever). A schedule table that was never created, or that an
+older release made and ``init`` has not upgraded, is reported at startup in every mode (exit 5,
+"run 'init' ...").
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ __all__ = ["open_scheduler", "run_scheduler"]
 
 #: what a signal means to ``perfectsched run`` (docs/cron.md); a second stop signal during a
 #: handler exits at once (:meth:`SchedulerLoop.stop_now`)
-SCHEDULER_SIGNALS = {
+SCHEDULER_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
     signal.SIGQUIT: Intent.STOP,
@@ -159,14 +161,29 @@ class SchedulerLoop:
             self.sched.queue.url,
         )
 
+    @property
+    def open_sched(self) -> Scheduler:
+        """The scheduler, from :meth:`_open` to :meth:`_close`."""
+        if self.sched is None:
+            raise RuntimeError("the scheduler loop is not open")
+        return self.sched
+
+    @property
+    def open_monitor(self) -> TaskMonitor:
+        """The monitor of a handler's runs (the loop runs a target), from :meth:`_open` to :meth:`_close`."""
+        if self.monitor is None:
+            raise RuntimeError("the scheduler loop runs no handler, or is not open")
+        return self.monitor
+
     def _probe(self) -> None:
-        """Fail fast (exit 5) on a schedule table that was never created, or on any database
-        error in burst mode; in a long-running loop other database errors are retried."""
+        """Fail fast (exit 5) on a schedule table that was never created or that ``init`` has not
+        upgraded, or on any database error in burst mode; in a long-running loop other database
+        errors are retried."""
         try:
-            self.sched.next_due()
+            self.open_sched.check_tables()
         except DatabaseError as exc:
             if self.burst or isinstance(exc, SchemaError):
-                self.sched.close()
+                self.open_sched.close()
                 self.sched = None
                 raise
             log.error("database error at startup (will retry): %s", exc)
@@ -261,13 +278,13 @@ class SchedulerLoop:
     def _step(self) -> bool:
         """One tick or one handled occurrence. True when there may be more work right now."""
         if self.target is None:
-            n = self.sched.tick()
+            n = self.open_sched.tick()
             if n:
                 log.info(
-                    "submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks", self.sched.queue.table
+                    "submitted %d %s into queue table %s", n, "task" if n == 1 else "tasks", self.open_sched.queue.table
                 )
             return False  # tick already submitted everything due
-        task = self.sched.poll(alive_time=self.alive_time)
+        task = self.open_sched.poll(alive_time=self.alive_time)
         if task is None:
             return False
         if self.burst:
@@ -288,13 +305,13 @@ class SchedulerLoop:
     def _idle_wait(self) -> float:
         interval = self.poll_interval
         try:
-            due = self.sched.next_due()
+            due = self.open_sched.next_due()
         except DatabaseError as exc:
             log.warning("could not read the next due time: %s", exc)
             return interval
         if due is None:
             return interval
-        left = due - self.sched.now()
+        left = due - self.open_sched.now()
         if left <= 0:  # held by another scheduler right now; it will advance it
             return interval
         return max(MIN_WAIT, min(interval, left))
@@ -328,7 +345,7 @@ class SchedulerLoop:
         _note_decided_errors(task)
         self.in_handler = True
         try:
-            error = run_handler(self.target, task, self.monitor)
+            error = run_handler(self.target, task, self.open_monitor)
         finally:
             self.in_handler = False
         if isinstance(error, KeyboardInterrupt):

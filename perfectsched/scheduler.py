@@ -2,12 +2,16 @@
 
 ``tick`` submits each due occurrence as a queue task keyed ``"<schedule key>.<scheduled time>"``
 and advances the schedule in the same transaction, so a crash between the two can neither
-lose nor double an occurrence, and any number of schedulers can tick at once.
+lose nor double an occurrence, and any number of schedulers can tick at once. A due schedule
+that cannot be computed (:mod:`perfectsched.rows`) is set aside in that transaction, logged once
+after it committed, and fires again once an operator modifies or resumes it.
 """
 
 from __future__ import annotations
 
-import json
+import builtins
+import dataclasses
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +21,8 @@ from queue_core import policy
 from queue_core.queue import Transaction, check_duration, check_name, check_time, decode_data, encode_data
 from queue_core.store.schedules import NewSchedule, ScheduleStore
 
-from . import catchup as catchup_mod
 from . import cron as cronlib
+from . import rows as rows_mod
 from .errors import (
     ConfigError,
     IdempotentAlreadyExistsError,
@@ -29,6 +33,8 @@ from .errors import (
     ValidationError,
 )
 
+log = logging.getLogger("perfectsched.scheduler")
+
 #: perfectsched's own config keys (on top of queue_core's)
 EXTRA_KEYS: dict[str, tuple] = {
     "schedule_table": ("pq_schedules", "str", "schedule table name"),
@@ -37,7 +43,7 @@ EXTRA_KEYS: dict[str, tuple] = {
     "tick_batch": (200, "int+", "schedules locked per tick transaction"),
 }
 
-MAX_DELAY = 366 * 86400
+MAX_DELAY = rows_mod.MAX_DELAY
 
 
 @dataclass(frozen=True)
@@ -54,13 +60,28 @@ class ScheduleMetadata:
     dst: str
     timeout: float = 0.0
     leased: bool = False
+    #: ``active``, or ``set_aside``: it cannot be computed and never fires until modified or resumed
+    status: str = "active"
+    #: why it was set aside (None while active)
+    error: str | None = None
 
     def to_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else x
+    try:
+        return int(x) if float(x).is_integer() else x
+    except (TypeError, ValueError):  # a column edited by hand: shown as it is
+        return x
+
+
+def _shown_data(text: str) -> dict:
+    """The data as stored; text that is not JSON (a row edited by hand) as ``{"value": text}``."""
+    try:
+        return decode_data(text)
+    except (ValueError, RecursionError):
+        return {"value": text}
 
 
 def _meta(row: Mapping) -> ScheduleMetadata:
@@ -70,24 +91,16 @@ def _meta(row: Mapping) -> ScheduleMetadata:
         cron=row["cron"],
         delay=row["delay"],
         timezone=row["timezone"],
-        data=decode_data(row["data"]),
-        next_time=int(row["next_time"]),
+        data=_shown_data(row["data"]),
+        next_time=row["next_time"],
         next_run_time=_num(row["next_run_time"]),
         catchup=row["catchup"],
         dst=row["dst"],
         timeout=_num(row["timeout"]),
         leased=bool(row["leased"]),
+        status="active" if row["error"] is None else "set_aside",
+        error=row["error"],
     )
-
-
-def _spec(row: Mapping) -> dict:
-    return {
-        "cron": row["cron"],
-        "timezone": row["timezone"],
-        "dst": row["dst"],
-        "delay": row["delay"],
-        "catchup": row["catchup"],
-    }
 
 
 class Schedule:
@@ -114,6 +127,24 @@ class Schedule:
                 raise IdempotentNotFoundError(f"schedule {self.key!r} not found")
 
         self.scheduler.db.run(work, what="delete schedule")
+
+    def resume(self, now: float | None = None) -> bool:
+        """Bring back a set-aside schedule as it is, from the occurrence it stopped at (its catch-up
+        policy decides about the ones missed since). Returns False for an active schedule (nothing
+        to do); raises a ValidationError saying why when it still cannot be computed (nothing written)."""
+        sched = self.scheduler
+        now = sched.now(now)
+
+        def work(conn):
+            row = sched.store.lock(conn, self.key)
+            if row is None:
+                raise IdempotentNotFoundError(f"schedule {self.key!r} not found")
+            if row["error"] is None:
+                return False
+            sched.check(row)
+            return sched.store.resume(conn, self.key, row["next_time"], now)
+
+        return sched.db.run(work, what="resume schedule")
 
 
 class ScheduledTask:
@@ -148,8 +179,12 @@ class ScheduledTask:
             row = store.get(self.key, conn)
             if row is None:
                 raise PreemptedError(f"{what}: schedule {self.key!r} was deleted")
+            if row["error"] is not None:
+                raise PreemptedError(f"{what}: schedule {self.key!r} was set aside: {row['error']}")
             if int(row["next_time"]) != self.scheduled_time and row["lease_token"] == self._token:
                 raise IdempotentAlreadyFinishedError(f"{what}: occurrence {self.scheduled_time} already finished")
+            if row["lease_token"] == self._token and row["leased"]:
+                raise PreemptedError(f"{what}: the lease on schedule {self.key!r} expired (held past alive_time)")
             raise PreemptedError(f"{what}: the lease on schedule {self.key!r} was taken over")
 
         self.scheduler.db.run(work, what=what)
@@ -157,7 +192,7 @@ class ScheduledTask:
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
         now = self.scheduler.now(now)
         alive = self.scheduler.queue._alive(alive_time)
-        self._held("heartbeat", lambda c, st: st.heartbeat(c, self.key, self._token, now + alive))
+        self._held("heartbeat", lambda c, st: st.heartbeat(c, self.key, self._token, now + alive, now))
 
     def finish(self, now: float | None = None) -> None:
         """Advance to the occurrence after the scheduled one (not after now)."""
@@ -232,15 +267,15 @@ class Scheduler:
         self.store.init(force=force)
 
     # -- add / modify ---------------------------------------------------------------------
-    def _validate(self, cron, timezone, delay, catchup, dst) -> tuple[str, str, int, str, str]:
-        cron = cronlib.validate_cron(cron)
-        tz = cronlib.validate_timezone(timezone).key
-        if isinstance(delay, bool) or not isinstance(delay, int) or not (0 <= delay <= MAX_DELAY):
-            raise ValidationError(f"delay must be whole seconds between 0 and {MAX_DELAY}, not {delay!r}")
-        if catchup not in catchup_mod.POLICIES:
-            raise ValidationError(f"catchup must be one of {', '.join(catchup_mod.POLICIES)}, not {catchup!r}")
-        dst = cronlib.validate_dst(dst)
-        return cron, tz, delay, catchup, dst
+    def check(self, row: Mapping) -> None:
+        """Raise a ValidationError saying why the stored ``row`` cannot be computed (nothing when
+        it can): the rules of :mod:`perfectsched.rows`, those ``add`` applies to its arguments."""
+        try:
+            rows_mod.check(row, self.queue.config["max_data_size"])
+        except rows_mod.CANNOT_COMPUTE as exc:
+            if isinstance(exc, queue_core.ValidationError):
+                raise
+            raise ValidationError(f"schedule {row['key']!r} cannot be computed: {rows_mod.reason(exc)}") from None
 
     def add(
         self,
@@ -258,9 +293,9 @@ class Scheduler:
         now: float | None = None,
     ) -> Schedule:
         now = self.now(now)
-        self._check_key(key)
+        rows_mod.check_key(key)
         check_name(type, "schedule type")
-        cron, tz, delay, catchup, dst = self._validate(cron, timezone or self.timezone, delay, catchup, dst)
+        cron, tz, delay, catchup, dst = rows_mod.check_spec(cron, timezone or self.timezone, delay, catchup, dst)
         start = now if next_time is None else check_time(next_time, "next_time")
         nt = cronlib.cron_time(cron, start, tz, dst)
         nrt = nt + delay if next_run_time is None else check_time(next_run_time, "next_run_time")
@@ -280,12 +315,6 @@ class Scheduler:
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
         return Schedule(self, key)
 
-    @staticmethod
-    def _check_key(key) -> None:
-        check_name(key, "schedule key")
-        if len(key) > 240:
-            raise ValidationError("schedule key is longer than 240 characters (task keys add '.<time>')")
-
     def modify(
         self,
         key: str,
@@ -299,43 +328,41 @@ class Scheduler:
         dst: str | None = None,
         now: float | None = None,
     ) -> ScheduleMetadata:
-        """Change a schedule; a new cron, timezone, delay or dst policy recomputes next_time from now."""
+        """Change a schedule; a new cron, timezone, delay or dst policy recomputes next_time from
+        now, and so does any change of a set-aside schedule (which brings it back). A change that
+        leaves the schedule unable to fire is refused (ValidationError) and writes nothing."""
         now = self.now(now)
         check_name(key, "schedule key")
         if type is not None:
             check_name(type, "schedule type")
         data_text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
+        spec = {"cron": cron, "timezone": timezone, "delay": delay, "catchup": catchup, "dst": dst}
+        other = {"type": type, "data": data_text}
 
         def work(conn):
             row = self.store.lock(conn, key)
             if row is None:
                 raise IdempotentNotFoundError(f"schedule {key!r} not found")
-            c, tz, d, cu, ds = self._validate(
-                row["cron"] if cron is None else cron,
-                row["timezone"] if timezone is None else timezone,
-                row["delay"] if delay is None else delay,
-                row["catchup"] if catchup is None else catchup,
-                row["dst"] if dst is None else dst,
-            )
-            if (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"]):
-                self.store.configure(conn, key, now, type=type, data=data_text, catchup=cu)
-            else:
-                self.store.reschedule(
-                    conn,
-                    key,
-                    now,
-                    cron=c,
-                    timezone=tz,
-                    delay=d,
-                    dst=ds,
-                    type=type,
-                    data=data_text,
-                    catchup=cu,
-                    next_time=cronlib.cron_time(c, now, tz, ds),
-                )
-            return _meta(self.store.get(key, conn))  # the row is locked: both apply
+            self._change(conn, row, spec, other, now)
+            written = self.store.get(key, conn)  # the row is locked: the change applied
+            if written is None:
+                raise IdempotentNotFoundError(f"schedule {key!r} not found")
+            self.check(written)  # raises: the transaction rolls back
+            return _meta(written)
 
         return self.db.run(work, what="modify schedule")
+
+    def _change(self, conn, row: Mapping, spec: dict, other: dict, now: float) -> None:
+        """``configure`` the locked ``row``, or ``reschedule`` it from now (new times, or set aside)."""
+        merged = [row[k] if v is None else v for k, v in spec.items()]
+        c, tz, d, cu, ds = rows_mod.check_spec(*merged)
+        if row["error"] is None and (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"]):
+            self.store.configure(conn, row["key"], now, catchup=cu, **other)
+            return
+        nt = cronlib.cron_time(c, now, tz, ds)
+        self.store.reschedule(
+            conn, row["key"], now, cron=c, timezone=tz, delay=d, dst=ds, catchup=cu, next_time=nt, **other
+        )
 
     # -- reads ----------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Schedule:
@@ -345,66 +372,89 @@ class Scheduler:
     def list(self) -> Iterator[ScheduleMetadata]:
         return iter([_meta(r) for r in self.store.list()])
 
+    # -- what a due schedule does ---------------------------------------------------------------
+    @property
+    def _plan_options(self) -> dict:
+        return {"grace": self.options["catchup_grace"], "max_data_size": self.queue.config["max_data_size"]}
+
+    def _set_aside(self, conn, plans: builtins.list[rows_mod.SetAside], now: float) -> builtins.list[rows_mod.SetAside]:
+        """Set aside the due schedules that cannot be computed; returns those it applied to."""
+        reasons = [dataclasses.replace(p, reason=f"{p.reason} (set aside by {self.queue.owner})") for p in plans]
+        return [p for p in reasons if self.store.set_aside(conn, p.key, p.expected, p.reason, now)]
+
+    @staticmethod
+    def _log_set_aside(done: builtins.list[rows_mod.SetAside]) -> None:
+        """Once per schedule, after the transaction that set it aside committed."""
+        for p in done:
+            log.error(
+                "set aside schedule=%s: it cannot be computed and fires again once it is modified or resumed: %s",
+                p.key,
+                p.reason,
+            )
+
     # -- poll (custom handlers) ---------------------------------------------------------------
     def poll(self, *, alive_time: float | None = None, now: float | None = None) -> ScheduledTask | None:
-        """Lease one due occurrence (after applying the schedule's catch-up policy)."""
+        """Lease one due occurrence (after applying the schedule's catch-up policy); a due
+        schedule that cannot be computed is set aside on the way."""
         now = self.now(now)
         alive = self.queue._alive(alive_time)
 
         def work(conn):
+            aside: list[rows_mod.SetAside] = []
             for _ in range(50):
                 rows = self.store.due(conn, now, 1)
                 if not rows:
-                    return None
-                row = rows[0]
-                todo, after = catchup_mod.plan(
-                    _spec(row), int(row["next_time"]), now, grace=self.options["catchup_grace"], limit=1
-                )
-                if not todo:  # set aside: advance without delivering, look at the next schedule
-                    skip = (row["key"], int(row["next_time"]), after, after + row["delay"])
-                    self.store.advance_many(conn, [skip], now)
-                    continue
-                token = self.store.lease(conn, row["key"], int(row["next_time"]), todo[0], now, now + alive)
-                if token is not None:  # the row is locked: it applies
-                    return ScheduledTask(self, {**row, "next_time": todo[0]}, token)
-            return None
+                    break
+                task = self._poll_one(conn, rows_mod.poll_plan(rows[0], now, **self._plan_options), now, alive, aside)
+                if task is not None:
+                    return task, aside
+            return None, aside
 
-        return self.db.run(work, what="poll schedules")
+        task, aside = self.db.run(work, what="poll schedules")
+        self._log_set_aside(aside)
+        return task
+
+    def _poll_one(self, conn, plan, now: float, alive: float, aside: builtins.list) -> ScheduledTask | None:
+        if isinstance(plan, rows_mod.SetAside):
+            aside += self._set_aside(conn, [plan], now)
+            return None
+        if isinstance(plan, rows_mod.Fire):  # missed ones skipped: advance, look at the next schedule
+            self.store.advance_many(conn, [plan.advance], now)
+            return None
+        row = plan.row
+        token = self.store.lease(conn, row["key"], row["next_time"], plan.occurrence, now, now + alive)
+        return None if token is None else ScheduledTask(self, {**row, "next_time": plan.occurrence}, token)
 
     # -- tick (the built-in submitter) -------------------------------------------------------
     def tick(self, *, now: float | None = None) -> int:
-        """Submit every due occurrence into the queue; returns how many tasks were submitted."""
+        """Submit every due occurrence into the queue; returns how many tasks were submitted. A
+        due schedule that cannot be computed is set aside (and logged once); the others fire."""
         now = self.now(now)
         total = 0
         for _ in range(10_000):
-            done, submitted = self.queue.transaction(lambda tx: self._tick_batch(tx, now), now=now, what="tick")
+            done, submitted, aside = self.queue.transaction(lambda tx: self._tick_batch(tx, now), now=now, what="tick")
             total += submitted
+            self._log_set_aside(aside)
             if done == 0:  # every due schedule advanced past now (or is held by another scheduler)
                 break
         return total
 
-    def _tick_batch(self, tx: Transaction, now: float) -> tuple[int, int]:
+    def _tick_batch(self, tx: Transaction, now: float) -> tuple[int, int, builtins.list[rows_mod.SetAside]]:
         rows = self.store.due(tx.conn, now, self.options["tick_batch"])
-        tasks, advances = [], []
-        for row in rows:
-            todo, after = catchup_mod.plan(_spec(row), int(row["next_time"]), now, grace=self.options["catchup_grace"])
-            if todo:
-                data = json.loads(row["data"]) if row["data"] else {}
-                tasks += (
-                    {
-                        "key": f"{row['key']}.{o}",
-                        "type": row["type"],
-                        "data": data,
-                        "run_at": row["next_run_time"] if o == int(row["next_time"]) else o + row["delay"],
-                    }
-                    for o in todo
-                )
-            advances.append((row["key"], int(row["next_time"]), after, after + row["delay"]))
+        plans = [rows_mod.tick_plan(r, now, new_task=tx.new_task, **self._plan_options) for r in rows]
+        fire = [p for p in plans if isinstance(p, rows_mod.Fire)]
+        aside = self._set_aside(tx.conn, [p for p in plans if isinstance(p, rows_mod.SetAside)], now)
         # The whole batch in a few statements: one insert of every occurrence's task, one
         # batched compare-and-set advance of every schedule, committed together.
-        submitted = tx.submit_many(tasks) if tasks else 0
-        self.store.advance_many(tx.conn, advances, now)
-        return len(rows), submitted
+        tasks = [t for p in fire for t in p.tasks]
+        submitted = tx.insert(tasks) if tasks else 0
+        self.store.advance_many(tx.conn, [p.advance for p in fire], now)
+        return len(rows), submitted, aside
+
+    def check_tables(self) -> None:
+        """SchemaError when the schedule table was never created, or was made by an older release
+        that ``init`` has not upgraded yet."""
+        self.store.require_current_version()
 
     def next_due(self) -> float | None:
         """When the next schedule becomes due (None without schedules)."""

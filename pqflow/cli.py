@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -431,6 +431,19 @@ def _pick_workflows(obj: Any, target: str, name: str | None, fmt: str) -> list[W
     raise ConfigError(f"TARGET {target} is neither a pqflow.Workflow nor a pqflow.Decider subclass (it is a {what})")
 
 
+def _code_drawing(
+    target: str, fmt: str, workflow_name: str | None, include: tuple[str, ...], require: tuple[str, ...]
+) -> str | bytes:
+    """The drawing of TARGET's workflow, or of its several workflows one after another."""
+    import pqflow
+
+    obj = _load_code(target, include, require)
+    drawings = [pqflow.graph(wf, fmt) for wf in _pick_workflows(obj, target, workflow_name, fmt)]
+    if len(drawings) == 1:
+        return drawings[0]
+    return "\n".join(cast(list[str], drawings))  # several only as text: _pick_workflows refuses them in others
+
+
 @cli.command(short_help="Draw a workflow, or a run with its step statuses.")
 @click.argument("target", required=False)
 @click.option("--run", "run_id", metavar="RUN_ID", help="Draw this run from the database (no code needed).")
@@ -462,14 +475,14 @@ def graph(
         raise click.UsageError("--workflow, -I and -r go with TARGET, not --run")
     if fmt in BINARY_FORMATS and output is None and _stdout_is_terminal():
         raise click.UsageError(f"--format {fmt} needs -o FILE (or redirect stdout)")
+    data: str | bytes
     if run_id is not None:
         with open_queue(settings()) as q:
-            drawings = [pqflow.graph(_load_run(q, run_id), fmt)]
-    else:
-        obj = _load_code(target, include, require)
-        drawings = [pqflow.graph(wf, fmt) for wf in _pick_workflows(obj, target, workflow_name, fmt)]
-    data: str | bytes
-    data = drawings[0] if len(drawings) == 1 else "\n".join(drawings)  # several: text only
+            data = pqflow.graph(_load_run(q, run_id), fmt)
+    elif target is not None:
+        data = _code_drawing(target, fmt, workflow_name, include, require)
+    else:  # refused above
+        raise click.UsageError("give either TARGET or --run RUN_ID")
     if output is not None:
         try:
             if isinstance(data, bytes):

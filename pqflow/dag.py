@@ -81,7 +81,7 @@ def _check_name(kind: str, name: object) -> str:
 def _check_trigger(trigger: object) -> str:
     if trigger not in TRIGGERS:
         raise WorkflowDefinitionError(f"unknown trigger {trigger!r}; valid triggers: {', '.join(TRIGGERS)}")
-    return trigger  # type: ignore[return-value]
+    return trigger
 
 
 def _check_retries(what: str, value: object) -> int:
@@ -166,7 +166,7 @@ class Workflow:
 
     def _outer_frame(self) -> FrameType | None:
         # Skip __init__ frames of subclasses so the call site is the user's line.
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is self:
             frame = frame.f_back
         return frame

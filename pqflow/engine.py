@@ -17,7 +17,7 @@ import dataclasses
 import json
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from queue_core import Queue
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
@@ -93,7 +93,8 @@ def _dag(tx: Transaction, run_id: str, dag_id: str, row: dict) -> tuple[dict, di
     dag, children = _parse_dag(run_id, text)
     if len(_DAGS) >= _DAGS_KEPT:
         _DAGS.pop(next(iter(_DAGS)))
-    _DAGS[digest(text)] = (dag, children)  # under what it is, never under what a row claims
+    # text is the definition column's str here: _parse_dag raised FlowError for a missing one
+    _DAGS[digest(cast(str, text))] = (dag, children)  # under what it is, never under what a row claims
     return dag, children
 
 

@@ -137,12 +137,12 @@ def decide(snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_req
     succeeded, failed, cancelled; skipped is kept as given).
     """
     c = _compile(snapshot)
-    for name, status in submitted.items():
+    for name, given in submitted.items():
         if name not in c.parents:
             raise ValueError(f"unknown step {name!r} (steps: {', '.join(c.order)})")
-        if status not in SUBMITTED_STATUSES:
+        if given not in SUBMITTED_STATUSES:
             raise ValueError(
-                f"step {name!r} has status {status!r}; expected one of {', '.join(sorted(SUBMITTED_STATUSES))}"
+                f"step {name!r} has status {given!r}; expected one of {', '.join(sorted(SUBMITTED_STATUSES))}"
             )
     statuses: dict[str, str] = {}
     submit: list[str] = []

@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_core import policy
+
 SEP = "#"
 #: the group of every run row: '#' can never start a run id, so no run's steps share it
 RUNS_GROUP = "#runs"
@@ -230,7 +232,7 @@ def status_of_row(row: dict, now: float) -> str:
         )
     if row["state"] == 2:
         return "pending"
-    return "running" if row["leased"] and row["timeout"] > now else "waiting"
+    return "running" if policy.lease_held(row["leased"], row["timeout"], now) else "waiting"
 
 
 OUTCOME_OF = {"succeeded": "success", "failed": "failure", "cancelled": "cancelled", "skipped": "skipped"}

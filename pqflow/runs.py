@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import queue_core
+from queue_core import policy
 from queue_core.queue import Transaction
 from queue_core.validate import check_name, decode_data
 
@@ -262,7 +263,7 @@ def _cancel_unpicked(tx: Transaction, row: dict) -> str:
     """A run no decider has taken up yet ends before any step; it stays listed as a run."""
     if row["state"] == 1:
         return "finished"
-    if row["leased"] and row["timeout"] > tx.now:
+    if policy.lease_held(row["leased"], row["timeout"], tx.now):
         return "busy"
     tx.cancel(row["key"])
     tx.runs.mark(tx.conn, row["id"], RUNS_GROUP, dumps({"unpicked": True}))

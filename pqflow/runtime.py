@@ -30,6 +30,10 @@ from .settle import Completion, finish_many, finish_step
 
 log = logging.getLogger("pqflow")
 
+#: what a step reads before it runs: its run (None: gone, or another instance of it), its inputs,
+#: the failed items of upstream maps and the run's input data
+StepRead = tuple[RunRef | None, dict, dict, Any]
+
 
 class StepContext:
     """What a step function gets as its first argument."""
@@ -225,7 +229,7 @@ class Decider(Runner):
         except (UnknownTypeError, KeyError):
             return None
 
-    def _read(self, node: NodeState) -> tuple[RunRef | None, dict, dict, Any]:
+    def _read(self, node: NodeState) -> StepRead:
         """The run and the step's inputs (parents' results): read with the worker's batch by
         :meth:`prefetch`, else in one read transaction of its own."""
         if self.task.prefetched is not None:
@@ -336,7 +340,7 @@ def _write_completions(tx: Transaction, tasks: list) -> list:
     return [t for t in tasks if t.row_id in lost_ids]
 
 
-def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[tuple]:
+def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[StepRead]:
     """For each (task, node): its run, its inputs, the failed items of upstream maps, the run's
     input data; (None, {}, {}, None) when its run is gone or is another instance."""
     rows = tx.runs.read(tx.conn, sorted({n.run for _, n in steps}), data=True)
@@ -351,7 +355,7 @@ def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[tuple
         }
     )
     parents = tx.runs.read(tx.conn, keys, result=True) if keys else {}
-    out = []
+    out: list[StepRead] = []
     for _, n in steps:
         run = refs.get(n.run)
         if run is None or run.iid != n.iid:

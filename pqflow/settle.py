@@ -118,7 +118,7 @@ def _close_maps(tx: Transaction, runs: dict[str, RunRef], items: dict[str, list[
         run, events = wanted[key]
         row = rows.get(key)
         node = _own(row, run)
-        if node is None or node.map is None or row["state"] != PENDING_STATE:
+        if row is None or node is None or node.map is None or row["state"] != PENDING_STATE:
             continue
         for e in events:
             if isinstance(e.index, int) and 0 <= e.index < node.map.n:  # not a row added by hand
@@ -177,7 +177,7 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
         run, child, parents = wanted[key]
         row = rows.get(key)
         node = _own(row, run)
-        if node is None or row["state"] != PENDING_STATE:
+        if row is None or node is None or row["state"] != PENDING_STATE:
             continue  # decided already (skipped by a cancel, or a foreign row)
         for e in parents:
             node.wait = _tally(node.wait, e.status)
@@ -266,7 +266,7 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
     for run_id in sorted(changed):
         run, row = runs[run_id], rows.get(run_id)
         state = RunState.load(row.get("workflow"), run.dag) if row else None
-        if state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
+        if not row or state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
             raise FlowError(f"run {run_id!r} changed under a decision (row replaced or ended)")
         _count_steps(state, closed[run_id])
         if state.open > 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import ConfigError, UndefinedDecisionError, ValidationError
 from .queue import check_types
@@ -175,6 +175,8 @@ class Dispatch(Runner):
     """
 
     routes: list = []
+    #: each class's own router, built from its routes on first use (declared only: read from the class's __dict__)
+    _router: ClassVar[Router | None]
 
     @classmethod
     def router(cls) -> Router:

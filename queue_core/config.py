@@ -78,10 +78,10 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
     try:
         if kind == "bool":
             if isinstance(value, str):
-                v = value.strip().lower()
-                if v in ("1", "true", "yes", "on"):
+                word = value.strip().lower()
+                if word in ("1", "true", "yes", "on"):
                     return True
-                if v in ("0", "false", "no", "off"):
+                if word in ("0", "false", "no", "off"):
                     return False
                 raise ValueError
             if isinstance(value, bool):
@@ -93,9 +93,9 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
             return value
         if kind.startswith("choice:"):
             choices = kind.split(":", 1)[1].split("|")
-            v = str(value)
+            text = str(value)
             for c in choices:
-                if v.lower() == c.lower():
+                if text.lower() == c.lower():
                     return c
             raise ConfigError(f"config {key} must be one of {', '.join(choices)}, not {value!r}")
         if isinstance(value, bool):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .errors import TaskError
@@ -56,7 +57,7 @@ def write(
     failed: list[Any] = []
     for writer, group in groups.items():
         found: list[Any] = []
-        error = isolated(lambda writer=writer, group=group, found=found: found.extend(writer(tx, group)))
+        error = isolated(partial(_write_group, writer, tx, group, found))
         if error is None:
             lost += found
         else:
@@ -65,6 +66,11 @@ def write(
             log.error("could not write %d finishes (they will run again): %s", len(group), error)
             failed += group
     return lost, failed
+
+
+def _write_group(writer: Writer, tx: Any, group: list[Any], lost: list[Any]) -> None:
+    """Write ``group`` with its ``writer``; the tasks it found lost go to ``lost``."""
+    lost.extend(writer(tx, group))
 
 
 def after_commit(tasks: Sequence[Any]) -> None:

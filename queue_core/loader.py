@@ -20,7 +20,8 @@ from .errors import ConfigError
 def _import_file(path: str):
     path = os.path.abspath(path)
     for mod in list(sys.modules.values()):
-        if getattr(mod, "__file__", None) and os.path.abspath(mod.__file__) == path:
+        file = getattr(mod, "__file__", None)
+        if file and os.path.abspath(file) == path:
             return mod
     name = "pq_target_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)

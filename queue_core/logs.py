@@ -16,8 +16,9 @@ def setup_logging(path: str | None = None, level: str = "INFO") -> None:
         if getattr(h, "_pq", False):
             root.removeHandler(h)
     if path:
-        handler: logging.Handler = logging.FileHandler(path, delay=False)
-        _file_handlers.append(handler)
+        file_handler = logging.FileHandler(path, delay=False)
+        _file_handlers.append(file_handler)
+        handler: logging.Handler = file_handler
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler._pq = True  # type: ignore[attr-defined]

@@ -193,9 +193,10 @@ def give_up_error(error: str | None, attempts: int) -> str:
 # live leases it holds.
 def fair_weight(row: Mapping, running: Mapping[str, int]) -> float:
     """A row's share weight: ``max_running / (running + 1)`` of its user (no cap counts as 1);
-    a row without a user weighs its ``max_running`` or 1 and is never capped."""
+    a row without a user weighs 1 (its ``max_running``, meaningless without a user, is ignored, as
+    the claim's walk of userless rows ignores it) and is never capped."""
     if row["resource"] is None:
-        return float(row["max_running"] or 1)
+        return 1.0
     return (row["max_running"] or 1) / (running.get(row["resource"], 0) + 1)
 
 

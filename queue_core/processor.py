@@ -174,6 +174,9 @@ class Processor:
     def _release(self, tasks) -> None:
         for t in tasks:
             self.monitor.drop(t)
+            if t.lost:  # taken over while it waited: not ours to release, but its attempt goes back
+                self._settle(t, None, 0.0, started=False)
+                continue
             try:
                 t.release()
                 log.info("released task=%s type=%s (stopping)", t.key, t.type)

@@ -251,7 +251,8 @@ class Queue:
         now = self.now(now)
         alive = self._alive(alive_time)
         plain, deferred = self._split(finish)
-        entries, lost, more = self._settle_entries(plain, now), [], _DeferredBatch(self, deferred, now)
+        entries, more = self._settle_entries(plain, now), _DeferredBatch(self, deferred, now)
+        lost: list[Settled] = []
         rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, also=more.write, types=types)
         self._mark_settled(plain, lost, now)
         more.mark(now)

@@ -31,6 +31,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
+from typing import Any
 
 from .wakeup import Wakeup
 
@@ -52,7 +53,7 @@ class Intent(Enum):
 
 
 #: what a signal means to a worker, in process or thread mode (docs/worker.md, "Signals")
-WORKER_SIGNALS = {
+WORKER_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
     signal.SIGQUIT: Intent.STOP_NOW,
@@ -82,24 +83,31 @@ _PHASE_AFTER = {Intent.STOP: Phase.STOPPING, Intent.STOP_NOW: Phase.STOPPING_NOW
 _LOGGED_AFTER = {Intent.STOP_NOW, Intent.REOPEN_LOGS}
 
 
+#: the Python-level handler of the signals a SignalQueue catches: a C function that does nothing
+#: (the interpreter's C handler has already written the signal's number to the wakeup fd). A
+#: handler written in Python runs between bytecodes, so a flood of signals nests it in itself
+#: until RecursionError ends the process; a C function has no bytecode to be interrupted in.
+_NOTHING: dict[int, Any] = {}
+_CAUGHT = _NOTHING.get
+
+
 class SignalQueue:
-    """Catches signals with the only handler pq installs (append and pipe write, no lock)."""
+    """Catches signals through the interpreter's wakeup fd: the C-level handler writes each
+    signal's number to a pipe, read back in order by :meth:`wait` (no Python code, no lock, runs
+    in the handler). One per process: it owns the process's wakeup fd until :meth:`restore`."""
 
     def __init__(self, signums: Iterable[int]) -> None:
         self._pending: list[int] = []
         self._wakeup = Wakeup()
-        self._previous = {s: signal.signal(s, self._record) for s in signums}
+        self._old_fd = signal.set_wakeup_fd(self._wakeup.write_fd, warn_on_full_buffer=False)
+        self._previous = {s: signal.signal(s, _CAUGHT) for s in signums}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
-
-    def _record(self, signum: int, _frame) -> None:
-        self._pending.append(signum)
-        self._wakeup.set()
 
     def wait(self, timeout: float, fds: Sequence[int] = ()) -> int | None:
         """The next signal caught, waiting up to ``timeout`` s (less if one of ``fds`` is readable)."""
         if not self._pending:
             self._wakeup.wait(timeout, fds)
-        self._wakeup.clear()
+        self._pending += [b for b in self._wakeup.drain() if b in self._previous]  # 0: a poke
         return self._pending.pop(0) if self._pending else None
 
     def poke(self) -> None:
@@ -109,6 +117,7 @@ class SignalQueue:
     def restore(self) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        signal.set_wakeup_fd(self._old_fd)
         self._wakeup.close()
 
 
@@ -150,8 +159,10 @@ class Dispatcher:
         return self.phase is not Phase.RUNNING
 
     def dispatch(self, signum: int | None) -> None:
+        if signum is None:  # a timeout
+            return
         intent = self.meaning.get(signum)
-        if intent is None:  # a timeout, or a signal that only wakes the loop (SIGCHLD)
+        if intent is None:  # a signal that only wakes the loop (SIGCHLD)
             return
         name = signal.Signals(signum).name
         if intent in (Intent.RESTART, Intent.RESTART_NOW) and self.stopping:

@@ -220,7 +220,7 @@ class AcquiredTask:
         now = self.queue.now(now)
         alive = self.queue._alive(alive_time)
         try:
-            self.queue.store.heartbeat(self._id, self._token, now + alive)
+            self.queue.store.heartbeat(self._id, self._token, now + alive, now)
         except CancelRequestedError:
             self.cancel_requested = True
             self.timeout = now + alive
@@ -236,7 +236,7 @@ class AcquiredTask:
         now = self.queue.now(now)
         alive = self.queue._alive(alive_time)
         try:
-            self.queue.store.heartbeat(self._id, self._token, now + alive, data=text)
+            self.queue.store.heartbeat(self._id, self._token, now + alive, now, data=text)
         except CancelRequestedError:
             self.cancel_requested = True
             self.data = merged

@@ -64,7 +64,12 @@ class ThreadWorker:
         if self.listener is not None:
             self.listener.stop()
         processors = self.processors
-        self.listener = None if self.burst else start_listener(q, lambda: [p.wake() for p in processors])
+
+        def wake_all() -> None:
+            for p in processors:
+                p.wake()
+
+        self.listener = None if self.burst else start_listener(q, wake_all)
         for t in self.threads:
             t.start()
         log.info("worker started: %d thread processors pid=%d", len(self.threads), os.getpid())
@@ -84,7 +89,8 @@ class ThreadWorker:
     def _restarted(self) -> bool:
         """Once the old processors are done: start new ones, the settings re-read (True), unless
         a stop began meanwhile (False: the worker is done)."""
-        if not self.restart_pending or self.signals.stopping:
+        stop_began = self.signals is not None and self.signals.stopping
+        if not self.restart_pending or stop_began:
             return False
         self.restart_pending = False
         self.settings = reload_settings(self.config_loader, self.settings)

@@ -22,7 +22,21 @@ class TransactionQueue(TaskQueue, Protocol):
     db: Database
     runs: RunRows
 
-    def _new_task(self, key: str, type: str, data: Any = None, **opts: Any) -> NewTask: ...
+    def _new_task(
+        self,
+        key: Any,
+        type: Any,
+        data: Any = None,
+        *,
+        user: Any = None,
+        max_running: Any = None,
+        run_at: Any = None,
+        priority: Any = 0,
+        max_attempts: Any = None,
+        now: float,
+        group: Any = None,
+    ) -> NewTask:
+        """A task row of checked values (ValidationError for a bad one)."""
 
 
 class Transaction:
@@ -76,8 +90,16 @@ class Transaction:
         return self._store.insert(self.conn, [task], self.now) == 1
 
     def submit_many(self, items: Iterable[Mapping]) -> int:
-        tasks = [self.queue._new_task(now=self.now, **dict(item)) for item in items]
-        return self._store.insert(self.conn, tasks, self.now)
+        return self.insert([self.new_task(**dict(item)) for item in items])
+
+    def new_task(self, key: str, type: str, data: Any = None, **opts: Any) -> NewTask:
+        """A task checked as :meth:`submit` checks it (ValidationError), to :meth:`insert` later:
+        a caller inserting many tells which of them is refused before it writes any."""
+        return self.queue._new_task(key, type, data, now=self.now, **opts)
+
+    def insert(self, tasks: Iterable[NewTask]) -> int:
+        """Insert tasks made by :meth:`new_task` whose key is free; returns how many were new."""
+        return self._store.insert(self.conn, list(tasks), self.now)
 
     def submit_rows(self, items: Iterable[Mapping]) -> int:
         """Insert the rows of a workflow run: each item holds submit options plus ``workflow``

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from .errors import ValidationError
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
+@overload
+def check_name(value: Any, what: str, *, optional: Literal[False] = False) -> str: ...
+@overload
+def check_name(value: Any, what: str, *, optional: bool) -> str | None: ...
 def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     """Keys, types, users and groups: 1-255 characters of valid UTF-8 without NUL."""
     if value is None and optional:
@@ -50,6 +54,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+@overload
+def check_int(value: Any, what: str, *, minimum: int | None = None, optional: Literal[False] = False) -> int: ...
+@overload
+def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bool) -> int | None: ...
 def check_int(value: Any, what: str, *, minimum: int | None = None, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
@@ -143,6 +151,10 @@ def decode_data(text: str | None) -> dict:
 MAX_ERROR_BYTES = 65000
 
 
+@overload
+def _error_text(error: BaseException) -> str: ...
+@overload
+def _error_text(error: Any) -> str | None: ...
 def _error_text(error: Any) -> str | None:
     """``error`` as storable text: never raises (a handler's exception may have a broken
     ``__str__``), valid UTF-8 (lone surrogates escaped), at most MAX_ERROR_BYTES bytes."""

@@ -37,6 +37,21 @@ class Wakeup:
             return True
         return bool(readable)
 
+    @property
+    def write_fd(self) -> int:
+        """The pipe's write end (non-blocking): a byte written there sets the wake-up."""
+        return self._w
+
+    def drain(self) -> bytes:
+        """Clear, returning the bytes that were written (a signal wakeup fd writes signal numbers)."""
+        out = b""
+        try:
+            while chunk := os.read(self._r, 4096):
+                out += chunk
+        except (BlockingIOError, OSError):
+            pass
+        return out
+
     def clear(self) -> None:
         try:
             while os.read(self._r, 4096):

@@ -46,7 +46,7 @@ __all__ = ["Processor", "install_child_signals", "load_target", "run_worker"]
 
 #: what a signal means to a worker child; its supervisor sends TERM for a stop or a graceful
 #: restart, again every ``child_kill_interval`` until the child exits (a repeat is no escalation)
-CHILD_SIGNALS = {
+CHILD_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
     signal.SIGUSR1: Intent.STOP,

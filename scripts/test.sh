@@ -12,6 +12,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[postgres,test]' 2>&1 \
   | grep -v -e "is ignored" -e "^$" >&2 || true
 .venv/bin/python -c "import queue_core, psycopg, pytest" || { echo "install failed" >&2; exit 1; }
+[ -x .venv/bin/ruff ] && [ -x .venv/bin/mypy ] || { echo "install failed: ruff or mypy missing" >&2; exit 1; }
 # Graphviz renders pqflow graphs as SVG/PNG (optional for users); faketime shifts the clocks of
 # the clock-skew tests' processes. Installed here so their tests run.
 missing=""
@@ -21,6 +22,10 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
   (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null 2>&1
    apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1) || echo "not installed:$missing" >&2
 fi
+# Lint, format and type checks of the packages (configured in pyproject.toml): a finding fails the run.
+.venv/bin/ruff check queue_core perfectsched pqflow
+.venv/bin/ruff format --check queue_core perfectsched pqflow
+.venv/bin/mypy
 if ! . scripts/start-databases.sh; then
   if [ -n "${CI:-}" ]; then echo "databases could not be started (CI): failing" >&2; exit 1; fi
   echo "databases could not be started: their tests will be skipped" >&2

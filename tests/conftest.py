@@ -75,6 +75,18 @@ def drop_tables(url: str, *names: str) -> None:
         eng.dispose()
 
 
+def downgrade(store, columns, version: int) -> None:
+    """Make the table of ``store`` one of an older release: drop ``columns``, record ``version``."""
+
+    def work(conn):
+        prep = conn.dialect.identifier_preparer
+        for col in columns:
+            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(store.t.name)} DROP COLUMN {prep.quote(col)}")
+        conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value=str(version)))
+
+    store.db.run(work, what="downgrade")
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(1_700_000_000.0)

@@ -52,7 +52,7 @@ class CLIError(click.ClickException):
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
         if exit_code is not None:
-            self.exit_code = exit_code
+            self.exit_code = exit_code  # type: ignore[misc]  # click types it a ClassVar, yet reads it per instance
 
 
 def exit_code_for(exc: BaseException) -> int:

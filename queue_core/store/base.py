@@ -7,19 +7,23 @@ import sqlalchemy as sa
 
 from ..errors import DatabaseError, ForeignTableError, SchemaError
 from .database import Database
-from .schema import ADDED_COLUMNS, schedule_table, task_table
+from .schema import ADDED_COLUMNS, SCHEDULE_ADDED_COLUMNS, schedule_table, task_table
 
 
 def _columns(make) -> frozenset[str]:
     return frozenset(c.name for c in make(sa.MetaData(), "x").c)
 
 
-_LATER = {name for names in ADDED_COLUMNS.values() for name in names}
+def _later_columns(added: dict[int, tuple[str, ...]]) -> frozenset[str]:
+    """The columns of ``added`` (columns by the schema version that added them)."""
+    return frozenset(name for names in added.values() for name in names)
+
+
 #: what a table of each kind has at the least (its first schema version), to name the kind of
 #: a table given where another kind was expected
 KINDS = {
-    "a pq queue table": _columns(task_table) - _LATER,
-    "a perfectsched schedule table": _columns(schedule_table),
+    "a pq queue table": _columns(task_table) - _later_columns(ADDED_COLUMNS),
+    "a perfectsched schedule table": _columns(schedule_table) - _later_columns(SCHEDULE_ADDED_COLUMNS),
     "the meta table of a pq table": frozenset({"name", "value"}),
 }
 
@@ -31,8 +35,9 @@ class VersionedTables:
     current_version: int = 1
     #: more (name, value) rows the meta table must hold
     meta_rows: tuple[tuple[str, str], ...] = ()
-    #: columns later schema versions added (a table of an earlier version lacks them until ``init``)
-    added_columns: frozenset[str] = frozenset()
+    #: the columns each schema version added to the main table ``t`` (nullable ones; a table of
+    #: an earlier version lacks them until ``init`` upgrades it)
+    added_columns: dict[int, tuple[str, ...]] = {}
     #: what the main table is, for messages
     kind = "a pq table"
 
@@ -56,7 +61,7 @@ class VersionedTables:
                 found = False
                 continue
             have = {c["name"].lower() for c in inspector.get_columns(table.name)}
-            missing = {c.name for c in table.c} - self.added_columns - have
+            missing = {c.name for c in table.c} - _later_columns(self.added_columns) - have
             if missing:
                 raise ForeignTableError(self._foreign(table, have, missing))
         return found
@@ -103,7 +108,8 @@ class VersionedTables:
         """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""
         tables = self.metadata.sorted_tables
         have = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t.name)}
-        return {ix.name for t in tables for ix in t.indexes} - have
+        ours: set[str] = {ix.name for t in tables for ix in t.indexes if ix.name is not None}
+        return ours - have
 
     def _write_meta(self, conn) -> None:
         m = self.meta
@@ -122,7 +128,26 @@ class VersionedTables:
                 conn.execute(self.db.dialect.insert_if_absent(m, "name").values(name=name, value=value))
 
     def upgrade(self, conn, from_version: int) -> None:
-        """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``)."""
+        """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``): add the
+        columns later versions brought (ALTER TABLE ADD COLUMN, NULL)."""
+        prep = conn.dialect.identifier_preparer
+        for version in range(from_version + 1, self.current_version + 1):
+            for name in self.added_columns.get(version, ()):
+                col = self.t.c[name]
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
+                    f"{col.type.compile(dialect=conn.dialect)} NULL"
+                )
+
+    def require_current_version(self) -> None:
+        """SchemaError when the tables were made by an older release and ``init`` has not upgraded
+        them yet (or were never created)."""
+        version = self.schema_version()
+        if version is not None and version < self.current_version:
+            raise SchemaError(
+                f"table {self.name} has schema version {version}, older than this release's "
+                f"({self.current_version}); run 'init' to upgrade it"
+            )
 
     def check_writable(self) -> None:
         """AccessDeniedError when this account or database refuses writes to the main table (a

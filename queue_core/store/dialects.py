@@ -75,6 +75,10 @@ class Dialect:
         """A blocking row lock (for serialising decisions about one row)."""
         return stmt.with_for_update()
 
+    def share_rows(self, stmt: sa.Select) -> sa.Select:
+        """A blocking shared row lock: many holders at once, none while one holds ``lock_rows``."""
+        return stmt.with_for_update(read=True)
+
     def is_transient(self, exc: sa.exc.DBAPIError) -> bool:
         return False
 

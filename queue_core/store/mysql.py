@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 
@@ -27,9 +29,10 @@ def _per_row(c, chunk, col):
     return sa.case({r["id"]: sa.bindparam(None, r[col], type_=c[col].type) for r in chunk}, value=c.id)
 
 
-def _chunks(rows, cols):
+def _chunks(rows: Iterable[dict], cols: Sequence[str]) -> Iterator[list[dict]]:
     """``rows`` in runs of at most CASE_ROWS rows and about CASE_BYTES bytes of values."""
-    chunk, size = [], 0
+    chunk: list[dict] = []
+    size = 0
     for r in rows:
         n = 64 + sum(len(v) * 4 if isinstance(v, str) else 32 for v in (r[col] for col in cols))
         if chunk and (len(chunk) >= CASE_ROWS or size + n > CASE_BYTES):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from .. import policy
 from .tasks import FINISHED, FOREVER, LIVE, PENDING, TaskStore
 from .transitions import PER_ROW, TaskState, task_where
 
@@ -341,8 +342,8 @@ class RunRows:
             sa.select(*self._cols(False, False)).where(t.c.grp == group, t.c.state == LIVE).order_by(t.c.key)
         )
         rows = [dict(r._mapping) for r in conn.execute(live)]
-        waiting = [r for r in rows if not (r["leased"] and r["timeout"] > now)]
-        running = [r["id"] for r in rows if r["leased"] and r["timeout"] > now]
+        waiting = [r for r in rows if not policy.lease_held(r["leased"], r["timeout"], now)]
+        running = [r["id"] for r in rows if policy.lease_held(r["leased"], r["timeout"], now)]
         for i in range(0, len(running), 500):
             conn.execute(
                 sa.update(t)

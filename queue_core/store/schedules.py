@@ -11,6 +11,7 @@ applied, and perfectsched says why when it did not.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
@@ -18,8 +19,8 @@ import sqlalchemy as sa
 from . import rowcheck
 from .base import VersionedTables
 from .database import Database
-from .schema import SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
-from .tasks import new_token
+from .schema import SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
+from .tasks import FOREVER, new_token
 from .transitions import schedule_where
 
 
@@ -39,6 +40,7 @@ class NewSchedule:
 
 class ScheduleStore(VersionedTables):
     current_version = SCHEDULE_SCHEMA_VERSION
+    added_columns = SCHEDULE_ADDED_COLUMNS
     kind = "a perfectsched schedule table"
 
     def __init__(self, db: Database, table: str):
@@ -113,7 +115,8 @@ class ScheduleStore(VersionedTables):
         data: str | None = None,
         catchup: str | None = None,
     ) -> bool:
-        """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out)."""
+        """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out),
+        a set-aside schedule brought back (its error cleared)."""
         given = {"type": type, "data": data, "catchup": catchup}
         return self._write(
             conn,
@@ -130,9 +133,24 @@ class ScheduleStore(VersionedTables):
                 timeout=next_time + delay,
                 leased=0,
                 lease_token=None,
+                error=None,
                 updated_at=now,
             ),
         )
+
+    def set_aside(self, conn, key: str, expected, error: str, now: float) -> bool:
+        """Set aside the due schedule still at occurrence ``expected`` (the ``next_time`` the caller
+        read) because it cannot be computed: ``error`` recorded, never due (timeout FOREVER) until
+        ``resume`` or ``reschedule``, any expired lease dropped; ``next_time`` kept. Returns whether
+        it applied."""
+        values = dict(error=error, timeout=FOREVER, leased=0, lease_token=None, updated_at=now)
+        return self._write(conn, key, "set_aside", values, now=now, expected=expected)
+
+    def resume(self, conn, key: str, expected: int, now: float) -> bool:
+        """Bring back the set-aside schedule still at occurrence ``expected``: error cleared, due
+        at its ``next_run_time`` (the catch-up policy decides about the missed occurrences)."""
+        values = dict(error=None, timeout=self.t.c.next_run_time, updated_at=now)
+        return self._write(conn, key, "resume", values, expected=expected)
 
     def delete(self, conn, key: str) -> bool:
         return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount == 1
@@ -152,8 +170,9 @@ class ScheduleStore(VersionedTables):
         )
         return token if done else None
 
-    def heartbeat(self, conn, key: str, token: int, expires: float) -> bool:
-        return self._write(conn, key, "heartbeat", {"timeout": expires}, token=token)
+    def heartbeat(self, conn, key: str, token: int, expires: float, now: float) -> bool:
+        """Extend the lease, unexpired at ``now``, to ``expires`` (an expired one is never revived)."""
+        return self._write(conn, key, "heartbeat", {"timeout": expires}, token=token, now=now)
 
     def finish(self, conn, key: str, token: int, next_time: int, next_run_time: float, now: float) -> bool:
         """The holder moves the schedule on to ``next_time``; its token stays to tell a second
@@ -174,12 +193,12 @@ class ScheduleStore(VersionedTables):
         """The holder gives its occurrence back, due now."""
         return self._write(conn, key, "release", dict(timeout=now, leased=0), token=token)
 
-    def due(self, conn, now: float, limit: int) -> list[dict]:
-        """Lock up to ``limit`` due schedules (skipping rows other schedulers hold)."""
-        stmt = sa.select(self.t).where(self.t.c.timeout <= now).order_by(self.t.c.timeout).limit(limit)
+    def due(self, conn, now: float, limit: int) -> builtins.list[dict]:
+        """Lock up to ``limit`` due schedules (skipping rows other schedulers hold; never a set-aside one)."""
+        stmt = sa.select(self.t).where(*self._due(now)).order_by(self.t.c.timeout).limit(limit)
         return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
 
-    def advance_many(self, conn, advances: list[tuple[str, int, int, float]], now: float) -> int:
+    def advance_many(self, conn, advances: builtins.list[tuple[str, int, int, float]], now: float) -> int:
         """Advance due schedules in one batched statement: ``(key, expected next_time,
         next_time, next_run_time)`` each, compare-and-set on next_time, lease dropped (token too).
 
@@ -209,6 +228,9 @@ class ScheduleStore(VersionedTables):
         stmt = sa.select(sa.func.min(self.t.c.timeout))
         return self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="next due schedule")
 
+    def _due(self, now: float) -> builtins.list:
+        return [self.t.c.timeout <= now, self.t.c.error.is_(None)]
+
     def count_due(self, now: float) -> int:
-        stmt = sa.select(sa.func.count()).select_from(self.t).where(self.t.c.timeout <= now)
-        return int(self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="count schedules"))
+        stmt = sa.select(sa.func.count()).select_from(self.t).where(*self._due(now))
+        return int(self.db.run(lambda c: c.execute(stmt).scalar_one(), write=False, what="count schedules"))

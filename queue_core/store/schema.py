@@ -42,7 +42,7 @@ OUTCOMES = ("success", "failure", "cancelled", "skipped")
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished
 #: workflow run); the one constant for "never", also the due time of rows never due by time
 FOREVER = 1e15
-SCHEDULE_SCHEMA_VERSION = 1
+SCHEDULE_SCHEMA_VERSION = 2
 #: values of a schedule's catchup and dst columns, and its largest delay (perfectsched's own
 #: constants: tests/unit/test_rowcheck.py keeps them equal)
 SCHEDULE_CATCHUP = ("all", "latest", "skip")
@@ -151,7 +151,9 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
 
 
 #: columns each schema version added, for upgrading a table created by an older release
-ADDED_COLUMNS = {2: ("result", "workflow", "definition")}
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("result", "workflow", "definition")}
+#: the same for the schedule table
+SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",)}
 
 
 def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
@@ -183,6 +185,8 @@ def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("lease_token", sa.BigInteger(), nullable=True),
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("updated_at", sa.Double(), nullable=False),
+        # why the schedule cannot be computed: set aside (never due) until modified or resumed
+        sa.Column("error", sa.Text(), nullable=True),
     )
     sa.Index(f"ix_{name}_due", t.c.timeout)
     return t

@@ -21,6 +21,9 @@ class SQLiteDialect(Dialect):
     def lock_rows(self, stmt):
         return stmt
 
+    def share_rows(self, stmt):
+        return stmt
+
     def likely(self, clause):
         # Else a due-time condition draws the planner to the purge index, a scan of all due rows.
         return sa.func.likely(clause, type_=sa.Boolean)

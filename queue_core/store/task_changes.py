@@ -10,7 +10,8 @@ as a typed error. Nothing is ever written by id alone after a refusal.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
@@ -23,6 +24,7 @@ from ..errors import (
     ValidationError,
 )
 from . import rowcheck
+from .database import Database
 from .schema import FINISHED, LIVE, PENDING
 from .transitions import task_where
 
@@ -32,13 +34,21 @@ UNSET: Any = object()
 class TaskChanges:
     """Needs ``t`` (the task table), its ``name``, ``db`` and ``purge_time``."""
 
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    name: str
+    db: Database
+    purge_time: Callable[[float], sa.Case]
+
     # -- holder operations (fenced by the lease token) ------------------------------------
-    def heartbeat(self, id_: int, token: int, timeout: float, data: str | None = None) -> None:
-        """Extend the lease to ``timeout`` (and replace the data). Raises CancelRequestedError
-        after extending it when a cancel was requested: the handler winds down under a live lease."""
+    def heartbeat(self, id_: int, token: int, timeout: float, now: float, data: str | None = None) -> None:
+        """Extend the lease, unexpired at ``now``, to ``timeout`` (and replace the data). An expired
+        lease is never revived (PreemptedError): another worker may hold the task, or its user's slot.
+        Raises CancelRequestedError after extending it when a cancel was requested: the handler
+        winds down under a live lease."""
         t = self.t
         values: dict = {"timeout": timeout} | ({} if data is None else {"data": data})
-        held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token)).values(**values)
+        held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token, now=now)).values(**values)
 
         def work(conn) -> bool:
             if conn.execute(held.where(t.c.cancel_requested == 0)).rowcount == 1:
@@ -109,7 +119,7 @@ class TaskChanges:
             return work(conn)
         self.db.run(work, what=name)
 
-    def _diagnose(self, conn, id_: int, token: int, op: str) -> None:
+    def _diagnose(self, conn, id_: int, token: int, op: str) -> NoReturn:
         """Raise the reason why a fenced update of the holder of ``token`` matched nothing."""
         t = self.t
         row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased, t.c.key).where(t.c.id == id_)).first()
@@ -123,7 +133,7 @@ class TaskChanges:
             raise PreemptedError(f"{op}: the lease on task {row.key!r} was taken over by another worker")
         if not row.leased:
             raise PreemptedError(f"{op}: task {row.key!r} was already released or retried by this holder")
-        raise PreemptedError(f"{op}: lease on task {row.key!r} is no longer valid")
+        raise PreemptedError(f"{op}: the lease on task {row.key!r} expired (held past alive_time)")
 
     # -- operator operations ----------------------------------------------------------------
     def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:

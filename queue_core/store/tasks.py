@@ -9,6 +9,7 @@ precondition (states, lease token, due time) is in its WHERE clause.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
@@ -62,7 +63,7 @@ def new_token() -> int:
 class TaskStore(TaskChanges, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
-    added_columns = frozenset(name for names in ADDED_COLUMNS.values() for name in names)
+    added_columns = ADDED_COLUMNS
     kind = "a pq queue table"
 
     def __init__(self, db: Database, table: str):
@@ -72,22 +73,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         # The highest priority of live rows: ORDER BY ... LIMIT 1 in index order (MariaDB
         # answers MAX() over a descending index column with a scan).
+        self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._top_level = (
             sa.select(self.t.c.priority).where(self.t.c.state == LIVE).order_by(self.t.c.priority.desc()).limit(1)
         )
         #: LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported
         self.channel: str | None = f"pq_{table}"[:63] if db.dialect.can_notify else None
-
-    def upgrade(self, conn, from_version: int) -> None:
-        """Add the columns later schema versions brought (ALTER TABLE, inside ``init``)."""
-        prep = conn.dialect.identifier_preparer
-        for version in range(from_version + 1, self.current_version + 1):
-            for name in ADDED_COLUMNS.get(version, ()):
-                col = self.t.c[name]
-                conn.exec_driver_sql(
-                    f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
-                    f"{col.type.compile(dialect=conn.dialect)} NULL"
-                )
 
     def purge_time(self, purge_at: float):
         """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a
@@ -169,7 +160,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         now: float,
         owner: str,
         settle: Sequence[Settled] = (),
-        lost: list | None = None,
+        lost: list[Settled] | None = None,
         also=None,
         types: Sequence[str] | None = None,
     ) -> list[dict]:
@@ -182,8 +173,13 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         a settled task whose lease was taken over is not finished, and its ``Settled`` entry
         is appended to ``lost``. ``also(conn)``: more writes of the settled batch, in the same
         transaction before the claim (deferred finishes of workflow steps).
+
+        The lease token is drawn before the transaction: when it runs again after a transient
+        error that may have hidden its COMMIT (a lost acknowledgement), the rows it already
+        leased under that token are delivered instead of being left to expire unknown.
         """
         pending = list(settle)
+        token = 0
 
         def work(conn):
             if pending:
@@ -192,14 +188,26 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
                     lost[:] = gone
             if also is not None:
                 also(conn)
-            return self._claim(conn, n, alive_time, now, owner, types) if n else ([], 0)
+            if self.db.last_run_retried() and (mine := self._leased_under(conn, token, now + alive_time)):
+                return mine, 0
+            return self._claim(conn, n, alive_time, now, owner, types, token) if n else ([], 0)
 
         for _ in range(4):
+            token = new_token()
             rows, consumed = self.db.run(work, what="poll")
             pending, also = [], None
             if rows or not consumed:
                 return rows
         return []
+
+    def _leased_under(self, conn, token: int, expires: float) -> list[dict]:
+        """The rows a claim with ``token`` leased until ``expires`` (an earlier run of its
+        transaction committed); found through the (state, timeout) index. Every one of them is
+        delivered (that claim cut its batch already): its attempt-limited row, if any, first."""
+        t = self.t
+        held = sa.select(t).where(t.c.state == LIVE, t.c.timeout == expires, t.c.lease_token == token, t.c.leased == 1)
+        rows = [dict(r._mapping) for r in conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))]
+        return sorted(rows, key=lambda r: r["max_attempts"] is None)  # stable: the limited one first
 
     def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
@@ -252,7 +260,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
-    def _claim(self, conn, n, alive_time, now, owner, types) -> tuple[list[dict], int]:
+    def _claim(self, conn, n, alive_time, now, owner, types, token) -> tuple[list[dict], int]:
         t = self.t
         tops = None
         if types is not None:  # from here on, only the types that have live rows
@@ -271,7 +279,6 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         deliver, consumed = self._screen(conn, picked, now)
         deliver = policy.limited_first(deliver)
         if deliver:
-            token = new_token()
             expires = now + alive_time
             ids = [r["id"] for r in deliver]
             res = conn.execute(
@@ -459,20 +466,27 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         running = self._running_counts(conn, users, now)
         chosen = policy.choose_fair(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
-            # Serialise capped claims so two workers cannot both take a user's last slot.
-            conn.execute(self.db.dialect.lock_rows(sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")))
+            # Capped claims hold the fair lock alone, and count again under it: two workers cannot
+            # both take a user's last slot, nor one while another leases a task of that user.
+            conn.execute(self.db.dialect.lock_rows(self._fair_lock))
             running = self._running_counts(conn, {r["resource"] for r in chosen if r["resource"]}, now)
             chosen = policy.choose_fair(chosen, running, n)
+        elif any(r["resource"] is not None for r in chosen):
+            # Uncapped claims of users share it: the tasks they lease count in a capped claim's count.
+            conn.execute(self.db.dialect.share_rows(self._fair_lock))
         chosen += corrupt
         if not chosen:
             return []
-        ids = [r["id"] for r in chosen]
+        return self._lock_chosen(conn, [r["id"] for r in chosen], now)
+
+    def _lock_chosen(self, conn, ids: list[int], now: float) -> list[dict]:
+        """Lock the rows ``ids`` that are still due, in that order, as they are now: read before
+        the lock, another worker may have claimed, changed and given one back meanwhile."""
+        t = self.t
         still_due = self.db.dialect.likely(sa.and_(t.c.state == LIVE, t.c.timeout <= now))
-        lock = sa.select(t.c.id).where(t.c.id.in_(ids), still_due)
-        got = {r[0] for r in conn.execute(self.db.dialect.lock_candidates(lock))}
-        for r in chosen:
-            r.pop("rn", None)
-        return [r for r in chosen if r["id"] in got]
+        lock = self.db.dialect.lock_candidates(sa.select(t).where(t.c.id.in_(ids), still_due))
+        locked = {r.id: dict(r._mapping) for r in conn.execute(lock)}
+        return [locked[i] for i in ids if i in locked]
 
     # -- reads -------------------------------------------------------------------------
     def get(self, key: str, conn=None) -> dict | None:
@@ -511,12 +525,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             stmt = stmt.limit(limit)
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list")
 
-    def group_rows(self, conn, group: str, with_data: bool = False) -> list[dict]:
+    def group_rows(self, conn, group: str, with_data: bool = False) -> builtins.list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         return [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.grp == group).order_by(t.c.id))]
 
-    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> list[dict]:
+    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> builtins.list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         out = []
@@ -543,7 +557,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
             return t.c.state == PENDING
         raise ValueError(status)
 
-    def stats(self, now: float) -> list[tuple[str, str, str | None, int]]:
+    def stats(self, now: float) -> builtins.list[tuple[str, str, str | None, int]]:
         """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a
         state or lease flag pq never writes."""
         t = self.t

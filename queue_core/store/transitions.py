@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
@@ -38,14 +38,18 @@ class TaskState(StrEnum):
 
 
 class ScheduleState(StrEnum):
-    """The stored states of a schedule row's lease (column ``leased``)."""
+    """The stored states of a schedule row (columns ``leased`` and ``error``)."""
 
     #: no row: before ``add``, after ``delete``
     ABSENT = "absent"
-    #: leased 0: due at its next run time
+    #: error NULL, leased 0: due at its next run time
     IDLE = "idle"
-    #: leased 1: a poller holds occurrence ``next_time`` until the lease expires (then due again)
+    #: error NULL, leased 1: a poller holds occurrence ``next_time`` until the lease expires (then
+    #: due again)
     LEASED = "leased"
+    #: error set (leased 0, timeout FOREVER): it cannot be computed (a row edited by hand, a
+    #: timezone this host lacks); never due until an operator modifies or resumes it
+    SET_ASIDE = "set_aside"
 
 
 class Fence(StrEnum):
@@ -57,6 +61,8 @@ class Fence(StrEnum):
     LATER_LEASE = "later lease"
     #: ``timeout <= :now``: the row is due (a waiting row's due time, an expired lease, an ended retention)
     DUE = "due"
+    #: ``timeout > :now``: the lease has not expired (an expired one is never revived)
+    UNEXPIRED = "unexpired"
     #: ``leased = 0 OR timeout <= :now``: nobody runs it now
     NOT_RUNNING = "not running"
     #: ``next_time = :expected``: the schedule is still at the occurrence the caller read
@@ -67,11 +73,15 @@ class Fence(StrEnum):
     WORKFLOW = "workflow row"
 
 
+#: the states of one table's transitions: TaskState or ScheduleState
+S = TypeVar("S", bound=StrEnum)
+
+
 @dataclass(frozen=True)
-class Transition:
+class Transition(Generic[S]):
     name: str
-    sources: tuple[StrEnum, ...]
-    targets: tuple[StrEnum, ...]
+    sources: tuple[S, ...]
+    targets: tuple[S, ...]
     fences: tuple[Fence, ...]
     #: the methods that write it
     methods: str
@@ -82,12 +92,14 @@ _A, _P, _W, _L, _F = TaskState.ABSENT, TaskState.PENDING, TaskState.WAITING, Tas
 _ROWS = (_P, _W, _L, _F)
 
 
-def _task(name, sources, targets, fences, methods, what) -> Transition:
+def _task(
+    name: str, sources: Iterable[S], targets: Iterable[S], fences: Iterable[Fence], methods: str, what: str
+) -> Transition[S]:
     return Transition(name, tuple(sources), tuple(targets), tuple(fences), methods, what)
 
 
 #: The transitions of a task row. Targets equal to the sources: the state does not change.
-TASK_TRANSITIONS: dict[str, Transition] = {
+TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
     x.name: x
     for x in (
         _task("submit", [_A], [_W, _P], [], "TaskStore.insert", "insert if the key is free"),
@@ -112,9 +124,9 @@ TASK_TRANSITIONS: dict[str, Transition] = {
             "heartbeat",
             [_L],
             [_L],
-            [Fence.TOKEN],
+            [Fence.TOKEN, Fence.UNEXPIRED],
             "TaskStore.heartbeat",
-            "the holder extends its lease (and may replace the data)",
+            "the holder extends its unexpired lease (and may replace the data)",
         ),
         _task(
             "finish",
@@ -222,10 +234,10 @@ TASK_TRANSITIONS: dict[str, Transition] = {
     )
 }
 
-_SA, _SI, _SL = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED
+_SA, _SI, _SL, _SX = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED, ScheduleState.SET_ASIDE
 
 #: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.ScheduleStore`).
-SCHEDULE_TRANSITIONS: dict[str, Transition] = {
+SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
     x.name: x
     for x in (
         _task("add", [_SA], [_SI], [], "ScheduleStore.add", "insert if the key is free"),
@@ -243,9 +255,24 @@ SCHEDULE_TRANSITIONS: dict[str, Transition] = {
             [_SI],
             [Fence.DUE, Fence.OCCURRENCE],
             "ScheduleStore.advance_many",
-            "tick submitted the due occurrences, or poll set skipped ones aside: next occurrence, lease dropped",
+            "tick submitted the due occurrences, or poll skipped missed ones: next occurrence, lease dropped",
         ),
-        _task("heartbeat", [_SL], [_SL], [Fence.TOKEN], "ScheduleStore.heartbeat", "the holder extends its lease"),
+        _task(
+            "set_aside",
+            [_SI, _SL],
+            [_SX],
+            [Fence.DUE, Fence.OCCURRENCE],
+            "ScheduleStore.set_aside",
+            "tick or poll cannot compute the due schedule: its error recorded, never due, lease dropped",
+        ),
+        _task(
+            "heartbeat",
+            [_SL],
+            [_SL],
+            [Fence.TOKEN, Fence.UNEXPIRED],
+            "ScheduleStore.heartbeat",
+            "the holder extends its unexpired lease",
+        ),
         _task(
             "finish", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.finish", "the holder moves on to the next occurrence"
         ),
@@ -254,7 +281,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition] = {
             [_SL],
             [_SI],
             [Fence.TOKEN],
-            "ScheduleStore.give_back",
+            "ScheduleStore.retry",
             "the holder gives the occurrence back, due later",
         ),
         _task(
@@ -262,8 +289,16 @@ SCHEDULE_TRANSITIONS: dict[str, Transition] = {
             [_SL],
             [_SI],
             [Fence.TOKEN],
-            "ScheduleStore.give_back",
+            "ScheduleStore.release",
             "the holder gives the occurrence back, due now",
+        ),
+        _task(
+            "resume",
+            [_SX],
+            [_SI],
+            [Fence.OCCURRENCE],
+            "ScheduleStore.resume",
+            "an operator brings it back as it is: error cleared, due at its next run time",
         ),
         _task(
             "configure",
@@ -275,13 +310,14 @@ SCHEDULE_TRANSITIONS: dict[str, Transition] = {
         ),
         _task(
             "reschedule",
-            [_SI, _SL],
+            [_SI, _SL, _SX],
             [_SI],
             [],
             "ScheduleStore.reschedule",
-            "new cron, timezone, delay or dst policy: next occurrence from now, lease dropped",
+            "new cron, timezone, delay or dst policy, or any change of a set-aside one: next occurrence "
+            "from now, lease and error dropped",
         ),
-        _task("delete", [_SI, _SL], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
+        _task("delete", [_SI, _SL, _SX], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
     )
 }
 
@@ -304,9 +340,17 @@ def _task_states(t: sa.Table, states: Iterable[TaskState]) -> list:
 
 def _schedule_states(t: sa.Table, states: Iterable[ScheduleState]) -> list:
     states = set(states) - {_SA}
-    if len(states) == 2:
+    if states >= {_SI, _SL, _SX}:
         return []
-    return [t.c.leased == (1 if _SL in states else 0)]
+    if states == {_SI, _SL}:
+        return [t.c.error.is_(None)]
+    stored = {
+        _SI: sa.and_(t.c.error.is_(None), t.c.leased == 0),
+        _SL: sa.and_(t.c.error.is_(None), t.c.leased == 1),
+        _SX: t.c.error.is_not(None),
+    }
+    clauses = [stored[s] for s in sorted(states)]
+    return [clauses[0] if len(clauses) == 1 else sa.or_(*clauses)]
 
 
 #: a fence value compared row by row by ``Dialect.update_each(match=[column])``
@@ -326,6 +370,8 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
         return t.c.lease_token != need("token")
     if fence is Fence.DUE:
         return t.c.timeout <= need("now")
+    if fence is Fence.UNEXPIRED:
+        return t.c.timeout > need("now")
     if fence is Fence.NOT_RUNNING:
         return sa.or_(t.c.leased == 0, t.c.timeout <= need("now"))
     if fence is Fence.OCCURRENCE:

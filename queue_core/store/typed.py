@@ -13,10 +13,12 @@ probes, a hundred per statement, and only the types that answer yes are read row
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
+from .database import Database
 from .schema import LIVE
 
 log = logging.getLogger("queue_core.store")
@@ -27,6 +29,12 @@ PROBES_PER_STATEMENT = 100
 class TypedReads:
     """Needs ``t`` (the task table), ``db``, ``name``, ``_top_level`` and ``missing_indexes``."""
 
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    db: Database
+    name: str
+    _top_level: sa.Select
+    missing_indexes: Callable[[sa.Connection], set[str]]
     _type_indexes: bool | None = None  # whether the table has them (looked up once)
 
     def _live_tops(self, conn, types) -> dict[str, int]:

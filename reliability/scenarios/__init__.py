@@ -9,13 +9,14 @@ from . import (
     db_restarts,
     graceful_restart,
     long_tasks,
+    paused_holders,
     scheduler_storm,
     soak,
     worker_crashes,
     workflow_chaos,
 )
 
-#: in the order of the issues (scenarios 1-8 of issue 6, 9 of issue 12)
+#: in the order of the issues (scenarios 1-8 of issue 6, 9-10 of issue 12)
 ALL = [worker_crashes, db_restarts, graceful_restart, contention, scheduler_storm, workflow_chaos,
-       long_tasks, soak, clock_skew]
+       long_tasks, soak, clock_skew, paused_holders]
 BY_NAME = {m.NAME: m for m in ALL}

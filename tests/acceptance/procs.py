@@ -34,10 +34,11 @@ def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, en
     return _python(code, env)
 
 
-def start_scheduler(url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS,
+def start_scheduler(url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS, env=None,
                     **settings):
     """A ``perfectsched run`` process running ``target`` on each due occurrence (None: submitting them
-    into the queue), its settings written to ``config_file`` as JSON and re-read from it on a restart."""
+    into the queue), its settings written to ``config_file`` as JSON and re-read from it on a restart
+    (``env``: variables to add to its environment)."""
     settings = {"url": url, "table": table, "schedule_table": schedule_table, "poll_interval": 0.1,
                 "task_heartbeat_interval": 0.3, **settings}
     Path(config_file).write_text(json.dumps(settings))
@@ -50,7 +51,7 @@ def start_scheduler(url, table, schedule_table, target="occurrence", *, config_f
         "reload = lambda: json.loads(open(path).read())\n"
         f"sys.exit(run_scheduler(reload(), target={handler}, config_loader=reload))\n"
     )
-    return _python(code)
+    return _python(code, env)
 
 
 def _python(code: str, env: dict | None = None) -> subprocess.Popen:

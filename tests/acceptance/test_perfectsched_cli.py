@@ -117,6 +117,16 @@ def test_commands_before_init_are_database_errors(ps):
     assert_error(ps("run", "--burst"), 5, "run 'init' first")
 
 
+def test_run_on_a_schedule_table_init_did_not_upgrade_says_so(ready):
+    from conftest import downgrade
+
+    with ready.sched() as sc:
+        downgrade(sc.store, ["error"], 1)  # made by the release before set-aside schedules
+    assert_error(ready("run", "--burst"), 5, "schema version 1", "run 'init' to upgrade it")
+    ready.ok("init")
+    assert ready("run", "--burst").exit_code == 0
+
+
 # -- add -----------------------------------------------------------------------------------------
 def test_the_users_example(ready):
     before = time.time()
@@ -196,15 +206,15 @@ def test_list_and_show_in_each_schedules_own_zone(ready):
     out = ready.ok("list")
     lines = out.splitlines()
     assert lines[0].split() == ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time",
-                                "catchup", "dst", "data"]
+                                "catchup", "dst", "status", "data"]
     assert lines[-1] == "2 entries."
     utc_row = next(line.split() for line in lines if line.startswith("utc "))
     tokyo_row = next(line.split() for line in lines if line.startswith("tokyo "))
     assert utc_row[2:] == ["30", "*", "*", "*", "*", "15", "UTC", "2026-11-21T00:30:00+00:00",
-                           "2026-11-21T00:30:15+00:00", "all", "vixie", "{}"]
+                           "2026-11-21T00:30:15+00:00", "all", "vixie", "active", "{}"]
     # 00:00Z is 09:00 in Tokyo: at-or-after, so it is the first occurrence
-    assert tokyo_row[-5:] == ["2026-11-21T09:00:00+09:00", "2026-11-21T09:00:00+09:00", "all", "vixie",
-                              '{"x":1}']
+    assert tokyo_row[-6:] == ["2026-11-21T09:00:00+09:00", "2026-11-21T09:00:00+09:00", "all", "vixie",
+                              "active", '{"x":1}']
     rows = {r["key"]: r for r in ready.json("list")}
     assert rows["tokyo"]["next_time"] == epoch("2026-11-21T00:00:00Z")
     assert rows["tokyo"]["next_time_iso"] == "2026-11-21T09:00:00+09:00"
@@ -436,6 +446,61 @@ def test_run_target_errors(ready, tmp_path):
     assert_error(ready("run", f"{tmp_path}/hh.py:Nope", "--burst"), 6, "Nope")
     assert ready("run", "-r", "json", "--burst").exit_code == 2  # -r without TARGET
     assert ready("run", "--poll-interval", "0").exit_code == 2
+
+
+# -- set-aside schedules (issue 12 §3) -----------------------------------------------------------------
+def hand_edit(ps, key: str, **values) -> None:
+    """Change a schedule row by hand, as an operator's SQL would."""
+    import sqlalchemy as sa
+
+    with ps.sched() as sc:
+        t = sc.store.t
+        sc.db.run(lambda c: c.execute(sa.update(t).where(t.c.key == key).values(**values)), what="hand edit")
+
+
+def test_run_sets_aside_what_it_cannot_compute_and_list_show_resume_and_modify(ready):
+    ready.ok("add", "ok", "job", YEARLY, "-s", "2021-01-01T00:00:00Z")
+    ready.ok("add", "moon", "job", YEARLY, "-s", "2020-01-01T00:00:00Z")  # due first
+    hand_edit(ready, "moon", timezone="Mars/Olympus_Mons")
+    result = ready("run", "--burst")
+    assert result.exit_code == 0, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "set aside" in x]
+    assert "schedule=moon" in line and "invalid timezone 'Mars/Olympus_Mons': unknown IANA zone" in line
+    assert ready.meta("ok").next_time > time.time() and [k for k in ready.task_keys() if k.startswith("moon")] == []
+    assert "set aside" not in ready("run", "--burst").stderr  # logged once: it is not due any more
+
+    lines = ready.ok("list").splitlines()
+    assert lines[0].split() == ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time",
+                                "catchup", "dst", "status", "data"]
+    rows = {line.split()[0]: line.split() for line in lines[1:-1]}
+    assert rows["moon"][-2:] == ["set_aside", "{}"] and rows["ok"][-2:] == ["active", "{}"]
+    text = ready.ok("show", "moon")
+    assert "status:         set_aside\n" in text
+    assert "error:          invalid timezone 'Mars/Olympus_Mons': unknown IANA zone (set aside by " in text
+    assert "error:          -\n" in ready.ok("show", "ok")
+    shown = {r["key"]: r for r in ready.json("list")}
+    assert (shown["moon"]["status"], shown["ok"]["status"], shown["ok"]["error"]) == ("set_aside", "active", None)
+    assert "unknown IANA zone" in ready.json("show", "moon")["error"]
+
+    assert_error(ready("resume", "moon"), 1, "invalid timezone 'Mars/Olympus_Mons'")
+    assert_error(ready("resume", "nope"), 4, "schedule 'nope' not found")
+    out = ready.ok("modify", "moon", "--timezone", "Asia/Tokyo")
+    assert out.startswith("moon next_time=") and "+09:00" in out
+    assert (ready.meta("moon").status, ready.meta("moon").error) == ("active", None)
+    assert ready.meta("moon").next_time > time.time()  # from now, as for a new schedule
+
+
+def test_resume_continues_where_it_stopped(ready):
+    ready.ok("add", "y", "job", YEARLY, "-s", "2021-01-01T00:00:00Z", "--catchup", "latest")
+    hand_edit(ready, "y", cron="0 0 1 13 *")
+    assert ready("run", "--burst").exit_code == 0
+    assert ready.meta("y").status == "set_aside"
+    hand_edit(ready, "y", cron=YEARLY)
+    assert ready.ok("resume", "y") == "y next_time=2021-01-01T00:00:00+00:00 next_run_time=2021-01-01T00:00:00+00:00\n"
+    assert ready.ok("resume", "y").startswith("y next_time=")  # an active schedule: nothing to do
+    ready.ok("run", "--burst")
+    due = due_yearly("2021-01-01T00:00:00Z", time.time())
+    assert ready.task_keys() == [f"y.{due[-1]}"]  # its catch-up policy decided about the missed ones
 
 
 # -- real processes ----------------------------------------------------------------------------------

@@ -8,13 +8,15 @@ Its signals, stop cascade, database backoff and config reloads are the worker's 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from procs import finish, runs, start_scheduler, wait_for
+from procs import ROOT, finish, runs, start_scheduler, wait_for
 
 import perfectsched
 
@@ -156,3 +158,57 @@ def _drop(url: str, table: str) -> None:
     from conftest import drop_tables
 
     drop_tables(url, table)
+
+
+# -- a schedule this host cannot compute (issue 12 §3) ------------------------------------------------
+def host_without(tmp_path: Path) -> dict:
+    """The environment of a host whose tzdata has UTC only: PYTHONTZPATH names a directory holding
+    just UTC, and an empty ``tzdata`` package hides the Python one (zoneinfo's fallback)."""
+    zones = tmp_path / "zoneinfo"
+    zones.mkdir()
+    shutil.copy("/usr/share/zoneinfo/UTC", zones / "UTC")
+    (tmp_path / "hide" / "tzdata").mkdir(parents=True)
+    (tmp_path / "hide" / "tzdata" / "__init__.py").write_text("")
+    return {"PYTHONTZPATH": str(zones), "PYTHONPATH": f"{tmp_path / 'hide'}{os.pathsep}{ROOT}"}
+
+
+def start_script(sched, tmp_path, env):
+    """The installed ``perfectsched run`` command, submitting into the queue."""
+    logfile = tmp_path / "sched.log"
+    opts = ["-D", sched.url, "--table", sched.queue.table, "--schedule-table", sched.table]
+    p = subprocess.Popen([str(Path(sys.executable).parent / "perfectsched"), "run", *opts, "--poll-interval", "0.1",
+                          "--log", str(logfile)], env={**os.environ, **env}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    _started.append(p)
+    return p, logfile
+
+
+def fired(sched, log: Path, key: str) -> bool:
+    return any(m.key.startswith(key + ".") for m in sched.queue.list()) or any(
+        k.startswith(key + ".") for k, _ in runs(log))
+
+
+@pytest.mark.parametrize("mode", ["submitting", "handler"])
+def test_a_schedule_this_host_cannot_compute_is_set_aside_and_run_keeps_going(sched, log, tmp_path, mode):
+    env = host_without(tmp_path)
+    now = time.time()
+    sched.add("tokyo", "job", cron="* * * * *", data={"log": str(log)}, timezone="Asia/Tokyo", next_time=now - 1200)
+    sched.add("healthy", "job", cron="* * * * *", data={"log": str(log)}, next_time=now - 600)  # due behind it
+    if mode == "submitting":
+        p, logfile = start_script(sched, tmp_path, env)
+    else:
+        p, logfile = start(sched, tmp_path, env=env)
+    try:
+        wait_for(lambda: fired(sched, log, "healthy") or p.poll() is not None, what="the healthy schedule fired")
+        assert p.poll() is None, finish(p)[1]
+        m = sched["tokyo"].metadata()
+        assert m.status == "set_aside" and "invalid timezone 'Asia/Tokyo': unknown IANA zone" in m.error
+        sched.add("later", "job", cron="* * * * *", data={"log": str(log)}, next_time=time.time() - 60)
+        wait_for(lambda: fired(sched, log, "later"), what="a schedule added afterwards fired")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        code, out = finish(p)
+    assert code == 0, out
+    lines = [line for line in text(logfile).splitlines() if "set aside" in line]
+    assert len(lines) == 1 and "tokyo" in lines[0] and "unknown IANA zone" in lines[0], lines
+    assert not fired(sched, log, "tokyo")

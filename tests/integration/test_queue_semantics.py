@@ -231,11 +231,15 @@ def test_batched_finish_is_fenced(queue):
     assert queue["a"].metadata().outcome == "success"
 
 
-def test_holder_heartbeat_after_expiry_without_takeover_is_allowed(queue):
+def test_holder_heartbeat_after_expiry_without_takeover_is_refused(queue):
+    """Changed by issue 12: an expired lease is never revived, even when nobody has taken the task
+    yet (another worker may hold its user's slot by now). The holder learns it lost the task."""
     queue.submit("k", "t", now=T0)
     a = queue.poll(alive_time=10, now=T0)
-    a.heartbeat(alive_time=10, now=T0 + 20)  # nobody took it: the lease is renewed
-    assert queue.poll(now=T0 + 25) is None
+    with pytest.raises(PreemptedError):
+        a.heartbeat(alive_time=10, now=T0 + 20)
+    b = queue.poll(now=T0 + 25)
+    assert b is not None and b.key == "k"
 
 
 def test_retry_and_release(queue):
@@ -448,20 +452,11 @@ def test_init_is_idempotent_and_force_recreates(queue):
 def test_init_upgrades_a_version_1_table(queue):
     """A table of the first release (no result/workflow/definition columns) is upgraded in place
     by init, its rows kept."""
-    import sqlalchemy as sa
+    from conftest import downgrade
 
     queue.submit("old", "t", {"a": 1}, now=T0)
     store = queue.store
-    prep = None
-
-    def downgrade(conn):
-        nonlocal prep
-        prep = conn.dialect.identifier_preparer
-        for col in ("result", "workflow", "definition"):
-            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(store.t.name)} DROP COLUMN {prep.quote(col)}")
-        conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value="1"))
-
-    queue.db.run(downgrade)
+    downgrade(store, ("result", "workflow", "definition"), 1)
     assert store.schema_version() == 1
     queue.init()
     assert store.schema_version() == 2

@@ -24,6 +24,7 @@ from queue_core import (
     ValidationError,
 )
 from queue_core.store.schedules import NewSchedule
+from queue_core.store.tasks import FOREVER
 from queue_core.store.transitions import SCHEDULE_TRANSITIONS, TASK_TRANSITIONS
 
 T0 = 1_699_999_200.0  # a whole hour
@@ -100,6 +101,14 @@ def test_task_heartbeat(queue):
     queue.poll(alive_time=10, now=T0 + 40)  # taken over
     refused(queue, "k", PreemptedError, lambda: a.heartbeat(now=T0 + 41))
     refused(queue, "k", PreemptedError, lambda: a.update_data({"c": 3}, now=T0 + 41))
+
+
+def test_task_heartbeat_never_revives_an_expired_lease(queue):
+    a = held(queue)  # its lease ends at T0 + 10
+    refused(queue, "k", PreemptedError, lambda: a.heartbeat(alive_time=20, now=T0 + 10))  # nobody took it
+    refused(queue, "k", PreemptedError, lambda: a.update_data({"c": 3}, now=T0 + 11))
+    refused(queue, "k", PreemptedError, lambda: queue.store.heartbeat(a.row_id, a.lease_token, T0 + 99, T0 + 10))
+    assert queue.poll(alive_time=10, now=T0 + 10).key == "k"  # due to any worker
 
 
 def test_task_heartbeat_tells_a_cancel_request_and_keeps_the_lease(queue):
@@ -383,6 +392,12 @@ def every_minute(sc, key="s", **opts):
     return sc.add(key, "t", cron="* * * * *", now=T0 - 1, **opts)
 
 
+def aside(sc, key="s"):
+    """A schedule set aside at its first occurrence (T0)."""
+    every_minute(sc, key)
+    assert sc.db.run(lambda c: sc.store.set_aside(c, key, int(T0), "why", T0), what="test") is True
+
+
 def test_schedule_add(sched):
     new = NewSchedule(key="s", type="t", cron="* * * * *", delay=0, timezone="UTC", data="{}",
                       next_time=int(T0), next_run_time=T0, catchup="all", dst="vixie")
@@ -417,6 +432,37 @@ def test_schedule_advance(sched):
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
 
 
+def test_schedule_set_aside(sched):
+    every_minute(sched)
+    st = sched.store
+    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "why", T0 - 1)) is False  # not due
+    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0) + M, "why", T0)) is False  # stale
+    a = sched.poll(alive_time=10, now=T0)
+    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "why", T0 + 9)) is False  # held
+    assert sched.db.run(lambda c: st.set_aside(c, "s", int(T0), "why", T0 + 10), what="test") is True  # expired
+    r = srow(sched)
+    assert (r["error"], r["leased"], r["lease_token"], r["next_time"], r["next_run_time"], r["timeout"]) == (
+        "why", 0, None, T0, T0, FOREVER)  # never due; the occurrence it stopped at kept
+    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "again", T0 + 99 * M)) is False
+    s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M)) is None
+    assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 99 * M)) == 0
+    assert st.count_due(T0 + 99 * M) == 0
+
+
+def test_schedule_resume(sched):
+    every_minute(sched)
+    st = sched.store
+    assert s_unchanged(sched, lambda c: st.resume(c, "s", int(T0), T0)) is False  # not set aside
+    assert sched.db.run(lambda c: st.set_aside(c, "s", int(T0), "why", T0), what="test") is True
+    assert s_unchanged(sched, lambda c: st.resume(c, "s", int(T0) + M, T0 + 1)) is False  # stale
+    assert sched.db.run(lambda c: st.resume(c, "s", int(T0), T0 + 5 * M), what="test") is True
+    r = srow(sched)
+    assert (r["error"], r["leased"], r["next_time"], r["timeout"], r["updated_at"]) == (None, 0, T0, T0, T0 + 5 * M)
+    assert s_unchanged(sched, lambda c: st.resume(c, "s", int(T0), T0 + 6 * M)) is False  # already back
+    assert sched.tick(now=T0 + 5 * M) == 6  # from the occurrence it stopped at (catch-up all)
+
+
 def test_schedule_heartbeat(sched):
     every_minute(sched)
     a = sched.poll(alive_time=10, now=T0)
@@ -424,7 +470,16 @@ def test_schedule_heartbeat(sched):
     assert srow(sched)["timeout"] == T0 + 21
     sched.poll(alive_time=10, now=T0 + 21)  # taken over
     s_refused(sched, PreemptedError, lambda: a.heartbeat(now=T0 + 22))
-    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99)) is False
+    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99, T0 + 22)) is False
+
+
+def test_schedule_heartbeat_never_revives_an_expired_lease(sched):
+    every_minute(sched)
+    a = sched.poll(alive_time=10, now=T0)
+    s_refused(sched, PreemptedError, lambda: a.heartbeat(alive_time=10, now=T0 + 10))  # expired, not taken over
+    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99, T0 + 10)) is False
+    b = sched.poll(alive_time=10, now=T0 + 10)
+    assert b is not None and b.scheduled_time == a.scheduled_time
 
 
 def test_schedule_finish(sched):
@@ -461,6 +516,8 @@ def test_schedule_configure(sched):
     r = srow(sched)
     assert (r["type"], r["catchup"], r["leased"], r["lease_token"]) == ("u", "skip", 1, a._token)
     assert s_unchanged(sched, lambda c: sched.store.configure(c, "gone", T0, type="x"), key="gone") is False
+    aside(sched, "x")  # a set-aside schedule is changed by reschedule only (from now)
+    assert s_unchanged(sched, lambda c: sched.store.configure(c, "x", T0 + 2, type="u"), key="x") is False
 
 
 def test_schedule_reschedule(sched):
@@ -473,6 +530,12 @@ def test_schedule_reschedule(sched):
     assert s_unchanged(sched, lambda c: sched.store.reschedule(
         c, "gone", T0, cron="* * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0)), key="gone") \
         is False
+    aside(sched, "x")
+    assert sched.db.run(lambda c: sched.store.reschedule(
+        c, "x", T0 + 2, cron="0 * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0) + 3600),
+        what="test") is True
+    r = srow(sched, "x")
+    assert (r["error"], r["leased"], r["next_time"], r["timeout"]) == (None, 0, T0 + 3600, T0 + 3600)  # back
 
 
 def test_schedule_delete(sched):
@@ -484,6 +547,9 @@ def test_schedule_delete(sched):
         sched["s"].delete()
     with pytest.raises(PreemptedError):
         a.finish(now=T0 + 1)
+    aside(sched, "x")
+    sched["x"].delete()
+    assert srow(sched, "x") is None
 
 
 def test_a_holder_whose_occurrence_a_catch_up_set_aside_is_told_preempted(sched):

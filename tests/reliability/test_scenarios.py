@@ -23,6 +23,7 @@ from reliability.scenarios import (
     db_restarts,
     graceful_restart,
     long_tasks,
+    paused_holders,
     scheduler_storm,
     worker_crashes,
     workflow_chaos,
@@ -115,3 +116,9 @@ def test_clock_skew(backend, tmp_path):
     r = passed(clock_skew.run(make_context(backend, tmp_path), clock_skew.QUICK))
     assert r.tasks == clock_skew.QUICK.tasks + clock_skew.QUICK.submitted
     assert r.figures["submitted"] == clock_skew.QUICK.submitted
+
+
+@backends(paused_holders)
+def test_paused_holders(backend, tmp_path):
+    r = passed(paused_holders.run(make_context(backend, tmp_path), paused_holders.QUICK))
+    assert r.kills >= 1 and r.figures["max_per_user"] <= 1

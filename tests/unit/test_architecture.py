@@ -147,6 +147,14 @@ DB_API_CALLS = {"execute", "executemany", "executescript", "exec_driver_sql"}
 DB_DRIVERS = {"sqlalchemy", "sqlite3", "pymysql", "MySQLdb", "psycopg", "psycopg2", "asyncpg"}
 SQL_TEXT = re.compile(
     r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|(CREATE|ALTER|DROP)\s+TABLE)\b", re.DOTALL)
+#: SQL in lower case, in the shapes only a statement has (prose may say "delete from the list")
+SQL_TEXT_ANY_CASE = re.compile(
+    r"\b(update\s+\S+\s+set\s+\w+\s*=|insert\s+into\s+\S+\s*\(|delete\s+from\s+\S+\s+where\b|"
+    r"select\s+[\w*,\s.]+\s+from\s+\S+\s+where\b|(create|alter|drop)\s+table\s+\S+)",
+    re.IGNORECASE | re.DOTALL,
+)
+#: a store's batch writer by id: only the store's named transitions may call it
+STORE_ONLY_CALLS = {"update_each"}
 
 
 def sql_outside_the_store(source: str) -> list[str]:
@@ -159,9 +167,13 @@ def sql_outside_the_store(source: str) -> list[str]:
             found += [f"line {node.lineno}: imports {n}" for n in names if n.split(".")[0] in DB_DRIVERS]
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DB_API_CALLS:
             found.append(f"line {node.lineno}: calls .{node.func.attr}()")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.search(node.value):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _reads_as_sql(node.value):
             found.append(f"line {node.lineno}: SQL text {node.value[:40]!r}")
     return found
+
+
+def _reads_as_sql(text: str) -> bool:
+    return bool(SQL_TEXT.search(text) or SQL_TEXT_ANY_CASE.search(text))
 
 
 def _items(node: ast.AST) -> dict[str, ast.AST]:
@@ -193,6 +205,11 @@ def table_writes_outside_the_store(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if _sets_a_state(_items(node)):
             found.append(f"line {node.lineno}: a row of columns {sorted(set(_items(node)) & STATE_COLUMNS)}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "values" \
+                and {k.arg for k in node.keywords} & LEASE_COLUMNS:
+            found.append(f"line {node.lineno}: .values() of lease columns")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STORE_ONLY_CALLS:
+            found.append(f"line {node.lineno}: calls {ast.unparse(node.func)}()")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 any(x in _receiver(node.func) for x in ("store", "runs")):
             name = node.func.attr
@@ -256,12 +273,15 @@ _WRITE = "    def {}(self, conn, key, {}):\n        conn.execute(sa.update(t).va
 SAMPLES = [
     (sql_outside_the_store,
      ["import sqlalchemy as sa\n", "from psycopg import connect\n", "def f(conn):\n    conn.execute(q)\n",
-      "Q = 'UPDATE pq_tasks SET state = 1 WHERE id = ?'\n", "Q = '''SELECT key\n  FROM t'''\n"],
+      "Q = 'UPDATE pq_tasks SET state = 1 WHERE id = ?'\n", "Q = '''SELECT key\n  FROM t'''\n",
+      "Q = 'update pq_tasks set state = 1 where id = ?'\n", "Q = 'delete from pq_tasks where id = 1'\n"],
      ["'''Select the rows a worker updates, then delete from the list.'''\n"]),
     (table_writes_outside_the_store,
      ["values = dict(state=0, leased=0, outcome=None)\n", "row = {'next_time': 1, 'leased': 0}\n",
       "def f(s, c):\n    s.store.update(c, 'k', x=1)\n", "def f(tx):\n    tx._store.update_by_key(tx.conn, 'k')\n",
-      "def f(tx):\n    tx.runs._write(tx.conn, 'k')\n"],
+      "def f(tx):\n    tx.runs._write(tx.conn, 'k')\n",
+      "def f(t, c):\n    c.run(t.update().values(state=1, leased=0))\n",
+      "def f(q, c):\n    q.db.dialect.update_each(c, t, rows, each=['state'])\n"],
      ["m = TaskMetadata(state=1, leased=0)\nd = {'outcome': 'x'}\n",
       "shown = {'next_time': 1, 'next_run_time': 2, 'outcome': 'x'}\n",
       "shown = {'cancel_requested': run.cancel, 'finished_at': 1}\n",
@@ -298,3 +318,24 @@ def test_signal_handlers_are_installed_only_by_the_service_module():
 def _is_call_of(node: ast.AST, owner: str, name: str) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
             and isinstance(node.func.value, ast.Name) and node.func.value.id == owner)
+
+
+# -- layers inside and beside queue_core ------------------------------------------------------------
+#: what the store may use of queue_core: the errors it raises, the rules it applies, the clock it reads
+STORE_MAY_IMPORT = {"queue_core.errors", "queue_core.policy", "queue_core.clock"}
+
+
+def test_the_store_imports_nothing_above_it():
+    graph = _import_graph()
+    for name, imported in graph.items():
+        if name.startswith("queue_core.store"):
+            above = {m for m in imported if m.startswith("queue_core") and not m.startswith("queue_core.store")}
+            assert above <= STORE_MAY_IMPORT, f"{name} imports {sorted(above - STORE_MAY_IMPORT)}"
+
+
+def test_perfectsched_and_pqflow_stand_side_by_side():
+    graph = _import_graph()
+    for name, imported in graph.items():
+        top = name.split(".")[0]
+        other = {"perfectsched": "pqflow", "pqflow": "perfectsched"}.get(top)
+        assert not other or not any(m.split(".")[0] == other for m in imported), f"{name} imports {other}"

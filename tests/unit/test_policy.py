@@ -264,7 +264,7 @@ def test_fair_weight_is_max_running_over_running_plus_one():
     assert policy.fair_weight(_row(1, user="u"), {"u": 3}) == 0.25  # no cap counts as 1
     assert policy.fair_weight(_row(1, user="u", max_running=3), {}) == 3
     assert policy.fair_weight(_row(1), {"u": 9}) == 1  # no user: weight 1
-    assert policy.fair_weight(_row(1, max_running=2), {}) == 2
+    assert policy.fair_weight(_row(1, max_running=2), {}) == 1  # no user: max_running means nothing
 
 
 def test_may_claim_only_below_the_users_cap():

@@ -42,3 +42,22 @@ def test_a_changed_table_no_longer_matches():
     changed = dict(TASK_TRANSITIONS)
     changed.pop("purge")
     assert _between(DOC.read_text(), "task transitions") != render(changed)
+
+
+def test_every_method_a_transition_names_exists():
+    """The table's "written by" names real methods (it once named a ScheduleStore.give_back that
+    was never written)."""
+    from queue_core.store.runs import RunRows
+    from queue_core.store.schedules import ScheduleStore
+    from queue_core.store.tasks import TaskStore
+
+    classes = {c.__name__: c for c in (TaskStore, ScheduleStore, RunRows)}
+    for table in (TASK_TRANSITIONS, SCHEDULE_TRANSITIONS):
+        for t in table.values():
+            for written_by in t.methods.split(", "):
+                cls, _, method = written_by.partition(".")
+                names = [method] if "(" not in method else [method.replace("(", "").replace(")", ""),
+                                                             method.split("(")[0]]
+                assert cls in classes, f"{t.name}: unknown class {cls}"
+                missing = [n for n in names if not hasattr(classes[cls], n)]
+                assert not missing, f"{t.name}: {cls} has no {', '.join(missing)}"
