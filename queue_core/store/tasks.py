@@ -1,6 +1,7 @@
 """Every statement on the task table (store layer): submit, claim, reads and cleanup here; the
 transitions holders and operators ask for in ``task_changes.py``, the claims limited to task
-types in ``typed.py``.
+types in ``typed.py``, what the claim does with the rows it picked before leasing them (rows that
+must not run, rows edited by hand) in ``screen.py``.
 
 Methods take plain values (``now`` always explicit) and return plain dicts; the queue layer
 turns them into Task objects. Every write is a named transition of ``transitions.py`` whose
@@ -10,7 +11,6 @@ precondition (states, lease token, due time) is in its WHERE clause.
 from __future__ import annotations
 
 import builtins
-import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,15 +19,13 @@ import sqlalchemy as sa
 
 from .. import policy
 from ..errors import DatabaseError
-from . import rowcheck
 from .base import VersionedTables
 from .database import Database
 from .schema import ADDED_COLUMNS, FINISHED, FOREVER, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
+from .screen import ClaimScreen
 from .task_changes import TaskChanges
 from .transitions import task_where
 from .typed import TypedReads
-
-log = logging.getLogger("queue_core.store")
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TaskChanges, TypedReads, VersionedTables):
+class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
     added_columns = ADDED_COLUMNS
@@ -363,53 +361,6 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         rows = {r.id: dict(r._mapping) for r in conn.execute(sa.select(t).where(t.c.id.in_([i for _, i in firsts])))}
         return [rows[i] for _, i in firsts if i in rows]
 
-    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
-        """Finish rows that must not run again (policy.on_claim: cancel requested, attempts spent)
-        and set aside rows holding a value pq never writes (rowcheck): finished as failure with
-        the reason as their error, so that they neither crash nor block the claims after them."""
-        deliver = []
-        for r in picked:
-            wrong = rowcheck.problem(r, rowcheck.TASK_COLUMNS)
-            if wrong is not None:
-                error = str(rowcheck.corrupt("task", self.name, r["key"], wrong))
-                log.error("claim set aside: %s", error)
-                self._finish_row(conn, r["id"], "failure", "set aside by the claim: " + error, now, None)
-                continue
-            verdict = policy.on_claim(
-                attempts=r["attempts"],
-                max_attempts=r["max_attempts"],
-                cancel_requested=bool(r["cancel_requested"]),
-                owned=r["workflow"] is not None,
-            )
-            if verdict is policy.OnClaim.CANCEL:
-                self._finish_row(conn, r["id"], "cancelled", r["error"], now, None)
-            elif verdict is policy.OnClaim.GIVE_UP:
-                self._finish_row(conn, r["id"], "failure", policy.give_up_error(r["error"], r["attempts"]), now, None)
-            else:
-                deliver.append(r)
-        return deliver, len(picked) - len(deliver)
-
-    def _finish_row(self, conn, id_, outcome, error, now, purge_at):
-        t = self.t
-        conn.execute(
-            sa.update(t)
-            .where(t.c.id == id_, *task_where(t, "give_up", now=now))
-            .values(
-                state=FINISHED,
-                leased=0,
-                outcome=outcome,
-                error=error,
-                finished_at=now,
-                timeout=self.purge_time(self._default_purge(now) if purge_at is None else purge_at),
-                lease_token=None,
-            )
-        )
-
-    retention_time: float = 300.0
-
-    def _default_purge(self, now: float) -> float:
-        return now + self.retention_time
-
     def _due_users(self, conn, now, types: list[str] | None = None) -> list[str]:
         t = self.t
         stmt = (
@@ -461,8 +412,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
 
         candidates = [dict(r._mapping) for r in self._rows_of_types(conn, heads, user_types, wrap=per_user)]
         candidates += self._pick_userless(conn, n, now, lock=False, types=types, tops=tops)
-        corrupt = [r for r in candidates if rowcheck.problem(r, rowcheck.TASK_COLUMNS)]  # for _screen
-        candidates = [r for r in candidates if not any(r is c for c in corrupt)]
+        candidates, corrupt = self.split_corrupt(candidates)  # set aside by _screen, never weighed
         running = self._running_counts(conn, users, now)
         chosen = policy.choose_fair(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
@@ -477,7 +427,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         chosen += corrupt
         if not chosen:
             return []
-        return self._lock_chosen(conn, [r["id"] for r in chosen], now)
+        return self.without_mended(self._lock_chosen(conn, [r["id"] for r in chosen], now), corrupt)
 
     def _lock_chosen(self, conn, ids: list[int], now: float) -> list[dict]:
         """Lock the rows ``ids`` that are still due, in that order, as they are now: read before

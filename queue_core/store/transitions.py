@@ -117,8 +117,16 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_F],
             [Fence.DUE],
             "TaskStore.claim",
-            "a due row that must not run again (cancel requested, attempts used up, a value pq never writes) "
-            "ends at claim",
+            "a due row that must not run again (cancel requested, attempts used up) ends at claim",
+        ),
+        _task(
+            "set_aside",
+            [_W, _L],
+            [_F],
+            [Fence.DUE],
+            "TaskStore.claim",
+            "a due row holding a value pq never writes (edited by hand) ends at claim as failure, the reason "
+            "as its error",
         ),
         _task(
             "heartbeat",
