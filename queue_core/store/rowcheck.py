@@ -2,9 +2,12 @@
 
 A row outside them was edited by hand (or written by another program): a state or a flag out of
 range, a number pq refuses at its input, text in a number column (SQLite keeps it), data that
-is not JSON, a name that is not valid UTF-8 (MySQL's VARBINARY keeps any bytes). Readers turn
+is not JSON, a name that is not valid UTF-8 (MySQL's VARBINARY keeps any bytes). Task readers turn
 such a row into :class:`~queue_core.errors.CorruptRowError` naming the table, the row's key and
-the column; the claim sets a due one aside instead of leasing it (``TaskStore._screen``).
+the column; the claim sets a due one aside instead of leasing it (``ClaimScreen._screen``). A
+schedule row is one more schedule that cannot be computed (``perfectsched.rows.check``): the
+scheduler sets it aside with the reason, reads show it as stored, and only
+``ScheduleStore.check`` (``Schedule.metadata``) raises CorruptRowError.
 
 Only what pq never writes counts. Odd values of pq's own ranges are not corrupt: a run_at in
 1970 or 9999, a priority of -2**31, attempts past max_attempts (the claim gives that row up),
@@ -169,6 +172,7 @@ SCHEDULE_COLUMNS: dict[str, Check] = {
     "lease_token": optional(integer(1, 2**63 - 1)),
     "created_at": epoch(),
     "updated_at": epoch(),
+    "error": optional(text),  # why it was set aside (schema version 2)
 }
 
 

@@ -55,14 +55,17 @@ class ScheduleStore(VersionedTables):
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
 
     def get(self, key: str, conn=None) -> dict | None:
-        """The schedule's row (None: no such key); CorruptRowError for a value pq never writes."""
+        """The schedule's row as stored (None: no such key); any column may hold a value edited
+        by hand (:meth:`check`)."""
         stmt = sa.select(self.t).where(self.t.c.key == key)
         if conn is None:
             return self.db.run(lambda c: self.get(key, c), write=False, what="get schedule")
         r = conn.execute(stmt).first()
-        return self._checked(dict(r._mapping)) if r else None
+        return dict(r._mapping) if r else None
 
-    def _checked(self, row: dict) -> dict:
+    def check(self, row: dict) -> dict:
+        """``row`` itself, or CorruptRowError naming the table, the key and the first column
+        holding a value perfectsched never writes (:mod:`.rowcheck`)."""
         return dict(rowcheck.check_schedule(row, self.name))
 
     def lock(self, conn, key: str) -> dict | None:
@@ -70,10 +73,9 @@ class ScheduleStore(VersionedTables):
         return dict(r._mapping) if r else None
 
     def list(self) -> list[dict]:
-        """Every schedule's row, next due first; CorruptRowError for a value pq never writes."""
+        """Every schedule's row as stored, next due first (one edited by hand among them too)."""
         stmt = sa.select(self.t).order_by(self.t.c.timeout, self.t.c.key)
-        rows = self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
-        return [self._checked(r) for r in rows]
+        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
 
     def _write(self, conn, key: str, name: str, values: dict, **params) -> bool:
         t = self.t

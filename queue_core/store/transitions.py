@@ -322,8 +322,8 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI],
             [],
             "ScheduleStore.reschedule",
-            "new cron, timezone, delay or dst policy, or any change of a set-aside one: next occurrence "
-            "from now, lease and error dropped",
+            "new cron, timezone, delay or dst policy, or any change of one set aside or that cannot be "
+            "computed: next occurrence from now, lease and error dropped",
         ),
         _task("delete", [_SI, _SL, _SX], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
     )

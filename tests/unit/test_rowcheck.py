@@ -40,6 +40,12 @@ def test_what_perfectsched_writes_passes_the_checks():
     sc.poll(now=T0 + 86400).heartbeat(now=T0 + 86400)
     rows = sc.store.list()
     assert len(rows) == 2 and [rowcheck.problem(r, rowcheck.SCHEDULE_COLUMNS) for r in rows] == [None, None]
+    b = sc.store.get("b")  # set aside (as by a host lacking a zone), then resumed: still what it writes
+    assert sc.db.run(lambda c: sc.store.set_aside(c, "b", b["next_time"], "why", T0 + 2 * 86400), what="test")
+    aside = sc.store.get("b")
+    assert aside["error"] == "why" and rowcheck.problem(aside, rowcheck.SCHEDULE_COLUMNS) is None
+    assert sc["b"].resume(now=T0 + 2 * 86400) is True
+    assert [rowcheck.problem(r, rowcheck.SCHEDULE_COLUMNS) for r in sc.store.list()] == [None, None]
 
 
 def test_what_pq_writes_passes_the_checks():
