@@ -17,7 +17,7 @@ handler exits at once; the lease expires and the occurrence runs again), USR1/HU
 the configuration re-read, USR2 reopens log files. Handler errors, lost leases and database
 errors are logged and never end the loop (database errors back off, up to 10 s); neither does a
 schedule that cannot be computed: tick and poll set it aside and log it once. What a
-signal does is declared in :data:`SCHEDULER_SIGNALS`; catching and acting on it, the stop cascade,
+signal does is declared in :data:`queue_core.service.SCHEDULER_SIGNALS`; catching and acting on it, the stop cascade,
 the backoff and the config reload are :mod:`queue_core.service`'s, as for the worker. ``--burst``
 handles what is due and returns 0; it raises database errors instead of retrying them (exit 5),
 and tries each occurrence at most once per run (with ``retry_wait = 0`` a failing handler would
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -47,7 +46,16 @@ from queue_core.errors import (
 )
 from queue_core.logs import reopen_logs, setup_logging
 from queue_core.monitor import TaskMonitor, run_handler
-from queue_core.service import EXIT_OK, Backoff, Intent, LoopControl, Signals, reload_settings
+from queue_core.service import (
+    EXIT_OK,
+    SCHEDULER_SIGNALS,
+    Intent,
+    LoopControl,
+    OutageWait,
+    Signals,
+    exit_now,
+    reload_settings,
+)
 
 from . import cron as cronlib
 from .scheduler import EXTRA_KEYS, Scheduler
@@ -57,17 +65,6 @@ log = logging.getLogger("perfectsched.runner")
 MIN_WAIT = 0.01
 
 __all__ = ["open_scheduler", "run_scheduler"]
-
-#: what a signal means to ``perfectsched run`` (docs/cron.md); a second stop signal during a
-#: handler exits at once (:meth:`SchedulerLoop.stop_now`)
-SCHEDULER_SIGNALS: dict[int, Intent] = {
-    signal.SIGTERM: Intent.STOP,
-    signal.SIGINT: Intent.STOP,
-    signal.SIGQUIT: Intent.STOP,
-    signal.SIGUSR1: Intent.RESTART,
-    signal.SIGHUP: Intent.RESTART,
-    signal.SIGUSR2: Intent.REOPEN_LOGS,
-}
 
 
 def open_scheduler(settings: dict, **overrides: Any) -> Scheduler:
@@ -124,7 +121,7 @@ class SchedulerLoop:
         self.control = LoopControl()
         self.restart_requested = False
         self.in_handler = False
-        self.db_backoff = Backoff()
+        self.db_backoff = OutageWait()
         self.healthy = False  # True once a step succeeded (a missing table then is transient)
         self.attempted: set[tuple[str, int]] = set()  # burst: occurrences handled in this run
 
@@ -266,8 +263,7 @@ class SchedulerLoop:
         """A second stop signal: during a handler, exit at once (its lease expires and the
         occurrence runs again); otherwise nothing runs that a stop would wait for."""
         if self.in_handler:
-            os.write(2, b"perfectsched: second stop signal during a handler: exiting now\n")
-            os._exit(EXIT_OK)
+            exit_now(EXIT_OK, "perfectsched: second stop signal during a handler: exiting now")
         self.stop()
 
     def request_restart(self) -> None:

@@ -219,11 +219,8 @@ class ScheduledTask:
 
     def retry(self, retry_wait: float | None = None, now: float | None = None, error: Any = None) -> None:
         now = self.scheduler.now(now)
-        wait = (
-            self.scheduler.queue.config["retry_wait"]
-            if retry_wait is None
-            else check_duration(retry_wait, "retry_wait")
-        )
+        given = None if retry_wait is None else check_duration(retry_wait, "retry_wait")
+        wait = policy.requested_wait(given, self.scheduler.queue.config["retry_wait"])
         self._held("retry", lambda c, st: st.retry(c, self.key, self._token, now + wait))
         self.done = True
 

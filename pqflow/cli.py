@@ -25,6 +25,7 @@ from queue_core.clikit.settings import open_queue, settings
 from queue_core.clikit.worker_command import run_worker_command, worker_options
 from queue_core.errors import ConfigError, TaskError
 from queue_core.queue import check_name
+from queue_core.row_states import FINISHED
 
 from . import logic
 from .dag import NAME_PATTERN, Workflow, registered_workflows
@@ -118,11 +119,6 @@ def _run_json(run: Run) -> dict:
             for s in run.steps.values()
         },
     }
-
-
-def _counts(statuses: dict[str, str]) -> str:
-    done = sum(1 for s in statuses.values() if s == "succeeded")
-    return f"{done}/{len(statuses)}" if statuses else "-"
 
 
 def _load_code(target: str, include: tuple[str, ...], require: tuple[str, ...]) -> Any:
@@ -280,7 +276,7 @@ def _run_summary(row: dict) -> dict:
     if state is None:  # not picked up by a decider (yet, or ever: cancelled before)
         status = (
             "running"
-            if row["state"] != 1
+            if row["state"] != FINISHED
             else {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
         )
         return {

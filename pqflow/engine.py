@@ -22,6 +22,7 @@ from typing import Any, cast
 from queue_core import Queue
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
 from queue_core.queue import Transaction, check_name
+from queue_core.row_states import FINISHED, PENDING
 
 from .errors import FlowError, UnknownRunError
 from .rows import (
@@ -37,7 +38,6 @@ from .rows import (
     step_type,
 )
 
-PENDING_STATE, FINISHED_STATE = 2, 1
 NO_RESULT: Any = object()
 #: why a map has no list yet: the step it maps over has not ended (its trigger fired early)
 NOT_ENDED = "not ended"
@@ -189,7 +189,7 @@ def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
     state, text = new_state(snapshot)
     if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), text, RUNS_GROUP, tx.now):
         row = tx.runs.read(tx.conn, [task.key]).get(task.key)
-        if tx.retried and row and row["state"] == PENDING_STATE and row["lease_token"] == task.lease_token:
+        if tx.retried and row and row["state"] == PENDING and row["lease_token"] == task.lease_token:
             return RunState.load(row["workflow"]) or state  # an earlier attempt committed: ours already
         raise FlowError(f"run {task.key!r} was taken over while being started")
     register(tx, snapshot["workflow"])
@@ -270,9 +270,9 @@ def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]
         value = e.result
     else:
         row = tx.runs.read(tx.conn, [node_key(run.run_id, step)], result=True).get(node_key(run.run_id, step))
-        if row is not None and row["state"] != FINISHED_STATE and _own_row(row, run):
+        if row is not None and row["state"] != FINISHED and _own_row(row, run):
             return None, NOT_ENDED  # a trigger fired on another parent (one_success...): wait for the list
-        if row is None or row["state"] != FINISHED_STATE or row["outcome"] != "success":
+        if row is None or row["state"] != FINISHED or row["outcome"] != "success":
             return None, f"skipped: step {step!r} it maps over did not succeed"
         value = results_of(tx, run, step, row)[0]
     if not isinstance(value, list):
@@ -308,7 +308,7 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
             or key != item_key(run.run_id, step, node.index)
         ):
             continue  # not an item of this run (a row added by hand)
-        ok = state == FINISHED_STATE and outcome == "success"
+        ok = state == FINISHED and outcome == "success"
         values[node.index] = json.loads(result) if ok and result else None
         if not ok:
             failed.append(node.index)

@@ -25,7 +25,7 @@ __all__ = [
     "STEP_STATUSES",
     "SUBMITTED_STATUSES",
     "TERMINAL",
-    "Decision",
+    "Evaluation",
     "decide",
     "explain",
     "map_status",
@@ -40,13 +40,13 @@ SUBMITTED_STATUSES = ACTIVE | TERMINAL
 STEP_STATUSES = ("pending", "waiting", "running", "succeeded", "failed", "skipped", "cancelled")
 RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
 
-SUBMIT, SKIP, PENDING = "submit", "skip", "pending"
-_SUBMIT, _SKIP, _PENDING = SUBMIT, SKIP, PENDING
+SUBMIT, SKIP, WAIT = "submit", "skip", "wait"
+_SUBMIT, _SKIP, _WAIT = SUBMIT, SKIP, WAIT
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The state of a run. ``submit`` is in the snapshot's topological order."""
+class Evaluation:
+    """A run evaluated from its steps' statuses (:func:`decide`). ``submit`` is in the snapshot's topological order."""
 
     submit: tuple[str, ...]
     skipped: frozenset[str]
@@ -98,17 +98,17 @@ def verdict(trigger: str, n: int, succeeded: int, failed: int, done: int) -> str
     The one rule of triggers: a step is decided from these counts alone, so a completion needs
     only the counts of its successors, never the rest of the run."""
     if trigger == "all_success":
-        return _SUBMIT if succeeded == n else _SKIP if done > succeeded else _PENDING
+        return _SUBMIT if succeeded == n else _SKIP if done > succeeded else _WAIT
     if trigger == "all_done":
-        return _SUBMIT if done == n else _PENDING
+        return _SUBMIT if done == n else _WAIT
     if trigger == "all_failed":
-        return _SUBMIT if failed == n else _SKIP if done > failed else _PENDING
+        return _SUBMIT if failed == n else _SKIP if done > failed else _WAIT
     if trigger == "one_failed":
-        return _SUBMIT if failed else _SKIP if done == n else _PENDING
+        return _SUBMIT if failed else _SKIP if done == n else _WAIT
     if trigger == "one_success":
-        return _SUBMIT if succeeded else _SKIP if done == n else _PENDING
+        return _SUBMIT if succeeded else _SKIP if done == n else _WAIT
     if trigger == "none_failed":
-        return _SKIP if failed else _SUBMIT if done == n else _PENDING
+        return _SKIP if failed else _SUBMIT if done == n else _WAIT
     raise ValueError(f"unknown trigger {trigger!r} in snapshot")
 
 
@@ -130,7 +130,7 @@ def run_status(*, cancel: bool, failed: int, cancelled: int) -> str:
     return "cancelled" if cancelled else "succeeded"
 
 
-def decide(snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_requested: bool = False) -> Decision:
+def decide(snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_requested: bool = False) -> Evaluation:
     """What to submit now, what is skipped, every step's status and the run's status.
 
     ``submitted`` maps each step that has a queue row to its status (waiting, running,
@@ -178,7 +178,7 @@ def decide(snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_req
         status = "running"
     else:
         status = run_status(cancel=cancel_requested, failed=int(any_failed), cancelled=int(any_cancelled))
-    return Decision(tuple(submit), frozenset(skipped), statuses, status)
+    return Evaluation(tuple(submit), frozenset(skipped), statuses, status)
 
 
 _NEEDS = {

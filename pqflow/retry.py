@@ -10,9 +10,10 @@ items.
 from __future__ import annotations
 
 from queue_core.queue import Transaction
+from queue_core.row_states import FINISHED, PENDING
 
 from . import logic
-from .engine import NOT_ENDED, PENDING_STATE, Ended, RunRef, mapped_list, run_ref
+from .engine import NOT_ENDED, Ended, RunRef, mapped_list, run_ref
 from .errors import FlowError, UnknownRunError
 from .rows import MapCount, NodeState, node_key
 from .settle import _Writes, settle, start_map
@@ -47,7 +48,7 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
 
 
 def _succeeded(row: dict | None) -> bool:
-    return row is not None and row["state"] == 1 and row["outcome"] == "success"
+    return row is not None and row["state"] == FINISHED and row["outcome"] == "success"
 
 
 def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) -> list[Ended]:
@@ -56,13 +57,13 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
     old = NodeState.load(row.get("workflow"))
     node = NodeState(run.run_id, run.iid, step, map=old.map if old else None)
     node.wait = [sum(p in kept for p in spec["after"]), 0, sum(p in kept for p in spec["after"])]
-    if row["state"] != PENDING_STATE:
+    if row["state"] != PENDING:
         tx.runs.reopen(tx.conn, [row["id"]], tx.now, pending=True)
     verdict = logic.verdict(spec["trigger"], len(spec["after"]), *node.wait) if spec["after"] else logic.SUBMIT
     if verdict == logic.SKIP:
         tx.runs.close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
         return [Ended(step, "skipped")]
-    if verdict == logic.PENDING:
+    if verdict == logic.WAIT:
         if spec.get("map") and node.map is not None:  # its list may change: its old items go
             tx.runs.clear_group(tx.conn, node_key(run.run_id, step))
         node.map = None
@@ -88,7 +89,7 @@ def _redo_items(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> lis
     """Reopen the items of a map that did not succeed; keep the others' results."""
     assert node.map is not None
     items = tx.runs.read_group(tx.conn, node_key(run.run_id, node.step))
-    again = [r for r in items if r["state"] == 1 and r["outcome"] != "success"]
+    again = [r for r in items if r["state"] == FINISHED and r["outcome"] != "success"]
     tx.runs.reopen(tx.conn, [r["id"] for r in again], tx.now)
     fresh = []
     for r in again:

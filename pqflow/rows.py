@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_core import policy
+from queue_core.row_states import FINISHED, PENDING
 
 SEP = "#"
 #: the group of every run row: '#' can never start a run id, so no run's steps share it
@@ -226,11 +227,11 @@ def item_index(key: str) -> int:
 
 def status_of_row(row: dict, now: float) -> str:
     """A step's status from its row: pending, waiting, running or how it ended."""
-    if row["state"] == 1:
+    if row["state"] == FINISHED:
         return {"success": "succeeded", "failure": "failed", "cancelled": "cancelled", "skipped": "skipped"}.get(
             row["outcome"] or "failure", "failed"
         )
-    if row["state"] == 2:
+    if row["state"] == PENDING:
         return "pending"
     return "running" if policy.lease_held(row["leased"], row["timeout"], now) else "waiting"
 

@@ -14,6 +14,7 @@ from typing import Any
 import queue_core
 from queue_core import policy
 from queue_core.queue import Transaction
+from queue_core.row_states import FINISHED
 from queue_core.validate import check_name, decode_data
 
 from . import engine, logic
@@ -184,7 +185,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
 def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:
     status = (
         {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
-        if row["state"] == 1
+        if row["state"] == FINISHED
         else "running"
     )
     return Run(
@@ -261,7 +262,7 @@ def _cancel_flag(tx: Transaction, run_id: str) -> str:
 
 def _cancel_unpicked(tx: Transaction, row: dict) -> str:
     """A run no decider has taken up yet ends before any step; it stays listed as a run."""
-    if row["state"] == 1:
+    if row["state"] == FINISHED:
         return "finished"
     if policy.lease_held(row["leased"], row["timeout"], tx.now):
         return "busy"

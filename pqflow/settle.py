@@ -22,6 +22,7 @@ from typing import Any
 
 from queue_core.errors import ValidationError
 from queue_core.queue import Transaction
+from queue_core.row_states import PENDING
 from queue_core.validate import encode_data
 
 from . import logic
@@ -29,7 +30,6 @@ from .engine import (
     DEFAULT_RETENTION,
     NO_RESULT,
     NOT_ENDED,
-    PENDING_STATE,
     Decision,
     Ended,
     RunRef,
@@ -118,7 +118,7 @@ def _close_maps(tx: Transaction, runs: dict[str, RunRef], items: dict[str, list[
         run, events = wanted[key]
         row = rows.get(key)
         node = _own(row, run)
-        if row is None or node is None or node.map is None or row["state"] != PENDING_STATE:
+        if row is None or node is None or node.map is None or row["state"] != PENDING:
             continue
         for e in events:
             if isinstance(e.index, int) and 0 <= e.index < node.map.n:  # not a row added by hand
@@ -177,7 +177,7 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
         run, child, parents = wanted[key]
         row = rows.get(key)
         node = _own(row, run)
-        if row is None or node is None or row["state"] != PENDING_STATE:
+        if row is None or node is None or row["state"] != PENDING:
             continue  # decided already (skipped by a cancel, or a foreign row)
         for e in parents:
             node.wait = _tally(node.wait, e.status)
@@ -266,7 +266,7 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
     for run_id in sorted(changed):
         run, row = runs[run_id], rows.get(run_id)
         state = RunState.load(row.get("workflow"), run.dag) if row else None
-        if not row or state is None or state.iid != run.iid or row["state"] != PENDING_STATE:
+        if not row or state is None or state.iid != run.iid or row["state"] != PENDING:
             raise FlowError(f"run {run_id!r} changed under a decision (row replaced or ended)")
         _count_steps(state, closed[run_id])
         if state.open > 0:

@@ -6,8 +6,9 @@ import logging
 import threading
 from collections.abc import Callable
 
+from . import policy
 from .errors import DatabaseError
-from .service import Backoff
+from .service import OutageWait
 
 log = logging.getLogger("queue_core.worker")
 
@@ -30,7 +31,7 @@ class WakeupListener(threading.Thread):
         self._halt.set()
 
     def run(self) -> None:
-        backoff = Backoff(first=0.5)
+        backoff = OutageWait(policy.Backoff(0.5, cap=policy.OUTAGE_BACKOFF.cap, jitter=0.0))
         while not self._halt.is_set():
             try:
                 self.queue.listen(self.wake, self._halt, timeout=0.5)

@@ -22,7 +22,7 @@ from .errors import (
     PreemptedError,
     TaskError,
 )
-from .service import EXIT_IMMEDIATE
+from .service import EXIT_IMMEDIATE, exit_now
 from .settler import Settler
 
 log = logging.getLogger("queue_core.worker")
@@ -71,7 +71,7 @@ class TaskMonitor(threading.Thread):
                 try:
                     os.write(self.beat_fd, b"\0")
                 except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
-                    os._exit(EXIT_IMMEDIATE)
+                    exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: supervisor gone: exiting")
                 next_beat = now + self.child_interval
             wake = min(next_hb, next_beat if self.beat_fd is not None else next_hb)
             if self.settler is not None:

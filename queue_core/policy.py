@@ -62,6 +62,18 @@ class Backoff:
         return cls(wait, growth=1.0, jitter=0.0)
 
 
+#: how a service waits while its database fails (a worker's poll or finish, the scheduler's tick,
+#: the wake-up listener): 0.1 s after the first failure in a row, doubling, at most 10 s, no jitter
+OUTAGE_BACKOFF = Backoff(0.1, cap=10.0, jitter=0.0)
+
+
+def transaction_backoff(max_wait: float) -> Backoff:
+    """How a transaction is run again after a transient database error (a deadlock, a lost
+    connection): 0.05 s after the first, doubling, at most ``max_wait`` (``retry_max_wait``), each
+    wait spread by ±50 % so that the clients that collided do not collide again."""
+    return Backoff(0.05, cap=max_wait, jitter=0.5)
+
+
 def unjittered_wait(policy: Backoff, n: int) -> float:
     """The wait after failure ``n`` (1: the first) before jitter: grown and capped (``math.inf``
     past what a float holds, e.g. after thousands of failures without a cap)."""
@@ -106,6 +118,12 @@ def after_error(attempt: int, max_attempts: int | None, policy: Backoff, rng: Ra
     if exhausted(attempt, max_attempts):
         return GiveUp()
     return Retry(backoff(policy, attempt, rng))
+
+
+def requested_wait(wait: float | None, retry_wait: float) -> float:
+    """The wait of a retry its handler asked for (``task.retry()``): the wait it named, else the
+    configured ``retry_wait`` as it is (no growth, no jitter: the handler chose to retry, it did not fail)."""
+    return retry_wait if wait is None else wait
 
 
 def step_after_error(failures: int, retries: int, policy: Backoff, rng: RandomSource) -> Retry | GiveUp:
@@ -172,10 +190,22 @@ class OnClaim(StrEnum):
     GIVE_UP = "give up"
 
 
+def cancels_unrun(cancel_requested: bool, owned: bool) -> bool:
+    """Whether a task that has not started is finished as cancelled instead of run: its cancel was
+    requested and no workflow decider owns it (``owned``: a workflow run's row, which its decider
+    settles, a cancelled one too). Asked by the claim and by a worker before each handler starts."""
+    return cancel_requested and not owned
+
+
+def ends_cancelled(cancel_requested: bool) -> bool:
+    """Whether a run the handler left unfinished ends as cancelled, whatever it raised: its cancel
+    was requested while it ran (a cancel is never retried)."""
+    return cancel_requested
+
+
 def on_claim(*, attempts: int, max_attempts: int | None, cancel_requested: bool, owned: bool) -> OnClaim:
-    """The claim's decision on a due row. ``owned``: a workflow run's row, which its decider
-    settles, a cancelled one too."""
-    if cancel_requested and not owned:
+    """The claim's decision on a due row (``owned``: see :func:`cancels_unrun`)."""
+    if cancels_unrun(cancel_requested, owned):
         return OnClaim.CANCEL
     if exhausted(attempts, max_attempts):
         return OnClaim.GIVE_UP

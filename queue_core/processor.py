@@ -8,7 +8,9 @@ finishes its successes in batches (:mod:`queue_core.settler`).
 from __future__ import annotations
 
 import logging
+import os
 import random
+import threading
 import time
 from typing import Any
 
@@ -19,13 +21,15 @@ from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskErr
 from .listener import start_listener
 from .monitor import TaskMonitor, run_handler
 from .queue import Queue
-from .service import EXIT_OK, EXIT_RECYCLE, Backoff, LoopControl
+from .service import EXIT_OK, EXIT_RECYCLE, IMMEDIATE_GRACE, LoopControl, OutageWait, exit_now
 from .settler import Settler
 
 log = logging.getLogger("queue_core.worker")
 
 #: a processor leases as many short tasks as it expects to finish in this time (seconds)
 BATCH_WINDOW = 0.1
+#: the longest an immediate stop waits for its processors to give back what they have not started
+GIVE_BACK_TIME = 0.75 * IMMEDIATE_GRACE
 
 _QUEUE_KEYS = set(DEFAULTS)
 
@@ -59,9 +63,13 @@ class Processor:
         self.settler.release = self.monitor.drop
         self.control = LoopControl()
         self.processed = 0
-        self.db_backoff = Backoff()
+        self.db_backoff = OutageWait()
         self._avg_task_time: float | None = None
         self._cleanup_error: str | None = None  # the last cleanup failure logged
+        #: the current batch's tasks whose handler has not started; taken under the lock, by the
+        #: loop to start the next one or by an immediate stop to give them back
+        self._unstarted: list = []
+        self._batch_lock = threading.Lock()
 
     @property
     def stopping(self) -> bool:
@@ -122,8 +130,23 @@ class Processor:
         return EXIT_OK
 
     def _claim(self) -> list | None:
-        """Lease the next batch, finishing the waiting successes in the same transaction.
-        None after a database error (backed off)."""
+        """Lease the next batch, finishing the waiting successes in the same transaction: the
+        batch's unstarted tasks (under the batch lock, so that an immediate stop either comes
+        before the claim or gives back what it leased). None after a database error (backed off)."""
+        with self._batch_lock:
+            if self.stopping:
+                return []
+            try:
+                self._unstarted = self._lease()
+                return list(self._unstarted)
+            except DatabaseError as exc:
+                wait = self.db_backoff.failed()
+                error = exc
+        log.error("poll failed (will retry in %.1fs): %s", wait, error)
+        self.control.idle(wait)
+        return None
+
+    def _lease(self) -> list:
         settled = self.settler.take()
         try:
             tasks = self.queue.poll_multi(
@@ -132,12 +155,9 @@ class Processor:
                 finish=[t for t, _ in settled],
                 types=self.types,
             )
-        except DatabaseError as exc:
+        except DatabaseError:
             self.settler.put_back(settled)
-            wait = self.db_backoff.failed()
-            log.error("poll failed (will retry in %.1fs): %s", wait, exc)
-            self.control.idle(wait)
-            return None
+            raise
         self.db_backoff.succeeded()
         self.settler.report(settled)
         return tasks
@@ -146,14 +166,31 @@ class Processor:
         for t in tasks:
             self.monitor.hold(t)
         prefetch(self.target, self.queue, tasks)
-        for i, t in enumerate(tasks):
-            if self.stopping:
-                self._release(tasks[i:])
-                return
+        while (t := self._next_unstarted()) is not None:
             self.process(t)
             self.processed += 1
             if policy.write_success_at_once(t.max_attempts):  # before the next handler runs
                 self.settler.flush()
+
+    def _next_unstarted(self):
+        """The batch's next task to run; None once it is done, or stopping (the rest released)."""
+        with self._batch_lock:
+            if not self.stopping and self._unstarted:
+                return self._unstarted.pop(0)
+            rest, self._unstarted = self._unstarted, []
+        self._release(rest)
+        return None
+
+    def give_back_now(self) -> None:
+        """An immediate stop, from another thread (the process ends next): write the successes
+        waiting in the settler, and release the batch's tasks whose handler has not started, their
+        attempts given back; the running handler is abandoned, its lease left to expire. Best
+        effort: whoever stops the process at once may kill it first."""
+        with self._batch_lock:
+            self.control.stop()
+            rest, self._unstarted = self._unstarted, []
+        self.settler.flush()
+        self._release(rest)
 
     def _cleanup(self) -> None:
         """Purge finished rows past retention. A failure is logged once, not at every try (an
@@ -184,7 +221,7 @@ class Processor:
                 log.warning("release failed task=%s: %s", t.key, exc)
 
     def process(self, task) -> None:
-        if task.lost or (task.cancel_requested and not task.owned):  # learned while it waited its turn
+        if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited
             self.monitor.drop(task)
             return self._settle(task, None, 0.0, started=False)
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
@@ -208,7 +245,7 @@ class Processor:
             elif task.deferred is not None and error is None:
                 self.monitor.hold(task)  # its handler's own finish, written with the next batch
                 self.settler.add(task, elapsed)
-            elif task.cancel_requested:
+            elif policy.ends_cancelled(task.cancel_requested):
                 task.finish(outcome="cancelled")
                 log.info("cancelled task=%s type=%s", task.key, task.type)
             elif error is not None:
@@ -233,6 +270,24 @@ class Processor:
             log.error("could not settle task=%s (lease will expire and it will run again): %s", task.key, exc)
         except Exception:  # noqa: BLE001 - nothing a handler left behind may end the processor
             log.exception("could not settle task=%s (lease will expire and it will run again)", task.key)
+
+
+def stop_at_once(processors: list[Processor], code: int) -> None:
+    """An immediate stop of a worker process: each processor writes its waiting successes and
+    releases the tasks it has not started (:meth:`Processor.give_back_now`), then the process
+    ends with ``code``, its running handlers abandoned (their leases expire; they run again)."""
+    giver = threading.Thread(target=_give_back, args=(processors,), name="pq-give-back", daemon=True)
+    giver.start()
+    giver.join(GIVE_BACK_TIME)  # a claim or write stuck on a failing database does not hold the stop
+    exit_now(code, f"worker pid={os.getpid()}: immediate stop: exiting (running tasks' leases will expire)")
+
+
+def _give_back(processors: list[Processor]) -> None:
+    for proc in processors:
+        try:
+            proc.give_back_now()
+        except Exception as exc:  # noqa: BLE001 - best effort: the stop must happen regardless
+            log.warning("could not give back unstarted tasks at an immediate stop: %s", exc)
 
 
 def prefetch(target: Any, queue, tasks: list) -> None:

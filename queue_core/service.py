@@ -18,9 +18,12 @@ what each intent does to them; the rest is here, the same for all of them:
 * **The stop cascade** (:class:`Dispatcher`, explicit :class:`Phase`): the first stop signal stops
   gracefully, a second one immediately (not in a worker child: its supervisor resends TERM on
   purpose until it exits); once a stop began, restart signals are ignored.
-* **A loop's stop flag and idle wait** (:class:`LoopControl`), **backoff on database errors**
-  (:class:`Backoff`) and **config reloads** that keep the old config when the new one is broken
-  (:func:`reload_settings`).
+* **What each signal means** to each kind of service: the three signal tables below, side by
+  side (docs/worker.md and docs/cron.md, "Signals"), and the one way a service ends at once
+  (:func:`exit_now`).
+* **A loop's stop flag and idle wait** (:class:`LoopControl`), **the wait while the database
+  fails** (:class:`OutageWait`, the policy's ``OUTAGE_BACKOFF``) and **config reloads** that keep
+  the old config when the new one is broken (:func:`reload_settings`).
 """
 
 from __future__ import annotations
@@ -31,15 +34,33 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, NoReturn
 
+from . import policy
+from .exit_codes import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE
 from .wakeup import Wakeup
 
 log = logging.getLogger("queue_core.service")
 
-EXIT_OK = 0
-EXIT_RECYCLE = 75  # a worker child reached max_request_per_child: replace it
-EXIT_IMMEDIATE = 137  # a worker child stopped at once (or lost its supervisor)
+__all__ = [
+    "CHILD_SIGNALS",
+    "EXIT_IMMEDIATE",
+    "EXIT_OK",
+    "EXIT_RECYCLE",
+    "IMMEDIATE_GRACE",
+    "SCHEDULER_SIGNALS",
+    "WORKER_SIGNALS",
+    "Dispatcher",
+    "Intent",
+    "LoopControl",
+    "OutageWait",
+    "Phase",
+    "SignalQueue",
+    "Signals",
+    "exit_now",
+    "fork_holding",
+    "reload_settings",
+]
 
 
 class Intent(Enum):
@@ -52,7 +73,8 @@ class Intent(Enum):
     REOPEN_LOGS = "log files reopened"
 
 
-#: what a signal means to a worker, in process or thread mode (docs/worker.md, "Signals")
+# -- what each signal means: the three tables ---------------------------------------------
+#: to a worker, its supervisor in process mode or the thread-mode worker (docs/worker.md, "Signals")
 WORKER_SIGNALS: dict[int, Intent] = {
     signal.SIGTERM: Intent.STOP,
     signal.SIGINT: Intent.STOP,
@@ -61,6 +83,45 @@ WORKER_SIGNALS: dict[int, Intent] = {
     signal.SIGHUP: Intent.RESTART_NOW,
     signal.SIGUSR2: Intent.REOPEN_LOGS,
 }
+#: to a worker child: its supervisor sends TERM for a stop or a graceful restart, again every
+#: ``child_kill_interval`` until the child exits (a repeat is no escalation); a restart of the
+#: worker is a stop of the child, which the supervisor replaces
+CHILD_SIGNALS: dict[int, Intent] = {
+    signal.SIGTERM: Intent.STOP,
+    signal.SIGINT: Intent.STOP,
+    signal.SIGUSR1: Intent.STOP,
+    signal.SIGQUIT: Intent.STOP_NOW,
+    signal.SIGHUP: Intent.STOP_NOW,
+    signal.SIGUSR2: Intent.REOPEN_LOGS,
+}
+#: to ``perfectsched run``, which keeps PerfectSched's meanings: QUIT stops and HUP restarts
+#: gracefully; a second stop signal is immediate only while a handler runs (docs/cron.md)
+SCHEDULER_SIGNALS: dict[int, Intent] = {
+    signal.SIGTERM: Intent.STOP,
+    signal.SIGINT: Intent.STOP,
+    signal.SIGQUIT: Intent.STOP,
+    signal.SIGUSR1: Intent.RESTART,
+    signal.SIGHUP: Intent.RESTART,
+    signal.SIGUSR2: Intent.REOPEN_LOGS,
+}
+
+
+#: seconds a process stopped at once (QUIT, HUP) has to give back what it has not started before
+#: it ends; a worker's supervisor SIGKILLs a child still there after that
+IMMEDIATE_GRACE = 2.0
+
+
+def exit_now(code: int, why: str) -> NoReturn:
+    """End this process at once (an immediate stop): ``why`` as one line on stderr, written
+    without a lock (a log call could wait for one a handler's thread holds), and ``os._exit``:
+    no cleanup, leases left to expire. A service exits 0 (it did what it was asked); a worker
+    child exits 137 so its supervisor's log tells it from a normal end."""
+    try:
+        os.write(2, f"{why}\n".encode(errors="replace"))
+    except OSError:
+        pass
+    os._exit(code)
+
 
 _KIND = {
     Intent.STOP: "stop",
@@ -258,21 +319,32 @@ class LoopControl:
         self._wakeup.clear()
 
 
-class Backoff:
-    """The wait after each failure in a row: ``first`` seconds, doubling, at most ``limit``."""
+class OutageWait:
+    """How long a service waits after each failure in a row of its database work (a poll, a
+    finish, a tick, the wake-up listener's connection): ``backoff``'s wait of that failure
+    (:func:`policy.backoff`; the policy's ``OUTAGE_BACKOFF`` unless given), until a success."""
 
-    def __init__(self, first: float = 0.1, limit: float = 10.0) -> None:
-        self.first = first
-        self.limit = limit
-        self.next_wait = first
+    def __init__(self, backoff: policy.Backoff = policy.OUTAGE_BACKOFF) -> None:
+        self.backoff = backoff
+        self.failures = 0
 
     def failed(self) -> float:
-        """The wait after this failure (the next one in a row waits twice as long)."""
-        wait, self.next_wait = self.next_wait, min(self.next_wait * 2, self.limit)
-        return wait
+        """The wait after this failure (the next one in a row waits longer, up to the cap)."""
+        self.failures += 1
+        return policy.backoff(self.backoff, self.failures, _NO_DRAW)
 
     def succeeded(self) -> None:
-        self.next_wait = self.first
+        self.failures = 0
+
+
+class _NoDraw:
+    """The random source of an unjittered backoff, which never draws."""
+
+    def random(self) -> float:
+        raise AssertionError("an outage backoff has no jitter")
+
+
+_NO_DRAW = _NoDraw()
 
 
 def reload_settings(loader: Callable[[], dict] | None, current: dict) -> dict:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import DatabaseError
-from .service import Backoff
+from .service import OutageWait
 
 log = logging.getLogger("queue_core.worker")
 
@@ -21,7 +21,7 @@ class Settler:
     for the batch); when a handler runs long, the monitor thread writes them after
     ``delay`` seconds instead, so a finish is never held back by another task. Until then
     the task keeps its lease: it is finished exactly as ``task.finish()`` would, fenced. A write
-    that failed on a database error is tried again after a backoff (the service's :class:`Backoff`).
+    that failed on a database error is tried again after a backoff (:class:`~queue_core.service.OutageWait`).
     """
 
     def __init__(
@@ -34,7 +34,7 @@ class Settler:
         self.queue = queue
         self.delay = delay
         self.clock = clock
-        self.backoff = Backoff()
+        self.backoff = OutageWait()
         self._retry_at = 0.0  # after a failed write: not due before
         #: called with each task once its finish is written (or refused): the monitor stops
         #: heartbeating it, having kept its lease alive while the write waited (e.g. an outage)

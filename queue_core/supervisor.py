@@ -8,7 +8,10 @@ process group of its own and beating ``beat_fd`` while alive, and keeps them:
   ``child_fork_frequency_limit`` seconds after its previous fork at the soonest;
 * a stop or a graceful restart reaches each child as TERM, resent every ``child_kill_interval``
   until it exits, and escalated to SIGKILL after ``child_graceful_kill_limit`` (if set); an
-  immediate stop or restart SIGKILLs them; USR2 is passed on to them.
+  immediate stop or restart reaches each child as QUIT (it gives back what it has not started
+  and exits), and SIGKILL follows ``IMMEDIATE_GRACE`` seconds later for one still there; a child
+  that ended at once has its process group (its handlers' subprocesses) killed after it; USR2 is
+  passed on to them.
 
 What each signal does: :data:`queue_core.service.WORKER_SIGNALS` (docs/worker.md, "Signals").
 """
@@ -23,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from .logs import reopen_logs
-from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
+from .service import EXIT_OK, IMMEDIATE_GRACE, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
 
 log = logging.getLogger("queue_core.worker")
 
@@ -37,6 +40,7 @@ class Child:
         self.last_beat = now
         self.stopping_since: float | None = None  # when it was first asked to stop
         self.last_signal = 0.0  # when it was last sent TERM
+        self.quit_since: float | None = None  # when it was told to stop at once (QUIT)
 
 
 class Supervisor:
@@ -111,7 +115,7 @@ class Supervisor:
             if graceful:
                 self.ask_to_stop(c)
             else:
-                _kill_tree(c.pid)
+                self.stop_at_once(c)
 
     def _reopen_logs(self) -> None:
         reopen_logs()
@@ -130,9 +134,14 @@ class Supervisor:
         c.stopping_since = c.stopping_since or self.clock()
         c.last_signal = self.clock()
 
+    def stop_at_once(self, c: Child) -> None:
+        """QUIT: give back what it has not started and exit now; SIGKILLed past IMMEDIATE_GRACE."""
+        _send(c.pid, signal.SIGQUIT)
+        c.quit_since = c.quit_since or self.clock()
+
     def _kill_all(self) -> None:
         for c in self.children.values():
-            _kill_tree(c.pid)
+            self.stop_at_once(c)
 
     # children
     def spawn(self, slot: int) -> None:
@@ -181,6 +190,8 @@ class Supervisor:
             c = self.children.pop(pid, None)
             if c is not None:
                 os.close(c.beat_fd)
+                if c.quit_since is not None:  # what its handlers started dies with it, as under SIGKILL
+                    _kill_group(c.pid)
                 self._replace(c, os.waitstatus_to_exitcode(status))
 
     def _replace(self, c: Child, code: int) -> None:
@@ -202,7 +213,10 @@ class Supervisor:
         limit = self.settings["child_heartbeat_limit"]
         kill_limit = self.settings["child_graceful_kill_limit"]
         for c in list(self.children.values()):
-            if now - c.last_beat > limit:
+            if c.quit_since is not None:
+                if now - c.quit_since > IMMEDIATE_GRACE:
+                    _kill_tree(c.pid)
+            elif now - c.last_beat > limit:
                 log.error("processor %d pid=%d silent for %.0fs: killing it", c.slot, c.pid, now - c.last_beat)
                 _kill_tree(c.pid)
                 c.last_beat = now
@@ -220,6 +234,14 @@ def _send(pid: int, sig) -> None:
     except OSError as exc:
         if exc.errno not in (errno.ESRCH, errno.EPERM):
             raise
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL what is left of a reaped child's process group (never a lone pid: it may be reused)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _kill_tree(pid: int) -> None:

@@ -271,7 +271,8 @@ class AcquiredTask:
 
     def retry(self, retry_wait: float | None = None, now: float | None = None, error: Any = None) -> None:
         now = self.queue.now(now)
-        wait = self.queue.config["retry_wait"] if retry_wait is None else check_duration(retry_wait, "retry_wait")
+        given = None if retry_wait is None else check_duration(retry_wait, "retry_wait")
+        wait = policy.requested_wait(given, self.queue.config["retry_wait"])
         err = UNSET if error is None else _error_text(error)
         with self._lock:
             self.queue.store.retry(self._id, self._token, now + wait, err)
@@ -288,8 +289,7 @@ class AcquiredTask:
 
     def lost_before_start(self) -> None:
         """Its lease was taken over while it waited in its batch: give back the attempt it counted."""
-        if not policy.spends_attempt(policy.LeaseEnd.LOST_BEFORE_START):
-            self.queue.store.return_attempt(self._id, self._token)
+        self.queue.store.return_attempt(self._id, self._token)
 
     def backoff(self) -> float:
         """The retry delay after this attempt (:func:`queue_core.policy.backoff`)."""

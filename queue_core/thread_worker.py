@@ -14,7 +14,7 @@ import threading
 
 from .listener import WakeupListener, start_listener
 from .logs import reopen_logs
-from .processor import Processor, open_queue
+from .processor import Processor, open_queue, stop_at_once
 from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, reload_settings
 
 log = logging.getLogger("queue_core.worker")
@@ -35,7 +35,7 @@ class ThreadWorker:
             WORKER_SIGNALS,
             {
                 Intent.STOP: self._stop,
-                Intent.STOP_NOW: _exit_now,
+                Intent.STOP_NOW: self._stop_now,
                 Intent.RESTART: self._restart,
                 Intent.RESTART_NOW: self._restart,
                 Intent.REOPEN_LOGS: reopen_logs,
@@ -78,6 +78,10 @@ class ThreadWorker:
         for p in self.processors:
             p.stop()
 
+    def _stop_now(self) -> None:
+        """QUIT, or a second stop: what the processors have not started goes back, then the process ends."""
+        stop_at_once(self.processors, EXIT_OK)
+
     def _restart(self) -> None:
         """Stop the processors after their current task; :meth:`_restarted` starts new ones.
 
@@ -96,9 +100,3 @@ class ThreadWorker:
         self.settings = reload_settings(self.config_loader, self.settings)
         self._start()
         return True
-
-
-def _exit_now() -> None:
-    log.warning("immediate stop: exiting")
-    logging.shutdown()
-    os._exit(EXIT_OK)

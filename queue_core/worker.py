@@ -35,25 +35,14 @@ from .app import describe_types, served_types
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
-from .processor import Processor, open_queue
-from .service import EXIT_IMMEDIATE, Intent, Signals
+from .processor import Processor, open_queue, stop_at_once
+from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, Intent, Signals
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
 
 log = logging.getLogger("queue_core.worker")
 
 __all__ = ["Processor", "install_child_signals", "load_target", "run_worker"]
-
-#: what a signal means to a worker child; its supervisor sends TERM for a stop or a graceful
-#: restart, again every ``child_kill_interval`` until the child exits (a repeat is no escalation)
-CHILD_SIGNALS: dict[int, Intent] = {
-    signal.SIGTERM: Intent.STOP,
-    signal.SIGINT: Intent.STOP,
-    signal.SIGUSR1: Intent.STOP,
-    signal.SIGQUIT: Intent.STOP_NOW,
-    signal.SIGHUP: Intent.STOP_NOW,
-    signal.SIGUSR2: Intent.REOPEN_LOGS,
-}
 
 
 def run_worker(
@@ -90,14 +79,14 @@ def check_database(settings: dict) -> None:
 
 def install_child_signals(proc: Processor) -> Signals:
     """A child's signals, acted upon by a signal thread (its main thread runs handlers): TERM,
-    INT and USR1 stop ``proc`` after its current task, QUIT and HUP end the process at once,
-    USR2 reopens log files."""
-    actions = {Intent.STOP: proc.stop, Intent.STOP_NOW: _exit_immediately, Intent.REOPEN_LOGS: reopen_logs}
+    INT and USR1 stop ``proc`` after its current task, QUIT and HUP end the process at once
+    (what it has not started given back first), USR2 reopens log files."""
+    actions: dict[Intent, Callable[[], None]] = {
+        Intent.STOP: proc.stop,
+        Intent.STOP_NOW: functools.partial(stop_at_once, [proc], EXIT_IMMEDIATE),
+        Intent.REOPEN_LOGS: reopen_logs,
+    }
     return Signals(CHILD_SIGNALS, actions, repeated_stop_is_immediate=False).act_in_thread()
-
-
-def _exit_immediately() -> None:
-    os._exit(EXIT_IMMEDIATE)
 
 
 def _child_main(target: Any, burst: bool, settings: dict, beat_fd: int, slot: int) -> int:

@@ -1,19 +1,8 @@
-"""Exit codes of the three command-line tools, and the error that refuses an input.
+"""Which error exits with which code (:mod:`queue_core.exit_codes`), and the error that refuses an input.
 
 A :class:`~queue_core.clikit.group.PQGroup` turns every error into ONE line on stderr,
-``<prog>: error: <message>``, with any database password replaced by ``***``, and exits with:
-
-  0    success
-  1    error (invalid argument, invalid JSON, task data too large, task already finished, ...)
-  2    usage error (unknown option, missing argument; reported by click itself)
-  3    already exists (AlreadyExistsError: a duplicate submit can be treated as done)
-  4    not found (NotFoundError)
-  5    database error or database unreachable (DatabaseError and its kinds: SchemaError,
-       ForeignTableError, CorruptRowError, AccessDeniedError)
-  6    configuration error (ConfigError: config file, database URL, table name, TARGET)
-  130  interrupted (Ctrl-C)
-
-With ``-v`` or ``PQ_DEBUG=1`` the traceback is logged as well.
+``<prog>: error: <message>``, with any database password replaced by ``***``, and exits with the
+code of its kind. With ``-v`` or ``PQ_DEBUG=1`` the traceback is logged as well.
 """
 
 from __future__ import annotations
@@ -21,15 +10,30 @@ from __future__ import annotations
 import click
 
 from ..errors import AlreadyExistsError, ConfigError, DatabaseError, NotFoundError
+from ..exit_codes import (
+    EXIT_CONFIG,
+    EXIT_DATABASE,
+    EXIT_ERROR,
+    EXIT_EXISTS,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+)
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_EXISTS = 3
-EXIT_NOT_FOUND = 4
-EXIT_DATABASE = 5
-EXIT_CONFIG = 6
-EXIT_INTERRUPTED = 130
+__all__ = [
+    "EXIT_CODES_HELP",
+    "EXIT_CONFIG",
+    "EXIT_DATABASE",
+    "EXIT_ERROR",
+    "EXIT_EXISTS",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CLIError",
+    "exit_code_for",
+]
 
 #: For a group's ``epilog`` (``\b`` keeps click from rewrapping the lines).
 EXIT_CODES_HELP = (

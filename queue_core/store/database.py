@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
+from .. import policy
 from ..clock import ClockReading
 from ..errors import AccessDeniedError, ConfigError, DatabaseError, SchemaError, TaskError
 from .dialects import Dialect
@@ -252,7 +253,7 @@ class Database:
         if self._first_use and not getattr(self._local, "checking", False):
             self._run_checks(what)
         attempt = 0
-        wait = 0.05
+        backoff = policy.transaction_backoff(self.retry_max_wait)
         while True:
             try:
                 self._local.retried = attempt > 0
@@ -280,5 +281,4 @@ class Database:
                     self.max_retry_count,
                     self.scrub(exc),
                 )
-                time.sleep(wait * (0.5 + random.random()))
-                wait = min(wait * 2, self.retry_max_wait)
+                time.sleep(policy.backoff(backoff, attempt, random))

@@ -48,18 +48,23 @@ class Dialect:
         rows: Sequence[dict],
         *,
         each: Sequence[str],
+        where: Sequence,
         match: Sequence[str] = (),
-        where: Sequence = (),
         values: dict | None = None,
     ) -> int:
-        """Update rows by id, each with its own values: ``rows`` are dicts of ``id``, the columns
-        ``each`` (set per row) and ``match`` (per-row conditions, e.g. a lease token); ``where``
-        and ``values`` apply to all. Returns how many rows matched.
-
-        Here: one statement run with many parameter sets (psycopg pipelines them; SQLite runs
-        them in-process), faster than one statement that carries every row's values."""
+        """One transition of many rows by id, each with its own values: ``rows`` are dicts of
+        ``id``, the columns ``each`` (set per row) and ``match`` (per-row conditions, e.g. a lease
+        token); ``where`` is the transition's precondition (its expected state, never empty: a
+        row is never written by id alone) and ``values`` apply to all. Returns how many rows matched."""
+        if not where:
+            raise ValueError("update_each needs the precondition of its transition (where=)")
         if not rows:
             return 0
+        return self._update_each(conn, table, rows, each=each, match=match, where=where, values=values)
+
+    def _update_each(self, conn, table, rows, *, each, match, where, values) -> int:
+        """Here: one statement run with many parameter sets (psycopg pipelines them; SQLite runs
+        them in-process), faster than one statement that carries every row's values."""
         c = table.c
         stmt = (
             sa.update(table)

@@ -68,7 +68,7 @@ class MySQLDialect(Dialect):
     def execute_insert(self, conn, stmt, rows, id_column):
         return conn.execute(stmt, rows).rowcount  # no INSERT ... RETURNING; PyMySQL sums batches
 
-    def update_each(self, conn, table, rows, *, each, match=(), where=(), values=None):
+    def _update_each(self, conn, table, rows, *, each, match, where, values):
         # PyMySQL runs an executemany of UPDATEs one statement (one round trip) per row: one
         # statement with a CASE per column is ~6x faster for a batch of 64.
         c, n = table.c, 0

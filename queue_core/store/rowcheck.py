@@ -23,13 +23,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import CorruptRowError
+from ..row_states import FINISHED, LIVE, PENDING
 from .schema import (
-    FINISHED,
     FOREVER,
-    LIVE,
     MAX_KEY_LENGTH,
     OUTCOMES,
-    PENDING,
     SCHEDULE_CATCHUP,
     SCHEDULE_DST,
     SCHEDULE_MAX_DELAY,

@@ -36,7 +36,6 @@ from sqlalchemy.types import TypeDecorator
 from ..errors import ConfigError
 
 SCHEMA_VERSION = 2
-LIVE, FINISHED, PENDING = 0, 1, 2  # values of the state column
 #: values of the outcome column of a finished row (skipped: a workflow step that never could run)
 OUTCOMES = ("success", "failure", "cancelled", "skipped")
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished

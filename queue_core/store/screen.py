@@ -18,8 +18,8 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from .. import policy
+from ..row_states import FINISHED
 from . import rowcheck
-from .schema import FINISHED
 from .transitions import task_where
 
 log = logging.getLogger("queue_core.store")

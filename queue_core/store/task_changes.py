@@ -23,9 +23,9 @@ from ..errors import (
     PreemptedError,
     ValidationError,
 )
+from ..row_states import FINISHED, LIVE, PENDING
 from . import rowcheck
 from .database import Database
-from .schema import FINISHED, LIVE, PENDING
 from .transitions import task_where
 
 UNSET: Any = object()
@@ -83,29 +83,24 @@ class TaskChanges:
 
     def release(self, id_: int, token: int, now: float, conn=None) -> None:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
-        t = self.t
-        self._held(
-            conn,
-            id_,
-            token,
-            "release",
-            dict(
-                leased=0,
-                timeout=now,
-                run_at=now,
-                owner=None,
-                attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0),
-            ),
-        )
+        values = dict(leased=0, timeout=now, run_at=now, owner=None)
+        self._held(conn, id_, token, "release", values | self._attempts_after(policy.LeaseEnd.RELEASED))
 
     def return_attempt(self, id_: int, lost_token: int) -> None:
         """Give back the attempt of the lease ``lost_token``, taken over before its handler started:
         the row's later holder keeps its own, whether it still holds it or not."""
-        t = self.t
-        given_back = dict(attempts=sa.case((t.c.attempts > 0, t.c.attempts - 1), else_=0))
-        self.db.run(
-            lambda c: self._by_id(c, id_, "return_attempt", given_back, token=lost_token), what="return attempt"
-        )
+        given_back = self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
+        if given_back:
+            self.db.run(
+                lambda c: self._by_id(c, id_, "return_attempt", given_back, token=lost_token), what="return attempt"
+            )
+
+    def _attempts_after(self, end: policy.LeaseEnd) -> dict:
+        """The ``attempts`` a lease that ended so leaves, in SQL (:func:`policy.attempts_after`):
+        unchanged when it spends its attempt, else one less, never below 0."""
+        if policy.spends_attempt(end):
+            return {}
+        return {"attempts": sa.case((self.t.c.attempts > 0, self.t.c.attempts - 1), else_=0)}
 
     def _held(self, conn, id_: int, token: int, name: str, values: dict) -> None:
         t = self.t

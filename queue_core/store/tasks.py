@@ -19,9 +19,10 @@ import sqlalchemy as sa
 
 from .. import policy
 from ..errors import DatabaseError
+from ..row_states import FINISHED, LIVE, PENDING
 from .base import VersionedTables
 from .database import Database
-from .schema import ADDED_COLUMNS, FINISHED, FOREVER, LIVE, PENDING, SCHEMA_VERSION, meta_table, task_table
+from .schema import ADDED_COLUMNS, FOREVER, SCHEMA_VERSION, meta_table, task_table
 from .screen import ClaimScreen
 from .task_changes import TaskChanges
 from .transitions import task_where

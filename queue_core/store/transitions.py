@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
-from .schema import FINISHED, LIVE, PENDING
+from ..row_states import FINISHED, LIVE, PENDING
 
 
 class TaskState(StrEnum):

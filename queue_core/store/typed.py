@@ -18,8 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..row_states import LIVE
 from .database import Database
-from .schema import LIVE
 
 log = logging.getLogger("queue_core.store")
 

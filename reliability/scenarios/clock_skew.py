@@ -43,7 +43,7 @@ class Params:
 
 
 FULL = Params()
-QUICK = Params(tasks=300, skews=(-600.0, 0.0, 600.0), submitted=40, alive_time=2.0, long_every=15, timeout=240.0)
+QUICK = Params(tasks=150, skews=(-600.0, 0.0, 600.0), submitted=40, alive_time=2.0, long_every=15, timeout=240.0)
 
 
 def run(ctx: Context, p: Params = FULL) -> Result:

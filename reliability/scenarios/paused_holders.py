@@ -32,19 +32,19 @@ BACKENDS = ("mariadb", "postgres", "sqlite")
 
 @dataclass(frozen=True)
 class Params:
-    tasks: int = 600
+    tasks: int = 150
     users: int = 6
     workers: int = 3
     alive_time: float = 3.0
     pause_every: float = 4.0
     pauses: int = 12
     pause_factor: float = 1.4
-    task_sleep: float = 8.0
+    task_sleep: float = 6.0
     timeout: float = 600.0
 
 
 FULL = Params()
-QUICK = Params(tasks=20, users=4, alive_time=1.5, pause_every=1.0, pauses=4, task_sleep=4.0, timeout=120.0)
+QUICK = Params(tasks=12, users=4, alive_time=1.5, pause_every=1.0, pauses=4, task_sleep=3.0, timeout=120.0)
 
 
 def _tasks(p: Params) -> list[dict]:

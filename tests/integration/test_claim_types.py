@@ -249,3 +249,22 @@ def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, se
                     served_rows = 2 * served * (round_ + 1)
                     assert measure(conn, statement, parameters) <= 100 + 5 * served_rows, (round_, statement)
             conn.rollback()  # the row locks of the statements run again
+
+
+def test_a_many_row_transition_needs_its_precondition_on_every_dialect(queue):
+    """Dialect.update_each writes rows by id only under a precondition: without one it refuses
+    (a row is never written by id alone), on SQLite and on MySQL's CASE statement alike."""
+    queue.submit("k1", "t", {}, now=T0)
+    store, t = queue.store, queue.store.t
+    row_id = store.db.run(lambda c: c.execute(sa.select(t.c.id).where(t.c.key == "k1")).scalar_one())
+    for where in ((), []):
+        with pytest.raises(ValueError, match="precondition"):
+            store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
+                                                              each=["priority"], where=where))
+    assert queue["k1"].metadata(now=T0).priority == 0
+    done = store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
+                                                               each=["priority"], where=[t.c.state == 1]))
+    assert done == 0 and queue["k1"].metadata(now=T0).priority == 0  # the precondition holds no row
+    done = store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
+                                                               each=["priority"], where=[t.c.state == 0]))
+    assert done == 1 and queue["k1"].metadata(now=T0).priority == 5

@@ -247,6 +247,23 @@ def test_on_claim_cancels_then_gives_up_then_delivers(n, limit, cancel, owned):
         assert verdict is OnClaim.DELIVER
 
 
+@given(cancel=st.booleans(), owned=st.booleans())
+def test_an_unrun_task_is_cancelled_iff_requested_and_not_owned(cancel, owned):
+    assert policy.cancels_unrun(cancel, owned) is (cancel and not owned)
+    assert (policy.on_claim(attempts=0, max_attempts=None, cancel_requested=cancel, owned=owned)
+            is OnClaim.CANCEL) is policy.cancels_unrun(cancel, owned)
+
+
+def test_a_run_ends_cancelled_iff_its_cancel_was_requested():
+    assert policy.ends_cancelled(True) is True
+    assert policy.ends_cancelled(False) is False
+
+
+@given(wait=st.none() | seconds, retry_wait=seconds)
+def test_a_requested_retry_waits_what_it_named_else_retry_wait_unjittered(wait, retry_wait):
+    assert policy.requested_wait(wait, retry_wait) == (retry_wait if wait is None else wait)
+
+
 def test_give_up_error_keeps_the_last_error_or_names_the_lease_expiry():
     assert policy.give_up_error("ValueError: x", 3) == "ValueError: x (gave up after 3 attempts)"
     assert policy.give_up_error(None, 2) == "lease expired (gave up after 2 attempts)"

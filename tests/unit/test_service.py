@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from queue_core.service import WORKER_SIGNALS, Backoff, Dispatcher, Intent, Phase, reload_settings
+import queue_core
+from queue_core import policy
+from queue_core.service import (
+    CHILD_SIGNALS,
+    SCHEDULER_SIGNALS,
+    WORKER_SIGNALS,
+    Dispatcher,
+    Intent,
+    OutageWait,
+    Phase,
+    reload_settings,
+)
 
 TERM, INT, QUIT, USR1, HUP, USR2 = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1,
                                     signal.SIGHUP, signal.SIGUSR2)
@@ -21,6 +35,44 @@ def recording(meaning=WORKER_SIGNALS, **options) -> tuple[Dispatcher, list[Inten
 def test_each_worker_signal_asks_what_docs_worker_md_says():
     assert WORKER_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, QUIT: Intent.STOP_NOW,
                               USR1: Intent.RESTART, HUP: Intent.RESTART_NOW, USR2: Intent.REOPEN_LOGS}
+
+
+def test_a_worker_child_stops_on_what_restarts_its_worker_as_docs_worker_md_says():
+    assert CHILD_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, USR1: Intent.STOP, QUIT: Intent.STOP_NOW,
+                             HUP: Intent.STOP_NOW, USR2: Intent.REOPEN_LOGS}
+
+
+def test_the_scheduler_keeps_perfectscheds_meanings_as_docs_cron_md_says():
+    assert SCHEDULER_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, QUIT: Intent.STOP,
+                                 USR1: Intent.RESTART, HUP: Intent.RESTART, USR2: Intent.REOPEN_LOGS}
+
+
+def test_signal_tables_and_immediate_exits_live_only_in_the_service_module():
+    """One home: no other module maps signals to intents or ends its process with os._exit
+    (but the supervisor's forked child, which must never return into the parent's code)."""
+    root = Path(queue_core.__file__).parent.parent
+    for pkg in ("queue_core", "perfectsched", "pqflow"):
+        for path in (root / pkg).rglob("*.py"):
+            text = path.read_text()
+            if path.name == "service.py":
+                continue
+            assert "dict[int, Intent]" not in text and "signal.SIGQUIT:" not in text, path
+            exits = text.count("os._exit(")
+            assert exits == (1 if path.name == "supervisor.py" else 0), path
+
+
+@pytest.mark.parametrize("code", [0, 137])
+def test_exit_now_writes_its_line_and_ends_the_process_with_its_code_at_once(code):
+    script = (
+        "import atexit, sys\n"
+        "from queue_core.service import exit_now\n"
+        "atexit.register(lambda: print('cleanup ran', file=sys.stderr))\n"
+        f"exit_now({code}, 'worker pid=1: immediate stop: exiting')\n"
+        "print('still running')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == code
+    assert done.stderr == "worker pid=1: immediate stop: exiting\n" and done.stdout == ""
 
 
 def test_a_second_stop_signal_stops_immediately():
@@ -70,10 +122,12 @@ def test_every_meaning_needs_an_action():
 
 
 def test_backoff_doubles_up_to_its_limit_and_a_success_resets_it():
-    b = Backoff(first=0.1, limit=1.0)
-    assert [b.failed() for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    b = OutageWait(policy.Backoff(0.1, cap=1.0, jitter=0.0))
+    assert [b.failed() for _ in range(6)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
     b.succeeded()
     assert b.failed() == 0.1
+    default = OutageWait()
+    assert [default.failed() for _ in range(9)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0])
 
 
 def test_a_reload_keeps_the_old_config_when_the_new_one_is_broken(caplog):
