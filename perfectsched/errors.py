@@ -1,7 +1,8 @@
 """Error hierarchy of perfectsched.
 
 Each error is also the matching queue_core error, so ``except queue_core.AlreadyExistsError``
-catches a duplicate schedule too, and the ``IdempotentError`` marker is shared.
+catches a duplicate schedule too (and ``queue_core.IdempotentAlreadyFinishedError`` a second finish
+of an occurrence), and the ``IdempotentError`` marker is shared.
 """
 
 from __future__ import annotations
@@ -46,15 +47,15 @@ class InvalidTimezoneError(ValidationError, ValueError):
     """The timezone is not a known IANA name."""
 
 
-class IdempotentAlreadyExistsError(AlreadyExistsError, IdempotentError):
+class IdempotentAlreadyExistsError(AlreadyExistsError, qe.IdempotentAlreadyExistsError):
     """A schedule with this key already exists."""
 
 
-class IdempotentAlreadyFinishedError(AlreadyFinishedError, IdempotentError):
+class IdempotentAlreadyFinishedError(AlreadyFinishedError, qe.IdempotentAlreadyFinishedError):
     """This occurrence of the schedule was already finished."""
 
 
-class IdempotentNotFoundError(NotFoundError, IdempotentError):
+class IdempotentNotFoundError(NotFoundError, qe.IdempotentNotFoundError):
     """No schedule with this key exists."""
 
 

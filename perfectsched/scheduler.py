@@ -14,7 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import queue_core
 from queue_core import policy
@@ -185,24 +185,36 @@ class ScheduledTask:
         return f"<ScheduledTask {self.key!r} scheduled_time={self.scheduled_time}>"
 
     def _held(self, what: str, write) -> None:
-        """Run ``write(conn, store)``, a holder's transition; when it did not apply, raise why."""
+        """Run ``write(conn, store)``, a holder's transition; when it did not apply, raise why —
+        unless an earlier run of this transaction applied it (its acknowledgement was lost)."""
         store = self.scheduler.store
 
         def work(conn):
             if write(conn, store):
                 return
             row = store.get(self.key, conn)
-            if row is None:
-                raise PreemptedError(f"{what}: schedule {self.key!r} was deleted")
-            if row["error"] is not None:
-                raise PreemptedError(f"{what}: schedule {self.key!r} was set aside: {row['error']}")
-            if int(row["next_time"]) != self.scheduled_time and row["lease_token"] == self._token:
-                raise IdempotentAlreadyFinishedError(f"{what}: occurrence {self.scheduled_time} already finished")
-            if row["lease_token"] == self._token and row["leased"]:
-                raise PreemptedError(f"{what}: the lease on schedule {self.key!r} expired (held past alive_time)")
-            raise PreemptedError(f"{what}: the lease on schedule {self.key!r} was taken over")
+            if not (row is not None and self.scheduler.db.last_run_retried() and self._settled_by_me(row)):
+                self._refused(what, row)
 
         self.scheduler.db.run(work, what=what)
+
+    def _settled_by_me(self, row: Mapping) -> bool:
+        """Whether this holder finished, retried or released ``row``: only those transitions drop
+        the lease and keep its token (a lease, advance, reschedule or set-aside changes the token)."""
+        return row["lease_token"] == self._token and not row["leased"] and row["error"] is None
+
+    def _refused(self, what: str, row: Mapping | None) -> NoReturn:
+        if row is None:
+            raise PreemptedError(f"{what}: schedule {self.key!r} was deleted")
+        if row["error"] is not None:
+            raise PreemptedError(f"{what}: schedule {self.key!r} was set aside: {row['error']}")
+        if int(row["next_time"]) != self.scheduled_time and row["lease_token"] == self._token:
+            raise IdempotentAlreadyFinishedError(f"{what}: occurrence {self.scheduled_time} already finished")
+        if row["lease_token"] == self._token and row["leased"]:
+            raise PreemptedError(f"{what}: the lease on schedule {self.key!r} expired (held past alive_time)")
+        if row["lease_token"] == self._token:
+            raise PreemptedError(f"{what}: occurrence {self.scheduled_time} was already retried or released")
+        raise PreemptedError(f"{what}: the lease on schedule {self.key!r} was taken over")
 
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
         now = self.scheduler.now(now)
@@ -422,14 +434,21 @@ class Scheduler:
         schedule that cannot be computed is set aside on the way."""
         now = self.now(now)
         alive = self.queue._alive(alive_time)
+        # Drawn before the transaction: when it runs again after a transient error that may have
+        # hidden its COMMIT (a lost acknowledgement), the occurrence it already leased under this
+        # token is delivered instead of being left to expire unknown (and fire a lease late).
+        token = self.store.new_token()
 
         def work(conn):
             aside: list[rows_mod.SetAside] = []
+            if self.db.last_run_retried() and (mine := self.store.leased_under(conn, token, now + alive)):
+                return ScheduledTask(self, mine, token), aside
             for _ in range(50):
                 rows = self.store.due(conn, now, 1)
                 if not rows:
                     break
-                task = self._poll_one(conn, rows_mod.poll_plan(rows[0], now, **self._plan_options), now, alive, aside)
+                plan = rows_mod.poll_plan(rows[0], now, **self._plan_options)
+                task = self._poll_one(conn, plan, now, alive, aside, token)
                 if task is not None:
                     return task, aside
             return None, aside
@@ -438,7 +457,7 @@ class Scheduler:
         self._log_set_aside(aside)
         return task
 
-    def _poll_one(self, conn, plan, now: float, alive: float, aside: builtins.list) -> ScheduledTask | None:
+    def _poll_one(self, conn, plan, now: float, alive: float, aside: builtins.list, token: int) -> ScheduledTask | None:
         if isinstance(plan, rows_mod.SetAside):
             aside += self._set_aside(conn, [plan], now)
             return None
@@ -446,8 +465,9 @@ class Scheduler:
             self.store.advance_many(conn, [plan.advance], now)
             return None
         row = plan.row
-        token = self.store.lease(conn, row["key"], row["next_time"], plan.occurrence, now, now + alive)
-        return None if token is None else ScheduledTask(self, {**row, "next_time": plan.occurrence}, token)
+        if not self.store.lease(conn, row["key"], row["next_time"], plan.occurrence, now, now + alive, token):
+            return None
+        return ScheduledTask(self, {**row, "next_time": plan.occurrence}, token)
 
     # -- tick (the built-in submitter) -------------------------------------------------------
     def tick(self, *, now: float | None = None) -> int:

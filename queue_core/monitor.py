@@ -92,9 +92,10 @@ class TaskMonitor(threading.Thread):
             except IdempotentAlreadyFinishedError:
                 self.drop(task)  # finished by its own holder between our look and the heartbeat
             except (PreemptedError, AlreadyFinishedError) as exc:
-                log.warning("lease lost task=%s type=%s: %s", task.key, task.type, exc)
-                task.lost = True
-                self._kill(runner, exc)
+                if not task.done:  # else settled by its holder meanwhile (a schedule may be leased again)
+                    log.warning("lease lost task=%s type=%s: %s", task.key, task.type, exc)
+                    task.lost = True
+                    self._kill(runner, exc)
                 self.drop(task)
             except TaskError as exc:
                 log.warning("heartbeat failed task=%s: %s", task.key, exc)

@@ -209,16 +209,23 @@ class Processor:
             log.info("purged %d finished tasks past retention", n)
 
     def _release(self, tasks) -> None:
+        """Give back the batch's tasks not started (stopping), in one statement."""
         for t in tasks:
             self.monitor.drop(t)
-            if t.lost:  # taken over while it waited: not ours to release, but its attempt goes back
-                self._settle(t, None, 0.0, started=False)
-                continue
-            try:
-                t.release()
-                log.info("released task=%s type=%s (stopping)", t.key, t.type)
-            except TaskError as exc:
-                log.warning("release failed task=%s: %s", t.key, exc)
+        for t in [t for t in tasks if t.lost]:  # taken over while it waited: its attempt goes back
+            self._settle(t, None, 0.0, started=False)
+        held = [t for t in tasks if not t.lost]
+        if not held:
+            return
+        try:
+            n = self.queue.release_many(held)
+        except TaskError as exc:
+            log.warning("release of %d tasks failed (their leases will expire): %s", len(held), exc)
+            return
+        for t in held:
+            log.info("released task=%s type=%s (stopping)", t.key, t.type)
+        if n < len(held):
+            log.info("%d of the %d tasks to release were taken over or finished meanwhile", len(held) - n, len(held))
 
     def process(self, task) -> None:
         if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited

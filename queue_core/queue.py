@@ -269,6 +269,20 @@ class Queue:
         lost = self.store.settle(self._settle_entries(plain, now), now, also=more.write)
         return self._mark_settled(plain, lost, now) + more.mark(now)
 
+    def release_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> int:
+        """Give back several held tasks unrun, due now, their attempts given back (as
+        ``task.release()`` does), one statement per claim. Returns how many were still held: the
+        others were taken over or finished meanwhile, and are left as they are."""
+        now = self.now(now)
+        by_token: dict[int, list[AcquiredTask]] = {}
+        for t in self._split(tasks)[0]:
+            by_token.setdefault(t._token, []).append(t)
+        held = sum(self.store.release_batch([t._id for t in group], token, now) for token, group in by_token.items())
+        for group in by_token.values():
+            for t in group:
+                t._mark_released(now)
+        return held
+
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
         """The plain and the deferred finishes of ``tasks``, each task once (listed twice: finished once)."""
         tasks = list({id(t): t for t in tasks}.values())

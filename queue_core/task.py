@@ -284,8 +284,11 @@ class AcquiredTask:
         now = self.queue.now(now)
         with self._lock:
             self.queue.store.release(self._id, self._token, now)  # policy: a release spends no attempt
-            self.status, self.done, self.run_at = "waiting", True, now
-            self.attempts = policy.attempts_after(policy.LeaseEnd.RELEASED, self.attempts)
+            self._mark_released(now)
+
+    def _mark_released(self, now: float) -> None:
+        self.status, self.done, self.run_at = "waiting", True, now
+        self.attempts = policy.attempts_after(policy.LeaseEnd.RELEASED, self.attempts)
 
     def lost_before_start(self) -> None:
         """Its lease was taken over while it waited in its batch: give back the attempt it counted."""

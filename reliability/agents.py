@@ -4,12 +4,15 @@ SPEC is a JSON object. Kinds:
 
 ``worker``     a real ``perfectqueue run`` worker (supervisor and children) serving
                :class:`reliability.handlers.Worker`; SPEC = worker settings (config keys).
-``scheduler``  a real ``perfectsched run`` loop in real time; SPEC = scheduler settings.
+``scheduler``  a real ``perfectsched run`` loop in real time; SPEC = scheduler settings, and
+               ``target`` (``module:name``) to run that handler on leased occurrences instead
+               of the built-in submitter.
 ``simtick``    a scheduler on an injected clock: ticks at the simulated time read from
                ``clock_file`` (written by the scenario) every ``interval`` s.
 ``submit``     ``threads`` submitters, each writing ``ack`` to ``ledger`` after ``submit``
                returned and ``error:<Type>`` when it raised, until ``stop_file`` exists or
-               ``count`` tasks per thread were acknowledged. Task data: ``data``, or the
+               ``count`` tasks per thread were acknowledged (from when ``start_file`` exists,
+               if given). Task data: ``data``, or the
                items of ``mix`` in turn; ``users``/``caps``/``priorities`` are drawn at random.
 """
 
@@ -35,8 +38,10 @@ def worker(spec: dict) -> int:
 
 def scheduler(spec: dict) -> int:
     from perfectsched.runner import run_scheduler
+    from queue_core import worker
 
-    return run_scheduler(spec)
+    target = spec.pop("target", None)
+    return run_scheduler(spec, target=worker.load_target(target) if target else None)
 
 
 def simtick(spec: dict) -> int:
@@ -55,6 +60,8 @@ def submit(spec: dict) -> int:
 
     q = queue_core.open(spec["url"], spec["table"], pool_size=spec["threads"])
     stop = Path(spec["stop_file"])
+    while spec.get("start_file") and not Path(spec["start_file"]).exists():
+        time.sleep(0.02)
     threads = [threading.Thread(target=_submitter, args=(q, spec, stop, i)) for i in range(spec["threads"])]
     for t in threads:
         t.start()

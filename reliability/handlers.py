@@ -1,6 +1,7 @@
 """The worker target of every scenario: ``reliability.handlers:Worker``.
 
-It serves two kinds of work, both recording each execution in the ledger named by the
+It serves two kinds of work (and :func:`fire` is a handler of schedule occurrences for
+``perfectsched run``), both recording each execution in the ledger named by the
 environment variable ``REL_LEDGER`` (see :mod:`reliability.ledger`):
 
 * tasks of type ``rel_task`` (:class:`Task`), whose data says what the execution does: sleep,
@@ -93,6 +94,18 @@ class Task(queue_core.Application):
             record(self.task.key, self.task.attempts, f"late:{type(exc).__name__}")
         else:
             record(self.task.key, self.task.attempts, "late:accepted")
+
+
+def fire(task) -> None:
+    """A ``perfectsched run`` handler (a target of leased occurrences): submits the occurrence's
+    task under the built-in submitter's key ``<schedule>.<scheduled time>``, recording the firing
+    as ``fire`` in the ledger (``fire:again`` when that task existed already)."""
+    key = f"{task.key}.{task.scheduled_time}"
+    record(key, task.attempts, "fire")
+    try:
+        task.queue.submit(key, TASK_TYPE, task.data)
+    except queue_core.IdempotentAlreadyExistsError:
+        record(key, task.attempts, "fire:again")
 
 
 dag = pqflow.Workflow("rel_dag", retries=0, retry_wait=0)

@@ -13,6 +13,9 @@ Every ``interval`` it reads the leased live rows and records:
 * **per-user live leases** (``timeout > now``), to check ``max_running`` caps.
 
 Database errors (the server may be down on purpose) are counted and sampling goes on.
+
+:class:`ScheduleLeaseWatch` samples the live leases of a perfectsched schedule table: how long
+each lease of an occurrence was held.
 """
 
 from __future__ import annotations
@@ -113,3 +116,36 @@ class LeaseWatch(threading.Thread):
             for c in self.cut.values():
                 out.setdefault(c.pid, []).append(c)
         return out
+
+
+class ScheduleLeaseWatch(threading.Thread):
+    """A sampler of a perfectsched schedule table's live leases: how long each lease of an
+    occurrence, ``(schedule key, occurrence)``, was seen held. A ``perfectsched run`` loop holds
+    an occurrence while its handler runs; a lease nobody holds (a poll whose acknowledgement was
+    lost, leasing again under a new token) stays until it expires: a whole ``alive_time``."""
+
+    def __init__(self, sched, interval: float = 0.25):
+        super().__init__(name=f"schedule-lease-watch-{sched.table}", daemon=True)
+        self.sched, self.interval = sched, interval
+        self.seen: dict[tuple[str, int], list[float]] = {}  # lease -> [first, last] seen
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            now = time.time()
+            try:
+                held = [(m.key, m.next_time) for m in self.sched.list() if m.leased and m.timeout > now]
+            except Exception:  # noqa: BLE001 - a sample lost is no finding
+                held = []
+            for lease in held:
+                self.seen.setdefault(lease, [now, now])[1] = now
+            self._halt.wait(self.interval)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+    def longest(self) -> tuple[float, tuple[str, int] | None]:
+        """The longest time a lease was seen held, and which."""
+        spans = [(last - first, lease) for lease, (first, last) in self.seen.items()]
+        return max(spans, default=(0.0, None))

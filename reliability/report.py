@@ -36,6 +36,7 @@ NOTES = {
     "soak": ["rss_mb_first_last", "fds_first_last", "db_sessions_first_last", "runs"],
     "clock_skew": ["skews", "step", "submitted", "run_now_max_wait_s", "reexecutions"],
     "paused_holders": ["pauses", "reruns", "told_lost", "max_per_user"],
+    "lost_acks": ["faults", "occurrences", "attempts_spent", "run_now_max_wait_s", "schedule_lease_max_s"],
 }
 
 

@@ -76,10 +76,12 @@ class Stage:
         return self.fleet.agent("worker", self.worker_settings(**overrides), name=name,
                                 env={LEDGER_ENV: str(self.ledger_path), **(env or {})})
 
-    def scheduler(self, **settings: Any) -> Proc:
-        """Start a real ``perfectsched run`` loop submitting this stage's schedules."""
+    def scheduler(self, name: str = "scheduler", *, env: dict | None = None, **settings: Any) -> Proc:
+        """Start a real ``perfectsched run`` loop submitting this stage's schedules (or those of
+        ``schedule_table``; ``target``: a handler of leased occurrences, see :mod:`reliability.agents`)."""
         return self.fleet.agent("scheduler", {"url": self.url, "table": self.table, "log_level": "WARNING",
-                                              "schedule_table": self.tables.schedules, **settings})
+                                              "schedule_table": self.tables.schedules, **settings}, name=name,
+                                env={LEDGER_ENV: str(self.ledger_path), **(env or {})})
 
     def submitter(self, name: str = "submitter", *, env: dict | None = None, **spec: Any) -> Proc:
         """Start submitter threads (see :mod:`reliability.agents`) that acknowledge into

@@ -157,12 +157,14 @@ class ScheduleStore(VersionedTables):
     def delete(self, conn, key: str) -> bool:
         return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount == 1
 
-    def lease(self, conn, key: str, expected: int, occurrence: int, now: float, expires: float) -> int | None:
+    #: a new lease token: ``poll`` draws it before its transaction (see :meth:`leased_under`)
+    new_token = staticmethod(new_token)
+
+    def lease(self, conn, key: str, expected: int, occurrence: int, now: float, expires: float, token: int) -> bool:
         """Lease the due schedule still at ``expected`` for its occurrence ``occurrence`` (at or
-        after ``expected``: the catch-up policy may skip some) until ``expires``; returns the
-        new lease token, or None when the schedule was not so."""
-        token = new_token()
-        done = self._write(
+        after ``expected``: the catch-up policy may skip some) until ``expires`` under ``token``;
+        returns whether it applied (False: the schedule was not so)."""
+        return self._write(
             conn,
             key,
             "lease",
@@ -170,7 +172,14 @@ class ScheduleStore(VersionedTables):
             now=now,
             expected=expected,
         )
-        return token if done else None
+
+    def leased_under(self, conn, token: int, expires: float) -> dict | None:
+        """The schedule a poll with ``token`` leased until ``expires``, if an earlier run of its
+        transaction committed (its acknowledgement lost); found through the timeout index."""
+        t = self.t
+        held = sa.select(t).where(t.c.timeout == expires, t.c.lease_token == token, t.c.leased == 1)
+        r = conn.execute(held).first()
+        return dict(r._mapping) if r else None
 
     def heartbeat(self, conn, key: str, token: int, expires: float, now: float) -> bool:
         """Extend the lease, unexpired at ``now``, to ``expires`` (an expired one is never revived)."""

@@ -10,7 +10,7 @@ as a typed error. Nothing is ever written by id alone after a refusal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
@@ -86,6 +86,17 @@ class TaskChanges:
         values = dict(leased=0, timeout=now, run_at=now, owner=None)
         self._held(conn, id_, token, "release", values | self._attempts_after(policy.LeaseEnd.RELEASED))
 
+    def release_batch(self, ids: Sequence[int], token: int, now: float) -> int:
+        """The holder of a batch (the token of one claim) gives back those of its tasks it has not
+        run, due ``now``, in one statement, their attempts given back. Returns how many it still
+        held (the others were taken over or finished meanwhile: not its to release)."""
+        if not ids:
+            return 0
+        t = self.t
+        values = dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
+        stmt = sa.update(t).where(t.c.id.in_(list(ids)), *task_where(t, "release", token=token)).values(**values)
+        return self.db.run(lambda c: c.execute(stmt).rowcount, what="release")
+
     def return_attempt(self, id_: int, lost_token: int) -> None:
         """Give back the attempt of the lease ``lost_token``, taken over before its handler started:
         the row's later holder keeps its own, whether it still holds it or not."""
@@ -107,12 +118,23 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, token=token)).values(**values)
 
         def work(c) -> None:
-            if c.execute(stmt).rowcount != 1:
+            if c.execute(stmt).rowcount != 1 and not self._applied_before(c, id_, token, name):
                 self._diagnose(c, id_, token, name)
 
         if conn is not None:
             return work(conn)
         self.db.run(work, what=name)
+
+    def _applied_before(self, conn, id_: int, token: int, name: str) -> bool:
+        """Whether an earlier run of this transaction applied the holder's ``name`` (finish, retry,
+        release) and committed it, its acknowledgement lost: the row is settled under ``token``."""
+        if not self.db.last_run_retried():
+            return False
+        t = self.t
+        row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased).where(t.c.id == id_)).first()
+        if row is None or row.lease_token != token:
+            return False
+        return row.state == FINISHED if name == "finish" else (row.state != FINISHED and not row.leased)
 
     def _diagnose(self, conn, id_: int, token: int, op: str) -> NoReturn:
         """Raise the reason why a fenced update of the holder of ``token`` matched nothing."""

@@ -157,7 +157,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_W],
             [Fence.TOKEN],
-            "TaskStore.release",
+            "TaskStore.release, TaskStore.release_batch",
             "the holder gives the task back unrun, due now, its attempt given back",
         ),
         _task(

@@ -216,6 +216,27 @@ def test_task_release(queue):
     refused(queue, "k", PreemptedError, lambda: a.release(now=T0 + 4))
 
 
+def test_task_release_batch(queue):
+    """One claim's unstarted tasks given back in one statement: only those the token still holds."""
+    for k in ("a", "b", "c", "d"):
+        queue.submit(k, "t", {}, now=T0)
+    batch = queue.poll_multi(4, alive_time=10, now=T0)
+    assert len({t.lease_token for t in batch}) == 1
+    by_key = {t.key: t for t in batch}
+    by_key["b"].finish(now=T0 + 1)  # finished meanwhile: not released
+    n = queue.release_many([by_key[k] for k in ("a", "b", "c")], now=T0 + 2)
+    assert n == 2
+    for k in ("a", "c"):
+        r = row(queue, k)
+        assert (r["state"], r["leased"], r["timeout"], r["attempts"]) == (0, 0, T0 + 2, 0)
+    assert row(queue, "b")["state"] == 1 and row(queue, "d")["leased"] == 1
+    token = by_key["d"].lease_token
+    ids = [by_key[k].row_id for k in ("a", "b", "c")]
+    assert unchanged(queue, "a", lambda: queue.store.release_batch(ids, token, T0 + 3)) == 0  # released before
+    assert unchanged(queue, "d", lambda: queue.store.release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == 0
+    assert queue.store.release_batch([], token, T0 + 3) == 0
+
+
 def taken_over(q, key):
     """A lease of ``key`` that expired and the lease another claim took over (attempts 2)."""
     first = held(q, key)
@@ -433,12 +454,12 @@ def test_schedule_add(sched):
 def test_schedule_lease(sched):
     every_minute(sched)
     st = sched.store
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 - 1, T0 + 9)) is None  # not due
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0) + M, int(T0) + M, T0, T0 + 9)) is None  # stale
-    token = sched.db.run(lambda c: st.lease(c, "s", int(T0), int(T0), T0, T0 + 10), what="test")
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 - 1, T0 + 9, 7)) is False  # not due
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0) + M, int(T0) + M, T0, T0 + 9, 7)) is False  # stale
+    assert sched.db.run(lambda c: st.lease(c, "s", int(T0), int(T0), T0, T0 + 10, 5), what="test") is True
     r = srow(sched)
-    assert (r["leased"], r["lease_token"], r["timeout"], r["next_time"]) == (1, token, T0 + 10, T0)
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 9, T0 + 19)) is None  # held
+    assert (r["leased"], r["lease_token"], r["timeout"], r["next_time"]) == (1, 5, T0 + 10, T0)
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 9, T0 + 19, 7)) is False  # held
 
 
 def test_schedule_advance(sched):
@@ -467,7 +488,7 @@ def test_schedule_set_aside(sched):
         "why", 0, None, T0, T0, FOREVER)  # never due; the occurrence it stopped at kept
     assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "again", T0 + 99 * M)) is False
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M)) is None
+    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M, 7)) is False
     assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 99 * M)) == 0
     assert st.count_due(T0 + 99 * M) == 0
 

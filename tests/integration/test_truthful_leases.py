@@ -8,15 +8,18 @@ a capped one.
 
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
+from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the store's fault injection
 
 import queue_core
+from perfectsched import IdempotentAlreadyFinishedError
 from queue_core import PreemptedError
-from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the store's fault injection
+from queue_core.monitor import TaskMonitor
 
 
 # -- a heartbeat never revives an expired lease -----------------------------------------------
@@ -91,6 +94,26 @@ def test_a_limited_task_whose_claim_lost_its_commit_ack_runs_once(queue, clock):
     assert [(m.key, m.outcome, m.attempts) for m in queue.list()] == [("a", "success", 1), ("b", "success", 1)]
 
 
+@pytest.mark.parametrize("settle", ["finish", "retry", "release"])
+def test_a_holder_whose_commit_ack_was_lost_is_not_refused(queue, clock, settle):
+    """Regression: the retried finish found its own finish applied and raised
+    IdempotentAlreadyFinishedError (a retry or release: PreemptedError "already released or
+    retried"), which the worker logged as a task it could not settle."""
+    queue.submit("k", "t")
+    task = queue.poll(alive_time=10)
+    with ack_lost_once(queue, settle) as fired:
+        getattr(task, settle)(**({"retry_wait": 0} if settle == "retry" else {}))
+    assert fired["fired"] == 1 and task.done
+    m = queue["k"].metadata()
+    if settle == "finish":
+        assert (m.status, m.outcome) == ("finished", "success")
+        with pytest.raises(queue_core.IdempotentAlreadyFinishedError):
+            task.finish()  # finishing twice is still refused
+    else:
+        assert (m.status, m.attempts) == ("waiting", 1 if settle == "retry" else 0)  # a release spends none
+        assert [t.key for t in queue.poll_multi(5, alive_time=10)] == ["k"]
+
+
 def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
     for k in "ab":
         queue.submit(k, "t")
@@ -101,6 +124,75 @@ def test_a_retried_claim_that_had_not_committed_claims_anew(queue, clock):
     for t in got:
         t.finish()
     assert [(m.outcome, m.attempts) for m in queue.list()] == [("success", 1)] * 2
+
+
+# -- a schedule lease or holder transition whose COMMIT acknowledgement was lost ----------------
+M0 = 1_700_000_000 - 1_700_000_000 % 60  # a minute boundary
+
+
+def test_a_schedule_lease_whose_commit_ack_was_lost_delivers_its_occurrence(sched):
+    """Regression (issue 12, reliability scenario lost_acks): the retried poll drew a new token,
+    found the schedule it had leased held and leased the next due one; the first occurrence was
+    left leased under a token nobody knew, and fired a lease late."""
+    sched.add("a", "t", cron="* * * * *", now=M0 - 1)
+    sched.add("b", "t", cron="* * * * *", delay=5, now=M0 - 1)  # due after a: what a new poll leases next
+    with ack_lost_once(sched, "poll schedules") as fired:
+        got = sched.poll(alive_time=30, now=M0 + 10)
+    assert fired["fired"] == 1  # the first attempt committed, and was run again
+    assert (got.key, got.scheduled_time) == ("a", M0)
+    got.finish(now=M0 + 11)  # held under the token its holder knows
+    nxt = sched.poll(alive_time=30, now=M0 + 12)
+    assert (nxt.key, nxt.scheduled_time) == ("b", M0)
+    nxt.finish(now=M0 + 13)
+    assert sched.poll(alive_time=30, now=M0 + 14) is None  # nothing held under an unknown token
+    assert {m.key: m.next_time for m in sched.list()} == {"a": M0 + 60, "b": M0 + 60}
+
+
+@pytest.mark.parametrize("settle", ["finish", "retry", "release"])
+def test_a_schedule_holder_whose_commit_ack_was_lost_is_not_refused(sched, settle):
+    """Regression (issue 12, reliability scenario lost_acks): the retried finish found its own
+    finish applied and raised IdempotentAlreadyFinishedError (a retry or release: PreemptedError
+    "taken over"); ``perfectsched run`` logged it as an occurrence it could not settle."""
+    sched.add("s", "t", cron="* * * * *", now=M0 - 1)
+    task = sched.poll(alive_time=30, now=M0)
+    with ack_lost_once(sched, settle) as fired:
+        getattr(task, settle)(now=M0 + 1, **({"retry_wait": 0} if settle == "retry" else {}))
+    assert fired["fired"] == 1 and task.done
+    again = sched.poll(alive_time=30, now=M0 + 2)
+    if settle == "finish":
+        assert again is None and sched["s"].metadata().next_time == M0 + 60
+        with pytest.raises(IdempotentAlreadyFinishedError):
+            task.finish(now=M0 + 3)  # finishing twice is still refused
+    else:
+        assert again is not None and again.scheduled_time == M0  # handed out again, once
+
+
+@pytest.mark.parametrize("meanwhile", ["finish applied", "next occurrence leased"])
+def test_a_heartbeat_racing_its_occurrences_finish_is_no_lost_lease(sched, caplog, meanwhile):
+    """Regressions (reliability scenario lost_acks): the monitor of ``perfectsched run`` took a
+    heartbeat that lost the race with its occurrence's finish for a lost lease — a warning "lease
+    lost" and the handler's kill — when the finish had applied (MariaDB: perfectsched's
+    IdempotentAlreadyFinishedError was not queue_core's) or when the loop had leased the schedule's
+    next occurrence already ("taken over", SQLite). A heartbeat or finish run again after a lost
+    acknowledgement takes longer and widens that window."""
+    sched.add("s", "t", cron="* * * * *", now=M0 - 1)
+    task = sched.poll(alive_time=30, now=M0)
+    monitor = TaskMonitor({"task_heartbeat_interval": 1, "child_heartbeat_interval": 1, "alive_time": 30})
+    monitor.hold(task)
+    heartbeat = task.heartbeat
+
+    def racing(**kw):  # the monitor looked at the task; meanwhile its holder settles it
+        task.finish(now=M0 + 1)
+        if meanwhile == "finish applied":
+            task.done = False  # ... and has not returned yet
+        else:  # ... and its loop polls again
+            assert sched.poll(alive_time=30, now=M0 + 61).scheduled_time == M0 + 60
+        return heartbeat(**kw)
+
+    task.heartbeat = racing
+    with caplog.at_level(logging.WARNING):
+        monitor._heartbeat_all()  # what the monitor thread does every task_heartbeat_interval
+    assert not getattr(task, "lost", False) and not caplog.records
 
 
 # -- a fair-share claim delivers the row as it locked it ----------------------------------------

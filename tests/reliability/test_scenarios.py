@@ -23,6 +23,7 @@ from reliability.scenarios import (
     db_restarts,
     graceful_restart,
     long_tasks,
+    lost_acks,
     paused_holders,
     scheduler_storm,
     worker_crashes,
@@ -122,3 +123,9 @@ def test_clock_skew(backend, tmp_path):
 def test_paused_holders(backend, tmp_path):
     r = passed(paused_holders.run(make_context(backend, tmp_path), paused_holders.QUICK))
     assert r.kills >= 1 and r.figures["max_per_user"] <= 1
+
+
+@backends(lost_acks)
+def test_lost_acks(backend, tmp_path):
+    r = passed(lost_acks.run(make_context(backend, tmp_path), lost_acks.QUICK))
+    assert r.kills >= len(lost_acks.REQUIRED) and r.figures["occurrences"] > 0
