@@ -111,7 +111,7 @@ def _time(ts: float | None, zone: str) -> str:
     schedule is then set aside when due, and ``show`` tells why)."""
     try:
         return format_time(ts, zone)
-    except ConfigError:
+    except (ConfigError, OSError):  # OSError: a zone name edited by hand into a path
         return format_time(ts)
 
 
@@ -119,8 +119,18 @@ def _data_text(data: dict) -> str:
     return json_text(data, sort_keys=True, separators=(",", ":"))
 
 
+def _status(m: ScheduleMetadata) -> str:
+    """``active``, ``set_aside``, or ``corrupt``: active, but it cannot be computed as stored (a
+    row edited by hand, a zone this host lacks); the scheduler sets it aside when it is due."""
+    return "corrupt" if m.status == "active" and m.problem is not None else m.status
+
+
+def _shown(m: ScheduleMetadata) -> dict:
+    return m.to_dict() | {"status": _status(m)}
+
+
 def _json_meta(m: ScheduleMetadata) -> dict:
-    out = m.to_dict()
+    out = _shown(m)
     for f in TIME_FIELDS:
         out[f + "_iso"] = _time(out[f], m.timezone)
     return out
@@ -230,8 +240,9 @@ def add(
 def list_cmd(fmt: str) -> None:
     """List schedules (next due first); times in each schedule's own timezone.
 
-    status is active, or set_aside: the schedule cannot be computed and never fires until it is
-    modified or resumed ('show KEY' tells why).
+    status is active; set_aside: the schedule cannot be computed and never fires until it is
+    modified or resumed; or corrupt: it cannot be computed as stored (a row edited by hand) and is
+    set aside when it is due. 'show KEY' tells why.
     """
     with _open() as sc:
         rows = list(sc.list())
@@ -250,7 +261,7 @@ def list_cmd(fmt: str) -> None:
                 "next_run_time": _time(m.next_run_time, m.timezone),
                 "catchup": m.catchup,
                 "dst": m.dst,
-                "status": m.status,
+                "status": _status(m),
                 "data": _data_text(m.data),
             }
             for m in rows
@@ -277,13 +288,14 @@ def _show_value(name: str, value: Any, zone: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @sched_options
 def show(key: str, fmt: str) -> None:
-    """Show every field of one schedule (error: why a set-aside schedule cannot be computed)."""
+    """Show every field of one schedule as stored (error: why a set-aside schedule cannot be
+    computed; problem: why one cannot be computed as stored, column first)."""
     with _open() as sc:
-        meta = sc[key].metadata()
+        meta = sc[key].metadata(check=False)
     if fmt == "json":
         print_json(_json_meta(meta))
         return
-    for name, value in meta.to_dict().items():
+    for name, value in _shown(meta).items():
         click.echo(f"{name + ':':<15} {_show_value(name, value, meta.timezone)}")
 
 

@@ -1,12 +1,14 @@
 """What a stored schedule row does when it is due, decided without the database (pure functions).
 
 A row is read as it is stored: any column may have been edited by hand, or name a timezone this
-host's tzdata lacks. :func:`check` applies to it the rules ``add`` applies to its arguments and
-raises a ValidationError saying what is wrong. :func:`tick_plan` and :func:`poll_plan` decide
-what a due row does: fire (tasks to submit, or an occurrence to lease) and advance, or — when it
-cannot be computed — be set aside with the reason (:class:`SetAside`). Nothing here reads or
-writes the database, so an error raised here is the schedule's, never the database's.
-"""
+host's tzdata lacks. :func:`check` applies to it the rules ``add`` applies to its arguments, then
+the store's check of every column (:mod:`queue_core.store.rowcheck`: also a lease flag or token, a
+time or a created_at perfectsched never writes), and raises a ValidationError saying what is wrong
+and where (``invalid cron '61 * * * *': ...``, ``column leased: 7, outside 0..1 ...``).
+:func:`tick_plan` and :func:`poll_plan` decide what a due row does: fire (tasks to submit, or an
+occurrence to lease) and advance, or — when it cannot be computed — be set aside with the reason
+(:class:`SetAside`). Nothing here reads or writes the database, so an error raised here is the
+schedule's, never the database's."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from queue_core import errors as qe
+from queue_core.store import rowcheck
 from queue_core.validate import check_name, check_time, encode_data
 
 from . import catchup as catchup_mod
@@ -37,15 +41,35 @@ def check_key(key: Any) -> str:
     return key
 
 
-def check_spec(cron: Any, timezone: Any, delay: Any, catchup: Any, dst: Any) -> tuple[str, str, int, str, str]:
-    """The cron expression, timezone, delay, catch-up and DST policies, normalised (or ValidationError)."""
-    cron = cronlib.validate_cron(cron)
-    tz = cronlib.validate_timezone(timezone).key
+def _delay(delay: Any) -> int:
     if isinstance(delay, bool) or not isinstance(delay, int) or not (0 <= delay <= MAX_DELAY):
         raise ValidationError(f"delay must be whole seconds between 0 and {MAX_DELAY}, not {delay!r}")
+    return delay
+
+
+def _catchup(catchup: Any) -> str:
     if catchup not in catchup_mod.POLICIES:
         raise ValidationError(f"catchup must be one of {', '.join(catchup_mod.POLICIES)}, not {catchup!r}")
-    return cron, tz, delay, catchup, cronlib.validate_dst(dst)
+    return catchup
+
+
+def _timezone(name: Any) -> str:
+    return cronlib.validate_timezone(name).key
+
+
+#: the checks of a schedule's spec, by column, in the order ``add`` applies them
+SPEC: dict[str, Callable[[Any], Any]] = {
+    "cron": cronlib.validate_cron,
+    "timezone": _timezone,
+    "delay": _delay,
+    "catchup": _catchup,
+    "dst": cronlib.validate_dst,
+}
+
+
+def check_spec(cron: Any, timezone: Any, delay: Any, catchup: Any, dst: Any) -> tuple[str, str, int, str, str]:
+    """The cron expression, timezone, delay, catch-up and DST policies, normalised (or ValidationError)."""
+    return cronlib.validate_cron(cron), _timezone(timezone), _delay(delay), _catchup(catchup), cronlib.validate_dst(dst)
 
 
 @dataclass(frozen=True)
@@ -69,33 +93,59 @@ def _data(text: Any, limit: int) -> dict:
     return data
 
 
+def _column(name: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """``check(value)``. Its ValidationError, which names what it checked in its own words
+    (``invalid cron ...``, ``delay must be ...``), propagates as it is; another error (a wrong type
+    that ``json`` or ``zoneinfo`` raise on) becomes one naming the column."""
+    try:
+        return check(value)
+    except qe.ValidationError:
+        raise
+    except CANNOT_COMPUTE as exc:
+        raise ValidationError(f"column {name}: {reason(exc)}") from None
+
+
+def _whole_time(value: Any) -> int:
+    t = check_time(value, "next_time")
+    if not t.is_integer():
+        raise ValidationError(f"next_time {value!r} is not whole seconds")
+    return int(t)
+
+
 def check(row: Mapping, max_data_size: int) -> Checked:
-    """The row checked as ``add`` checks its arguments, its next occurrence computable; else
-    ValidationError (or one of :data:`CANNOT_COMPUTE`) saying why."""
-    check_name(row["type"], "schedule type")
-    cron, timezone, delay, catchup, dst = check_spec(*_spec_columns(row))
-    spec = {"cron": cron, "timezone": timezone, "delay": delay, "catchup": catchup, "dst": dst}
-    next_time = check_time(row["next_time"], "next_time")
-    if not next_time.is_integer():
-        raise ValidationError(f"next_time {row['next_time']!r} is not whole seconds")
-    cronlib.next_time(cron, next_time, timezone, dst)
-    return Checked(
-        key=check_key(row["key"]),
-        type=row["type"],
+    """The row checked as ``add`` checks its arguments, its next occurrence computable, every
+    column holding a value perfectsched writes; else a ValidationError naming the column."""
+    type_ = _column("type", lambda v: check_name(v, "schedule type"), row["type"])
+    spec = {name: _column(name, spec_check, row[name]) for name, spec_check in SPEC.items()}
+    next_time = _column("next_time", _whole_time, row["next_time"])
+    _column("next_time", lambda t: cronlib.next_time(spec["cron"], t, spec["timezone"], spec["dst"]), next_time)
+    checked = Checked(
+        key=_column("key", check_key, row["key"]),
+        type=type_,
         spec=spec,
-        data=_data(row["data"], max_data_size),
-        next_time=int(next_time),
-        next_run_time=check_time(row["next_run_time"], "next_run_time"),
+        data=_column("data", lambda v: _data(v, max_data_size), row["data"]),
+        next_time=next_time,
+        next_run_time=_column("next_run_time", lambda v: check_time(v, "next_run_time"), row["next_run_time"]),
     )
+    found = rowcheck.problem(row, rowcheck.SCHEDULE_COLUMNS)
+    if found is not None:
+        column, wrong = found
+        raise ValidationError(f"column {column}: {wrong} (perfectsched never writes that: edited by hand?)")
+    return checked
 
 
-def _spec_columns(row: Mapping) -> tuple:
-    return row["cron"], row["timezone"], row["delay"], row["catchup"], row["dst"]
+def problem(row: Mapping, max_data_size: int) -> str | None:
+    """Why the stored ``row`` cannot be computed (:func:`check`, in one line); None when it can."""
+    try:
+        check(row, max_data_size)
+    except CANNOT_COMPUTE as exc:
+        return reason(exc)
+    return None
 
 
 def reason(exc: BaseException) -> str:
     """Why a row cannot be computed, in one line."""
-    text = str(exc) if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
+    text = str(exc) if isinstance(exc, qe.ValidationError) else f"{type(exc).__name__}: {exc}"
     return " ".join(text.split())[:MAX_REASON]
 
 

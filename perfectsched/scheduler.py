@@ -64,6 +64,10 @@ class ScheduleMetadata:
     status: str = "active"
     #: why it was set aside (None while active)
     error: str | None = None
+    #: why it cannot be computed as stored, column first (``column cron: invalid cron ...``): a
+    #: value perfectsched never writes (a row edited by hand), a timezone this host lacks. None
+    #: when it can. An active schedule with a problem is set aside when it is due.
+    problem: str | None = None
 
     def to_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -84,7 +88,7 @@ def _shown_data(text: str) -> dict:
         return {"value": text}
 
 
-def _meta(row: Mapping) -> ScheduleMetadata:
+def _meta(row: Mapping, problem: str | None) -> ScheduleMetadata:
     return ScheduleMetadata(
         key=row["key"],
         type=row["type"],
@@ -100,6 +104,7 @@ def _meta(row: Mapping) -> ScheduleMetadata:
         leased=bool(row["leased"]),
         status="active" if row["error"] is None else "set_aside",
         error=row["error"],
+        problem=problem,
     )
 
 
@@ -115,11 +120,19 @@ class Schedule:
     def exists(self) -> bool:
         return self.scheduler.store.get(self.key) is not None
 
-    def metadata(self) -> ScheduleMetadata:
-        row = self.scheduler.store.get(self.key)
+    def metadata(self, *, check: bool = True) -> ScheduleMetadata:
+        """The schedule as stored, with the ``problem`` that keeps it from being computed, if any.
+        With ``check``, an active schedule whose row holds a value perfectsched never writes (edited
+        by hand) raises CorruptRowError naming the table, the key and the column rather than being
+        returned as if it could run; a set-aside one is returned (its ``error`` says why). Without,
+        it is returned as stored, as :meth:`Scheduler.list` returns it."""
+        sched = self.scheduler
+        row = sched.store.get(self.key)
         if row is None:
             raise NotFoundError(f"schedule {self.key!r} not found")
-        return _meta(row)
+        if check and row["error"] is None:
+            sched.store.check(row)
+        return sched.describe(row)
 
     def delete(self) -> None:
         def work(conn):
@@ -131,7 +144,9 @@ class Schedule:
     def resume(self, now: float | None = None) -> bool:
         """Bring back a set-aside schedule as it is, from the occurrence it stopped at (its catch-up
         policy decides about the ones missed since). Returns False for an active schedule (nothing
-        to do); raises a ValidationError saying why when it still cannot be computed (nothing written)."""
+        to do); raises a ValidationError saying why when it still cannot be computed, every column
+        checked as the scheduler checks it (nothing written: it stays set aside, never cleared only
+        to be set aside again)."""
         sched = self.scheduler
         now = sched.now(now)
 
@@ -357,15 +372,17 @@ class Scheduler:
             if written is None:
                 raise IdempotentNotFoundError(f"schedule {key!r} not found")
             self.check(written)  # raises: the transaction rolls back
-            return _meta(written)
+            return _meta(written, None)
 
         return self.db.run(work, what="modify schedule")
 
     def _change(self, conn, row: Mapping, spec: dict, other: dict, now: float) -> None:
-        """``configure`` the locked ``row``, or ``reschedule`` it from now (new times, or set aside)."""
+        """``configure`` the locked ``row``, or ``reschedule`` it from now (new times, or a row set
+        aside or that cannot be computed as stored: its lease and time columns written anew)."""
         merged = [row[k] if v is None else v for k, v in spec.items()]
         c, tz, d, cu, ds = rows_mod.check_spec(*merged)
-        if row["error"] is None and (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"]):
+        same = (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"])
+        if same and row["error"] is None and self.problem(row) is None:
             self.store.configure(conn, row["key"], now, catchup=cu, **other)
             return
         nt = cronlib.cron_time(c, now, tz, ds)
@@ -379,7 +396,17 @@ class Scheduler:
         return Schedule(self, key)
 
     def list(self) -> Iterator[ScheduleMetadata]:
-        return iter([_meta(r) for r in self.store.list()])
+        """Every schedule as stored, next due first: one that cannot be computed too, with its
+        ``problem`` (a row edited by hand never hides the others, nor makes the list fail)."""
+        return iter([self.describe(r) for r in self.store.list()])
+
+    def problem(self, row: Mapping) -> str | None:
+        """Why the stored ``row`` cannot be computed (:func:`perfectsched.rows.problem`); None when it can."""
+        return rows_mod.problem(row, self.queue.config["max_data_size"])
+
+    def describe(self, row: Mapping) -> ScheduleMetadata:
+        """The stored ``row`` as a :class:`ScheduleMetadata`, with its problem."""
+        return _meta(row, self.problem(row))
 
     # -- what a due schedule does ---------------------------------------------------------------
     @property

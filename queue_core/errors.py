@@ -57,6 +57,20 @@ class SchemaError(DatabaseError):
     """The table is missing or has an unsupported schema version."""
 
 
+class ForeignTableError(SchemaError):
+    """The table named is not one of this kind of pq table (another program's, or a pq table of
+    another kind): pq neither reads, writes nor alters it."""
+
+
+class CorruptRowError(DatabaseError):
+    """A row holds a value pq never writes (edited by hand or by another program)."""
+
+
+class AccessDeniedError(DatabaseError):
+    """The database refused the statement to this account: a privilege it lacks, or a
+    read-only replica, transaction or file."""
+
+
 class UndefinedDecisionError(TaskError):
     """A handler decided something its decider does not define."""
 

@@ -7,7 +7,8 @@ The command-line tools (:mod:`queue_core.clikit.exits` says which error exits wi
   2    usage error (unknown option, missing argument; reported by click itself)
   3    already exists (AlreadyExistsError: a duplicate submit can be treated as done)
   4    not found (NotFoundError)
-  5    database error or database unreachable (DatabaseError, SchemaError)
+  5    database error or database unreachable (DatabaseError and its kinds: SchemaError,
+       ForeignTableError, CorruptRowError, AccessDeniedError)
   6    configuration error (ConfigError: config file, database URL, table name, TARGET)
   130  interrupted (Ctrl-C)
 

@@ -65,6 +65,7 @@ class Processor:
         self.processed = 0
         self.db_backoff = OutageWait()
         self._avg_task_time: float | None = None
+        self._cleanup_error: str | None = None  # the last cleanup failure logged
         #: the current batch's tasks whose handler has not started; taken under the lock, by the
         #: loop to start the next one or by an immediate stop to give them back
         self._unstarted: list = []
@@ -205,12 +206,20 @@ class Processor:
             self._given_back.set()
 
     def _cleanup(self) -> None:
+        """Purge finished rows past retention. A failure is logged once, not at every try (an
+        account without DELETE fails at each one): again only when it changes or ends."""
         try:
             n = self.queue.cleanup()
-            if n:
-                log.info("purged %d finished tasks past retention", n)
         except TaskError as exc:
-            log.warning("cleanup failed: %s", exc)
+            if str(exc) != self._cleanup_error:
+                log.warning("cleanup failed (tried again every cleanup_interval, logged once): %s", exc)
+            self._cleanup_error = str(exc)
+            return
+        if self._cleanup_error is not None:
+            log.info("cleanup works again")
+            self._cleanup_error = None
+        if n:
+            log.info("purged %d finished tasks past retention", n)
 
     def _release(self, tasks) -> None:
         """Give back the batch's tasks not started (stopping), in one statement."""

@@ -18,10 +18,12 @@ from . import deferred as deferred_mod
 from . import policy
 from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
+    CorruptRowError,
     IdempotentAlreadyExistsError,
     ValidationError,
 )
 from .store.database import Database
+from .store.rowcheck import name as check_name_problem
 from .store.runs import RunRows
 from .store.tasks import NewTask, Settled, TaskStore
 from .task import OUTCOMES, STATUSES, AcquiredTask, Task, TaskMetadata, metadata_from_row, row_status
@@ -128,6 +130,12 @@ class Queue:
 
     def init(self, force: bool = False) -> None:
         self.store.init(force=force)
+
+    def check_writable(self) -> None:
+        """Raise AccessDeniedError when this account or database refuses writes to the table (a
+        read-only replica, transaction or file; a grant missing), ForeignTableError when the
+        table is not a queue table. Writes nothing."""
+        self.store.check_writable()
 
     # -- submit ---------------------------------------------------------------------------
     def _new_task(
@@ -340,7 +348,7 @@ class Queue:
                 status=status, type=type, user=user, group=group, limit=page, now=now, after_id=after
             )
             for r in rows:
-                yield metadata_from_row(r, now)
+                yield metadata_from_row(r, now, table=self.table)
             if len(rows) < page:
                 return
             after = rows[-1]["id"]
@@ -353,6 +361,7 @@ class Queue:
         out["outcomes"] = {o: 0 for o in OUTCOMES}
         out["types"] = {}
         for type_, status, outcome, n in self.store.stats(now):
+            self._check_counted(type_, status, outcome, n)
             out[status] += n
             per = out["types"].setdefault(type_, {s: 0 for s in STATUSES})
             per[status] += n
@@ -360,6 +369,24 @@ class Queue:
                 out["outcomes"][outcome] = out["outcomes"].get(outcome, 0) + n
         out["total"] = sum(out[s] for s in STATUSES)
         return out
+
+    def _check_counted(self, type_: Any, status: str, outcome: Any, n: int) -> None:
+        """CorruptRowError for a group of ``stats`` that pq never writes (``list`` names its rows)."""
+        found = (
+            (status.split()[1], "a value out of range")
+            if status.startswith("corrupt")
+            else ("outcome", f"outcome {outcome!r}")
+            if outcome is not None and outcome not in OUTCOMES
+            else ("type", f"type {type_!r}")
+            if check_name_problem(type_)
+            else None
+        )
+        if found:
+            raise CorruptRowError(
+                f"{n} {'row' if n == 1 else 'rows'} of table {self.table} {'holds' if n == 1 else 'hold'} {found[1]} "
+                f"(column {found[0]}); "
+                "pq never writes that (edited by hand?): 'list' names the first; correct or delete it"
+            )
 
     def cleanup(self, *, now: float | None = None) -> int:
         return self.store.cleanup(self.now(now))

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 from . import deferred as deferred_mod
 from . import policy
 from .errors import CancelRequestedError, NotFoundError, ValidationError
+from .store import rowcheck
+from .store.schema import OUTCOMES
 from .store.task_changes import UNSET
 from .store.tasks import FINISHED, PENDING, TaskStore
 from .validate import _error_text, check_duration, decode_data, encode_data
@@ -34,9 +36,8 @@ class TaskQueue(Protocol):
 #: pending: the row exists but waits for an event, not a time (a workflow step whose parents
 #: are not done); it is never claimed until its owner makes it waiting
 STATUSES = ("pending", "waiting", "running", "finished")
-#: skipped: finished without running because it never could (a workflow step whose trigger
-#: cannot hold)
-OUTCOMES = ("success", "failure", "cancelled", "skipped")
+#: OUTCOMES: skipped is a finish without running because it never could (a workflow step whose
+#: trigger cannot hold)
 
 
 # -- value objects --------------------------------------------------------------------------
@@ -92,7 +93,10 @@ def row_status(row: Mapping, now: float) -> str:
     return "waiting"
 
 
-def metadata_from_row(row: Mapping, now: float) -> TaskMetadata:
+def metadata_from_row(row: Mapping, now: float, *, table: str) -> TaskMetadata:
+    """The snapshot of ``row`` of table ``table``; CorruptRowError when a column holds a value
+    pq never writes."""
+    rowcheck.check_task(row, table)
     return TaskMetadata(
         key=row["key"],
         type=row["type"],
@@ -142,7 +146,7 @@ class Task:
         row = self.queue.store.get(self.key)
         if row is None:
             raise NotFoundError(f"task {self.key!r} not found")
-        return metadata_from_row(row, now)
+        return metadata_from_row(row, now, table=self.queue.store.name)
 
     def force_finish(self, now: float | None = None) -> None:
         now = self.queue.now(now)

@@ -67,19 +67,22 @@ class Transaction:
 
     def get(self, key: str) -> TaskMetadata | None:
         row = self._store.get(key, self.conn)
-        return metadata_from_row(row, self.now) if row else None
+        return metadata_from_row(row, self.now, table=self._store.name) if row else None
 
     def lock(self, key: str) -> TaskMetadata | None:
         """Read a task and lock its row until commit (serialises decisions about it)."""
         row = self._store.lock_key(self.conn, key)
-        return metadata_from_row(row, self.now) if row else None
+        return metadata_from_row(row, self.now, table=self._store.name) if row else None
 
     def group(self, group: str, *, with_data: bool = False) -> list[TaskMetadata]:
-        return [metadata_from_row(r, self.now) for r in self._store.group_rows(self.conn, group, with_data)]
+        return [
+            metadata_from_row(r, self.now, table=self._store.name)
+            for r in self._store.group_rows(self.conn, group, with_data)
+        ]
 
     def get_many(self, keys: Iterable[str]) -> dict[str, TaskMetadata]:
         rows = self._store.rows_by_keys(self.conn, list(keys))
-        return {r["key"]: metadata_from_row(r, self.now) for r in rows}
+        return {r["key"]: metadata_from_row(r, self.now, table=self._store.name) for r in rows}
 
     def submit(self, key: str, type: str, data: Any = None, **opts: Any) -> bool:
         """Insert if the key is free; returns True when a row was added."""

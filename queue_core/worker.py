@@ -32,9 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .app import describe_types, served_types
+from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
-from .processor import Processor, stop_at_once
+from .processor import Processor, open_queue, stop_at_once
 from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, Intent, Signals
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
@@ -50,12 +51,30 @@ def run_worker(
     """Serve ``target`` until stopped (or, with ``burst``, until no task is due). Returns an exit code."""
     setup_logging(settings.get("log"), settings.get("log_level", "INFO"))
     log.info("serving %s", describe_types(served_types(target)))
+    check_database(settings)
     if settings.get("processor_type", "process") == "thread" or not hasattr(os, "fork"):
         return ThreadWorker(target, settings, burst=burst, config_loader=config_loader).run()
     sys.stdout.flush()
     sys.stderr.flush()
     child_main = functools.partial(_child_main, target, burst)
     return Supervisor(child_main, settings, burst=burst, config_loader=config_loader).run()
+
+
+def check_database(settings: dict) -> None:
+    """Before any processor starts: raise ForeignTableError when the table is not a queue table,
+    AccessDeniedError when this account or database refuses writes to it (a read-only replica,
+    transaction or file; a grant missing). A worker could only fail at every poll there. Any
+    other failure (an outage, a table ``init`` has not made yet) is left to the processors,
+    which poll through it."""
+    queue = open_queue({**settings, "max_retry_count": 0})
+    try:
+        queue.check_writable()
+    except (ForeignTableError, AccessDeniedError):
+        raise
+    except DatabaseError as exc:
+        log.warning("database check at start failed (the processors will keep trying): %s", exc)
+    finally:
+        queue.close()
 
 
 def install_child_signals(proc: Processor) -> Signals:

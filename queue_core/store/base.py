@@ -1,11 +1,31 @@
-"""What every store has in common: its tables, their creation and their schema version."""
+"""What every store has in common: its tables, their creation, their schema version, and the
+check that a table of that name is one of ours before anything reads, writes or alters it."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ..errors import DatabaseError, SchemaError
+from ..errors import DatabaseError, ForeignTableError, SchemaError
 from .database import Database
+from .schema import ADDED_COLUMNS, SCHEDULE_ADDED_COLUMNS, schedule_table, task_table
+
+
+def _columns(make) -> frozenset[str]:
+    return frozenset(c.name for c in make(sa.MetaData(), "x").c)
+
+
+def _later_columns(added: dict[int, tuple[str, ...]]) -> frozenset[str]:
+    """The columns of ``added`` (columns by the schema version that added them)."""
+    return frozenset(name for names in added.values() for name in names)
+
+
+#: what a table of each kind has at the least (its first schema version), to name the kind of
+#: a table given where another kind was expected
+KINDS = {
+    "a pq queue table": _columns(task_table) - _later_columns(ADDED_COLUMNS),
+    "a perfectsched schedule table": _columns(schedule_table) - _later_columns(SCHEDULE_ADDED_COLUMNS),
+    "the meta table of a pq table": frozenset({"name", "value"}),
+}
 
 
 class VersionedTables:
@@ -15,17 +35,52 @@ class VersionedTables:
     current_version: int = 1
     #: more (name, value) rows the meta table must hold
     meta_rows: tuple[tuple[str, str], ...] = ()
-    #: the columns each schema version added to the main table ``t`` (nullable ones)
+    #: the columns each schema version added to the main table ``t`` (nullable ones; a table of
+    #: an earlier version lacks them until ``init`` upgrades it)
     added_columns: dict[int, tuple[str, ...]] = {}
-    t: sa.Table
+    #: what the main table is, for messages
+    kind = "a pq table"
+
+    t: sa.Table  # the main table (set by each store)
 
     def __init__(self, db: Database, name: str, metadata: sa.MetaData, meta: sa.Table):
         self.db, self.name, self.metadata, self.meta = db, name, metadata, meta
+        db.check_before_use(self.check_tables)
+
+    def check_tables(self, conn, tables: tuple[sa.Table, ...] = ()) -> bool:
+        """Whether the main table (and ``tables``) exist (False: not yet, ``init`` makes them);
+        ForeignTableError when one of that name lacks columns this kind of table has: another
+        program's table, or a pq table of another kind. Run before the database's first
+        statement (``Database.run``), so such a table is never read, written, altered or dropped
+        (``init --force``). The meta table is checked by ``init`` only: other accounts need no
+        grant on it (perfectsched's)."""
+        inspector = sa.inspect(conn)
+        found = True
+        for table in (self.t, *tables):
+            if not inspector.has_table(table.name):
+                found = False
+                continue
+            have = {c["name"].lower() for c in inspector.get_columns(table.name)}
+            missing = {c.name for c in table.c} - _later_columns(self.added_columns) - have
+            if missing:
+                raise ForeignTableError(self._foreign(table, have, missing))
+        return found
+
+    def _foreign(self, table: sa.Table, have: set[str], missing: set[str]) -> str:
+        what = self.kind if table is not self.meta else f"the meta table of {self.kind} {self.name}"
+        looks = next((k for k, cols in KINDS.items() if cols <= have), None)
+        shown = ", ".join(sorted(missing)[:4]) + (", ..." if len(missing) > 4 else "")
+        return (
+            f"table {table.name} in {self.db.masked_url} is not {what}"
+            + (f" but {looks}" if looks else f" (it has no column {shown})")
+            + ": pq leaves it alone; name another table (--table, --schedule-table, config table)"
+        )
 
     def init(self, force: bool = False) -> None:
         """Create the tables (idempotent); ``force`` drops and recreates them."""
 
         def create(conn, drop: bool):
+            self.check_tables(conn, (self.meta,))  # the main table again: it may have appeared since
             if drop:
                 self.metadata.drop_all(conn, checkfirst=True)
             self.metadata.create_all(conn, checkfirst=True)
@@ -93,6 +148,14 @@ class VersionedTables:
                 f"table {self.name} has schema version {version}, older than this release's "
                 f"({self.current_version}); run 'init' to upgrade it"
             )
+
+    def check_writable(self) -> None:
+        """AccessDeniedError when this account or database refuses writes to the main table (a
+        read-only replica, transaction or file; no UPDATE grant). An UPDATE of no row: nothing
+        is written."""
+        t = self.t
+        stmt = sa.update(t).where(sa.false()).values(key=t.c.key)
+        self.db.run(lambda c: c.execute(stmt), what=f"check write access to {self.name}")
 
     def schema_version(self) -> int | None:
         """The version recorded in the meta table (None before init)."""

@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -25,7 +25,7 @@ from sqlalchemy.pool import StaticPool
 
 from .. import policy
 from ..clock import ClockReading
-from ..errors import ConfigError, DatabaseError, SchemaError, TaskError
+from ..errors import AccessDeniedError, ConfigError, DatabaseError, SchemaError, TaskError
 from .dialects import Dialect
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
@@ -92,6 +92,8 @@ class Database:
         self._memory_lock: threading.RLock | None = None
         self._pid = os.getpid()
         self._local = threading.local()
+        #: checks of the tables to run before the first statement (see :meth:`check_before_use`)
+        self._first_use: list[Callable[[sa.Connection], bool]] = []
         self.engine = self._create_engine(
             sqlite_synchronous=sqlite_synchronous,
             pool_size=pool_size,
@@ -230,8 +232,26 @@ class Database:
 
         return self.run(read, write=False, what="read the server clock")
 
+    def check_before_use(self, check: Callable[[sa.Connection], bool]) -> None:
+        """Run ``check(conn)`` in a read transaction of its own before the next :meth:`run`, and
+        again before each one until it returns True (a store: its tables exist and are its own).
+        What it raises is raised by that :meth:`run`, which then runs nothing."""
+        self._first_use.append(check)
+
+    def _run_checks(self, what: str) -> None:
+        self._local.checking = True
+        try:
+            for check in list(self._first_use):
+                if self.run(check, write=False, what=what):
+                    with suppress(ValueError):  # another thread's check passed first
+                        self._first_use.remove(check)
+        finally:
+            self._local.checking = False
+
     def run(self, fn: Callable[[sa.Connection], T], *, write: bool = True, what: str = "query") -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures."""
+        if self._first_use and not getattr(self._local, "checking", False):
+            self._run_checks(what)
         attempt = 0
         backoff = policy.transaction_backoff(self.retry_max_wait)
         while True:
@@ -245,6 +265,11 @@ class Database:
                 if self._is_missing_table(exc):
                     raise SchemaError(
                         f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first"
+                    ) from None
+                if isinstance(exc, sa.exc.DBAPIError) and self.dialect.is_denied(exc):
+                    raise AccessDeniedError(
+                        f"{what} refused by {self.masked_url}: {self.scrub(exc)} (a privilege this account "
+                        "lacks, or a read-only replica, transaction or file)"
                     ) from None
                 attempt += 1
                 if not self._is_transient(exc) or attempt > self.max_retry_count:

@@ -115,3 +115,8 @@ class Dialect:
 
     def is_missing_table(self, exc: sa.exc.DBAPIError) -> bool:
         return False
+
+    def is_denied(self, exc: sa.exc.DBAPIError) -> bool:
+        """Whether the database refused the statement to this account for good: a privilege it
+        lacks, or a read-only replica, transaction or file."""
+        return False

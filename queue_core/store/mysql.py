@@ -93,5 +93,12 @@ class MySQLDialect(Dialect):
         text = str(exc.orig).lower() if exc.orig is not None else ""
         return "try restarting transaction" in text or "connection" in text and "lost" in text
 
+    #: 1142/1143 command denied on a table/column, 1044 access denied to a database, 1227 a
+    #: privilege missing, 1290 server --read-only, 1792 a READ ONLY transaction, 1036 a read-only table
+    DENIED = {1142, 1143, 1044, 1227, 1290, 1792, 1036}
+
     def is_missing_table(self, exc):
         return error_code(exc) == 1146
+
+    def is_denied(self, exc):
+        return error_code(exc) in self.DENIED

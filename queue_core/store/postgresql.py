@@ -58,3 +58,8 @@ class PostgreSQLDialect(Dialect):
     def is_missing_table(self, exc):
         state = getattr(exc.orig, "sqlstate", None)
         return state == "42P01"
+
+    def is_denied(self, exc):
+        # 42501 insufficient_privilege; 25006 read_only_sql_transaction (a hot standby, or
+        # default_transaction_read_only set for the role or the database)
+        return getattr(exc.orig, "sqlstate", None) in ("42501", "25006")

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
+from . import rowcheck
 from .base import VersionedTables
 from .database import Database
 from .schema import SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
@@ -40,6 +41,7 @@ class NewSchedule:
 class ScheduleStore(VersionedTables):
     current_version = SCHEDULE_SCHEMA_VERSION
     added_columns = SCHEDULE_ADDED_COLUMNS
+    kind = "a perfectsched schedule table"
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
@@ -53,17 +55,25 @@ class ScheduleStore(VersionedTables):
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
 
     def get(self, key: str, conn=None) -> dict | None:
+        """The schedule's row as stored (None: no such key); any column may hold a value edited
+        by hand (:meth:`check`)."""
         stmt = sa.select(self.t).where(self.t.c.key == key)
         if conn is None:
             return self.db.run(lambda c: self.get(key, c), write=False, what="get schedule")
         r = conn.execute(stmt).first()
         return dict(r._mapping) if r else None
 
+    def check(self, row: dict) -> dict:
+        """``row`` itself, or CorruptRowError naming the table, the key and the first column
+        holding a value perfectsched never writes (:mod:`.rowcheck`)."""
+        return dict(rowcheck.check_schedule(row, self.name))
+
     def lock(self, conn, key: str) -> dict | None:
         r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
         return dict(r._mapping) if r else None
 
     def list(self) -> list[dict]:
+        """Every schedule's row as stored, next due first (one edited by hand among them too)."""
         stmt = sa.select(self.t).order_by(self.t.c.timeout, self.t.c.key)
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
 

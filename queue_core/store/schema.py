@@ -36,7 +36,17 @@ from sqlalchemy.types import TypeDecorator
 from ..errors import ConfigError
 
 SCHEMA_VERSION = 2
+#: values of the outcome column of a finished row (skipped: a workflow step that never could run)
+OUTCOMES = ("success", "failure", "cancelled", "skipped")
+#: the purge time of a finished row that must not be purged yet (a row of an unfinished
+#: workflow run); the one constant for "never", also the due time of rows never due by time
+FOREVER = 1e15
 SCHEDULE_SCHEMA_VERSION = 2
+#: values of a schedule's catchup and dst columns, and its largest delay (perfectsched's own
+#: constants: tests/unit/test_rowcheck.py keeps them equal)
+SCHEDULE_CATCHUP = ("all", "latest", "skip")
+SCHEDULE_DST = ("vixie", "exact")
+SCHEDULE_MAX_DELAY = 366 * 86400
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
@@ -61,15 +71,17 @@ class ExactString(TypeDecorator):
     def bind_processor(self, dialect):
         if dialect.name not in ("mysql", "mariadb"):
             return None  # no call per value where the column is a plain string
-        return lambda value: value.encode("utf-8") if value is not None else None
+        return lambda value: value.encode("utf-8", "surrogateescape") if value is not None else None
 
     def result_processor(self, dialect, coltype):
         if dialect.name not in ("mysql", "mariadb"):
             return None
 
         def process(value):
+            # Bytes that are not UTF-8 (a hand edit) come back as lone surrogates, which
+            # rowcheck reports, and go back as the same bytes: never an error while fetching.
             if isinstance(value, (bytes, bytearray, memoryview)):
-                return bytes(value).decode("utf-8")
+                return bytes(value).decode("utf-8", "surrogateescape")
             return value
 
         return process

@@ -34,3 +34,6 @@ class SQLiteDialect(Dialect):
 
     def is_missing_table(self, exc):
         return "no such table" in str(exc.orig).lower()
+
+    def is_denied(self, exc):
+        return "readonly database" in str(exc.orig).lower()  # a read-only file (or mode=ro)

@@ -24,6 +24,7 @@ from ..errors import (
     ValidationError,
 )
 from ..row_states import FINISHED, LIVE, PENDING
+from . import rowcheck
 from .database import Database
 from .transitions import task_where
 
@@ -31,10 +32,11 @@ UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), ``db`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``db`` and ``purge_time``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
+    name: str
     db: Database
     purge_time: Callable[[float], sa.Case]
 
@@ -170,6 +172,7 @@ class TaskChanges:
         row = conn.execute(sa.select(t.c.state, t.c.workflow, t.c.grp).where(t.c.key == key)).first()
         if row is None:
             raise IdempotentNotFoundError(f"task {key!r} not found")
+        _check_state(self.name, key, row.state)
         if row.state != FINISHED and row.workflow is not None:
             raise owned_error(key, row.grp)
         raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
@@ -186,7 +189,7 @@ class TaskChanges:
                     sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp).where(t.c.key == key)
                 )
             ).first()
-            _check_cancellable(key, row)
+            _check_cancellable(self.name, key, row)
             running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
@@ -229,9 +232,17 @@ class TaskChanges:
         )
 
 
-def _check_cancellable(key: str, row) -> None:
+def _check_state(table: str, key: str, state) -> None:
+    """CorruptRowError for a state pq never writes (no transition starts from it)."""
+    wrong = rowcheck.TASK_COLUMNS["state"](state)
+    if wrong is not None:
+        raise rowcheck.corrupt("task", table, key, ("state", wrong))
+
+
+def _check_cancellable(table: str, key: str, row) -> None:
     if row is None:
         raise IdempotentNotFoundError(f"task {key!r} not found")
+    _check_state(table, key, row.state)
     if row.state == FINISHED:
         raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
     if row.state == PENDING:  # a run row or a step not yet submitted: only its run decides

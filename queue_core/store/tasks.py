@@ -1,6 +1,7 @@
 """Every statement on the task table (store layer): submit, claim, reads and cleanup here; the
 transitions holders and operators ask for in ``task_changes.py``, the claims limited to task
-types in ``typed.py``.
+types in ``typed.py``, what the claim does with the rows it picked before leasing them (rows that
+must not run, rows edited by hand) in ``screen.py``.
 
 Methods take plain values (``now`` always explicit) and return plain dicts; the queue layer
 turns them into Task objects. Every write is a named transition of ``transitions.py`` whose
@@ -21,14 +22,11 @@ from ..errors import DatabaseError
 from ..row_states import FINISHED, LIVE, PENDING
 from .base import VersionedTables
 from .database import Database
-from .schema import ADDED_COLUMNS, SCHEMA_VERSION, meta_table, task_table
+from .schema import ADDED_COLUMNS, FOREVER, SCHEMA_VERSION, meta_table, task_table
+from .screen import ClaimScreen
 from .task_changes import TaskChanges
 from .transitions import task_where
 from .typed import TypedReads
-
-#: the purge time of a finished row that must not be purged yet (a row of an unfinished
-#: workflow run); the one constant for "never", also the due time of rows never due by time
-FOREVER = 1e15
 
 
 @dataclass(frozen=True)
@@ -61,10 +59,11 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TaskChanges, TypedReads, VersionedTables):
+class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
     added_columns = ADDED_COLUMNS
+    kind = "a pq queue table"
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
@@ -114,17 +113,25 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         """
         if not tasks:
             return 0
-        t = self.t
-        keys = [x.key for x in tasks]
         inserted = 0
         for i in range(0, len(tasks), 500):
-            chunk_keys = keys[i : i + 500]
-            conn.execute(sa.delete(t).where(t.c.key.in_(chunk_keys), *task_where(t, "purge", now=now)))
-            rows = [self._row(x, now) for x in tasks[i : i + 500]]
-            inserted += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+            chunk = tasks[i : i + 500]
+            rows = [self._row(x, now) for x in chunk]
+            n = self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+            if n < len(rows) and self._purge_keys(conn, [x.key for x in chunk], now):
+                n += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+            inserted += n
         if inserted and self.channel and any(x.run_at <= now for x in tasks):
             self.db.dialect.notify(conn, self.channel)
         return inserted
+
+    def _purge_keys(self, conn, keys: list[str], now: float) -> int:
+        """Purge the finished rows of ``keys`` whose retention ended (their keys are free again).
+        Only when there are some: a submitter without DELETE can submit every other key."""
+        t = self.t
+        done = task_where(t, "purge", now=now)
+        expired = [r[0] for r in conn.execute(sa.select(t.c.id).where(t.c.key.in_(keys), *done))]
+        return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount if expired else 0
 
     def listen(self, on_notify, stop, timeout: float = 1.0) -> None:
         """Block, calling ``on_notify()`` when tasks are submitted, until ``stop`` is set or the
@@ -355,45 +362,6 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         rows = {r.id: dict(r._mapping) for r in conn.execute(sa.select(t).where(t.c.id.in_([i for _, i in firsts])))}
         return [rows[i] for _, i in firsts if i in rows]
 
-    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
-        """Finish rows that must not run again (policy.on_claim: cancel requested, attempts spent)."""
-        deliver = []
-        for r in picked:
-            verdict = policy.on_claim(
-                attempts=r["attempts"],
-                max_attempts=r["max_attempts"],
-                cancel_requested=bool(r["cancel_requested"]),
-                owned=r["workflow"] is not None,
-            )
-            if verdict is policy.OnClaim.CANCEL:
-                self._finish_row(conn, r["id"], "cancelled", r["error"], now, None)
-            elif verdict is policy.OnClaim.GIVE_UP:
-                self._finish_row(conn, r["id"], "failure", policy.give_up_error(r["error"], r["attempts"]), now, None)
-            else:
-                deliver.append(r)
-        return deliver, len(picked) - len(deliver)
-
-    def _finish_row(self, conn, id_, outcome, error, now, purge_at):
-        t = self.t
-        conn.execute(
-            sa.update(t)
-            .where(t.c.id == id_, *task_where(t, "give_up", now=now))
-            .values(
-                state=FINISHED,
-                leased=0,
-                outcome=outcome,
-                error=error,
-                finished_at=now,
-                timeout=self.purge_time(self._default_purge(now) if purge_at is None else purge_at),
-                lease_token=None,
-            )
-        )
-
-    retention_time: float = 300.0
-
-    def _default_purge(self, now: float) -> float:
-        return now + self.retention_time
-
     def _due_users(self, conn, now, types: list[str] | None = None) -> list[str]:
         t = self.t
         stmt = (
@@ -445,6 +413,7 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
 
         candidates = [dict(r._mapping) for r in self._rows_of_types(conn, heads, user_types, wrap=per_user)]
         candidates += self._pick_userless(conn, n, now, lock=False, types=types, tops=tops)
+        candidates, corrupt = self.split_corrupt(candidates)  # set aside by _screen, never weighed
         running = self._running_counts(conn, users, now)
         chosen = policy.choose_fair(candidates, running, n)
         if any(r["max_running"] is not None for r in chosen):
@@ -456,9 +425,10 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         elif any(r["resource"] is not None for r in chosen):
             # Uncapped claims of users share it: the tasks they lease count in a capped claim's count.
             conn.execute(self.db.dialect.share_rows(self._fair_lock))
+        chosen += corrupt
         if not chosen:
             return []
-        return self._lock_chosen(conn, [r["id"] for r in chosen], now)
+        return self.without_mended(self._lock_chosen(conn, [r["id"] for r in chosen], now), corrupt)
 
     def _lock_chosen(self, conn, ids: list[int], now: float) -> list[dict]:
         """Lock the rows ``ids`` that are still due, in that order, as they are now: read before
@@ -539,8 +509,12 @@ class TaskStore(TaskChanges, TypedReads, VersionedTables):
         raise ValueError(status)
 
     def stats(self, now: float) -> builtins.list[tuple[str, str, str | None, int]]:
+        """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a
+        state or lease flag pq never writes."""
         t = self.t
         status = sa.case(
+            (t.c.state.not_in([LIVE, FINISHED, PENDING]), "corrupt state"),
+            (t.c.leased.not_in([0, 1]), "corrupt leased"),
             (t.c.state == FINISHED, "finished"),
             (t.c.state == PENDING, "pending"),
             (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),

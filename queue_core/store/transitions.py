@@ -120,6 +120,15 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "a due row that must not run again (cancel requested, attempts used up) ends at claim",
         ),
         _task(
+            "set_aside",
+            [_W, _L],
+            [_F],
+            [Fence.DUE],
+            "TaskStore.claim",
+            "a due row holding a value pq never writes (edited by hand) ends at claim as failure, the reason "
+            "as its error",
+        ),
+        _task(
             "heartbeat",
             [_L],
             [_L],
@@ -313,8 +322,8 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI],
             [],
             "ScheduleStore.reschedule",
-            "new cron, timezone, delay or dst policy, or any change of a set-aside one: next occurrence "
-            "from now, lease and error dropped",
+            "new cron, timezone, delay or dst policy, or any change of one set aside or that cannot be "
+            "computed: next occurrence from now, lease and error dropped",
         ),
         _task("delete", [_SI, _SL, _SX], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
     )

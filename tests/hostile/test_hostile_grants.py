@@ -2,8 +2,7 @@
 
 The SQL blocks marked ``-- tested: <backend>/<step>`` in docs/security.md are run with fresh names
 (a throwaway database and two accounts, dropped at the end) through the servers' superuser
-connections (MariaDB root over its socket, PostgreSQL ``postgres`` through ``runuser``/psql, both as
-started by scripts/start-databases.sh). Then: the worker account cannot create or drop tables,
+connections (tests/hostile/db_admin.py). Then: the worker account cannot create or drop tables,
 the admin account can, and with the worker grants only, a real worker, a submitter, the
 scheduler, a pqflow decider and the operator commands all work.
 """
@@ -12,12 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 import uuid
-from glob import glob
 from pathlib import Path
 
 import pytest
@@ -28,15 +25,16 @@ from sqlalchemy.engine import make_url
 import perfectsched
 import pqflow
 import queue_core
+from db_admin import mariadb_root as _mariadb_root
+from db_admin import pg_super as _pg_super
+from db_admin import skip_unless_admin as _skip_unless_admin
+from db_admin import url_for as _url_for
 from hostile_support import HERE, ROOT, clean_environ, one_line_error
 from perfectsched.cli import cli as sched_cli
 from queue_core.app import make_runner
 from queue_core.cli import cli as pq_cli
 
 DOC = ROOT / "docs" / "security.md"
-DB_ROOT = Path(os.environ.get("PQ_DB_ROOT", "/tmp/pq-test-dbs"))
-MARIADB_SOCKET = DB_ROOT / "mariadb" / "mysqld.sock"
-PG_SOCKET_DIR = DB_ROOT / "postgres"
 BIN = Path(sys.executable).parent
 
 
@@ -55,40 +53,6 @@ def rename(sql: str, names: dict[str, str]) -> str:
     for old, new in names.items():
         sql = re.sub(rf"\b{re.escape(old)}", new, sql)
     return sql
-
-
-# -- superuser access ----------------------------------------------------------------------------
-def _mariadb_root(sql: str) -> str:
-    client = shutil.which("mariadb") or shutil.which("mysql")
-    proc = subprocess.run([client, "--no-defaults", f"--socket={MARIADB_SOCKET}", "-uroot", "-N", "-B"],
-                          input=sql, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def _psql_bin() -> str | None:
-    for candidate in (os.path.join(os.environ.get("PQ_PG_BIN", ""), "psql"), *sorted(glob("/usr/lib/postgresql/*/bin/psql")),
-                      shutil.which("psql") or ""):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def _pg_super(sql: str, port: int, database: str = "postgres") -> str:
-    proc = subprocess.run(["runuser", "-u", "postgres", "--", _psql_bin(), "-h", str(PG_SOCKET_DIR), "-p", str(port),
-                           "-U", "postgres", "-d", database, "-qAt", "-v", "ON_ERROR_STOP=1"],
-                          input=sql, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def _skip_unless_admin(backend: str) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("creating database accounts needs root (superuser access through the local sockets)")
-    if backend == "mysql" and not (MARIADB_SOCKET.exists() and (shutil.which("mariadb") or shutil.which("mysql"))):
-        pytest.skip(f"no MariaDB root socket at {MARIADB_SOCKET}")
-    if backend == "postgres" and not (PG_SOCKET_DIR.exists() and _psql_bin() and shutil.which("runuser")):
-        pytest.skip(f"no PostgreSQL socket directory {PG_SOCKET_DIR} or psql/runuser")
 
 
 # -- the scenario ---------------------------------------------------------------------------------
@@ -118,11 +82,6 @@ class Decider(pqflow.Decider):
 
 def _cli(cli, *args):
     return CliRunner().invoke(cli, list(args), env={k: None for k in os.environ if k.startswith("PQ_")})
-
-
-def _url_for(server_url: str, user: str, password: str, database: str) -> str:
-    u = make_url(server_url)
-    return u.set(username=user, password=password, database=database).render_as_string(hide_password=False)
 
 
 @pytest.mark.parametrize("backend", ["mysql", "postgres"])
@@ -183,8 +142,7 @@ def test_workers_need_dml_only_and_init_needs_ddl(backend, tmp_path):
         revoke = (_mariadb_root if backend == "mysql" else lambda sql: _pg_super(sql, port, names["jobs"]))
         w = f"'{names['pq_worker']}'@'%'" if backend == "mysql" else names["pq_worker"]
         on = f"{names['jobs']}." if backend == "mysql" else ""
-        checks = [(f"REVOKE DELETE ON {on}{qt} FROM {w};", lambda q: q.submit("needs-delete", "ok", {}),
-                   f"GRANT DELETE ON {on}{qt} TO {w};"),
+        checks = [(f"REVOKE DELETE ON {on}{qt} FROM {w};", _needs_delete, f"GRANT DELETE ON {on}{qt} TO {w};"),
                   (f"REVOKE INSERT ON {on}{qt}_meta FROM {w};",
                    lambda q: WORKFLOW_2.start("needs-meta-insert", {}, queue=q),
                    f"GRANT INSERT ON {on}{qt}_meta TO {w};")]
@@ -235,6 +193,16 @@ def _submitter_operator_and_worker(worker: str, qt: str, tmp_path: Path) -> None
         q.poll(alive_time=60).finish(retention_time=0)
         time.sleep(0.01)
         assert q.cleanup() >= 1  # DELETE
+
+
+def _needs_delete(q) -> None:
+    """A purge: cleanup, and the submission of a key whose finished row's retention ended (k1, finished
+    with the default retention, is past it a year from now). Other submissions need no DELETE
+    (test_hostile_privileges.py)."""
+    later = time.time() + 10**7
+    with pytest.raises(queue_core.AccessDeniedError, match="denied"):
+        q.cleanup(now=later)
+    q.submit_many([{"key": "k1", "type": "ok"}], now=later)
 
 
 def _capped_claim(q) -> None:

@@ -92,6 +92,28 @@ def test_task_give_up(queue):
     assert (r["state"], r["outcome"], r["lease_token"]) == (1, "failure", None)
 
 
+def hand_edit(q, key, **values):
+    """Change a task row by hand, as an operator's SQL would (issue 12 §4)."""
+    t = q.store.t
+    run(q, lambda c: c.execute(sa.update(t).where(t.c.key == key).values(**values)))
+
+
+def test_task_set_aside(queue):
+    queue.submit("w", "t", run_at=T0 + 5, now=T0)
+    hand_edit(queue, "w", data="not json")
+    assert unchanged(queue, "w", lambda: queue.poll(now=T0 + 4)) is None  # not due
+    assert queue.poll(now=T0 + 5) is None  # due and corrupt: ends as failure instead of being leased
+    held(queue, "l", alive=10, now=T0)
+    hand_edit(queue, "l", max_running=0)
+    assert unchanged(queue, "l", lambda: queue.poll(now=T0 + 9)) is None  # held: not due yet
+    assert queue.poll(now=T0 + 10) is None  # the lease expired
+    for key, column in (("w", "data"), ("l", "max_running")):
+        r = row(queue, key)
+        assert (r["state"], r["leased"], r["outcome"], r["lease_token"]) == (1, 0, "failure", None)
+        assert r["error"].startswith(f"set aside by the claim: task '{key}' in table {queue.table}: column {column}")
+    assert unchanged(queue, "w", lambda: queue.poll(now=T0 + 99)) is None  # finished: never claimed again
+
+
 def test_task_heartbeat(queue):
     a = held(queue)
     a.heartbeat(alive_time=20, now=T0 + 1)

@@ -263,6 +263,44 @@ def test_a_fair_claim_never_runs_a_task_cancelled_before_it_locked_the_row(queue
     assert queue["k"].metadata().outcome == "cancelled"
 
 
+def sql(db_url, statement):
+    """``statement`` run by a SQL client of its own, as an operator would; the rows it reads."""
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(sa.text(statement))
+            return list(result) if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+@SERVERS
+def test_a_fair_claim_sets_aside_a_row_edited_by_hand_before_it_locked_it(queue, clock, db_url, table_name):
+    """Read sound, locked corrupt (issue 12 §4 with the locking re-read): set aside, not delivered."""
+    queue.submit("k", "t", {"v": 1}, user="u")
+    queue.submit("fine", "t", {"v": 2}, user="v")
+    hand_edit = lambda: sql(db_url, f"UPDATE {table_name} SET data = 'not json' WHERE resource = 'u'")  # noqa: E731
+    with between_read_and_lock(queue, hand_edit) as hooked:
+        tasks = queue.poll_multi(5, alive_time=10)
+    assert hooked and [t.key for t in tasks] == ["fine"]
+    (r,) = sql(db_url, f"SELECT * FROM {table_name} WHERE resource = 'u'")  # the queue's reads refuse it
+    assert (r.state, r.leased, r.outcome, r.attempts) == (1, 0, "failure", 0)
+    assert r.error.startswith("set aside by the claim: task 'k'") and "column data holds" in r.error
+
+
+@SERVERS
+def test_a_fair_claim_leaves_a_row_mended_before_it_locked_it_to_the_next_claim(queue, clock, db_url, table_name):
+    """Read corrupt, locked mended: the fair share did not weigh it, so this claim does not deliver
+    it (never more than asked for); the next claim does."""
+    queue.submit("k", "t", {"v": 1}, user="u")
+    queue.submit("fine", "t", {"v": 2}, user="v")
+    sql(db_url, f"UPDATE {table_name} SET max_running = 0 WHERE resource = 'u'")
+    mend = lambda: sql(db_url, f"UPDATE {table_name} SET max_running = NULL WHERE resource = 'u'")  # noqa: E731
+    with between_read_and_lock(queue, mend) as hooked:
+        assert [t.key for t in queue.poll_multi(1, alive_time=10)] == ["fine"]
+    assert hooked and [t.key for t in queue.poll_multi(1, alive_time=10)] == ["k"]
+
+
 # -- an uncapped claim of a user never lets a concurrent capped claim exceed the cap -------------
 @contextmanager
 def before_commit_of_the_claim(q, meanwhile):

@@ -53,3 +53,25 @@ def test_a_task_the_queue_refuses_sets_the_row_aside_and_the_reason_is_one_bound
     plan = rows.tick_plan(ROW, T0 + 5, new_task=refuse, **OPTS)
     assert plan.reason.startswith("ValueError: refused by the queue x") and len(plan.reason) == rows.MAX_REASON
     assert rows.tick_plan(ROW, T0 - 5, new_task=refuse, **OPTS).tasks == []  # nothing due: no task to refuse
+
+
+@pytest.mark.parametrize("column, value, reason", [
+    ("leased", 7, "column leased: 7, not one of (0, 1)"),
+    ("lease_token", -1, "column lease_token: -1, outside 1.."),
+    ("timeout", float("nan"), "column timeout: nan, not a time pq writes"),
+    ("created_at", 1e300, "column created_at: 1e+300, not a time pq writes"),
+    ("cron", "* * * * *\n", "column cron: '* * * * *\\n', not a cron expression as perfectsched stores one"),
+    ("data", "", "column data: '', not JSON"),
+    ("error", 5, "column error: 5, not text"),
+])
+def test_a_value_only_the_store_s_check_refuses_sets_the_row_aside_naming_the_column(column, value, reason):
+    """Every column of the row, not only those computing it reads (issue 12 §4): a value perfectsched
+    never writes is a row edited by hand, set aside with the column's name."""
+    whole = {**ROW, "leased": 0, "lease_token": None, "timeout": float(T0), "created_at": 1.0, "updated_at": 1.0,
+             "error": None}
+    assert rows.problem(whole, OPTS["max_data_size"]) is None
+    row = {**whole, column: value}
+    for plan in (rows.tick_plan(row, T0 + 5, new_task=new_task, **OPTS), rows.poll_plan(row, T0 + 5, **OPTS)):
+        assert isinstance(plan, rows.SetAside) and plan.reason.startswith(reason), plan.reason
+        assert plan.reason.endswith("(perfectsched never writes that: edited by hand?)")
+    assert rows.problem(row, OPTS["max_data_size"]) == plan.reason

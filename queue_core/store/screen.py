@@ -1,0 +1,98 @@
+"""What the claim does with the due rows it picked, before it leases them (store layer), mixed
+into :class:`~queue_core.store.tasks.TaskStore`.
+
+A row that must not run again ends here (:func:`queue_core.policy.on_claim`: a cancel requested,
+its attempts used up; transition ``give_up``), and so does a row holding a value pq never writes
+(:mod:`.rowcheck`; transition ``set_aside``): finished as failure with the reason as its error,
+logged once, so that it neither breaks the claim nor blocks the rows behind it. The fair share
+never weighs such a row (its numbers may be anything): it is kept apart (:meth:`split_corrupt`)
+and screened after the locking statement read it again, like a row that was sound when read and
+edited before it was locked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from .. import policy
+from ..row_states import FINISHED
+from . import rowcheck
+from .transitions import task_where
+
+log = logging.getLogger("queue_core.store")
+
+
+class ClaimScreen:
+    """Needs ``t`` (the task table), its ``name`` and ``purge_time``."""
+
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    name: str
+    purge_time: Callable[[float], sa.Case]
+    #: how long a row the claim ends is kept (the queue sets its config's retention_time)
+    retention_time: float = 300.0
+
+    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
+        """The rows of ``picked`` to lease, and how many of them the claim ended instead."""
+        deliver = []
+        for r in picked:
+            found = rowcheck.problem(r, rowcheck.TASK_COLUMNS)
+            if found is not None:
+                self._set_aside(conn, r, found, now)
+                continue
+            verdict = policy.on_claim(
+                attempts=r["attempts"],
+                max_attempts=r["max_attempts"],
+                cancel_requested=bool(r["cancel_requested"]),
+                owned=r["workflow"] is not None,
+            )
+            if verdict is policy.OnClaim.CANCEL:
+                self._finish_row(conn, r["id"], "give_up", "cancelled", r["error"], now)
+            elif verdict is policy.OnClaim.GIVE_UP:
+                error = policy.give_up_error(r["error"], r["attempts"])
+                self._finish_row(conn, r["id"], "give_up", "failure", error, now)
+            else:
+                deliver.append(r)
+        return deliver, len(picked) - len(deliver)
+
+    def _set_aside(self, conn, row: dict, found: tuple[str, str], now: float) -> None:
+        """Finish the due ``row`` holding a value pq never writes (``found``) as failure, the
+        reason as its error; logged once (a finished row is never claimed again)."""
+        error = str(rowcheck.corrupt("task", self.name, row["key"], found))
+        if self._finish_row(conn, row["id"], "set_aside", "failure", "set aside by the claim: " + error, now):
+            log.error("claim set aside: %s", error)
+
+    def _finish_row(self, conn, id_: int, transition: str, outcome: str, error: str | None, now: float) -> bool:
+        t = self.t
+        done = conn.execute(
+            sa.update(t)
+            .where(t.c.id == id_, *task_where(t, transition, now=now))
+            .values(
+                state=FINISHED,
+                leased=0,
+                outcome=outcome,
+                error=error,
+                finished_at=now,
+                timeout=self.purge_time(now + self.retention_time),
+                lease_token=None,
+            )
+        )
+        return done.rowcount == 1
+
+    @staticmethod
+    def split_corrupt(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+        """``rows`` holding only values pq writes, and the others (for :meth:`_screen`)."""
+        bad = [r for r in rows if rowcheck.problem(r, rowcheck.TASK_COLUMNS) is not None]
+        return [r for r in rows if not any(r is b for b in bad)], bad
+
+    @staticmethod
+    def without_mended(locked: list[dict], corrupt: list[dict]) -> list[dict]:
+        """``locked`` less the rows read corrupt that were mended before the lock: the fair share
+        did not weigh them (the next claim does); a row still corrupt stays, to be set aside."""
+        read_corrupt = {r["id"] for r in corrupt}
+        return [
+            r for r in locked if r["id"] not in read_corrupt or rowcheck.problem(r, rowcheck.TASK_COLUMNS) is not None
+        ]

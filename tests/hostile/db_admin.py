@@ -1,0 +1,58 @@
+"""Superuser access to the test servers, to create accounts with fewer privileges than the test
+user: MariaDB root over its socket, PostgreSQL ``postgres`` through ``runuser``/psql, both as
+started by scripts/start-databases.sh (tests/hostile/test_hostile_grants.py,
+test_hostile_privileges.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from glob import glob
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+DB_ROOT = Path(os.environ.get("PQ_DB_ROOT", "/tmp/pq-test-dbs"))
+MARIADB_SOCKET = DB_ROOT / "mariadb" / "mysqld.sock"
+PG_SOCKET_DIR = DB_ROOT / "postgres"
+
+
+def mariadb_root(sql: str) -> str:
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    proc = subprocess.run([client, "--no-defaults", f"--socket={MARIADB_SOCKET}", "-uroot", "-N", "-B"],
+                          input=sql, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _psql_bin() -> str | None:
+    for candidate in (os.path.join(os.environ.get("PQ_PG_BIN", ""), "psql"), *sorted(glob("/usr/lib/postgresql/*/bin/psql")),
+                      shutil.which("psql") or ""):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def pg_super(sql: str, port: int, database: str = "postgres") -> str:
+    proc = subprocess.run(["runuser", "-u", "postgres", "--", _psql_bin(), "-h", str(PG_SOCKET_DIR), "-p", str(port),
+                           "-U", "postgres", "-d", database, "-qAt", "-v", "ON_ERROR_STOP=1"],
+                          input=sql, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def skip_unless_admin(backend: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("creating database accounts needs root (superuser access through the local sockets)")
+    if backend == "mysql" and not (MARIADB_SOCKET.exists() and (shutil.which("mariadb") or shutil.which("mysql"))):
+        pytest.skip(f"no MariaDB root socket at {MARIADB_SOCKET}")
+    if backend == "postgres" and not (PG_SOCKET_DIR.exists() and _psql_bin() and shutil.which("runuser")):
+        pytest.skip(f"no PostgreSQL socket directory {PG_SOCKET_DIR} or psql/runuser")
+
+
+def url_for(server_url: str, user: str, password: str, database: str | None = None) -> str:
+    u = make_url(server_url)
+    return u.set(username=user, password=password, database=database or u.database).render_as_string(
+        hide_password=False)

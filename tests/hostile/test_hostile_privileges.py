@@ -1,0 +1,170 @@
+"""Reduced privileges and read-only databases (issue 12 §4).
+
+An account without DELETE (MariaDB and PostgreSQL; SQLite has no accounts, whoever can write the
+file can delete: not applicable) submits, claims and finishes; the purge is refused with
+``AccessDeniedError`` (CLI: one line, exit 5), a worker logs that once and keeps serving, and a
+refused batch writes nothing. A read-only database given to a worker (PostgreSQL: a role with
+``default_transaction_read_only = on``; MariaDB: an account with SELECT only; SQLite: the file
+opened ``mode=ro``) ends the worker at start with one line and exit 5, instead of polling and
+failing for ever; the library raises ``AccessDeniedError``; no output holds the password.
+Accounts are made through the servers' superuser connections (db_admin.py) with fresh names and
+dropped at the end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy.engine import make_url
+
+import queue_core
+from db_admin import mariadb_root, pg_super, skip_unless_admin, url_for
+from hostile_support import HERE, clean_environ, one_line_error
+from queue_core import AccessDeniedError
+from queue_core.cli import cli as pq_cli
+from queue_core.clock import FakeClock
+
+T0 = 1_700_000_000.0
+BIN = Path(sys.executable).parent
+SERVERS = ["mysql", "postgres"]
+
+
+def _cli(*args):
+    return CliRunner().invoke(pq_cli, list(args), env=clean_environ())
+
+
+@contextmanager
+def account(backend: str, server: str, table: str, privileges: str, *, read_only: bool = False):
+    """A fresh account with ``privileges`` on ``table`` and its meta table; its URL."""
+    name, password = f"pqpriv_{uuid.uuid4().hex[:8]}", f"pw@{uuid.uuid4().hex}:/x"
+    database = make_url(server).database
+    if backend == "mysql":
+        mariadb_root(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}';\n"
+                     + "".join(f"GRANT {privileges} ON `{database}`.`{t}` TO '{name}'@'%';\n"
+                               for t in (table, f"{table}_meta")))
+        drop = lambda: mariadb_root(f"DROP USER IF EXISTS '{name}'@'%';")  # noqa: E731
+    else:
+        port = make_url(server).port or 5432
+        pg_super(f"CREATE ROLE {name} LOGIN PASSWORD '{password}';", port)
+        pg_super(f"GRANT USAGE ON SCHEMA public TO {name};\n"
+                 f"GRANT {privileges} ON {table}, {table}_meta TO {name};\n"
+                 f"GRANT USAGE ON SEQUENCE {table}_id_seq TO {name};\n"
+                 + (f"ALTER ROLE {name} SET default_transaction_read_only = on;\n" if read_only else ""),
+                 port, database)
+        drop = lambda: pg_super(f"DROP OWNED BY {name};\nDROP ROLE {name};", port, database)  # noqa: E731
+    try:
+        yield url_for(server, name, password), password
+    finally:
+        drop()
+
+
+@pytest.fixture
+def admin_queue(backend, db_url, table_name):
+    """The queue table, made and read by the test user (all privileges)."""
+    q = queue_core.open(db_url, table_name, clock=FakeClock(T0))
+    q.init()
+    yield q
+    q.close()
+    if backend != "sqlite":
+        from conftest import drop_tables
+
+        drop_tables(db_url, table_name)
+
+
+def _snapshot(q) -> str:
+    return repr(sorted(((m.key, m.status, m.outcome, m.attempts) for m in q.list(now=T0)), key=repr))
+
+
+def _worker(url: str, table: str, *extra: str, env: dict | None = None, timeout: float = 60):
+    return subprocess.run([str(BIN / "perfectqueue"), "run", f"{HERE / 'hostile_handlers.py'}:Worker", "--burst",
+                           "-D", url, "--table", table, "--poll-interval", "0.1", *extra],
+                          capture_output=True, text=True, timeout=timeout, env={**clean_environ(), **(env or {})})
+
+
+@pytest.mark.parametrize("backend", SERVERS)  # SQLite: no accounts, nothing to revoke
+def test_an_account_without_delete_submits_claims_and_finishes(backend, db_url, admin_queue):
+    skip_unless_admin(backend)
+    q, table = admin_queue, admin_queue.table
+    q.submit("expired", "ok", {}, now=T0)
+    q.poll(now=T0).finish(now=T0, retention_time=0)
+    with account(backend, db_url, table, "SELECT, INSERT, UPDATE") as (url, password):
+        with queue_core.open(url, table, clock=FakeClock(T0), max_retry_count=0) as nd:
+            nd.submit("a", "ok", {}, now=T0)
+            assert nd.submit_many([{"key": "b", "type": "ok"}, {"key": "a", "type": "ok"}], now=T0) == 1
+            nd.submit("capped", "ok", {}, user="team", max_running=1, priority=5, now=T0)  # the cap's lock row
+            held = nd.poll_multi(3, now=T0 + 1)
+            assert [t.key for t in held] == ["capped", "a", "b"]
+            held[0].finish(now=T0 + 1)
+            held[1].retry(retry_wait=0, error="again", now=T0 + 1)
+            held[2].release(now=T0 + 1)
+            assert nd.finish_many(nd.poll_multi(5, now=T0 + 2), now=T0 + 2) == []
+            before = _snapshot(q)
+            with pytest.raises(AccessDeniedError, match="refused by") as info:
+                nd.cleanup(now=T0 + 10**6)
+            assert password not in str(info.value)
+            # a key whose finished row's retention ended needs its row purged: the batch is refused whole
+            with pytest.raises(AccessDeniedError):
+                nd.submit_many([{"key": "c", "type": "ok"}, {"key": "expired", "type": "ok"}], now=T0 + 10**6)
+            assert _snapshot(q) == before
+        assert _cli("submit", "cli", "ok", "-D", url, "--table", table).exit_code == 0
+        err = one_line_error("perfectqueue", _cli("cleanup", "-D", url, "--table", table), 5)
+        assert "refused by" in err and password not in err
+        for i in range(4):  # limited tasks are leased one per poll: a purge is tried before each
+            q.submit(f"w{i}", "ok", {}, max_attempts=1, now=T0)
+        proc = _worker(url, table, "--processors", "1", env={"PQ_CLEANUP_INTERVAL": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and password not in proc.stdout + proc.stderr
+    assert proc.stderr.count("cleanup failed") == 1, proc.stderr[-3000:]  # logged once, not at every poll
+    done = {m.key: m.outcome for m in q.list(now=T0)}
+    assert all(done[k] == "success" for k in ("cli", "w0", "w1", "w2", "w3")), done
+
+
+def _read_only(backend: str, db_url: str, table: str, tmp_path):
+    if backend == "sqlite":
+        return _sqlite_read_only(db_url)
+    if backend == "mysql":
+        return account(backend, db_url, table, "SELECT")
+    return account(backend, db_url, table, "SELECT, INSERT, UPDATE, DELETE", read_only=True)
+
+
+@contextmanager
+def _sqlite_read_only(db_url: str):
+    yield f"sqlite:///file:{make_url(db_url).database}?mode=ro&uri=true", None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mysql", "postgres"])
+def test_a_read_only_database_given_to_a_worker(backend, db_url, admin_queue, tmp_path):
+    if backend != "sqlite":
+        skip_unless_admin(backend)
+    q, table = admin_queue, admin_queue.table
+    q.submit("running", "ok", {}, now=T0)
+    q.poll(now=T0, alive_time=10**6)
+    q.submit("old", "ok", {}, now=T0)
+    q.poll(now=T0).finish(now=T0, retention_time=0)  # cleanup would purge it
+    q.submit("due", "ok", {}, now=T0)
+    before = _snapshot(q)
+    with _read_only(backend, db_url, table, tmp_path) as (url, password):
+        with queue_core.open(url, table, clock=FakeClock(T0 + 1)) as ro:
+            assert [m.key for m in ro.list()] == ["running", "old", "due"]  # a replica serves reads
+            for call in (ro.check_writable, ro.poll, lambda: ro.submit("new", "ok", {}),
+                         lambda: ro["due"].cancel_request(), ro.cleanup):
+                with pytest.raises(AccessDeniedError, match="refused by") as info:
+                    call()
+                assert password is None or password not in str(info.value)
+        assert _cli("list", "-D", url, "--table", table).exit_code == 0
+        for command in (["submit", "new", "ok"], ["cancel", "due"], ["force-finish", "running"]):
+            err = one_line_error("perfectqueue", _cli(*command, "-D", url, "--table", table), 5)
+            assert "refused by" in err and (password is None or password not in err), err
+        proc = _worker(url, table, timeout=120)
+    assert proc.returncode == 5, (proc.returncode, proc.stderr[-3000:])
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("perfectqueue: error: ")]
+    assert len(errors) == 1 and "refused by" in errors[0], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "poll failed" not in proc.stderr, proc.stderr[-3000:]
+    assert password is None or password not in proc.stdout + proc.stderr
+    assert _snapshot(q) == before

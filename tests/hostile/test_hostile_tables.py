@@ -1,0 +1,126 @@
+"""A table that is not ours, named where a pq table is expected, on SQLite, MariaDB and PostgreSQL
+(issue 12 §4): another program's table given by ``--table`` or by a config file, a schedule table
+given as the queue table and the other way round. Every command and the library refuse it with
+``ForeignTableError`` at first use (the CLI: one line, exit 5) and never read past that, write,
+alter, index or drop it: its rows, columns and indexes are checked unchanged, and no companion
+``<table>_meta`` appears; a worker given such a table exits at start with one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+import perfectsched
+import queue_core
+from hostile_support import HERE, clean_environ, one_line_error
+from perfectsched.cli import cli as sched_cli
+from queue_core import ForeignTableError
+from queue_core.cli import cli as pq_cli
+
+
+def _invoke(cli, *args):
+    return CliRunner().invoke(cli, list(args), env={k: None for k in os.environ if k.startswith("PQ_")})
+
+
+class Tables:
+    """Every table of the database whose name starts with ``prefix``: names, columns, indexes, rows."""
+
+    def __init__(self, url: str, prefix: str):
+        self.engine = sa.create_engine(url, pool_size=1)
+        self.prefix = prefix
+
+    def __call__(self) -> dict:
+        out = {}
+        with self.engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            for name in sorted(n for n in inspector.get_table_names() if n.startswith(self.prefix)):
+                rows = conn.execute(sa.text(f"SELECT * FROM {name}")).all()
+                out[name] = ([c["name"] for c in inspector.get_columns(name)],
+                             sorted(i["name"] for i in inspector.get_indexes(name)), sorted(map(repr, rows)))
+        return out
+
+    def drop(self) -> None:
+        with self.engine.begin() as conn:
+            for name in self().keys():
+                conn.execute(sa.text(f"DROP TABLE {name}"))
+        self.engine.dispose()
+
+
+@pytest.fixture
+def tables(backend, db_url):
+    """The tables of this test (names from ``tables.prefix``), dropped at its end."""
+    t = Tables(db_url, f"ft{os.getpid() % 10000}_{uuid.uuid4().hex[:6]}")
+    yield t
+    t.drop()
+
+
+def _users(db_url: str, name: str) -> None:
+    """Another program's table, with the columns pq's purge looks at (id, state, timeout)."""
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, state INTEGER, timeout FLOAT, "
+                             "name VARCHAR(20))"))
+        conn.execute(sa.text(f"INSERT INTO {name} VALUES (1, 1, 0, 'alice'), (2, 0, 0, 'bob')"))
+    engine.dispose()
+
+
+QUEUE_COMMANDS = [["list"], ["stats"], ["show", "k"], ["submit", "k", "t"], ["cancel", "k"], ["force-finish", "k"],
+                  ["cleanup"], ["init"], ["init", "--force"]]
+
+
+def test_another_program_s_table_is_never_touched(db_url, tables, tmp_path):
+    prefix = tables.prefix
+    users = f"{prefix}_users"
+    _users(db_url, users)
+    before = tables()
+    config = tmp_path / "pq.toml"
+    config.write_text(f'[development]\nurl = "{db_url}"\ntable = "{users}"\n')
+    for command in QUEUE_COMMANDS:
+        for where in (["-D", db_url, "--table", users], ["-c", str(config)]):
+            err = one_line_error("perfectqueue", _invoke(pq_cli, *command, *where), 5)
+            assert f"table {users} " in err and "is not a pq queue table (it has no column " in err, (command, err)
+    for command in (["list"], ["show", "k"], ["init"], ["init", "--force"]):
+        err = one_line_error("perfectsched", _invoke(sched_cli, *command, "-D", db_url, "--schedule-table", users,
+                                                    "--table", f"{prefix}_q"), 5)
+        assert "is not a perfectsched schedule table" in err, err
+    with queue_core.open(db_url, users) as q:
+        for call in (lambda: list(q.list()), q.cleanup, lambda: q.submit("k", "t"), q.init, q.poll):
+            with pytest.raises(ForeignTableError, match=f"table {users} "):
+                call()
+    worker = subprocess.run([f"{os.path.dirname(sys.executable)}/perfectqueue", "run",
+                             f"{HERE / 'hostile_handlers.py'}:Worker", "--burst", "-c", str(config)],
+                            capture_output=True, text=True, timeout=120, env=clean_environ())
+    errors = [line for line in worker.stderr.splitlines() if line.startswith("perfectqueue: error: ")]
+    assert worker.returncode == 5 and len(errors) == 1 and f"table {users} " in errors[0], worker.stderr[-3000:]
+    assert tables() == before  # rows, columns, indexes; no {users}_meta, no {prefix}_q
+
+
+def test_a_schedule_table_is_not_a_queue_table_nor_the_other_way_round(db_url, tables):
+    queue_table, schedule_table = f"{tables.prefix}_q", f"{tables.prefix}_s"
+    with perfectsched.open(db_url, schedule_table, queue_table) as sc:
+        sc.init()
+        sc.add("every", "t", cron="* * * * *")
+        sc.queue.submit("job", "t", {})
+    before = tables()
+    for command in QUEUE_COMMANDS:
+        err = one_line_error("perfectqueue", _invoke(pq_cli, *command, "-D", db_url, "--table", schedule_table), 5)
+        assert f"table {schedule_table} " in err and "not a pq queue table but a perfectsched schedule table" in err
+    swapped = ["-D", db_url, "--schedule-table", queue_table, "--table", schedule_table]
+    for command in (["list"], ["show", "every"], ["init"], ["init", "--force"], ["delete", "every"]):
+        err = one_line_error("perfectsched", _invoke(sched_cli, *command, *swapped), 5)
+        assert "is not a pq queue table but a perfectsched schedule table" in err or \
+            "is not a perfectsched schedule table but a pq queue table" in err, err
+    # the queue's own meta table named as the schedule table
+    err = one_line_error("perfectsched", _invoke(sched_cli, "init", "-D", db_url, "--schedule-table",
+                                                f"{queue_table}_meta", "--table", queue_table), 5)
+    assert "is not a perfectsched schedule table but the meta table of a pq table" in err, err
+    with perfectsched.open(db_url, queue_table, schedule_table) as sc:
+        with pytest.raises(ForeignTableError):
+            list(sc.list())
+    assert tables() == before
