@@ -70,6 +70,10 @@ class Processor:
         #: loop to start the next one or by an immediate stop to give them back
         self._unstarted: list = []
         self._batch_lock = threading.Lock()
+        #: set while an immediate stop gives back what this processor holds: its loop, once ended,
+        #: waits for it (up to GIVE_BACK_TIME) before the process may end on its own
+        self._giving_back = threading.Event()
+        self._given_back = threading.Event()
 
     @property
     def stopping(self) -> bool:
@@ -98,6 +102,8 @@ class Processor:
             self.monitor.stop()
             self.monitor.join(5)
             self.settler.flush()
+            if self._giving_back.is_set():
+                self._given_back.wait(GIVE_BACK_TIME)
 
     def batch_size(self) -> int:
         """How many tasks to lease: as many as this processor expects to finish in
@@ -165,6 +171,9 @@ class Processor:
     def _run_batch(self, tasks: list) -> None:
         for t in tasks:
             self.monitor.hold(t)
+        with self._batch_lock:
+            if not self._giving_back.is_set():  # else an immediate stop gave them back already
+                self._unstarted = list(tasks)
         prefetch(self.target, self.queue, tasks)
         while (t := self._next_unstarted()) is not None:
             self.process(t)
@@ -174,11 +183,11 @@ class Processor:
 
     def _next_unstarted(self):
         """The batch's next task to run; None once it is done, or stopping (the rest released)."""
-        with self._batch_lock:
+        with self._batch_lock:  # released under the lock: an immediate stop waits for it to end
             if not self.stopping and self._unstarted:
                 return self._unstarted.pop(0)
             rest, self._unstarted = self._unstarted, []
-        self._release(rest)
+            self._release(rest)
         return None
 
     def give_back_now(self) -> None:
@@ -186,11 +195,15 @@ class Processor:
         waiting in the settler, and release the batch's tasks whose handler has not started, their
         attempts given back; the running handler is abandoned, its lease left to expire. Best
         effort: whoever stops the process at once may kill it first."""
-        with self._batch_lock:
-            self.control.stop()
-            rest, self._unstarted = self._unstarted, []
-        self.settler.flush()
-        self._release(rest)
+        self._giving_back.set()
+        self.control.stop()  # first: the loop starts no handler once this was called
+        try:
+            with self._batch_lock:  # waits for a claim or a release under way
+                rest, self._unstarted = self._unstarted, []
+                self._release(rest)  # before the successes: one of their rows may be locked
+            self.settler.flush()  # waits for a flush under way in the monitor thread
+        finally:
+            self._given_back.set()
 
     def _cleanup(self) -> None:
         """Purge finished rows past retention. A failure is logged once, not at every try (an
@@ -212,20 +225,19 @@ class Processor:
         """Give back the batch's tasks not started (stopping), in one statement."""
         for t in tasks:
             self.monitor.drop(t)
+        if not tasks:
+            return
+        try:  # those whose lease expired unnoticed (t.lost, not taken over) still hold their token
+            n = self.queue.release_many(tasks)
+        except TaskError as exc:
+            log.warning("release of %d tasks failed (their leases will expire): %s", len(tasks), exc)
+            return
+        for t in tasks:
+            log.info("released task=%s type=%s (stopping)", t.key, t.type)
         for t in [t for t in tasks if t.lost]:  # taken over while it waited: its attempt goes back
             self._settle(t, None, 0.0, started=False)
-        held = [t for t in tasks if not t.lost]
-        if not held:
-            return
-        try:
-            n = self.queue.release_many(held)
-        except TaskError as exc:
-            log.warning("release of %d tasks failed (their leases will expire): %s", len(held), exc)
-            return
-        for t in held:
-            log.info("released task=%s type=%s (stopping)", t.key, t.type)
-        if n < len(held):
-            log.info("%d of the %d tasks to release were taken over or finished meanwhile", len(held) - n, len(held))
+        if n < len(tasks):
+            log.info("%d of the %d tasks to release were taken over or finished meanwhile", len(tasks) - n, len(tasks))
 
     def process(self, task) -> None:
         if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited
@@ -283,18 +295,20 @@ def stop_at_once(processors: list[Processor], code: int) -> None:
     """An immediate stop of a worker process: each processor writes its waiting successes and
     releases the tasks it has not started (:meth:`Processor.give_back_now`), then the process
     ends with ``code``, its running handlers abandoned (their leases expire; they run again)."""
-    giver = threading.Thread(target=_give_back, args=(processors,), name="pq-give-back", daemon=True)
-    giver.start()
-    giver.join(GIVE_BACK_TIME)  # a claim or write stuck on a failing database does not hold the stop
+    givers = [threading.Thread(target=_give_back, args=(p,), name="pq-give-back", daemon=True) for p in processors]
+    for g in givers:  # side by side: one processor stuck on a locked row holds back no other
+        g.start()
+    end = time.monotonic() + GIVE_BACK_TIME  # a claim or write stuck on the database does not hold the stop
+    for g in givers:
+        g.join(max(0.0, end - time.monotonic()))
     exit_now(code, f"worker pid={os.getpid()}: immediate stop: exiting (running tasks' leases will expire)")
 
 
-def _give_back(processors: list[Processor]) -> None:
-    for proc in processors:
-        try:
-            proc.give_back_now()
-        except Exception as exc:  # noqa: BLE001 - best effort: the stop must happen regardless
-            log.warning("could not give back unstarted tasks at an immediate stop: %s", exc)
+def _give_back(proc: Processor) -> None:
+    try:
+        proc.give_back_now()
+    except Exception as exc:  # noqa: BLE001 - best effort: the stop must happen regardless
+        log.warning("could not give back unstarted tasks at an immediate stop: %s", exc)
 
 
 def prefetch(target: Any, queue, tasks: list) -> None:

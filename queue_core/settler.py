@@ -42,6 +42,8 @@ class Settler:
         self._items: list[tuple[Any, float]] = []
         self._since: float | None = None
         self._lock = threading.Lock()
+        #: held while a batch is written: a flush waits for one under way in another thread
+        self._writing = threading.Lock()
 
     def add(self, task, elapsed: float) -> None:
         with self._lock:
@@ -66,6 +68,11 @@ class Settler:
         return since is not None and now - since >= self.delay and now >= self._retry_at
 
     def flush(self) -> None:
+        """Write the waiting successes now (after any write another thread has under way)."""
+        with self._writing:
+            self._write()
+
+    def _write(self) -> None:
         items = self.take()
         if not items:
             return
