@@ -84,10 +84,11 @@ def test_an_immediate_stop_is_not_held_by_a_claim_stuck_on_the_database(tmp_path
     url, table = f"sqlite:///{tmp_path / 'q.db'}", "q"
     with queue_core.open(url, table) as q:
         q.init()
-    p = start_worker(url, table, processors=1, processor_type="thread")
+    worker_log = tmp_path / "worker.log"
+    p = start_worker(url, table, processors=1, processor_type="thread", log=str(worker_log))
     blocker = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
     try:
-        time.sleep(0.5)  # the worker is polling
+        wait_for(lambda: worker_log.exists() and "thread processors" in worker_log.read_text(), what="polling")
         blocker.execute("BEGIN EXCLUSIVE")  # its next claim now waits for the lock
         time.sleep(1.0)
         p.send_signal(signal.SIGQUIT)
