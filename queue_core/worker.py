@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,7 @@ from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
 from .processor import Processor, open_queue, stop_at_once
-from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, Intent, Signals
+from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
 
@@ -65,16 +66,54 @@ def check_database(settings: dict) -> None:
     AccessDeniedError when this account or database refuses writes to it (a read-only replica,
     transaction or file; a grant missing). A worker could only fail at every poll there. Any
     other failure (an outage, a table ``init`` has not made yet) is left to the processors,
-    which poll through it."""
-    queue = open_queue({**settings, "max_retry_count": 0})
+    which poll through it. The check may wait for the database (a locked SQLite file): meanwhile
+    the worker obeys its signals, a stop ending it at once (it has started nothing)."""
+    outcome: list[Exception | None] = []
+    checker = threading.Thread(target=_check_writable, args=(settings, outcome), name="pq-start-check", daemon=True)
+    signals = Signals(WORKER_SIGNALS, _BEFORE_START)
+    try:
+        checker.start()
+        while checker.is_alive():
+            signals.wait(0.2)
+    finally:
+        signals.close()
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
+
+
+def _check_writable(settings: dict, outcome: list[Exception | None]) -> None:
+    try:
+        queue = open_queue({**settings, "max_retry_count": 0})
+    except Exception as exc:  # noqa: BLE001 - raised again by the main thread
+        outcome.append(exc)
+        return
     try:
         queue.check_writable()
-    except (ForeignTableError, AccessDeniedError):
-        raise
+        outcome.append(None)
+    except (ForeignTableError, AccessDeniedError) as exc:
+        outcome.append(exc)
     except DatabaseError as exc:
         log.warning("database check at start failed (the processors will keep trying): %s", exc)
+        outcome.append(None)
     finally:
         queue.close()
+
+
+def _exit_before_start(what: str) -> Callable[[], None]:
+    def stop() -> None:
+        exit_now(EXIT_OK, f"worker pid={os.getpid()}: {what}: exiting (before its start-up check ended)")
+
+    return stop
+
+
+#: what the signals of a worker do while it checks its database, before it starts anything
+_BEFORE_START: dict[Intent, Callable[[], None]] = {
+    Intent.STOP: _exit_before_start("stop"),
+    Intent.STOP_NOW: _exit_before_start("immediate stop"),
+    Intent.RESTART: lambda: None,  # nothing started yet: the start reads the configuration anyway
+    Intent.RESTART_NOW: lambda: None,
+    Intent.REOPEN_LOGS: reopen_logs,
+}
 
 
 def install_child_signals(proc: Processor) -> Signals:

@@ -91,3 +91,11 @@ def finish(proc, timeout=30):
         out, _ = proc.communicate()
         raise AssertionError("worker did not exit:\n" + out.decode(errors="replace")[-3000:])
     return proc.returncode, out.decode(errors="replace")
+
+
+def stop_and_time(proc, sig, timeout=30):
+    """Send ``sig`` to ``proc`` and wait for its end: (exit code, output, seconds it took)."""
+    proc.send_signal(sig)
+    sent = time.monotonic()
+    code, out = finish(proc, timeout=timeout)
+    return code, out, time.monotonic() - sent

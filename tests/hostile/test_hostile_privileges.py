@@ -13,8 +13,11 @@ dropped at the end.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,3 +171,38 @@ def test_a_read_only_database_given_to_a_worker(backend, db_url, admin_queue, tm
     assert "Traceback" not in proc.stderr and "poll failed" not in proc.stderr, proc.stderr[-3000:]
     assert password is None or password not in proc.stdout + proc.stderr
     assert _snapshot(q) == before
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` holds ``path`` open (its start-up check connected to the database)."""
+    try:
+        return any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig, said", [(signal.SIGTERM, "stop"), (signal.SIGQUIT, "immediate stop")])
+def test_a_worker_obeys_a_stop_while_its_start_up_check_waits_for_a_locked_database(tmp_path, sig, said):
+    """The check at start writes (an UPDATE of no row), so on a SQLite file another process holds
+    locked it waits (30 s, the busy timeout): a stop signal meanwhile ends the worker at once, exit
+    0, instead of killing it by the signal's default action or waiting for the lock."""
+    import sqlite3
+
+    from procs import start_worker, stop_and_time, wait_for
+
+    path = (tmp_path / "q.db").resolve()
+    with queue_core.open(f"sqlite:///{path}", "q") as q:
+        q.init()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        p = start_worker(f"sqlite:///{path}", "q", processors=1)
+        wait_for(lambda: _has_open(p.pid, path) or p.poll() is not None, what="the start-up check connected")
+        time.sleep(0.3)
+        assert p.poll() is None
+        code, out, took = stop_and_time(p, sig)
+    finally:
+        blocker.close()
+    assert code == 0, out
+    assert f"{said}: exiting (before its start-up check ended)" in out and took < 5, (took, out)
+    assert "Traceback" not in out
