@@ -12,12 +12,12 @@ schedule's, never the database's."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from queue_core import errors as qe
+from queue_core import strict_json
 from queue_core.store import rowcheck
 from queue_core.validate import check_name, check_time, encode_data
 
@@ -86,7 +86,7 @@ class Checked:
 
 def _data(text: Any, limit: int) -> dict:
     try:
-        data = json.loads(text) if text else {}
+        data = strict_json.loads(text) if text else {}
     except (ValueError, RecursionError) as exc:
         raise ValidationError(f"data is not valid JSON: {exc}") from None
     encode_data(data, limit)  # a JSON object of at most max_data_size bytes, as add requires

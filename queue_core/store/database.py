@@ -23,7 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from .. import policy
+from .. import policy, url_secrets
 from ..clock import ClockReading
 from ..errors import AccessDeniedError, ConfigError, DatabaseError, SchemaError, TaskError
 from .dialects import Dialect
@@ -42,10 +42,8 @@ def mask_url(url: str | sa.URL | None) -> str:
     """The URL with its password replaced by ``***`` (safe to print)."""
     if url is None:
         return DEFAULT_URL
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<unparseable database URL>"
+    parsed = url_secrets.parsed(url)
+    return "<unparseable database URL>" if parsed is None else url_secrets.masked(parsed)
 
 
 def dialect_for(backend: str, masked_url: str) -> Dialect:
@@ -57,11 +55,6 @@ def dialect_for(backend: str, masked_url: str) -> Dialect:
     if backend in ("postgresql", "postgres"):
         return PostgreSQLDialect()
     raise ConfigError(f"unsupported database {masked_url!r}: use sqlite://, mysql+pymysql:// or postgresql+psycopg://")
-
-
-def _password(url: sa.URL) -> str | None:
-    pw = url.password
-    return str(pw) if pw else None
 
 
 class Database:
@@ -83,8 +76,8 @@ class Database:
             self.url = make_url(raw)
         except Exception:
             raise ConfigError(f"invalid database URL {mask_url(raw)!r}") from None
-        self.masked_url = self.url.render_as_string(hide_password=True)
-        self._secret = _password(self.url)
+        self.masked_url = url_secrets.masked(self.url)
+        self._secrets = url_secrets.spellings(self.url)
         self.max_retry_count = int(max_retry_count)
         self.retry_max_wait = float(retry_max_wait)
         backend = self.url.get_backend_name()
@@ -174,8 +167,9 @@ class Database:
         else:
             text = str(exc)
         text = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        if self._secret:
-            text = text.replace(self._secret, "***")
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        text = url_secrets.hide_query_secrets(text)
         return text[:500]
 
     def _is_transient(self, exc: BaseException) -> bool:

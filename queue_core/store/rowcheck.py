@@ -16,12 +16,12 @@ a lease token equal to another row's (a batch's rows share one).
 
 from __future__ import annotations
 
-import json
 import math
 import zoneinfo
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import strict_json
 from ..errors import CorruptRowError
 from ..row_states import FINISHED, LIVE, PENDING
 from .schema import (
@@ -64,14 +64,27 @@ def text(value: Any) -> str | None:
     return None if isinstance(value, str) else f"{_shown(value)}, not text"
 
 
-def json_text(value: Any) -> str | None:
+def _json(value: Any) -> tuple[Any, str | None]:
+    """The JSON value of text ``value`` (strict: no NaN or Infinity), or what is wrong with it."""
     if not isinstance(value, str):
-        return f"{_shown(value)}, not JSON text"
+        return None, f"{_shown(value)}, not JSON text"
     try:
-        json.loads(value)
+        return strict_json.loads(value), None
     except (ValueError, RecursionError):
-        return f"{_shown(value)}, not JSON"
-    return None
+        return None, f"{_shown(value)}, not JSON"
+
+
+def json_value(value: Any) -> str | None:
+    """Any JSON value (a result)."""
+    return _json(value)[1]
+
+
+def json_object(value: Any) -> str | None:
+    """A JSON object (task and schedule data: submit and add refuse anything else)."""
+    decoded, wrong = _json(value)
+    if wrong is None and not isinstance(decoded, dict):
+        return f"{_shown(value)}, not a JSON object"
+    return wrong
 
 
 def integer(low: int, high: int) -> Check:
@@ -130,7 +143,7 @@ TASK_COLUMNS: dict[str, Check] = {
     "id": integer(1, 2**63 - 1),
     "key": name,
     "type": name,
-    "data": json_text,
+    "data": json_object,
     "resource": optional(name),
     "max_running": optional(integer(1, INT32)),
     "priority": integer(-INT32 - 1, INT32),
@@ -149,7 +162,7 @@ TASK_COLUMNS: dict[str, Check] = {
     "cancel_requested": one_of(0, 1),
     "error": optional(text),
     "grp": optional(name),
-    "result": optional(json_text),
+    "result": optional(json_value),
     "workflow": optional(text),  # the workflow runtime's JSON: the queue never reads into it
     "definition": optional(text),
 }
@@ -160,7 +173,7 @@ SCHEDULE_COLUMNS: dict[str, Check] = {
     "cron": cron,
     "delay": integer(0, SCHEDULE_MAX_DELAY),
     "timezone": timezone,
-    "data": json_text,
+    "data": json_object,
     "next_time": integer(0, int(MAX_INPUT_TIME)),
     "next_run_time": epoch(),
     "timeout": epoch(),

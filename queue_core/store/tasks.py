@@ -14,6 +14,7 @@ import builtins
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -27,6 +28,15 @@ from .screen import ClaimScreen
 from .task_changes import TaskChanges
 from .transitions import task_where
 from .typed import TypedReads
+
+
+def _as_sql_orders(value: Any) -> tuple:
+    """A priority level's place in SQL's order, numbers below text below bytes (SQLite's, whose
+    columns keep any type): a priority edited by hand to text must not stop the walk over the
+    levels (due, its row is set aside by the screen; ``store/screen.py``)."""
+    if isinstance(value, (int, float)):
+        return (0, value)
+    return (1, value) if isinstance(value, str) else (2, bytes(value))
 
 
 @dataclass(frozen=True)
@@ -327,7 +337,7 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
         picked: list[dict] = []
         tops = self._tops(conn, types) if tops is None else dict(tops)  # types' best levels, if known
         while tops and len(picked) < n:
-            level = max(tops.values())
+            level = max(tops.values(), key=_as_sql_orders)
             at = [k for k, p in tops.items() if p == level]
             due = self._with_due_at(conn, at, level, now)
             if due:

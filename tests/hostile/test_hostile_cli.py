@@ -303,10 +303,14 @@ url_parts = st.fixed_dictionaries({
     "host": st.sampled_from(["127.0.0.1:1", "", "[::1]:1", "localhost:0", "127.0.0.1:99999", "127.0.0.1:x"]),
     "db": st.sampled_from(["x", "", "qtest", "a/b", "pq.db", "x?y", "%00"]),
     "query": st.sampled_from(["", "?connect_timeout=1", "?connect_timeout=abc", "?charset=nope", "?sslmode=bogus",
-                              "?unix_socket=/nonexistent", "?x=%ZZ", "?&&", "?host=/nonexistent"]),
+                              "?unix_socket=/nonexistent", "?x=%ZZ", "?&&", "?host=/nonexistent",
+                              "?password=t0pq", "?connect_timeout=1&PassWd=t0p%2Fq", "?sslpassword=t0p+q&pass=t0pz"]),
 })
 
 
+# PyMySQL 2.2 leaves its AF_UNIX socket open when ``?unix_socket=`` names no socket (the driver's
+# leak, in the driver's object: nothing of pq holds it)
+@pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning")
 @hostile(40)
 @given(parts=url_parts, command=st.sampled_from(["list", "init", "stats"]))
 def test_hostile_database_urls_fail_in_one_line_and_never_show_the_password(tmp_path, parts, command):
@@ -322,6 +326,18 @@ def test_hostile_database_urls_fail_in_one_line_and_never_show_the_password(tmp_
     assert "t0p" not in result.stdout + result.stderr  # every password starts with t0p
     if result.exit_code != 0:
         one_line_error("perfectqueue", result, 1, 5, 6)
+
+
+@pytest.mark.parametrize("scheme", ["postgresql+psycopg", "mysql+pymysql"])
+@pytest.mark.parametrize("query", ["password=t0pQuery", "sslmode=disable&passwd=t0pQuery", "PASSWORD=t0p%2FQuery"])
+def test_a_password_in_the_url_query_is_hidden_like_one_in_the_userinfo(scheme, query):
+    """Both drivers take ``?password=``: masked in the URL pq shows, its repr and every error."""
+    with queue_core.open(f"{scheme}://pq@127.0.0.1:1/pq?{query}", table="q", max_retry_count=0,
+                         connect_timeout=1) as q:
+        assert "t0p" not in q.url and "t0p" not in repr(q) and "=***" in q.url
+        with pytest.raises((queue_core.DatabaseError, queue_core.ConfigError)) as info:
+            q.init()
+    assert "t0p" not in str(info.value) and "127.0.0.1:1/pq?" in str(info.value)
 
 
 @hostile(30)

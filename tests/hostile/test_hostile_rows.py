@@ -69,7 +69,14 @@ CORRUPT = [
     Edit("cancel-requested-5", "cancel_requested = 5", "cancel_requested"),
     Edit("error-not-text", {**ONLY, "sqlite": "error = X'00'"}, "error"),
     Edit("owner-not-text", {**ONLY, "sqlite": "owner = X'00'"}, "owner"),
+    Edit("data-nan", """data = '{"a": NaN}'""", "data"),
+    Edit("data-overflow", """data = '{"a": 1e999}'""", "data"),
+    Edit("data-minus-infinity", """data = '{"a": -Infinity}'""", "data"),
+    Edit("data-list", "data = '[1, 2]'", "data"),
+    Edit("data-string", """data = '"text"'""", "data"),
+    Edit("data-null", "data = 'null'", "data"),
     Edit("result-not-json", "result = 'not json'", "result"),
+    Edit("result-nan", "result = '[NaN]'", "result"),
     Edit("group-empty", "grp = ''", "grp"),
     Edit("workflow-not-text", {**ONLY, "sqlite": "workflow = X'00'"}, "workflow"),
     Edit("definition-not-text", {**ONLY, "sqlite": "definition = X'00'"}, "definition"),
@@ -150,6 +157,27 @@ def test_a_hand_edited_task_row_is_refused_by_name_and_set_aside(shared_queue, r
     else:
         assert repr([after]) == edited
     assert _rows(raw, "id = :id", id=ids["other"]) == other
+
+
+TEXT_PRIORITY = Edit("priority-text", {**ONLY, "sqlite": "priority = 'high'"}, "priority")
+
+
+@pytest.mark.parametrize("edited", ["other", "target"], ids=["not-due", "due"])
+def test_a_text_priority_leaves_claims_limited_to_types_working(shared_queue, raw, backend, edited):
+    """A claim limited to types (a worker serving its declared types) walks the types' priority
+    levels in Python: a text level (SQLite keeps one) is ordered as SQLite orders it, above every
+    number, instead of ending every claim with TypeError; due, the row is set aside."""
+    q = shared_queue
+    clause = _edited(raw, backend, TEXT_PRIORITY)
+    ids = _three(q, raw)
+    assert raw.edit(clause, "id = :id", id=ids[edited]) == 1
+    got = q.poll_multi(5, types=["t", "other"], now=T0)
+    assert sorted(t.key for t in got) == (["bystander"] if edited == "target" else ["bystander", "target"])
+    (after,) = raw.rows("id = :id", id=ids[edited])
+    if edited == "target":
+        assert (after["state"], after["outcome"]) == (1, "failure") and "column priority holds" in after["error"]
+    else:
+        assert (after["state"], after["leased"], after["priority"]) == (0, 0, "high")
 
 
 FINE = [

@@ -39,6 +39,9 @@ def stored(column: str) -> str:
 EDITS = [
     Edit("data-not-json", "data = 'not json'", "data", extra={"reason": "data is not valid JSON", "show": True}),
     Edit("data-empty", "data = ''", "data", extra={"reason": stored("data")}),
+    Edit("data-nan", """data = '{"a": NaN}'""", "data", extra={"reason": "data is not valid JSON: NaN is not JSON"}),
+    Edit("data-overflow", """data = '{"a": 1e999}'""", "data", extra={"reason": "data is not valid JSON: 1e999 is"}),
+    Edit("data-list", "data = '[1, 2]'", "data", extra={"reason": "task data must be a JSON object (dict), not list"}),
     Edit("data-not-text", {**ONLY, "sqlite": "data = X'FF00'"}, "data", extra={"reason": "data is not valid JSON"}),
     Edit("key-empty", key_set("''"), "key", extra={"reason": "schedule key must not be empty"}),
     Edit("key-not-utf8", {**key_set("X'FF61'"), "postgres": None}, "key",

@@ -22,6 +22,7 @@ from hostile_support import HERE, clean_environ, one_line_error
 from perfectsched.cli import cli as sched_cli
 from queue_core import ForeignTableError
 from queue_core.cli import cli as pq_cli
+from queue_core.store.schema import task_table
 
 
 def _invoke(cli, *args):
@@ -124,3 +125,57 @@ def test_a_schedule_table_is_not_a_queue_table_nor_the_other_way_round(db_url, t
         with pytest.raises(ForeignTableError):
             list(sc.list())
     assert tables() == before
+
+
+def _look_alike(db_url: str, name: str, shape: str) -> None:
+    """Another program's table with every column name of a queue table: all of them text, or
+    of our types but without the unique key on ``key``; one row of its own."""
+    ours = task_table(sa.MetaData(), "x")
+    columns = [
+        sa.Column(c.name, sa.Text() if shape == "all-text" else c.type, primary_key=shape != "all-text" and c.primary_key)
+        for c in ours.c
+    ]
+    table = sa.Table(name, sa.MetaData(), *columns)
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert().values(key="theirs", type="t", data="payload", timeout=0, run_at=0, created_at=0,
+                                           **({"id": 7} if shape == "all-text" else {})))
+    engine.dispose()
+
+
+@pytest.mark.parametrize("shape", ["all-text", "no-unique-key"])
+def test_a_table_with_our_column_names_but_not_our_types_or_keys_is_not_ours(db_url, tables, shape):
+    """Column names alone do not make a pq table: init neither indexes it nor makes its meta table."""
+    name = f"{tables.prefix}_other"
+    _look_alike(db_url, name, shape)
+    before = tables()
+    with queue_core.open(db_url, name) as q:
+        for call in (q.init, lambda: q.submit("k", "t"), q.poll, lambda: list(q.list())):
+            with pytest.raises(ForeignTableError, match=f"table {name} .*has our column names but is not a pq queue"):
+                call()
+    err = one_line_error("perfectqueue", _invoke(pq_cli, "init", "-D", db_url, "--table", name), 5)
+    assert "has our column names" in err and ("column " in err or "no unique key on key" in err), err
+    assert tables() == before
+
+
+def test_a_view_of_a_queue_table_is_not_a_queue_table(db_url, tables):
+    """A view (updatable on PostgreSQL and MySQL) over a real queue table: refused, its table unchanged."""
+    real, view = f"{tables.prefix}_q", f"{tables.prefix}_v"
+    with queue_core.open(db_url, real) as q:
+        q.init()
+        q.submit("job", "t", {})
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE VIEW {view} AS SELECT * FROM {real}"))
+    try:
+        before = tables()
+        with queue_core.open(db_url, view) as q:
+            for call in (q.init, lambda: q.init(force=True), q.cleanup, q.poll, lambda: q.submit("k", "t")):
+                with pytest.raises(ForeignTableError, match=f"table {view} .*it is a view"):
+                    call()
+        assert tables() == before
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP VIEW {view}"))
+        engine.dispose()

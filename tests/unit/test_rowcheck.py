@@ -69,7 +69,14 @@ def test_each_check_names_what_it_found():
     assert rowcheck.name("") == "0 characters (pq writes 1 to 255)"
     assert rowcheck.name("a\udcff") == "bytes that are not UTF-8"
     assert rowcheck.name(b"a") == "b'a', not text"
-    assert rowcheck.json_text("{") == "'{', not JSON"
+    assert rowcheck.json_value("{") == "'{', not JSON"
+    assert rowcheck.json_value("[1, 2.5]") is None
+    assert rowcheck.json_value('{"a": NaN}') == "'{\"a\": NaN}', not JSON"
+    assert rowcheck.json_value("1e999") == "'1e999', not JSON"
+    assert rowcheck.json_value("-Infinity") == "'-Infinity', not JSON"
+    assert rowcheck.json_object('{"a": 1}') is None
+    assert rowcheck.json_object("[1, 2]") == "'[1, 2]', not a JSON object"
+    assert rowcheck.json_object("null") == "'null', not a JSON object"
     assert rowcheck.integer(0, 5)(True) == "True, not an integer"
     assert rowcheck.integer(0, 5)(6) == "6, outside 0..5"
     assert rowcheck.one_of(0, 1)(1.0) == "1.0, not one of (0, 1)"

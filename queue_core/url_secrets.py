@@ -1,0 +1,65 @@
+"""The secrets a database URL may hold, and the URL with them hidden (pure: no I/O).
+
+A password may sit in the userinfo (``mysql+pymysql://pq:SECRET@host/db``) or in the query,
+where both drivers also take it (libpq and PyMySQL read ``?password=``, PyMySQL ``?passwd=``,
+libpq ``?sslpassword=`` for a client key). Every message pq prints about a database goes through
+:func:`masked`, and every error text through a scrub of :func:`secrets_of` (``Database.scrub``,
+``clikit.passwords.scrub``), so neither place shows one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+from sqlalchemy.engine import URL, make_url  # parsing only: no SQL here
+
+#: query parameters whose value is a secret (compared in lower case)
+SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "pwd", "sslpassword", "ssl_password"})
+
+#: ``password=VALUE`` in a URL's query, in any text: VALUE ends at ``&``, ``#``, a space or a quote
+_QUERY_SECRET_RE = re.compile(
+    r"([?&](?:" + "|".join(sorted(SECRET_QUERY_KEYS, key=len, reverse=True)) + r")=)[^&#\s'\"]+",
+    re.IGNORECASE,
+)
+
+
+def parsed(url: Any) -> URL | None:
+    """``url`` as a SQLAlchemy URL; None when it is empty or does not parse."""
+    if not url:
+        return None
+    try:
+        return make_url(url if isinstance(url, URL) else str(url))
+    except Exception:  # noqa: BLE001 - not a URL: callers fall back to the text patterns
+        return None
+
+
+def secrets_of(url: Any) -> list[str]:
+    """The secrets of database URL ``url``: its password and secret query values (none when
+    it does not parse)."""
+    u = parsed(url)
+    if u is None:
+        return []
+    found = [u.password] if u.password else []
+    for key, value in u.query.items():
+        if key.lower() in SECRET_QUERY_KEYS:
+            found.extend([value] if isinstance(value, str) else value)
+    return [str(s) for s in found if s]
+
+
+def spellings(url: Any) -> list[str]:
+    """Every way the secrets of ``url`` may be written (as they are, %-quoted, +-quoted), the
+    longest first, so that a replacement of each in turn leaves no part of one."""
+    found = {form for s in secrets_of(url) for form in (s, quote(s, safe=""), quote_plus(s))}
+    return sorted((f for f in found if f != "***"), key=len, reverse=True)
+
+
+def hide_query_secrets(text: str) -> str:
+    """``text`` with the value of every ``?password=`` (and the other secret keys) as ``***``."""
+    return _QUERY_SECRET_RE.sub(r"\1***", text)
+
+
+def masked(url: URL) -> str:
+    """``url`` as text, its password and secret query values replaced by ``***``."""
+    return hide_query_secrets(url.render_as_string(hide_password=True))

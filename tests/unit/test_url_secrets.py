@@ -1,0 +1,53 @@
+"""The secrets of a database URL (userinfo and query) and the URL shown without them; strict JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from queue_core import strict_json, url_secrets
+from queue_core.clikit.passwords import scrub
+
+
+def test_userinfo_and_query_secrets_are_found_and_masked():
+    url = "postgresql+psycopg://pq:pw1@h:5432/db?sslmode=require&password=pw2&SSLPassword=pw%2F3"
+    assert sorted(url_secrets.secrets_of(url)) == ["pw/3", "pw1", "pw2"]
+    shown = url_secrets.masked(url_secrets.parsed(url))
+    assert "pw" not in shown.replace("password", "").replace("Password", "")
+    assert shown.startswith("postgresql+psycopg://pq:***@h:5432/db?") and "sslmode=require" in shown
+    assert set(url_secrets.spellings(url)) >= {"pw/3", "pw%2F3"}
+
+
+def test_no_secret_and_unparseable_urls():
+    assert url_secrets.secrets_of("sqlite:///pq.db?timeout=5") == []
+    assert url_secrets.secrets_of("") == [] and url_secrets.secrets_of("::not a url") == []
+    assert url_secrets.parsed("::not a url") is None
+
+
+def test_text_with_a_query_password_is_scrubbed_whatever_the_url_was():
+    text = "cannot connect with mysql+pymysql://u@h/db?charset=utf8mb4&passwd=hunter2 (refused)"
+    assert scrub(text) == "cannot connect with mysql+pymysql://u@h/db?charset=utf8mb4&passwd=*** (refused)"
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20))
+def test_any_query_password_is_absent_from_the_masked_url(secret):
+    from urllib.parse import quote
+
+    url = f"mysql+pymysql://u@h/db?password={quote(secret, safe='')}&x=1"
+    shown = url_secrets.masked(url_secrets.parsed(url))
+    assert dict(url_secrets.parsed(shown).query) == {"password": "***", "x": "1"}
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "1e999", "-1e400", "{", ""])
+def test_strict_json_refuses_what_is_not_json(text):
+    with pytest.raises(ValueError):
+        strict_json.loads(text)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                    | st.text(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=20))
+def test_strict_json_reads_back_whatever_pq_writes(value):
+    assert strict_json.loads(json.dumps(value, allow_nan=False)) == value
