@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .app import describe_types, served_types
-from .errors import AccessDeniedError, DatabaseError, ForeignTableError
+from .errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
 from .processor import Processor, open_queue, stop_at_once
@@ -52,7 +52,7 @@ def run_worker(
     """Serve ``target`` until stopped (or, with ``burst``, until no task is due). Returns an exit code."""
     setup_logging(settings.get("log"), settings.get("log_level", "INFO"))
     log.info("serving %s", describe_types(served_types(target)))
-    check_database(settings)
+    check_database(settings, burst=burst)
     if settings.get("processor_type", "process") == "thread" or not hasattr(os, "fork"):
         return ThreadWorker(target, settings, burst=burst, config_loader=config_loader).run()
     sys.stdout.flush()
@@ -61,15 +61,20 @@ def run_worker(
     return Supervisor(child_main, settings, burst=burst, config_loader=config_loader).run()
 
 
-def check_database(settings: dict) -> None:
+def check_database(settings: dict, *, burst: bool = False) -> None:
     """Before any processor starts: raise ForeignTableError when the table is not a queue table,
     AccessDeniedError when this account or database refuses writes to it (a read-only replica,
     transaction or file; a grant missing). A worker could only fail at every poll there. Any
     other failure (an outage, a table ``init`` has not made yet) is left to the processors,
-    which poll through it. The check may wait for the database (a locked SQLite file): meanwhile
-    the worker obeys its signals, a stop ending it at once (it has started nothing)."""
+    which poll through it; but a ``burst`` worker, which ends once nothing is due, raises
+    SchemaError for a missing table rather than wait for ever for one. The check may wait for
+    the database (a locked SQLite file): meanwhile the worker obeys its signals, a stop ending it
+    at once (it has started nothing)."""
     outcome: list[Exception | None] = []
-    checker = threading.Thread(target=_check_writable, args=(settings, outcome), name="pq-start-check", daemon=True)
+    refused = (ForeignTableError, AccessDeniedError, SchemaError) if burst else (ForeignTableError, AccessDeniedError)
+    checker = threading.Thread(
+        target=_check_writable, args=(settings, outcome, refused), name="pq-start-check", daemon=True
+    )
     signals = Signals(WORKER_SIGNALS, _BEFORE_START)
     try:
         checker.start()
@@ -81,7 +86,7 @@ def check_database(settings: dict) -> None:
         raise outcome[0]
 
 
-def _check_writable(settings: dict, outcome: list[Exception | None]) -> None:
+def _check_writable(settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...]) -> None:
     try:
         queue = open_queue({**settings, "max_retry_count": 0})
     except Exception as exc:  # noqa: BLE001 - raised again by the main thread
@@ -90,7 +95,7 @@ def _check_writable(settings: dict, outcome: list[Exception | None]) -> None:
     try:
         queue.check_writable()
         outcome.append(None)
-    except (ForeignTableError, AccessDeniedError) as exc:
+    except refused as exc:
         outcome.append(exc)
     except DatabaseError as exc:
         log.warning("database check at start failed (the processors will keep trying): %s", exc)

@@ -599,3 +599,19 @@ def test_run_burst_end_to_end(tmp_path):
     assert sorted(tasks) == ["job0", "job1", "job2"]
     assert all(m.status == "finished" and m.outcome == "success" for m in tasks.values()), tasks
     assert sorted((tmp_path / "done.txt").read_text().split()) == ["job0", "job1", "job2"]
+
+
+@pytest.mark.parametrize("processor_type", ["thread", "process"])
+def test_a_burst_worker_without_its_table_exits_5_in_one_line(tmp_path, processor_type):
+    """A worker without --burst polls through a table not made yet (deployed before ``init``); a
+    burst worker, which ends once nothing is due, says the table is missing and exits 5 (as
+    ``perfectsched run`` does) instead of polling for ever. Found by the session-8 review."""
+    target = tmp_path / "t.py"
+    target.write_text("def plain(task):\n    pass\n")
+    cmd = [str(Path(sys.executable).with_name("perfectqueue")), "run", f"{target}:plain", "--processor-type",
+           processor_type, "--burst", "-D", f"sqlite:///{tmp_path / 'none.db'}", "--table", "missing"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("perfectqueue: error: ")]
+    assert p.returncode == 5, p.stderr[-1500:]
+    assert len(errors) == 1 and "table not found" in errors[0] and "run 'init' first" in errors[0], p.stderr
