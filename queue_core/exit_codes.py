@@ -12,12 +12,13 @@ The command-line tools (:mod:`queue_core.clikit.exits` says which error exits wi
   6    configuration error (ConfigError: config file, database URL, table name, TARGET)
   130  interrupted (Ctrl-C)
 
-The services (``perfectqueue run``, ``perfectsched run``, ``pqflow`` workers) exit 0 once
-stopped, gracefully or at once as asked (TERM, INT, QUIT), and 5 when their database refuses them
-at start (a table that is not theirs, an account or replica that may not write; a schedule table
-not made by ``init``). A worker polls through an outage and a task table not created yet (but
-``--burst``, which ends once nothing is due, exits 5 without its table). A worker child, which only its supervisor sees, exits 75 to be replaced (it reached ``max_request_per_child``)
-and 137 when it stopped at once (QUIT, HUP, or its supervisor gone).
+The services (``perfectqueue run``, ``perfectsched run``, ``pqflow`` workers) exit 0 once stopped,
+gracefully or at once as asked (TERM, INT, QUIT), and 5 when their database refuses them at start (a
+table that is not theirs, an account or replica that may not write; a schedule table not made by
+``init``). A worker polls through an outage and a task table not created yet (but ``--burst``, which
+ends once nothing is due, exits 5 without its table). A worker child, which only its supervisor
+sees, exits 75 to be replaced (it reached ``max_request_per_child``) and 137 when it stopped at once
+(QUIT, HUP, or its supervisor gone).
 """
 
 from __future__ import annotations
