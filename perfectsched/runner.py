@@ -37,6 +37,7 @@ from typing import Any
 
 from queue_core import config as config_mod
 from queue_core.errors import (
+    AccessDeniedError,
     AlreadyFinishedError,
     ConfigError,
     DatabaseError,
@@ -174,12 +175,14 @@ class SchedulerLoop:
 
     def _probe(self) -> None:
         """Fail fast (exit 5) on a schedule table that was never created or that ``init`` has not
-        upgraded, or on any database error in burst mode; in a long-running loop other database
-        errors are retried."""
+        upgraded, on an account or database that may not write to the tables (a read-only
+        replica), or on any database error in burst mode; in a long-running loop other database
+        errors (an outage) are retried."""
         try:
             self.open_sched.check_tables()
+            self.open_sched.check_writable()
         except DatabaseError as exc:
-            if self.burst or isinstance(exc, SchemaError):
+            if self.burst or isinstance(exc, (SchemaError, AccessDeniedError)):
                 self.open_sched.close()
                 self.sched = None
                 raise

@@ -500,6 +500,12 @@ class Scheduler:
         that ``init`` has not upgraded yet."""
         self.store.require_current_version()
 
+    def check_writable(self) -> None:
+        """AccessDeniedError when this account or database refuses writes to the schedule table (a
+        read-only replica, transaction or file; no UPDATE grant: every tick updates it). Writes
+        nothing. The queue table is left to the submissions: a scheduler only inserts there."""
+        self.store.check_writable()
+
     def next_due(self) -> float | None:
         """When the next schedule becomes due (None without schedules)."""
         return self.store.next_timeout()

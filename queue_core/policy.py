@@ -9,15 +9,16 @@ all call these functions; none of them decides on its own. ``docs/policy.md`` li
 
 1. **Backoff.** The wait after failure ``n`` is ``base * growth**(n - 1)``, at most ``cap``, then
    spread by ``±jitter``; never negative, never above ``MAX_DURATION``.
-2. **Exhaustion.** A task that has had ``max_attempts`` attempts gets no more; no limit when
-   ``max_attempts`` is None.
+2. **Exhaustion.** A task that has had ``max_attempts`` attempts gets no more; without
+   ``max_attempts``, one that has had ``MAX_ATTEMPTS`` (the attempts column's limit) gets no more.
 3. **What spends an attempt.** A claim counts one. A run of the handler keeps it, and so does an
    expired lease (its holder may have run the handler before it died); a release (``release()``,
    and the unrun rest of a batch a stopping worker gives back) and a lease taken over before the
    handler started give it back.
 4. **Lease expiry.** A lease is held while ``leased`` and ``now < timeout``; after that the row is
-   waiting and due again, and the claim that takes it decides on it as on any due row: cancel it
-   (cancel requested, holder gone), give up (attempts spent), or deliver it.
+   waiting and due again (a lease ending later than ``now + MAX_LEASE``, which no claim or heartbeat
+   writes, counts towards no user's cap), and the claim that takes it decides on it as on any due
+   row: cancel it (cancel requested, holder gone), give up (attempts spent), or deliver it.
 5. **Fair share.** What to claim next: higher priority first, then the user with the highest
    weight ``max_running / (running + 1)``, then the longest due, then submission order; a capped
    user holding ``max_running`` live leases gets nothing; a task with ``max_attempts`` is leased
@@ -95,10 +96,18 @@ def backoff(policy: Backoff, n: int, rng: RandomSource) -> float:
     return min(wait, MAX_DURATION)
 
 
+#: the longest lease a claim or heartbeat writes (``alive_time`` is at most ``MAX_DURATION``)
+MAX_LEASE = MAX_DURATION
+
+
 # -- 2. exhaustion ----------------------------------------------------------------------------
+#: the most attempts a row can count (an INT column): a claim past it would overflow the column
+MAX_ATTEMPTS = 2**31 - 1
+
+
 def exhausted(attempts: int, max_attempts: int | None) -> bool:
     """Whether a task that has had ``attempts`` attempts may have no more."""
-    return max_attempts is not None and attempts >= max_attempts
+    return attempts >= (MAX_ATTEMPTS if max_attempts is None else max_attempts)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ..errors import DatabaseError, ForeignTableError, SchemaError
+from . import ownership
 from .database import Database
 from .schema import ADDED_COLUMNS, SCHEDULE_ADDED_COLUMNS, schedule_table, task_table
 
@@ -26,46 +27,6 @@ KINDS = {
     "a perfectsched schedule table": _columns(schedule_table) - _later_columns(SCHEDULE_ADDED_COLUMNS),
     "the meta table of a pq table": frozenset({"name", "value"}),
 }
-
-
-def _family(type_: sa.types.TypeEngine) -> str | None:
-    """What a column holds, as every database reflects it back: an integer, a number, text
-    (bytes too: MySQL keeps names as VARBINARY); None for another type."""
-    if isinstance(type_, sa.TypeDecorator):
-        type_ = type_.impl_instance
-    if isinstance(type_, sa.Integer):
-        return "integer"
-    if isinstance(type_, sa.Numeric):  # Float and Double too
-        return "number"
-    if isinstance(type_, (sa.String, sa.types._Binary)):
-        return "text"
-    return None
-
-
-def _unlike(inspector, table: sa.Table, columns: dict[str, sa.types.TypeEngine]) -> str | None:
-    """How the table of ``table``'s name, whose columns are ``columns``, differs from one ``init``
-    made: a view, a column of another type, a key missing. None when it does not."""
-    if table.name in inspector.get_view_names():
-        return "it is a view"
-    for c in table.c:
-        ours, theirs = _family(c.type), _family(columns[c.name]) if c.name in columns else None
-        if c.name in columns and ours is not None and ours != theirs:
-            return f"column {c.name} is {columns[c.name]}, not {ours}"
-    sets = [inspector.get_pk_constraint(table.name)["constrained_columns"]]
-    sets += [u["column_names"] for u in inspector.get_unique_constraints(table.name)]
-    sets += [i["column_names"] for i in inspector.get_indexes(table.name) if i["unique"]]
-    keys = {frozenset(c.lower() for c in columns if c) for columns in sets}
-    for key in _keys(table):
-        if key not in keys:
-            return f"no unique key on {', '.join(sorted(key))}"
-    return None
-
-
-def _keys(table: sa.Table) -> list[frozenset[str]]:
-    """The primary key and unique constraints ``init`` gives ``table``, as column sets."""
-    found = [frozenset(c.name for c in table.primary_key.columns)]
-    found += [frozenset(c.name for c in u.columns) for u in table.constraints if isinstance(u, sa.UniqueConstraint)]
-    return [k for k in found if k]
 
 
 class VersionedTables:
@@ -100,11 +61,12 @@ class VersionedTables:
             if not inspector.has_table(table.name):
                 found = False
                 continue
-            columns = {c["name"].lower(): c["type"] for c in inspector.get_columns(table.name)}
+            fold = self.db.dialect.column_names_fold_case
+            columns = {ownership.column_name(c["name"], fold): c for c in inspector.get_columns(table.name)}
             missing = {c.name for c in table.c} - _later_columns(self.added_columns) - set(columns)
             if missing:
                 raise ForeignTableError(self._foreign(table, set(columns), missing))
-            wrong = _unlike(inspector, table, columns)
+            wrong = ownership.difference(inspector, table, columns, fold=fold, rowid=self.db.dialect.name == "sqlite")
             if wrong:
                 raise ForeignTableError(self._not_ours(table, wrong))
         return found

@@ -18,6 +18,8 @@ import sqlalchemy as sa
 class Dialect:
     name = "generic"
     install_hint = ""
+    #: whether column names match whatever their case (MySQL, SQLite; PostgreSQL's quoted ones do not)
+    column_names_fold_case = True
 
     def connect_args(self, connect_timeout: float) -> dict:
         return {}

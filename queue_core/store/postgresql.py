@@ -10,6 +10,7 @@ from .dialects import Dialect
 
 class PostgreSQLDialect(Dialect):
     name = "postgresql"
+    column_names_fold_case = False
     install_hint = "pip install 'psycopg[binary]' (or the project's [postgres] extra)"
 
     def connect_args(self, connect_timeout):

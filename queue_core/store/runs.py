@@ -222,8 +222,12 @@ class RunRows:
 
     def clear_group(self, conn, group: str) -> int:
         """Delete the workflow rows of a group: those of an earlier run with this id (a run starts
-        with an empty group), or a map's old items. Plain tasks that name the group stay."""
-        return conn.execute(sa.delete(self.t).where(self.t.c.grp == group, *task_where(self.t, "clear_group"))).rowcount
+        with an empty group), or a map's old items. Plain tasks that name the group stay. Only
+        when there are some: an account without DELETE starts every run whose id is new."""
+        where = (self.t.c.grp == group, *task_where(self.t, "clear_group"))
+        if conn.execute(sa.select(self.t.c.id).where(*where).limit(1)).first() is None:
+            return 0
+        return conn.execute(sa.delete(self.t).where(*where)).rowcount
 
     # -- transitions of step rows ------------------------------------------------------------
     def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:

@@ -393,6 +393,7 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
                     t.c.resource.in_(users[i : i + 500]),
                     t.c.leased == 1,
                     t.c.timeout > now,
+                    t.c.timeout <= now + policy.MAX_LEASE,  # a lease no claim or heartbeat wrote: not held
                 )
                 .group_by(t.c.resource)
             )

@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from glob import glob
 from pathlib import Path
 
@@ -56,3 +59,30 @@ def url_for(server_url: str, user: str, password: str, database: str | None = No
     u = make_url(server_url)
     return u.set(username=user, password=password, database=database or u.database).render_as_string(
         hide_password=False)
+
+
+@contextmanager
+def account(backend: str, server: str, tables: Sequence[str], privileges: str, *, read_only: bool = False,
+            sequences: Sequence[str] = ()) -> Iterator[tuple[str, str]]:
+    """A fresh account with ``privileges`` on ``tables`` (PostgreSQL: USAGE on ``sequences``;
+    ``read_only``: ``default_transaction_read_only``, as on a hot standby), dropped at the end:
+    its URL and its password (which holds characters a URL must escape)."""
+    name, password = f"pqpriv_{uuid.uuid4().hex[:8]}", f"pw@{uuid.uuid4().hex}:/x"
+    database = make_url(server).database
+    if backend == "mysql":
+        mariadb_root(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}';\n"
+                     + "".join(f"GRANT {privileges} ON `{database}`.`{t}` TO '{name}'@'%';\n" for t in tables))
+        drop = lambda: mariadb_root(f"DROP USER IF EXISTS '{name}'@'%';")  # noqa: E731
+    else:
+        port = make_url(server).port or 5432
+        pg_super(f"CREATE ROLE {name} LOGIN PASSWORD '{password}';", port)
+        pg_super(f"GRANT USAGE ON SCHEMA public TO {name};\n"
+                 f"GRANT {privileges} ON {', '.join(tables)} TO {name};\n"
+                 + "".join(f"GRANT USAGE ON SEQUENCE {s} TO {name};\n" for s in sequences)
+                 + (f"ALTER ROLE {name} SET default_transaction_read_only = on;\n" if read_only else ""),
+                 port, database)
+        drop = lambda: pg_super(f"DROP OWNED BY {name};\nDROP ROLE {name};", port, database)  # noqa: E731
+    try:
+        yield url_for(server, name, password), password
+    finally:
+        drop()

@@ -18,17 +18,17 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+import db_admin
 import pytest
 from click.testing import CliRunner
+from db_admin import skip_unless_admin
+from hostile_support import HERE, clean_environ, one_line_error
 from sqlalchemy.engine import make_url
 
 import queue_core
-from db_admin import mariadb_root, pg_super, skip_unless_admin, url_for
-from hostile_support import HERE, clean_environ, one_line_error
 from queue_core import AccessDeniedError
 from queue_core.cli import cli as pq_cli
 from queue_core.clock import FakeClock
@@ -42,29 +42,10 @@ def _cli(*args):
     return CliRunner().invoke(pq_cli, list(args), env=clean_environ())
 
 
-@contextmanager
 def account(backend: str, server: str, table: str, privileges: str, *, read_only: bool = False):
-    """A fresh account with ``privileges`` on ``table`` and its meta table; its URL."""
-    name, password = f"pqpriv_{uuid.uuid4().hex[:8]}", f"pw@{uuid.uuid4().hex}:/x"
-    database = make_url(server).database
-    if backend == "mysql":
-        mariadb_root(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}';\n"
-                     + "".join(f"GRANT {privileges} ON `{database}`.`{t}` TO '{name}'@'%';\n"
-                               for t in (table, f"{table}_meta")))
-        drop = lambda: mariadb_root(f"DROP USER IF EXISTS '{name}'@'%';")  # noqa: E731
-    else:
-        port = make_url(server).port or 5432
-        pg_super(f"CREATE ROLE {name} LOGIN PASSWORD '{password}';", port)
-        pg_super(f"GRANT USAGE ON SCHEMA public TO {name};\n"
-                 f"GRANT {privileges} ON {table}, {table}_meta TO {name};\n"
-                 f"GRANT USAGE ON SEQUENCE {table}_id_seq TO {name};\n"
-                 + (f"ALTER ROLE {name} SET default_transaction_read_only = on;\n" if read_only else ""),
-                 port, database)
-        drop = lambda: pg_super(f"DROP OWNED BY {name};\nDROP ROLE {name};", port, database)  # noqa: E731
-    try:
-        yield url_for(server, name, password), password
-    finally:
-        drop()
+    """A fresh account with ``privileges`` on ``table`` and its meta table; its URL and password."""
+    return db_admin.account(backend, server, [table, f"{table}_meta"], privileges, read_only=read_only,
+                            sequences=[f"{table}_id_seq"])
 
 
 @pytest.fixture

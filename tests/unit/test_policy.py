@@ -44,7 +44,7 @@ seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 caps = st.none() | st.floats(min_value=0, max_value=1e7, allow_nan=False)
 jitters = st.floats(min_value=0, max_value=0.9, allow_nan=False)
 draws = st.floats(min_value=0, max_value=1, exclude_max=True)
-attempts = st.integers(min_value=0, max_value=10_000)
+attempts = st.integers(min_value=0, max_value=10_000) | st.sampled_from([2**31 - 2, 2**31 - 1])
 limits = st.none() | st.integers(min_value=1, max_value=10_000)
 
 
@@ -138,11 +138,12 @@ def test_exhausted_examples():
     assert not policy.exhausted(2, 3)
     assert policy.exhausted(4, 3)
     assert not policy.exhausted(10**9, None)
+    assert policy.exhausted(2**31 - 1, None)  # the column's limit: a claim past it would overflow
 
 
 @given(n=attempts, limit=limits)
 def test_exhausted_iff_attempts_reach_max_attempts(n, limit):
-    assert policy.exhausted(n, limit) == (limit is not None and n >= limit)
+    assert policy.exhausted(n, limit) == (n >= (policy.MAX_ATTEMPTS if limit is None else limit))
 
 
 @given(n=attempts, limit=limits, base=seconds, cap=caps, u=draws)

@@ -1,0 +1,90 @@
+"""Whether a table of one of our names is one ``init`` made (store layer): what its reflection
+must show beyond our column names, so that another program's table, a view, or a table pq could
+never insert into is refused (``ForeignTableError``, ``VersionedTables.check_tables``) before pq
+reads, writes, indexes or drops it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+
+def column_name(name: str, fold: bool) -> str:
+    """A reflected column's name as our tables spell it (lower case where names fold case)."""
+    return name.lower() if fold else name
+
+
+def family(type_: sa.types.TypeEngine) -> str | None:
+    """What a column holds, as every database reflects it back: an integer, a number, text
+    (bytes too: MySQL keeps names as VARBINARY); None for another type."""
+    if isinstance(type_, sa.TypeDecorator):
+        type_ = type_.impl_instance
+    if isinstance(type_, sa.Integer):
+        return "integer"
+    if isinstance(type_, sa.Numeric):  # Float and Double too
+        return "number"
+    if isinstance(type_, (sa.String, sa.types._Binary)):
+        return "text"
+    return None
+
+
+def difference(inspector, table: sa.Table, columns: dict[str, dict], *, fold: bool, rowid: bool) -> str | None:
+    """How the table of ``table``'s name, whose reflected columns are ``columns`` (by our
+    spelling), differs from one ``init`` made: a view, a column of another type, a key missing,
+    a column pq cannot fill. None when it does not."""
+    if table.name in inspector.get_view_names():
+        return "it is a view"
+    return _types(table, columns) or _missing_key(inspector, table, fold) or _uninsertable(table, columns, rowid)
+
+
+def _types(table: sa.Table, columns: dict[str, dict]) -> str | None:
+    for c in table.c:
+        if c.name in columns:
+            ours, theirs = family(c.type), family(columns[c.name]["type"])
+            if ours is not None and ours != theirs:
+                return f"column {c.name} is {columns[c.name]['type']}, not {ours}"
+    return None
+
+
+def _missing_key(inspector, table: sa.Table, fold: bool) -> str | None:
+    sets = [inspector.get_pk_constraint(table.name)["constrained_columns"]]
+    sets += [u["column_names"] for u in inspector.get_unique_constraints(table.name)]
+    sets += [i["column_names"] for i in inspector.get_indexes(table.name) if i["unique"]]
+    found = {frozenset(column_name(c, fold) for c in names if c) for names in sets}
+    for key in keys(table):
+        if key not in found:
+            return f"no unique key on {', '.join(sorted(key))}"
+    return None
+
+
+def keys(table: sa.Table) -> list[frozenset[str]]:
+    """The primary key and unique constraints ``init`` gives ``table``, as column sets."""
+    found = [frozenset(c.name for c in table.primary_key.columns)]
+    found += [frozenset(c.name for c in u.columns) for u in table.constraints if isinstance(u, sa.UniqueConstraint)]
+    return [k for k in found if k]
+
+
+def _uninsertable(table: sa.Table, columns: dict[str, dict], rowid: bool) -> str | None:
+    """A column an insert of pq's would leave NULL that refuses NULL: one not ours (or ours but
+    nullable) that is NOT NULL without a default, or an id the database does not number."""
+    auto = table.autoincrement_column
+    for name, c in columns.items():
+        if auto is not None and name == auto.name:
+            if not _numbered(c, rowid):
+                return f"column {name} is not numbered by the database"
+        elif not c.get("nullable", True) and c.get("default") is None and not _ours_and_required(table, name):
+            return f"column {name} is NOT NULL without a default"
+    return None
+
+
+def _ours_and_required(table: sa.Table, name: str) -> bool:
+    return name in table.c and not table.c[name].nullable
+
+
+def _numbered(column: dict[str, Any], rowid: bool) -> bool:
+    """Whether the database gives a new row's id: AUTO_INCREMENT, a sequence or an identity, or
+    (SQLite) a primary key declared ``INTEGER``, which is the rowid."""
+    if rowid:
+        return str(column["type"]).upper() == "INTEGER"
+    return bool(column.get("autoincrement") is True or column.get("default") or column.get("identity"))
