@@ -318,7 +318,7 @@ class SchedulerLoop:
     def _restart(self) -> None:
         self.restart_requested = False
         old = self.settings
-        new = reload_settings(self.config_loader, old)
+        new = reload_settings(self.config_loader, old, opens=open_scheduler)
         self.settings = old if new is old else dict(new)
         self._close()
         try:

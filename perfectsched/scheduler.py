@@ -217,9 +217,13 @@ class ScheduledTask:
         raise PreemptedError(f"{what}: the lease on schedule {self.key!r} was taken over")
 
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
-        now = self.scheduler.now(now)
         alive = self.scheduler.queue._alive(alive_time)
-        self._held("heartbeat", lambda c, st: st.heartbeat(c, self.key, self._token, now + alive, now))
+
+        def extend(conn, store) -> bool:
+            at = self.scheduler.now(now)  # in each run: a retried one judges the lease at its own time
+            return store.heartbeat(conn, self.key, self._token, at + alive, at)
+
+        self._held("heartbeat", extend)
 
     def finish(self, now: float | None = None) -> None:
         """Advance to the occurrence after the scheduled one (not after now)."""

@@ -188,6 +188,13 @@ def lease_held(leased: bool, timeout: float, now: float) -> bool:
     return bool(leased) and timeout > now
 
 
+def counts_towards_cap(leased: bool, timeout: float, now: float) -> bool:
+    """Whether a row's lease takes one of its user's ``max_running`` slots: a held lease that
+    ends no later than any claim or heartbeat writes (``now + MAX_LEASE``); a longer one was
+    edited by hand and must not hold the user's other tasks back for ever."""
+    return lease_held(leased, timeout, now) and timeout <= now + MAX_LEASE
+
+
 class OnClaim(StrEnum):
     """What the claim does with a due row it picked."""
 

@@ -347,13 +347,20 @@ class _NoDraw:
 _NO_DRAW = _NoDraw()
 
 
-def reload_settings(loader: Callable[[], dict] | None, current: dict) -> dict:
+def reload_settings(
+    loader: Callable[[], dict] | None, current: dict, opens: Callable[[dict], Any] | None = None
+) -> dict:
     """The settings ``loader`` reads now; ``current`` itself without a loader or when the new
-    configuration is broken (logged: the service keeps running as it was)."""
+    configuration is broken (logged: the service keeps running as it was). ``opens`` is how the
+    service opens its database from settings: a configuration it cannot open (an unknown driver,
+    a URL option the driver refuses) is broken too; what it opened is closed at once."""
     if loader is None:
         return current
     try:
-        return loader()
+        new = loader()
+        if opens is not None:
+            opens(new).close()
+        return new
     except Exception as exc:  # noqa: BLE001 - keep running on a broken config
         log.error("config reload failed, keeping the old config: %s", exc)
         return current

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 from .logs import reopen_logs
+from .processor import open_queue
 from .service import EXIT_OK, IMMEDIATE_GRACE, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
 
 log = logging.getLogger("queue_core.worker")
@@ -124,7 +125,7 @@ class Supervisor:
 
     def _reload(self) -> None:
         old_n = self.settings["processors"]
-        self.settings = reload_settings(self.config_loader, self.settings)
+        self.settings = reload_settings(self.config_loader, self.settings, opens=open_queue)
         for slot in range(old_n, self.settings["processors"]):
             self.spawn(slot)
 

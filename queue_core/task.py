@@ -3,6 +3,7 @@ key) and AcquiredTask (a task this process leases, with the holder's operations)
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Mapping
@@ -217,15 +218,17 @@ class AcquiredTask:
         return self.workflow is not None
 
     def heartbeat(self, alive_time: float | None = None, now: float | None = None) -> None:
-        now = self.queue.now(now)
+        self._extend(alive_time, now)
+
+    def _extend(self, alive_time: float | None, now: float | None, data: str | None = None) -> None:
+        """Extend the lease (the store asks the clock in each run of its transaction, unless
+        ``now`` is given); CancelRequestedError after extending it when a cancel was requested."""
         alive = self.queue._alive(alive_time)
-        try:
-            self.queue.store.heartbeat(self._id, self._token, now + alive, now)
-        except CancelRequestedError:
+        clock = functools.partial(self.queue.now, now)
+        self.timeout, cancel = self.queue.store.heartbeat(self._id, self._token, alive, clock, data=data)
+        if cancel:
             self.cancel_requested = True
-            self.timeout = now + alive
-            raise
-        self.timeout = now + alive
+            raise CancelRequestedError("cancel requested")
 
     def update_data(self, data: Mapping, now: float | None = None, alive_time: float | None = None) -> None:
         """Shallow-merge ``data`` into the task's data, persist it and extend the lease."""
@@ -233,16 +236,12 @@ class AcquiredTask:
             raise ValidationError("update_data takes a dict")
         merged = {**self.data, **data}
         text = encode_data(merged, self.queue.config["max_data_size"])
-        now = self.queue.now(now)
-        alive = self.queue._alive(alive_time)
         try:
-            self.queue.store.heartbeat(self._id, self._token, now + alive, now, data=text)
+            self._extend(alive_time, now, data=text)
         except CancelRequestedError:
-            self.cancel_requested = True
-            self.data = merged
+            self.data = merged  # written with the extension
             raise
         self.data = merged
-        self.timeout = now + alive
 
     def _finish(self, outcome: str, error: str | None, now, retention_time) -> None:
         now = self.queue.now(now)
@@ -290,9 +289,15 @@ class AcquiredTask:
         self.status, self.done, self.run_at = "waiting", True, now
         self.attempts = policy.attempts_after(policy.LeaseEnd.RELEASED, self.attempts)
 
-    def lost_before_start(self) -> None:
-        """Its lease was taken over while it waited in its batch: give back the attempt it counted."""
-        self.queue.store.return_attempt(self._id, self._token)
+    def lost_before_start(self, now: float | None = None) -> str:
+        """Its lease was lost while it waited in its batch, before its handler started: give back
+        the attempt it counted (releasing the task if nobody took it over meanwhile). Returns what
+        the store did: ``"released"``, ``"returned"`` or ``""``."""
+        at = self.queue.now(now)
+        done = self.queue.store.lost_before_start(self._id, self.key, self._token, at)
+        if done == "released":
+            self._mark_released(at)
+        return done
 
     def backoff(self) -> float:
         """The retry delay after this attempt (:func:`queue_core.policy.backoff`)."""

@@ -97,6 +97,6 @@ class ThreadWorker:
         if not self.restart_pending or stop_began:
             return False
         self.restart_pending = False
-        self.settings = reload_settings(self.config_loader, self.settings)
+        self.settings = reload_settings(self.config_loader, self.settings, opens=open_queue)
         self._start()
         return True

@@ -151,6 +151,13 @@ class Database:
         (so a write it reports as a no-op may have been its own earlier attempt)."""
         return bool(getattr(self._local, "retried", False))
 
+    def commit_was_uncertain(self) -> bool:
+        """Whether an earlier attempt of the :meth:`run` under way in this thread failed after its
+        function returned, at COMMIT: that attempt's writes may have been applied (the
+        acknowledgement lost). A write that cannot tell its own applied run from another's
+        (nothing of the row names it) must not be applied again then."""
+        return bool(getattr(self._local, "uncertain", False))
+
     def after_fork(self) -> None:
         """Drop pooled connections inherited from a parent process."""
         self.engine.dispose(close=False)
@@ -248,14 +255,19 @@ class Database:
             self._run_checks(what)
         attempt = 0
         backoff = policy.transaction_backoff(self.retry_max_wait)
+        self._local.uncertain = False
         while True:
+            ran = False
             try:
                 self._local.retried = attempt > 0
                 with self._connection(write) as conn:
-                    return fn(conn)
+                    result = fn(conn)
+                    ran = True
+                return result
             except TaskError:
                 raise
             except sa.exc.SQLAlchemyError as exc:
+                self._local.uncertain = self._local.uncertain or ran
                 if self._is_missing_table(exc):
                     raise SchemaError(
                         f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first"

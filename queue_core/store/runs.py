@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from .. import policy
 from .tasks import FINISHED, FOREVER, LIVE, PENDING, TaskStore
-from .transitions import PER_ROW, TaskState, task_where
+from .transitions import PER_ROW, TaskState, lease_held, task_where
 
 #: the stored ``state`` a caller expects, as states of the transition table
 _EXPECTED = {PENDING: (TaskState.PENDING,), LIVE: (TaskState.WAITING, TaskState.LEASED)}
@@ -105,7 +105,7 @@ class RunRows:
         status = sa.case(
             (t.c.state == FINISHED, t.c.outcome),
             (t.c.state == PENDING, "pending"),
-            (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),
+            (lease_held(t, now), "running"),
             else_="waiting",
         ).label("status")
         stmt = sa.select(status, sa.func.count()).where(t.c.grp == group).group_by(status)
@@ -324,8 +324,8 @@ class RunRows:
         values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
         retry = task_where(t, "retry", token=token)
         res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
-        if res.rowcount != 1:
-            self._refused(conn, id_, token, "retry")
+        if res.rowcount != 1 and not self.tasks._applied_before(conn, id_, token, "retry"):
+            self._refused(conn, id_, token, "retry")  # unless its own earlier run committed it
 
     def _refused(self, conn, id_: int, token: int, op: str) -> None:
         self.tasks._diagnose(conn, id_, token, op)  # raises with the reason

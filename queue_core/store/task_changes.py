@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 from .. import policy
 from ..errors import (
-    CancelRequestedError,
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
@@ -41,24 +40,29 @@ class TaskChanges:
     purge_time: Callable[[float], sa.Case]
 
     # -- holder operations (fenced by the lease token) ------------------------------------
-    def heartbeat(self, id_: int, token: int, timeout: float, now: float, data: str | None = None) -> None:
-        """Extend the lease, unexpired at ``now``, to ``timeout`` (and replace the data). An expired
-        lease is never revived (PreemptedError): another worker may hold the task, or its user's slot.
-        Raises CancelRequestedError after extending it when a cancel was requested: the handler
-        winds down under a live lease."""
+    def heartbeat(
+        self, id_: int, token: int, alive: float, now: Callable[[], float], data: str | None = None
+    ) -> tuple[float, bool]:
+        """Extend the lease, unexpired at ``now()``, to ``now() + alive`` (and replace the data).
+        ``now`` is asked in each run of the transaction: a run retried after a dropped connection
+        judges the lease at its own time, never at the first run's. An expired lease is never
+        revived (PreemptedError): another worker may hold the task, or its user's slot. Returns
+        the lease's new end and whether a cancel was requested (the lease is extended all the same:
+        the handler winds down under a live lease)."""
         t = self.t
-        values: dict = {"timeout": timeout} | ({} if data is None else {"data": data})
-        held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token, now=now)).values(**values)
+        extra = {} if data is None else {"data": data}
 
-        def work(conn) -> bool:
+        def work(conn) -> tuple[float, bool]:
+            at = now()
+            held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token, now=at))
+            held = held.values(timeout=at + alive, **extra)
             if conn.execute(held.where(t.c.cancel_requested == 0)).rowcount == 1:
-                return False
+                return at + alive, False
             if conn.execute(held).rowcount == 1:
-                return True
+                return at + alive, True
             self._diagnose(conn, id_, token, "heartbeat")
 
-        if self.db.run(work, what="heartbeat"):
-            raise CancelRequestedError("cancel requested")
+        return self.db.run(work, what="heartbeat")
 
     def finish(
         self,
@@ -97,14 +101,34 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.id.in_(list(ids)), *task_where(t, "release", token=token)).values(**values)
         return self.db.run(lambda c: c.execute(stmt).rowcount, what="release")
 
-    def return_attempt(self, id_: int, lost_token: int) -> None:
-        """Give back the attempt of the lease ``lost_token``, taken over before its handler started:
-        the row's later holder keeps its own, whether it still holds it or not."""
-        given_back = self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
-        if given_back:
-            self.db.run(
-                lambda c: self._by_id(c, id_, "return_attempt", given_back, token=lost_token), what="return attempt"
-            )
+    def lost_before_start(self, id_: int, key: str, token: int, now: float) -> str:
+        """The lease ``token`` of task ``key`` was lost before its handler started (it expired while
+        the task waited in its batch): its attempt goes back, once. Still the row's lease (nobody
+        took it over): the holder releases it, due ``now``. Taken over by a later lease: the row
+        gives back one attempt (``return_attempt``, fenced by the key too, since SQLite reuses the
+        id of a purged row), unless an earlier run of this transaction may have committed it (its
+        acknowledgement lost: nothing in the row tells, and twice would run the task past
+        ``max_attempts``). Returns ``"released"``, ``"returned"`` or ``""`` (nothing to give back)."""
+        t = self.t
+        release = sa.update(t).where(t.c.id == id_, *task_where(t, "release", token=token))
+        release = release.values(leased=0, timeout=now, run_at=now, owner=None, **self._given_back())
+        later = sa.update(t).where(
+            t.c.id == id_, t.c.attempts > 0, *task_where(t, "return_attempt", token=token, key=key)
+        )
+
+        def work(conn) -> str:
+            if conn.execute(release).rowcount == 1 or self._applied_before(conn, id_, token, "release"):
+                return "released"
+            if self.db.commit_was_uncertain():
+                return ""
+            return "returned" if conn.execute(later.values(**self._given_back())).rowcount == 1 else ""
+
+        return self.db.run(work, what="return attempt")
+
+    def _given_back(self) -> dict:
+        """The ``attempts`` of a lease that ended before its handler started (a release, a lease
+        lost before start): :func:`policy.attempts_after` in SQL."""
+        return self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
 
     def _attempts_after(self, end: policy.LeaseEnd) -> dict:
         """The ``attempts`` a lease that ended so leaves, in SQL (:func:`policy.attempts_after`):

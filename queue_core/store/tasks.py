@@ -26,7 +26,7 @@ from .database import Database
 from .schema import ADDED_COLUMNS, FOREVER, SCHEMA_VERSION, meta_table, task_table
 from .screen import ClaimScreen
 from .task_changes import TaskChanges
-from .transitions import task_where
+from .transitions import lease_counted, lease_held, task_where
 from .typed import TypedReads
 
 
@@ -391,9 +391,7 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
                 .where(
                     t.c.state == LIVE,
                     t.c.resource.in_(users[i : i + 500]),
-                    t.c.leased == 1,
-                    t.c.timeout > now,
-                    t.c.timeout <= now + policy.MAX_LEASE,  # a lease no claim or heartbeat wrote: not held
+                    lease_counted(t, now),
                 )
                 .group_by(t.c.resource)
             )
@@ -508,7 +506,7 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
 
     def status_clause(self, status: str, now: float):
         t = self.t
-        running = sa.and_(t.c.state == LIVE, t.c.leased == 1, t.c.timeout > now)
+        running = sa.and_(t.c.state == LIVE, lease_held(t, now))
         if status == "finished":
             return t.c.state == FINISHED
         if status == "running":
@@ -528,7 +526,7 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
             (t.c.leased.not_in([0, 1]), "corrupt leased"),
             (t.c.state == FINISHED, "finished"),
             (t.c.state == PENDING, "pending"),
-            (sa.and_(t.c.leased == 1, t.c.timeout > now), "running"),
+            (lease_held(t, now), "running"),
             else_="waiting",
         ).label("status")
         stmt = sa.select(t.c.type, status, t.c.outcome, sa.func.count()).group_by(t.c.type, status, t.c.outcome)

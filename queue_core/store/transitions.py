@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
+from .. import policy
 from ..row_states import FINISHED, LIVE, PENDING
 
 
@@ -67,6 +68,8 @@ class Fence(StrEnum):
     NOT_RUNNING = "not running"
     #: ``next_time = :expected``: the schedule is still at the occurrence the caller read
     OCCURRENCE = "occurrence"
+    #: ``key = :key``: still the caller's task (SQLite gives a purged row's id to a new one)
+    KEY = "key"
     #: ``workflow IS NULL``: a plain task, not a row of a workflow run
     PLAIN = "plain task"
     #: ``workflow IS NOT NULL``: a row of a workflow run
@@ -157,15 +160,15 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_W],
             [Fence.TOKEN],
-            "TaskStore.release, TaskStore.release_batch",
+            "TaskStore.release, TaskStore.release_batch, TaskStore.lost_before_start",
             "the holder gives the task back unrun, due now, its attempt given back",
         ),
         _task(
             "return_attempt",
             [_W, _L, _F],
             [_W, _L, _F],
-            [Fence.LATER_LEASE],
-            "TaskStore.return_attempt",
+            [Fence.LATER_LEASE, Fence.KEY],
+            "TaskStore.lost_before_start",
             "give back the attempt of a lease taken over before its handler started",
         ),
         _task(
@@ -379,12 +382,25 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
     if fence is Fence.DUE:
         return t.c.timeout <= need("now")
     if fence is Fence.UNEXPIRED:
-        return t.c.timeout > need("now")
+        return t.c.timeout > need("now")  # the expiry half of lease_held
     if fence is Fence.NOT_RUNNING:
         return sa.or_(t.c.leased == 0, t.c.timeout <= need("now"))
     if fence is Fence.OCCURRENCE:
         return t.c.next_time == need("expected")
+    if fence is Fence.KEY:
+        return t.c.key == need("key")
     return t.c.workflow.is_(None) if fence is Fence.PLAIN else t.c.workflow.is_not(None)
+
+
+def lease_held(t: sa.Table, now: Any) -> Any:
+    """:func:`queue_core.policy.lease_held` in SQL: the row is leased and its lease unexpired."""
+    return sa.and_(t.c.leased == 1, t.c.timeout > now)
+
+
+def lease_counted(t: sa.Table, now: Any) -> Any:
+    """:func:`queue_core.policy.counts_towards_cap` in SQL: a held lease no longer than any claim
+    or heartbeat writes."""
+    return sa.and_(lease_held(t, now), t.c.timeout <= now + policy.MAX_LEASE)
 
 
 def task_where(t: sa.Table, name: str, *, only: Iterable[TaskState] | None = None, **params: Any) -> list:

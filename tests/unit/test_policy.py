@@ -224,6 +224,20 @@ def test_lease_held_iff_leased_and_not_expired(leased, timeout, now):
     assert policy.lease_held(leased, timeout, now) == (leased and now < timeout)
 
 
+def test_a_lease_longer_than_any_claim_writes_takes_no_slot():
+    assert policy.counts_towards_cap(True, 100.0 + policy.MAX_LEASE, 100.0)
+    assert not policy.counts_towards_cap(True, 100.0 + policy.MAX_LEASE + 1, 100.0)  # edited by hand
+    assert policy.lease_held(True, 100.0 + policy.MAX_LEASE + 1, 100.0)  # still shown as running
+    assert not policy.counts_towards_cap(True, 100.0, 100.0)
+
+
+@given(leased=st.booleans(), timeout=st.floats(0, 1e16), now=st.floats(0, 1e12))
+def test_a_counted_lease_is_a_held_lease_within_max_lease(leased, timeout, now):
+    counted = policy.counts_towards_cap(leased, timeout, now)
+    assert counted == (policy.lease_held(leased, timeout, now) and timeout <= now + policy.MAX_LEASE)
+    assert not counted or policy.lease_held(leased, timeout, now)
+
+
 @pytest.mark.parametrize("row, verdict", [
     (dict(attempts=0, max_attempts=None, cancel_requested=False, owned=False), OnClaim.DELIVER),
     (dict(attempts=5, max_attempts=None, cancel_requested=False, owned=False), OnClaim.DELIVER),

@@ -140,3 +140,26 @@ def test_a_reload_keeps_the_old_config_when_the_new_one_is_broken(caplog):
 
     assert reload_settings(broken, old) is old
     assert "config reload failed, keeping the old config: config line 3: not TOML" in caplog.text
+
+
+def test_a_reload_keeps_the_old_config_when_the_new_one_cannot_be_opened(caplog):
+    """``opens`` is how the service opens its database: a config it cannot open is broken too, and
+    what it could open is closed at once (the service reopens with the config it keeps)."""
+    old, new = {"url": "sqlite:///old.db"}, {"url": "postgresql+nosuchdriver://u@h/db"}
+    opened = []
+
+    class Opened:
+        def __init__(self, settings: dict):
+            if "nosuchdriver" in settings["url"]:
+                raise ValueError("cannot use database URL: no driver nosuchdriver")
+            self.closed = False
+            opened.append(self)
+
+        def close(self) -> None:
+            self.closed = True
+
+    assert reload_settings(lambda: new, old, opens=Opened) is old
+    assert "config reload failed, keeping the old config: cannot use database URL" in caplog.text
+    fine = {"url": "sqlite:///new.db"}
+    assert reload_settings(lambda: fine, old, opens=Opened) == fine
+    assert [o.closed for o in opened] == [True]

@@ -103,3 +103,39 @@ def rolled_back_once(q, what):
         yield state
     finally:
         db.run = real_run
+
+
+@contextmanager
+def connection_drops_once(q, what, meanwhile):
+    """The next transaction labelled ``what`` cannot open its connection (a transient error: the
+    server restarting, a dropped connection); ``meanwhile()`` is what the rest of the system does
+    while Database.run backs off and retries. The retry then runs the same function again."""
+    db = q.db
+    real_run = db.run
+    original = db._connection
+    state = {"fired": 0}
+
+    @contextmanager
+    def dropping(write):
+        if not state["fired"]:
+            state["fired"] += 1
+            meanwhile()
+            raise sa.exc.OperationalError("connect", {}, ConnectionError("server restarting"), connection_invalidated=True)
+        with original(write) as conn:
+            yield conn
+
+    def run(fn, *, write=True, what="query"):
+        if what == wanted and not state["fired"]:
+            db._connection = dropping
+            try:
+                return real_run(fn, write=write, what=what)
+            finally:
+                db._connection = original
+        return real_run(fn, write=write, what=what)
+
+    wanted = what
+    db.run = run
+    try:
+        yield state
+    finally:
+        db.run = real_run

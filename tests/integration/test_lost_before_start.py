@@ -1,0 +1,172 @@
+"""A lease lost before its handler started spends no attempt (issue 12 §2, policy rule 3), and
+gives it back once: the lease expired unnoticed and nobody took it (the holder releases it), a
+later lease took it (that row gives one back, never twice after a lost COMMIT acknowledgement,
+never to another task that took the row's id). Found by the reviews of issues 12 and 18; each
+test failed before its fix on the databases its docstring names."""
+
+from __future__ import annotations
+
+import pytest
+from workflow_faults.fault_support import ack_lost_once
+
+from queue_core import PreemptedError, config
+from queue_core.worker import Processor
+
+
+def _processor(queue, target, **settings):
+    s = config.build({"url": queue.config["url"], "table": queue.table, **settings})
+    return Processor(target, s, burst=True, queue=queue)
+
+
+def test_a_lease_that_expired_before_its_handler_started_and_was_not_taken_over_keeps_its_attempt(queue, clock):
+    """Guarantee 4: a task whose lease was lost before its handler started spends no attempt; with
+    max_attempts=1 it still runs later.
+
+    Interleaving: a worker leases k (max_attempts=1); before its handler starts (prefetch of the
+    batch, a paused process) the lease expires; nobody has taken it over yet. The worker's monitor
+    heartbeats, gets PreemptedError ("lease expired") and marks the task lost; when its turn comes
+    the processor does not run it and calls ``lost_before_start()`` to give the attempt back.
+    That is ``TaskStore.return_attempt``, fenced by ``lease_token <> lost token`` (LATER_LEASE):
+    the row still carries the worker's own token, so nothing is given back and the row is left
+    leased-and-expired with attempts=1. The next claim finds attempts (1) >= max_attempts (1) and
+    gives up: k finishes "failure ... gave up after 1 attempts" and its handler never ran anywhere.
+
+    Failed before its fix on sqlite, mysql and postgres.
+    """
+    queue.submit("k", "t", max_attempts=1)
+    ran = []
+    proc = _processor(queue, lambda task: ran.append(task.key))
+    first = queue.poll(alive_time=10)
+    assert first is not None
+    proc.monitor.hold(first)
+    clock.advance(11)  # the lease expired while the task waited to start; nobody took it yet
+    proc.monitor._heartbeat_all()  # what the monitor thread does every task_heartbeat_interval
+    assert first.lost
+    proc.process(first)  # its turn: not run here (lost), its attempt is to be given back
+    assert ran == []
+    again = queue.poll(alive_time=10)
+    m = queue["k"].metadata()
+    assert again is not None, f"k was never run and is now {m.status}/{m.outcome}: {m.error!r} (attempts={m.attempts})"
+    assert again.attempts == 1
+
+
+def test_return_attempt_retried_after_its_applied_commit_gives_back_two_attempts(queue, clock):
+    """Guarantee 3 (with 5/4: no run past max_attempts): a transition retried after its own
+    applied COMMIT (acknowledgement lost) recognises it and does not apply twice.
+
+    Interleaving: k has max_attempts=2. Worker A leases it (attempts 1); A's lease expires while k
+    waits in A's batch; worker B takes it over (attempts 2) and starts its handler. A's turn
+    comes: k was lost before start, A gives its attempt back (``return_attempt``: attempts - 1
+    where lease_token <> A's token). That transaction commits but its acknowledgement is lost;
+    Database.run runs it again and the decrement, which has no check of an earlier applied run
+    (unlike ``_held``/``_applied_before``), applies a second time: attempts 0 although B is
+    running it. B dies mid-run (its lease expires: an expired lease spends its attempt); k is
+    then run by two more workers that die too (attempts 1, 2) before the claim gives up: three
+    runs of a task with max_attempts=2.
+
+    Failed before its fix on sqlite, mysql and postgres.
+    """
+    queue.submit("k", "t", max_attempts=2)
+    proc = _processor(queue, lambda task: None)
+    first = queue.poll(alive_time=10)
+    clock.advance(11)
+    second = queue.poll(alive_time=10)
+    assert second is not None and second.key == "k" and second.attempts == 2
+    runs = 1  # B's handler starts
+    proc.monitor.hold(first)
+    proc.monitor._heartbeat_all()
+    assert first.lost
+    with pytest.raises(PreemptedError):
+        first.heartbeat()
+    with ack_lost_once(queue, "return attempt") as st:
+        proc.process(first)  # A's turn: lost before start, its attempt given back
+    assert st["fired"] == 1
+    attempts = queue["k"].metadata().attempts
+    clock.advance(11)  # B died while running k: its lease expires
+    while queue.poll(alive_time=10) is not None:
+        runs += 1  # each of these workers runs k and dies
+        clock.advance(11)
+    assert (attempts, runs) == (1, 2), f"attempts {attempts} while B held k; k (max_attempts=2) ran {runs} times"
+
+
+def test_a_late_return_attempt_lands_on_a_new_task_that_reused_the_row_id(queue, clock, backend):
+    """Guarantee 4/5 (no run past max_attempts) and 6 (writes fenced by lease token, never by id
+    alone): ``return_attempt`` is written by id with the negative fence ``lease_token <> lost
+    token`` (LATER_LEASE), which any other row with that id also passes.
+
+    Interleaving (SQLite): task k, the newest row, is leased by worker A; its lease expires while
+    it waits in A's batch; worker B takes it over and finishes it; cleanup purges it (retention
+    over). SQLite reuses the largest rowid (the id column is INTEGER PRIMARY KEY without
+    AUTOINCREMENT), so the next submission, k2 (max_attempts=1), gets k's id. Worker C leases k2
+    and dies mid-run (its expired lease spends k2's only attempt). A's turn finally comes: k was
+    lost before start, A gives its attempt back with ``return_attempt(id, A's token)``: the row
+    with that id is k2, whose token differs, so k2's attempts go 1 -> 0 and k2 runs a second
+    time although max_attempts=1.
+
+    Failed before its fix on sqlite (MariaDB/PostgreSQL do not reuse ids here).
+    """
+    queue.submit("k", "t")
+    proc = _processor(queue, lambda task: None)
+    first = queue.poll(alive_time=10)
+    clock.advance(11)
+    second = queue.poll(alive_time=10)
+    assert second is not None and second.key == "k"
+    proc.monitor.hold(first)
+    proc.monitor._heartbeat_all()
+    assert first.lost
+    second.finish(retention_time=0)
+    clock.advance(1)
+    queue.cleanup()
+    assert not queue["k"].exists()
+    queue.submit("k2", "t", max_attempts=1)
+    new_id = queue.store.get("k2")["id"]
+    c = queue.poll(alive_time=10)
+    assert c is not None and c.key == "k2"
+    runs = 1  # C runs k2 and dies: its lease expires
+    clock.advance(11)
+    proc.process(first)  # A's turn: k was lost before start; its attempt "given back"
+    while queue.poll(alive_time=10) is not None:
+        runs += 1
+        clock.advance(11)
+    assert runs == 1, f"k2 (max_attempts=1, id {new_id} = k's old id {first.row_id}) ran {runs} times"
+
+
+def _expire_before_start(queue, clock, proc):
+    """A leased task whose lease expires before its handler starts (a long prefetch, a database
+    outage longer than alive_time) and that NO other worker took over: the monitor finds the
+    lease lost (PreemptedError 'expired') and marks the task lost."""
+    first = queue.poll(alive_time=10)
+    clock.advance(11)
+    proc.monitor.hold(first)
+    proc.monitor._heartbeat_all()
+    assert first.lost
+    with pytest.raises(PreemptedError):
+        first.heartbeat()
+    return first
+
+
+def test_a_lease_that_expired_before_its_handler_started_gives_its_attempt_back(queue, clock):
+    """Claim 1 (policy rule 3): 'a lease lost before the handler started' does not spend an
+    attempt. Processor.process sends a lost, unstarted task to lost_before_start ->
+    TaskStore.return_attempt, whose fence is LATER_LEASE (lease_token <> :token): when the lease
+    merely expired and nobody claimed it yet, the token is still ours, the statement matches
+    nothing, and the attempt stays spent although the handler never ran."""
+    queue.submit("k", "t")
+    ran = []
+    proc = _processor(queue, lambda task: ran.append(task.key))
+    first = _expire_before_start(queue, clock, proc)
+    proc.process(first)  # its turn comes: not run here
+    assert ran == []
+    assert queue["k"].metadata().attempts == 0  # never ran: no attempt spent
+
+
+def test_max_attempts_two_gives_two_runs_when_the_first_lease_expired_before_start(queue, clock):
+    """The behaviour consequence: a task with max_attempts=2 whose first lease expired unrun
+    (nobody took it over before the worker noticed) failed after its first run."""
+    queue.submit("k", "t", max_attempts=2)
+    proc = _processor(queue, lambda task: None)
+    first = _expire_before_start(queue, clock, proc)
+    proc.process(first)  # never ran
+    second = queue.poll(alive_time=10)
+    assert second is not None
+    assert second.retry_or_fail(RuntimeError("first run")) == "retry"  # 1 run of 2 allowed
