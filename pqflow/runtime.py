@@ -196,7 +196,7 @@ class Decider(Runner):
             result = fn(self.ctx, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a step's error is its outcome
             return self._failed(run, node, spec, exc)
-        if self.ctx.cancelled or t.cancel_requested:
+        if policy.ends_cancelled(self.ctx.cancelled or t.cancel_requested):
             return self._end(run, node, "cancelled")
         try:
             result = self._stored(result)
@@ -207,7 +207,7 @@ class Decider(Runner):
     def _refusal(self, run: RunRef, node: NodeState, spec: dict | None, fn) -> tuple | None:
         """Why the step must end without running its function (None: run it)."""
         t = self.task
-        if run.state.cancel or t.cancel_requested:
+        if policy.ends_cancelled(run.state.cancel or t.cancel_requested):  # before it ran: the run's or its own
             return ("cancelled",)
         if spec is None:
             return ("failed", f"step {node.step!r} is not in the run's DAG snapshot")
@@ -248,7 +248,7 @@ class Decider(Runner):
 
     def _failed(self, run: RunRef, node: NodeState, spec: dict, exc: Exception) -> None:
         t = self.task
-        if (self.ctx is not None and self.ctx.cancelled) or t.cancel_requested:
+        if policy.ends_cancelled((self.ctx is not None and self.ctx.cancelled) or t.cancel_requested):
             return self._end(run, node, "cancelled")
         verdict = policy.step_after_error(
             node.failures + 1, int(spec["retries"]), policy.Backoff(float(spec["retry_wait"])), self.queue.rng

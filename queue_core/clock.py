@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from .validate import MAX_TIME
+
 #: how often a :class:`ServerClock` reads the server's clock again (s)
 SERVER_CLOCK_REFRESH = 60.0
 #: a reading that took longer than this is too imprecise to replace a good one (s)
@@ -124,6 +126,6 @@ def resolve_now(now: float | int | None, clock: Clock) -> float:
         value = float(now)
     except OverflowError:  # an int beyond any float
         value = math.inf
-    if not (math.isfinite(value) and 0 <= value <= 1e13):  # the range check_time accepts
-        raise ValidationError(f"now must be epoch seconds between 0 and 1e13, got {value!r}")
+    if not (math.isfinite(value) and 0 <= value <= MAX_TIME):  # the range check_time accepts
+        raise ValidationError(f"now must be epoch seconds between 0 and {MAX_TIME:g}, got {value!r}")
     return value

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from .validate import MAX_DURATION
+from .validate import INT32_MAX, MAX_DURATION
 
 #: the spread of a retry wait: ±20 % around the computed wait
 JITTER = 0.2
@@ -102,7 +102,7 @@ MAX_LEASE = MAX_DURATION
 
 # -- 2. exhaustion ----------------------------------------------------------------------------
 #: the most attempts a row can count (an INT column): a claim past it would overflow the column
-MAX_ATTEMPTS = 2**31 - 1
+MAX_ATTEMPTS = INT32_MAX
 
 
 def exhausted(attempts: int, max_attempts: int | None) -> bool:

@@ -9,7 +9,11 @@ from typing import Any, Literal, overload
 
 from .errors import ValidationError
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+#: the largest value of an INT column (priorities, caps, attempts)
+INT32_MAX = 2**31 - 1
+_INT_MIN, _INT_MAX = -INT32_MAX - 1, INT32_MAX
+#: the latest time, in epoch seconds, pq takes as an input (a due time, ``now=``, a schedule's occurrence)
+MAX_TIME = 1e13
 
 
 @overload
@@ -77,7 +81,7 @@ def check_time(value: Any, what: str) -> float:
         v = float(value)
     except OverflowError:  # an int beyond any float
         v = math.inf
-    if not math.isfinite(v) or v < 0 or v > 1e13:
+    if not math.isfinite(v) or v < 0 or v > MAX_TIME:
         raise ValidationError(f"{what} {_shown(value)} is not a valid epoch time")
     return v
 

@@ -445,6 +445,7 @@ STORE_MAY_IMPORT = {
     "queue_core.row_states",
     "queue_core.strict_json",
     "queue_core.url_secrets",
+    "queue_core.validate",  # the limits of what pq takes as input, which a stored value must keep
 }
 
 

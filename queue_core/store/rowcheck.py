@@ -24,6 +24,7 @@ from typing import Any
 from .. import strict_json
 from ..errors import CorruptRowError
 from ..row_states import FINISHED, LIVE, PENDING
+from ..validate import INT32_MAX, MAX_TIME
 from .schema import (
     FOREVER,
     MAX_KEY_LENGTH,
@@ -33,9 +34,9 @@ from .schema import (
     SCHEDULE_MAX_DELAY,
 )
 
-INT32 = 2**31 - 1
+INT32 = INT32_MAX
 #: the latest time pq accepts as an input (``validate.check_time``): a schedule's next occurrence
-MAX_INPUT_TIME = 1e13
+MAX_INPUT_TIME = MAX_TIME
 
 #: a column's check: None when the value is one pq writes, else what is wrong with it
 Check = Callable[[Any], "str | None"]

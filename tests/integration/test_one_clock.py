@@ -6,7 +6,10 @@ worker, submitter and scheduler processes under faketime."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +19,7 @@ from queue_core.clock import ServerClock, SystemClock
 from queue_core.errors import DatabaseError
 
 SKEWS = [-600.0, -30.0, 30.0, 600.0]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostile"))  # db_admin
 
 
 def _server_now(url: str) -> float:
@@ -24,7 +28,7 @@ def _server_now(url: str) -> float:
         with eng.connect() as conn:
             q = "SELECT UNIX_TIMESTAMP(SYSDATE(6))" if eng.dialect.name in ("mysql", "mariadb") \
                 else "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
-            return float(conn.execute(sa.text(q)).scalar_one())
+            return float(conn.execute(sa.text(q)).scalar_one())  # the server's clock, read another way
     finally:
         eng.dispose()
 
@@ -102,3 +106,38 @@ def test_an_unreachable_server_is_a_database_error_not_a_guess(backend):
         assert "secretpw" not in str(err.value) and "server clock" in str(err.value)
     finally:
         q.close()
+
+
+#: 01:30 on 2026-11-01 in New York, twice: EDT (UTC-4), then an hour later EST (UTC-5)
+REPEATED_HOUR = (1793511000, 1793514600)
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_the_mysql_server_clock_ignores_the_session_time_zone(backend, db_url):
+    """The server's time in epoch seconds, whatever the session's time zone: in the hour a
+    daylight-saving zone repeats, UNIX_TIMESTAMP of the local time (what the clock read before)
+    gives both readings one epoch, an hour off for one of them; the clock reads UTC. (The test
+    sets the session's time with SET timestamp, which UTC_TIMESTAMP follows and SYSDATE does not:
+    UNIX_TIMESTAMP(NOW(6)) stands for the old reading.)"""
+    from db_admin import mariadb_root, skip_unless_admin
+
+    from queue_core.store.mysql import MySQLDialect
+
+    skip_unless_admin(backend)
+    zone = "America/New_York"
+    if mariadb_root(f"SELECT COUNT(*) FROM mysql.time_zone_name WHERE Name = '{zone}';").strip() == "0":
+        mariadb_root("USE mysql;\n" + subprocess.run(["mariadb-tzinfo-to-sql", f"/usr/share/zoneinfo/{zone}", zone],
+                                    capture_output=True, text=True, check=True).stdout)
+    eng = sa.create_engine(db_url)
+    try:
+        with eng.connect() as conn:
+            conn.execute(sa.text(f"SET time_zone = '{zone}'"))
+            read, old = [], []
+            for epoch in REPEATED_HOUR:
+                conn.execute(sa.text(f"SET timestamp = {epoch}"))
+                read.append(float(conn.execute(sa.select(MySQLDialect().server_time())).scalar_one()))
+                old.append(float(conn.execute(sa.text("SELECT UNIX_TIMESTAMP(NOW(6))")).scalar_one()))
+    finally:
+        eng.dispose()
+    assert read == [float(e) for e in REPEATED_HOUR]
+    assert old[0] == old[1]  # the old reading could not tell the two apart
