@@ -38,6 +38,11 @@ class Wakeup:
         return bool(readable)
 
     @property
+    def read_fd(self) -> int:
+        """The pipe's read end: readable once set (for a ``select`` that waits on more than this)."""
+        return self._r
+
+    @property
     def write_fd(self) -> int:
         """The pipe's write end (non-blocking): a byte written there sets the wake-up."""
         return self._w

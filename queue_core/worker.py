@@ -40,6 +40,7 @@ from .processor import Processor, open_queue, stop_at_once
 from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
+from .wakeup import Wakeup
 
 log = logging.getLogger("queue_core.worker")
 
@@ -72,21 +73,33 @@ def check_database(settings: dict, *, burst: bool = False) -> None:
     at once (it has started nothing)."""
     outcome: list[Exception | None] = []
     refused = (ForeignTableError, AccessDeniedError, SchemaError) if burst else (ForeignTableError, AccessDeniedError)
+    done = Wakeup()  # set by the checker as it ends: the start waits for it, not for a poll interval
     checker = threading.Thread(
-        target=_check_writable, args=(settings, outcome, refused), name="pq-start-check", daemon=True
+        target=_check_writable, args=(settings, outcome, refused, done), name="pq-start-check", daemon=True
     )
     signals = Signals(WORKER_SIGNALS, _BEFORE_START)
     try:
         checker.start()
         while checker.is_alive():
-            signals.wait(0.2)
+            signals.wait(0.2, fds=[done.read_fd])
     finally:
         signals.close()
+        checker.join(0.2)  # it set done as its last act: it is ending now
+        done.close()
     if outcome and outcome[0] is not None:
         raise outcome[0]
 
 
-def _check_writable(settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...]) -> None:
+def _check_writable(
+    settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...], done: Wakeup
+) -> None:
+    try:
+        _check(settings, outcome, refused)
+    finally:
+        done.set()
+
+
+def _check(settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...]) -> None:
     try:
         queue = open_queue({**settings, "max_retry_count": 0})
     except Exception as exc:  # noqa: BLE001 - raised again by the main thread
