@@ -227,17 +227,20 @@ class Processor:
             self.monitor.drop(t)
         if not tasks:
             return
-        try:  # those whose lease expired unnoticed (t.lost, not taken over) still hold their token
-            n = self.queue.release_many(tasks)
-        except TaskError as exc:
-            log.warning("release of %d tasks failed (their leases will expire): %s", len(tasks), exc)
+        for t in [t for t in tasks if t.lost]:  # lease lost while it waited: released or its attempt given back
+            self._settle(t, None, 0.0, started=False)  # alone, so no later lease gets a second attempt back
+        held = [t for t in tasks if not t.lost]
+        if not held:
             return
-        for t in tasks:
+        try:
+            n = self.queue.release_many(held)
+        except TaskError as exc:
+            log.warning("release of %d tasks failed (their leases will expire): %s", len(held), exc)
+            return
+        for t in held:
             log.info("released task=%s type=%s (stopping)", t.key, t.type)
-        for t in [t for t in tasks if t.lost]:  # taken over while it waited: its attempt goes back
-            self._settle(t, None, 0.0, started=False)
-        if n < len(tasks):
-            log.info("%d of the %d tasks to release were taken over or finished meanwhile", len(tasks) - n, len(tasks))
+        if n < len(held):
+            log.info("%d of the %d tasks to release were taken over or finished meanwhile", len(held) - n, len(held))
 
     def process(self, task) -> None:
         if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited

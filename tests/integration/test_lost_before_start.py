@@ -170,3 +170,31 @@ def test_max_attempts_two_gives_two_runs_when_the_first_lease_expired_before_sta
     second = queue.poll(alive_time=10)
     assert second is not None
     assert second.retry_or_fail(RuntimeError("first run")) == "retry"  # 1 run of 2 allowed
+
+
+def test_a_stopping_worker_gives_back_a_lost_task_s_attempt_once(queue, clock):
+    """A worker stopping with a task in its batch whose lease expired unnoticed by anyone else:
+    it is released once, by ``lost_before_start`` alone. Before, the stopping release
+    (``release_many``) released it under the worker's token and then ``lost_before_start`` gave
+    back one more attempt to whichever worker had claimed it in between (attempts 0 under a
+    live lease: a task could run once more than ``max_attempts``)."""
+    queue.submit("k", "t", max_attempts=2)
+    proc = _processor(queue, lambda task: None)
+    first = _expire_before_start(queue, clock, proc)
+    real_release_many = queue.release_many
+    taken = []
+
+    def release_many_then_another_claims(tasks, **kw):
+        n = real_release_many(tasks, **kw)
+        taken.append(queue.poll(alive_time=10))  # another worker, between the two statements
+        return n
+
+    queue.release_many = release_many_then_another_claims
+    try:
+        proc._release([first])
+    finally:
+        queue.release_many = real_release_many
+    if not taken:  # the lost task was not part of the batch release: another worker claims it now
+        taken.append(queue.poll(alive_time=10))
+    assert taken[0] is not None and taken[0].key == "k"
+    assert queue["k"].metadata().attempts == 1  # the new holder's one attempt, nothing given back twice
