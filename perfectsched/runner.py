@@ -65,7 +65,7 @@ log = logging.getLogger("perfectsched.runner")
 
 MIN_WAIT = 0.01
 
-__all__ = ["open_scheduler", "run_scheduler"]
+__all__ = ["open_checked", "open_scheduler", "run_scheduler"]
 
 
 def open_scheduler(settings: dict, **overrides: Any) -> Scheduler:
@@ -90,6 +90,20 @@ def open_scheduler(settings: dict, **overrides: Any) -> Scheduler:
         **core,
         **own,
     )
+
+
+def open_checked(settings: dict) -> Scheduler:
+    """The scheduler of ``settings`` once it has connected, found its tables and may write its
+    schedule table, tried once (what a reloaded configuration must pass); what it opened is
+    closed when a check fails."""
+    sched = open_scheduler(settings, max_retry_count=0)
+    try:
+        sched.check_tables()
+        sched.check_writable()
+    except BaseException:
+        sched.close()
+        raise
+    return sched
 
 
 def _iso(ts: float, zone: str) -> str:
@@ -318,7 +332,7 @@ class SchedulerLoop:
     def _restart(self) -> None:
         self.restart_requested = False
         old = self.settings
-        new = reload_settings(self.config_loader, old, opens=open_scheduler)
+        new = reload_settings(self.config_loader, old, opens=open_checked)
         self.settings = old if new is old else dict(new)
         self._close()
         try:

@@ -96,8 +96,9 @@ def backoff(policy: Backoff, n: int, rng: RandomSource) -> float:
     return min(wait, MAX_DURATION)
 
 
-#: the longest lease a claim or heartbeat writes (``alive_time`` is at most ``MAX_DURATION``)
-MAX_LEASE = MAX_DURATION
+#: a lease ending later than ``now + MAX_LEASE`` was written by no claim or heartbeat: ``alive_time``
+#: is at most ``MAX_DURATION``, and the factor 2 leaves room for clocks that read a little apart
+MAX_LEASE = 2 * MAX_DURATION
 
 
 # -- 2. exhaustion ----------------------------------------------------------------------------

@@ -39,6 +39,20 @@ def open_queue(settings: dict) -> Queue:
     return Queue(**{k: v for k, v in settings.items() if k in _QUEUE_KEYS})
 
 
+def open_checked(settings: dict) -> Queue:
+    """The queue of ``settings`` once it has connected and may write its table (an UPDATE of no
+    row), tried once: ConfigError for a URL option the driver refuses as it connects,
+    ForeignTableError, AccessDeniedError, or the DatabaseError of an outage; what it opened is
+    closed then. The start-up check of a worker and of a reloaded configuration."""
+    queue = open_queue({**settings, "max_retry_count": 0})
+    try:
+        queue.check_writable()
+    except BaseException:
+        queue.close()
+        raise
+    return queue
+
+
 class Processor:
     """One poll loop: lease tasks, run their handlers, settle the outcome."""
 

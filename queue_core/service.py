@@ -37,6 +37,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from . import policy
+from .errors import AccessDeniedError, DatabaseError, SchemaError
 from .exit_codes import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE
 from .wakeup import Wakeup
 
@@ -352,15 +353,25 @@ def reload_settings(
 ) -> dict:
     """The settings ``loader`` reads now; ``current`` itself without a loader or when the new
     configuration is broken (logged: the service keeps running as it was). ``opens`` is how the
-    service opens its database from settings: a configuration it cannot open (an unknown driver,
-    a URL option the driver refuses) is broken too; what it opened is closed at once."""
+    service opens and checks its database from settings: a configuration it cannot use (an
+    unknown driver, a URL option the driver refuses, a table not its own, a read-only database)
+    is broken too; one whose database is only unreachable now is taken (the service keeps trying
+    it, as through any outage). What ``opens`` returns is closed at once."""
     if loader is None:
         return current
     try:
         new = loader()
         if opens is not None:
             opens(new).close()
-        return new
+    except DatabaseError as exc:
+        if isinstance(exc, (SchemaError, AccessDeniedError)):
+            return _kept(current, exc)
+        log.warning("config reloaded; its database cannot be reached now (retried as in an outage): %s", exc)
     except Exception as exc:  # noqa: BLE001 - keep running on a broken config
-        log.error("config reload failed, keeping the old config: %s", exc)
-        return current
+        return _kept(current, exc)
+    return new
+
+
+def _kept(current: dict, exc: BaseException) -> dict:
+    log.error("config reload failed, keeping the old config: %s", exc)
+    return current

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from .logs import reopen_logs
-from .processor import open_queue
+from .processor import open_checked
 from .service import EXIT_OK, IMMEDIATE_GRACE, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
 
 log = logging.getLogger("queue_core.worker")
@@ -125,7 +125,7 @@ class Supervisor:
 
     def _reload(self) -> None:
         old_n = self.settings["processors"]
-        self.settings = reload_settings(self.config_loader, self.settings, opens=open_queue)
+        self.settings = reload_settings(self.config_loader, self.settings, opens=open_checked)
         for slot in range(old_n, self.settings["processors"]):
             self.spawn(slot)
 

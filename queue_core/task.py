@@ -294,7 +294,7 @@ class AcquiredTask:
         the attempt it counted (releasing the task if nobody took it over meanwhile). Returns what
         the store did: ``"released"``, ``"returned"`` or ``""``."""
         at = self.queue.now(now)
-        done = self.queue.store.lost_before_start(self._id, self.key, self._token, at)
+        done = self.queue.store.lost_before_start(self._id, self.key, self.created_at, self._token, at)
         if done == "released":
             self._mark_released(at)
         return done

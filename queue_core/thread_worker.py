@@ -14,7 +14,7 @@ import threading
 
 from .listener import WakeupListener, start_listener
 from .logs import reopen_logs
-from .processor import Processor, open_queue, stop_at_once
+from .processor import Processor, open_checked, open_queue, stop_at_once
 from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, reload_settings
 
 log = logging.getLogger("queue_core.worker")
@@ -97,6 +97,6 @@ class ThreadWorker:
         if not self.restart_pending or stop_began:
             return False
         self.restart_pending = False
-        self.settings = reload_settings(self.config_loader, self.settings, opens=open_queue)
+        self.settings = reload_settings(self.config_loader, self.settings, opens=open_checked)
         self._start()
         return True

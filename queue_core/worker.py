@@ -36,7 +36,7 @@ from .app import describe_types, served_types
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
-from .processor import Processor, open_queue, stop_at_once
+from .processor import Processor, open_checked, stop_at_once
 from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
@@ -101,20 +101,15 @@ def _check_writable(
 
 def _check(settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...]) -> None:
     try:
-        queue = open_queue({**settings, "max_retry_count": 0})
-    except Exception as exc:  # noqa: BLE001 - raised again by the main thread
-        outcome.append(exc)
-        return
-    try:
-        queue.check_writable()
+        open_checked(settings).close()
         outcome.append(None)
     except refused as exc:
         outcome.append(exc)
     except DatabaseError as exc:
         log.warning("database check at start failed (the processors will keep trying): %s", exc)
         outcome.append(None)
-    finally:
-        queue.close()
+    except Exception as exc:  # noqa: BLE001 - a ConfigError (a URL the driver refuses): raised by the main thread
+        outcome.append(exc)
 
 
 def _exit_before_start(what: str) -> Callable[[], None]:

@@ -65,8 +65,9 @@ class MySQLDialect(Dialect):
     def server_time(self):
         # UTC arithmetic: UNIX_TIMESTAMP(SYSDATE(6)) went through the session's time zone, and in
         # the hour a daylight-saving zone repeats each autumn its two readings were one epoch (an
-        # hour off). UTC_TIMESTAMP is the statement's start: now, for a read of its own.
-        return sa.literal_column("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000")
+        # hour off). UTC_TIMESTAMP is the statement's start: now, for a read of its own. Divided
+        # by a DOUBLE: a DECIMAL division keeps only @@div_precision_increment digits (0: seconds).
+        return sa.literal_column("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6")
 
     def execute_insert(self, conn, stmt, rows, id_column):
         return conn.execute(stmt, rows).rowcount  # no INSERT ... RETURNING; PyMySQL sums batches

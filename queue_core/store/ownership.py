@@ -73,9 +73,20 @@ def _uninsertable(table: sa.Table, columns: dict[str, dict], rowid: bool) -> str
         if auto is not None and name == auto.name:
             if not _numbered(c, rowid):
                 return f"column {name} is not numbered by the database"
-        elif not c.get("nullable", True) and c.get("default") is None and not _ours_and_required(table, name):
+        elif not (c.get("nullable", True) or _filled(c) or _ours_and_required(table, name)):
             return f"column {name} is NOT NULL without a default"
     return None
+
+
+def _filled(column: dict[str, Any]) -> bool:
+    """Whether the database fills the column of a row inserted without it: a default, an
+    identity or AUTO_INCREMENT, a computed (generated) column."""
+    return bool(
+        column.get("default") is not None
+        or column.get("identity")
+        or column.get("computed")
+        or column.get("autoincrement") is True
+    )
 
 
 def _ours_and_required(table: sa.Table, name: str) -> bool:

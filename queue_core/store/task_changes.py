@@ -101,19 +101,20 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.id.in_(list(ids)), *task_where(t, "release", token=token)).values(**values)
         return self.db.run(lambda c: c.execute(stmt).rowcount, what="release")
 
-    def lost_before_start(self, id_: int, key: str, token: int, now: float) -> str:
+    def lost_before_start(self, id_: int, key: str, created: float, token: int, now: float) -> str:
         """The lease ``token`` of task ``key`` was lost before its handler started (it expired while
         the task waited in its batch): its attempt goes back, once. Still the row's lease (nobody
         took it over): the holder releases it, due ``now``. Taken over by a later lease: the row
-        gives back one attempt (``return_attempt``, fenced by the key too, since SQLite reuses the
-        id of a purged row), unless an earlier run of this transaction may have committed it (its
-        acknowledgement lost: nothing in the row tells, and twice would run the task past
-        ``max_attempts``). Returns ``"released"``, ``"returned"`` or ``""`` (nothing to give back)."""
+        gives back one attempt (``return_attempt``, fenced by the task's key and submission time
+        ``created`` too, since SQLite gives a purged row's id to a new one), unless an earlier run
+        of this transaction may have committed it (its acknowledgement lost: nothing in the row
+        tells, and twice would run the task past ``max_attempts``). Returns ``"released"``,
+        ``"returned"`` or ``""`` (nothing to give back)."""
         t = self.t
         release = sa.update(t).where(t.c.id == id_, *task_where(t, "release", token=token))
         release = release.values(leased=0, timeout=now, run_at=now, owner=None, **self._given_back())
         later = sa.update(t).where(
-            t.c.id == id_, t.c.attempts > 0, *task_where(t, "return_attempt", token=token, key=key)
+            t.c.id == id_, t.c.attempts > 0, *task_where(t, "return_attempt", token=token, key=key, created=created)
         )
 
         def work(conn) -> str:

@@ -68,8 +68,9 @@ class Fence(StrEnum):
     NOT_RUNNING = "not running"
     #: ``next_time = :expected``: the schedule is still at the occurrence the caller read
     OCCURRENCE = "occurrence"
-    #: ``key = :key``: still the caller's task (SQLite gives a purged row's id to a new one)
-    KEY = "key"
+    #: ``key = :key AND created_at = :created``: still the caller's task, not a new one that took
+    #: its id (SQLite gives a purged row's id to the next row) or its key
+    SAME_TASK = "same task"
     #: ``workflow IS NULL``: a plain task, not a row of a workflow run
     PLAIN = "plain task"
     #: ``workflow IS NOT NULL``: a row of a workflow run
@@ -167,7 +168,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "return_attempt",
             [_W, _L, _F],
             [_W, _L, _F],
-            [Fence.LATER_LEASE, Fence.KEY],
+            [Fence.LATER_LEASE, Fence.SAME_TASK],
             "TaskStore.lost_before_start",
             "give back the attempt of a lease taken over before its handler started",
         ),
@@ -387,8 +388,8 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
         return sa.or_(t.c.leased == 0, t.c.timeout <= need("now"))
     if fence is Fence.OCCURRENCE:
         return t.c.next_time == need("expected")
-    if fence is Fence.KEY:
-        return t.c.key == need("key")
+    if fence is Fence.SAME_TASK:
+        return sa.and_(t.c.key == need("key"), t.c.created_at == need("created"))
     return t.c.workflow.is_(None) if fence is Fence.PLAIN else t.c.workflow.is_not(None)
 
 

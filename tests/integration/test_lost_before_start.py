@@ -18,7 +18,26 @@ def _processor(queue, target, **settings):
     return Processor(target, s, burst=True, queue=queue)
 
 
-def test_a_lease_that_expired_before_its_handler_started_and_was_not_taken_over_keeps_its_attempt(queue, clock):
+def _lost_then_purged(queue, clock):
+    """Worker A's lease of task k expires while k waits in A's batch; B takes it over and finishes
+    it; cleanup purges it: A's processor and its lost task, whose turn has not come yet."""
+    queue.submit("k", "t")
+    proc = _processor(queue, lambda task: None)
+    first = queue.poll(alive_time=10)
+    clock.advance(11)
+    second = queue.poll(alive_time=10)
+    assert second is not None and second.key == "k"
+    proc.monitor.hold(first)
+    proc.monitor._heartbeat_all()
+    assert first.lost
+    second.finish(retention_time=0)
+    clock.advance(1)
+    queue.cleanup()
+    assert not queue["k"].exists()
+    return proc, first
+
+
+def test_a_lease_that_expired_before_its_handler_started_unclaimed_still_runs_with_max_attempts_1(queue, clock):
     """Guarantee 4: a task whose lease was lost before its handler started spends no attempt; with
     max_attempts=1 it still runs later.
 
@@ -50,7 +69,7 @@ def test_a_lease_that_expired_before_its_handler_started_and_was_not_taken_over_
     assert again.attempts == 1
 
 
-def test_return_attempt_retried_after_its_applied_commit_gives_back_two_attempts(queue, clock):
+def test_a_return_attempt_retried_after_its_applied_commit_gives_back_one_attempt(queue, clock):
     """Guarantee 3 (with 5/4: no run past max_attempts): a transition retried after its own
     applied COMMIT (acknowledgement lost) recognises it and does not apply twice.
 
@@ -89,7 +108,7 @@ def test_return_attempt_retried_after_its_applied_commit_gives_back_two_attempts
     assert (attempts, runs) == (1, 2), f"attempts {attempts} while B held k; k (max_attempts=2) ran {runs} times"
 
 
-def test_a_late_return_attempt_lands_on_a_new_task_that_reused_the_row_id(queue, clock, backend):
+def test_a_late_return_attempt_never_lands_on_a_new_task_that_reused_the_row_id(queue, clock, backend):
     """Guarantee 4/5 (no run past max_attempts) and 6 (writes fenced by lease token, never by id
     alone): ``return_attempt`` is written by id with the negative fence ``lease_token <> lost
     token`` (LATER_LEASE), which any other row with that id also passes.
@@ -105,19 +124,7 @@ def test_a_late_return_attempt_lands_on_a_new_task_that_reused_the_row_id(queue,
 
     Failed before its fix on sqlite (MariaDB/PostgreSQL do not reuse ids here).
     """
-    queue.submit("k", "t")
-    proc = _processor(queue, lambda task: None)
-    first = queue.poll(alive_time=10)
-    clock.advance(11)
-    second = queue.poll(alive_time=10)
-    assert second is not None and second.key == "k"
-    proc.monitor.hold(first)
-    proc.monitor._heartbeat_all()
-    assert first.lost
-    second.finish(retention_time=0)
-    clock.advance(1)
-    queue.cleanup()
-    assert not queue["k"].exists()
+    proc, first = _lost_then_purged(queue, clock)
     queue.submit("k2", "t", max_attempts=1)
     new_id = queue.store.get("k2")["id"]
     c = queue.poll(alive_time=10)
@@ -198,3 +205,30 @@ def test_a_stopping_worker_gives_back_a_lost_task_s_attempt_once(queue, clock):
         taken.append(queue.poll(alive_time=10))
     assert taken[0] is not None and taken[0].key == "k"
     assert queue["k"].metadata().attempts == 1  # the new holder's one attempt, nothing given back twice
+
+
+def test_lost_before_start_gives_no_attempt_to_a_resubmission_of_the_same_key(queue, clock, backend):
+    """SQLite: a key fence alone did not tell a new task from the old one when the new one has
+    the same key (a resubmission once the old one was purged) and took its id; the fence is the
+    key and the submission time (failed before its fix).
+
+    Interleaving: k (the newest row) is leased by worker A; its lease expires while it waits in
+    A's batch; B takes it over and finishes it; cleanup purges it. k is submitted again
+    (max_attempts=1) and SQLite gives it the old id. C leases the new k and dies mid-run (its
+    expired lease spends the only attempt). A's turn comes: ``lost_before_start`` -> the
+    ``return_attempt`` update matches (same id, same key, another token): attempts 1 -> 0, and
+    the new k runs a second time although max_attempts=1."""
+    if backend != "sqlite":
+        pytest.skip("SQLite reuses the id of a purged newest row")
+    proc, first = _lost_then_purged(queue, clock)
+    queue.submit("k", "t", max_attempts=1)
+    assert queue.store.get("k")["id"] == first.row_id
+    c = queue.poll(alive_time=10)
+    assert c is not None and c.key == "k"
+    runs = 1  # C runs the new k and dies: its lease expires
+    clock.advance(11)
+    proc.process(first)  # A's turn: the old k was lost before start
+    while queue.poll(alive_time=10) is not None:
+        runs += 1
+        clock.advance(11)
+    assert runs == 1, f"the new k (max_attempts=1) ran {runs} times"

@@ -141,3 +141,29 @@ def test_the_mysql_server_clock_ignores_the_session_time_zone(backend, db_url):
         eng.dispose()
     assert read == [float(e) for e in REPEATED_HOUR]
     assert old[0] == old[1]  # the old reading could not tell the two apart
+
+
+def test_the_mysql_server_clock_keeps_its_fraction_whatever_div_precision_increment(backend, db_url, table_name):
+    """MariaDB/MySQL: ``TIMESTAMPDIFF(MICROSECOND, ...) / 1000000`` was a DECIMAL division whose
+    scale is ``@@div_precision_increment`` (default 4: 100 us); a server configured with 0 read
+    whole seconds (up to 1 s off, stepping back at each refresh). Divided by a DOUBLE now
+    (failed before its fix)."""
+    if backend != "mysql":
+        pytest.skip("MariaDB/MySQL only")
+    q = queue_core.open(db_url, table_name)
+    try:
+
+        @sa.event.listens_for(q.db.engine, "connect")
+        def _dba_setting(dbapi_conn, _rec):
+            with dbapi_conn.cursor() as cur:
+                cur.execute("SET SESSION div_precision_increment = 0")
+                cur.execute("SET SESSION time_zone = '+00:00'")
+
+        q.db.engine.dispose()
+        expr = q.db.dialect.server_time()
+        ref = sa.literal_column("UNIX_TIMESTAMP(NOW(6))")  # the same instant (statement start), UTC session
+        with q.db.engine.connect() as conn:
+            ours, exact = conn.execute(sa.select(expr, ref)).one()
+        assert abs(float(ours) - float(exact)) < 0.001, f"server clock read {ours}, the server's time is {exact}"
+    finally:
+        q.close()

@@ -5,6 +5,8 @@ the three databases: the thread worker ended on USR1)."""
 
 from __future__ import annotations
 
+import pytest
+
 from queue_core import config
 
 
@@ -25,3 +27,37 @@ def test_thread_worker_keeps_its_config_when_the_reloaded_one_cannot_be_opened(q
         tw._stop()
         for t in tw.threads:
             t.join(10)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the processor thread's ConfigError
+def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backend, queue):
+    """MariaDB/MySQL: PyMySQL refuses ``?sslmode=`` only when it connects. The reload opened the
+    new config without connecting (``opens=open_queue``), took it, and each new processor
+    thread's first poll raised ConfigError: the threads ended and the worker returned as if done
+    (failed before its fix). The reload now connects and checks (``open_checked``).
+
+    Interleaving: thread worker running on a good URL; the config file is edited to add
+    ``?sslmode=require`` (a PostgreSQL habit); USR1."""
+    if backend != "mysql":
+        pytest.skip("PyMySQL refuses unknown URL options at connect time")
+    from queue_core.thread_worker import ThreadWorker
+
+    old = config.build({"url": queue.config["url"], "table": queue.table, "processors": 1})
+    url = old["url"] + ("&" if "?" in old["url"] else "?") + "sslmode=require"
+    broken = {**old, "url": url}
+    tw = ThreadWorker(lambda task: None, dict(old), burst=False, config_loader=lambda: dict(broken))
+    tw.restart_pending = True
+    try:
+        assert tw._restarted() is True
+        for t in tw.threads:
+            t.join(3)
+        alive = tw._running()
+        assert tw.settings["url"] == old["url"] and alive, (
+            f"reload accepted {tw.settings['url']!r}; processor threads alive: {alive}"
+        )
+    finally:
+        tw._stop()
+        for t in tw.threads:
+            t.join(10)
+        if tw.listener is not None:
+            tw.listener.stop()

@@ -246,36 +246,39 @@ def taken_over(q, key):
 def test_task_return_attempt(queue):
     a, b = taken_over(queue, "k")
     give_back = queue.store.lost_before_start
-    assert give_back(a.row_id, "k", a.lease_token, T0 + 21) == "returned"
+    assert give_back(a.row_id, "k", T0, a.lease_token, T0 + 21) == "returned"
     r = row(queue, "k")
     assert (r["state"], r["leased"], r["lease_token"], r["attempts"]) == (0, 1, b.lease_token, 1)
     c, d = taken_over(queue, "f")
     d.finish(now=T0 + 21)
-    assert give_back(c.row_id, "f", c.lease_token, T0 + 21) == "returned"  # finished by the later lease: its history
+    assert give_back(c.row_id, "f", T0, c.lease_token, T0 + 21) == "returned"  # finished by the later lease: its history
     assert (row(queue, "f")["state"], row(queue, "f")["attempts"]) == (1, 1)
     queue.submit("w", "t", now=T0)
     queue["w"].cancel_request(now=T0 + 1)  # ended by an operator: no lease token to compare with
-    assert unchanged(queue, "w", lambda: give_back(row(queue, "w")["id"], "w", a.lease_token, T0 + 21)) == ""
+    assert unchanged(queue, "w", lambda: give_back(row(queue, "w")["id"], "w", T0, a.lease_token, T0 + 21)) == ""
     held(queue, "z").release(now=T0 + 1)  # its attempt already given back: never below 0
     assert row(queue, "z")["attempts"] == 0
-    assert unchanged(queue, "z", lambda: give_back(row(queue, "z")["id"], "z", a.lease_token, T0 + 21)) == ""
+    assert unchanged(queue, "z", lambda: give_back(row(queue, "z")["id"], "z", T0, a.lease_token, T0 + 21)) == ""
 
 
-def test_task_return_attempt_to_another_key_with_the_row_s_id_is_refused(queue):
-    """The key fence: a lease's attempt goes back to its own task only, never to a row that took
-    its id (SQLite numbers a new row after the largest id left)."""
+def test_task_return_attempt_to_another_task_with_the_row_s_id_is_refused(queue):
+    """The same-task fence: a lease's attempt goes back to its own task only, never to a row that
+    took its id (SQLite numbers a new row after the largest id left), of another key or of the
+    same key submitted again."""
     a, b = taken_over(queue, "k")
-    assert unchanged(queue, "k", lambda: queue.store.lost_before_start(a.row_id, "other", a.lease_token, T0 + 21)) == ""
+    give_back = queue.store.lost_before_start
+    assert unchanged(queue, "k", lambda: give_back(a.row_id, "other", T0, a.lease_token, T0 + 21)) == ""
+    assert unchanged(queue, "k", lambda: give_back(a.row_id, "k", T0 + 1, a.lease_token, T0 + 21)) == ""  # resubmitted
 
 
 def test_task_lost_before_start_of_a_lease_nobody_took_releases_it(queue):
     """A lease that expired while its task waited to start, still the row's: the holder releases
     it (due now, its attempt given back); a second call finds nothing to give back."""
     a = held(queue, "k")
-    assert queue.store.lost_before_start(a.row_id, "k", a.lease_token, T0 + 30) == "released"
+    assert queue.store.lost_before_start(a.row_id, "k", T0, a.lease_token, T0 + 30) == "released"
     r = row(queue, "k")
     assert (r["state"], r["leased"], r["timeout"], r["attempts"]) == (0, 0, T0 + 30, 0)
-    assert unchanged(queue, "k", lambda: queue.store.lost_before_start(a.row_id, "k", a.lease_token, T0 + 31)) == ""
+    assert unchanged(queue, "k", lambda: queue.store.lost_before_start(a.row_id, "k", T0, a.lease_token, T0 + 31)) == ""
 
 
 def test_task_force_finish(queue):
