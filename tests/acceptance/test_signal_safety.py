@@ -18,8 +18,12 @@ import textwrap
 FLOOD = textwrap.dedent("""
     import os, signal, time
 
-    def flood(sig, seconds, then=None):
-        # a forked child sends `sig` (or each of a tuple in turn) to us as fast as it can, then `then` once
+    def flood(sig, seconds, then=None, gap=0.0):
+        # a forked child sends `sig` (or each of a tuple in turn) to us as fast as it can (or with
+        # `gap` seconds between two), then `then` once. A Python-level handler (a test's own: pq's
+        # run in C, through the wakeup fd) runs again inside itself for a signal that lands while
+        # it runs, and a flood with no gap can nest it until RecursionError kills the process,
+        # whatever the code under test does: floods of such handlers leave a gap.
         parent, sigs = os.getpid(), sig if isinstance(sig, tuple) else (sig,)
         if os.fork() == 0:
             end, n = time.monotonic() + seconds, 0
@@ -29,6 +33,8 @@ FLOOD = textwrap.dedent("""
                 except OSError:
                     os._exit(0)
                 n += 1
+                if gap:
+                    time.sleep(gap)
             if then is not None:
                 os.kill(parent, then)
             os._exit(0)
@@ -38,7 +44,7 @@ WAKEUP = FLOOD + textwrap.dedent("""
     from queue_core.wakeup import Wakeup
     w = Wakeup()
     signal.signal(signal.SIGUSR1, lambda s, f: w.set())
-    flood(signal.SIGUSR1, 2.0)
+    flood(signal.SIGUSR1, 2.0, gap=0.0001)
     end, turns = time.monotonic() + 3.0, 0
     while time.monotonic() < end:
         w.wait(0.0001)
@@ -58,7 +64,7 @@ PROCESSOR = FLOOD + textwrap.dedent("""
     proc = Processor(lambda task: None, config.build({"url": url, "table": table, "poll_interval": 0.0001}), queue=q)
     install_child_signals(proc)   # the handlers a worker child runs with
     signal.signal(signal.SIGUSR2, lambda s, f: proc.wake())  # a wake-up from signal context, as stop() does
-    flood(signal.SIGUSR2, 2.0, then=signal.SIGTERM)
+    flood(signal.SIGUSR2, 2.0, then=signal.SIGTERM, gap=0.0001)
     print("exit", proc.run())
 """)
 
@@ -81,7 +87,8 @@ CHILD_LOGS = FLOOD + textwrap.dedent("""
                      config.build({"url": url, "table": table}), queue=q, burst=True)
     install_child_signals(proc)   # the handlers a worker child runs with
     flood(signal.SIGUSR2, 2.0)
-    print("exit", proc.run(), q.stats()["finished"])
+    print("exit", proc.run(), q.stats()["finished"], flush=True)
+    os._exit(0)  # as a worker child ends: the interpreter's shutdown would restore SIG_DFL under the flood
 """)
 
 # ``perfectsched run`` shares the service module: a flood of USR2 (reopen the log file, in its
