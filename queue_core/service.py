@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from . import policy
-from .errors import AccessDeniedError, DatabaseError, SchemaError
+from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .exit_codes import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE
 from .wakeup import Wakeup
 
@@ -355,8 +355,9 @@ def reload_settings(
     configuration is broken (logged: the service keeps running as it was). ``opens`` is how the
     service opens and checks its database from settings: a configuration it cannot use (an
     unknown driver, a URL option the driver refuses, a table not its own, a read-only database)
-    is broken too; one whose database is only unreachable now is taken (the service keeps trying
-    it, as through any outage). What ``opens`` returns is closed at once."""
+    is broken too; one whose database only cannot be used now (unreachable, its table not made
+    yet) is taken, and the service keeps trying it as it does from its start. What ``opens``
+    returns is closed at once."""
     if loader is None:
         return current
     try:
@@ -364,9 +365,9 @@ def reload_settings(
         if opens is not None:
             opens(new).close()
     except DatabaseError as exc:
-        if isinstance(exc, (SchemaError, AccessDeniedError)):
+        if isinstance(exc, (ForeignTableError, AccessDeniedError)):
             return _kept(current, exc)
-        log.warning("config reloaded; its database cannot be reached now (retried as in an outage): %s", exc)
+        log.warning("config reloaded; its database cannot be used now (retried as at start): %s", exc)
     except Exception as exc:  # noqa: BLE001 - keep running on a broken config
         return _kept(current, exc)
     return new

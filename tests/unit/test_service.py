@@ -11,6 +11,7 @@ import pytest
 
 import queue_core
 from queue_core import policy
+from queue_core.errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
 from queue_core.service import (
     CHILD_SIGNALS,
     SCHEDULER_SIGNALS,
@@ -163,3 +164,19 @@ def test_a_reload_keeps_the_old_config_when_the_new_one_cannot_be_opened(caplog)
     fine = {"url": "sqlite:///new.db"}
     assert reload_settings(lambda: fine, old, opens=Opened) == fine
     assert [o.closed for o in opened] == [True]
+
+
+@pytest.mark.parametrize("error, kept", [
+    (ForeignTableError("table t is not a queue table"), True),
+    (AccessDeniedError("check refused by ***: read-only"), True),
+    (SchemaError("table not found; run 'init' first"), False),  # the processors wait for init, as at start
+    (DatabaseError("connection refused"), False),  # an outage: retried, as at start
+])
+def test_a_reload_whose_database_cannot_be_used_now_is_taken_unless_it_is_never_usable(caplog, error, kept):
+    old, new = {"url": "sqlite:///old.db"}, {"url": "sqlite:///new.db"}
+
+    def opens(settings: dict):
+        raise error
+
+    assert reload_settings(lambda: new, old, opens=opens) == (old if kept else new)
+    assert ("keeping the old config" in caplog.text) is kept
