@@ -241,20 +241,28 @@ class Processor:
             self.monitor.drop(t)
         if not tasks:
             return
-        for t in [t for t in tasks if t.lost]:  # lease lost while it waited: released or its attempt given back
+        held, lost = [t for t in tasks if not t.lost], [t for t in tasks if t.lost]
+        if held:
+            self._release_held(held)
+        for t in lost:  # lease lost while it waited: released or its attempt given back
             self._settle(t, None, 0.0, started=False)  # alone, so no later lease gets a second attempt back
-        held = [t for t in tasks if not t.lost]
-        if not held:
-            return
+
+    def _release_held(self, held) -> None:
+        """The tasks still held go first, in one statement: a lost task's row may be locked by
+        the worker that took it over, and must not hold back the release of the others."""
         try:
             n = self.queue.release_many(held)
         except TaskError as exc:
             log.warning("release of %d tasks failed (their leases will expire): %s", len(held), exc)
             return
         for t in held:
-            log.info("released task=%s type=%s (stopping)", t.key, t.type)
+            if t.done:
+                log.info("released task=%s type=%s (stopping)", t.key, t.type)
         if n < len(held):
             log.info("%d of the %d tasks to release were taken over or finished meanwhile", len(held) - n, len(held))
+        for t in [t for t in held if not t.done]:  # taken over before the monitor noticed: its attempt goes back
+            t.lost = True
+            self._settle(t, None, 0.0, started=False)
 
     def process(self, task) -> None:
         if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited

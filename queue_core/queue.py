@@ -271,17 +271,21 @@ class Queue:
 
     def release_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> int:
         """Give back several held tasks unrun, due now, their attempts given back (as
-        ``task.release()`` does), one statement per claim. Returns how many were still held: the
-        others were taken over or finished meanwhile, and are left as they are."""
+        ``task.release()`` does), one transaction per claim. Returns how many were still held (those
+        are marked released, ``done``): the others were taken over or finished meanwhile, and are
+        left as they are."""
         now = self.now(now)
         by_token: dict[int, list[AcquiredTask]] = {}
         for t in self._split(tasks)[0]:
             by_token.setdefault(t._token, []).append(t)
-        held = sum(self.store.release_batch([t._id for t in group], token, now) for token, group in by_token.items())
+        released: set[int] = set()
+        for token, group in by_token.items():
+            released.update(self.store.release_batch([t._id for t in group], token, now))
         for group in by_token.values():
             for t in group:
-                t._mark_released(now)
-        return held
+                if t._id in released:
+                    t._mark_released(now)
+        return len(released)
 
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
         """The plain and the deferred finishes of ``tasks``, each task once (listed twice: finished once)."""

@@ -363,7 +363,9 @@ def reload_settings(
     try:
         new = loader()
         if opens is not None:
-            opens(new).close()
+            _check_in_time(opens, new, RELOAD_CHECK_TIME)
+    except TimeoutError as exc:
+        log.warning("config reloaded; %s (retried as at start)", exc)
     except DatabaseError as exc:
         if isinstance(exc, (ForeignTableError, AccessDeniedError)):
             return _kept(current, exc)
@@ -371,6 +373,33 @@ def reload_settings(
     except Exception as exc:  # noqa: BLE001 - keep running on a broken config
         return _kept(current, exc)
     return new
+
+
+#: the longest a reload waits for its check of the new configuration's database: meanwhile the
+#: service's loop does not act on signals (a lock held on the table, a server that never answers)
+RELOAD_CHECK_TIME = 5.0
+
+
+def _check_in_time(opens: Callable[[dict], Any], settings: dict, limit: float) -> None:
+    """``opens(settings).close()`` in a thread of its own; raise what it raised, or TimeoutError
+    when it has not ended within ``limit`` seconds (it is left to end on its own, and closes
+    what it opened then)."""
+    outcome: list[BaseException | None] = []
+
+    def check() -> None:
+        try:
+            opens(settings).close()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - raised again by the caller
+            outcome.append(exc)
+
+    checker = threading.Thread(target=check, name="pq-reload-check", daemon=True)
+    checker.start()
+    checker.join(limit)
+    if not outcome:
+        raise TimeoutError(f"its database did not answer its check within {limit:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _kept(current: dict, exc: BaseException) -> dict:

@@ -66,31 +66,28 @@ def keys(table: sa.Table) -> list[frozenset[str]]:
 
 
 def _uninsertable(table: sa.Table, columns: dict[str, dict], rowid: bool) -> str | None:
-    """A column an insert of pq's would leave NULL that refuses NULL: one not ours (or ours but
-    nullable) that is NOT NULL without a default, or an id the database does not number."""
+    """A column an insert of pq's cannot fill: one of ours that pq leaves NULL (it inserts an
+    explicit NULL there) but the table refuses NULL in, whatever its default; one not ours that is
+    NOT NULL and that the database does not fill; or an id the database does not number."""
     auto = table.autoincrement_column
     for name, c in columns.items():
         if auto is not None and name == auto.name:
             if not _numbered(c, rowid):
                 return f"column {name} is not numbered by the database"
-        elif not (c.get("nullable", True) or _filled(c) or _ours_and_required(table, name)):
+        elif name in table.c:
+            if table.c[name].nullable and not c.get("nullable", True):
+                return f"column {name} is NOT NULL, but pq writes NULL there"
+        elif not (c.get("nullable", True) or _filled(c)):
             return f"column {name} is NOT NULL without a default"
     return None
 
 
 def _filled(column: dict[str, Any]) -> bool:
-    """Whether the database fills the column of a row inserted without it: a default, an
-    identity or AUTO_INCREMENT, a computed (generated) column."""
-    return bool(
-        column.get("default") is not None
-        or column.get("identity")
-        or column.get("computed")
-        or column.get("autoincrement") is True
-    )
-
-
-def _ours_and_required(table: sa.Table, name: str) -> bool:
-    return name in table.c and not table.c[name].nullable
+    """Whether the database fills the column of a row inserted without it: a default (not
+    ``NULL``), an identity or AUTO_INCREMENT, a computed (generated) column."""
+    default = column.get("default")
+    has_default = default is not None and str(default).strip().upper() != "NULL"
+    return bool(has_default or column.get("identity") or column.get("computed") or column.get("autoincrement") is True)
 
 
 def _numbered(column: dict[str, Any], rowid: bool) -> bool:

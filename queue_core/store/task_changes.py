@@ -90,16 +90,23 @@ class TaskChanges:
         values = dict(leased=0, timeout=now, run_at=now, owner=None)
         self._held(conn, id_, token, "release", values | self._attempts_after(policy.LeaseEnd.RELEASED))
 
-    def release_batch(self, ids: Sequence[int], token: int, now: float) -> int:
+    def release_batch(self, ids: Sequence[int], token: int, now: float) -> list[int]:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
-        run, due ``now``, in one statement, their attempts given back. Returns how many it still
-        held (the others were taken over or finished meanwhile: not its to release)."""
+        run, due ``now``, their attempts given back. Returns the ids it still held and released
+        (the others were taken over or finished meanwhile: not its to release)."""
         if not ids:
-            return 0
+            return []
         t = self.t
+        where = (t.c.id.in_(list(ids)), *task_where(t, "release", token=token))
         values = dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
-        stmt = sa.update(t).where(t.c.id.in_(list(ids)), *task_where(t, "release", token=token)).values(**values)
-        return self.db.run(lambda c: c.execute(stmt).rowcount, what="release")
+
+        def work(conn) -> list[int]:
+            held = [r[0] for r in conn.execute(self.db.dialect.lock_rows(sa.select(t.c.id).where(*where)))]
+            if held:
+                conn.execute(sa.update(t).where(t.c.id.in_(held), *where[1:]).values(**values))
+            return held
+
+        return self.db.run(work, what="release")
 
     def lost_before_start(self, id_: int, key: str, created: float, token: int, now: float) -> str:
         """The lease ``token`` of task ``key`` was lost before its handler started (it expired while

@@ -217,7 +217,7 @@ def test_task_release(queue):
 
 
 def test_task_release_batch(queue):
-    """One claim's unstarted tasks given back in one statement: only those the token still holds."""
+    """One claim's unstarted tasks given back in one transaction: only those the token still holds."""
     for k in ("a", "b", "c", "d"):
         queue.submit(k, "t", {}, now=T0)
     batch = queue.poll_multi(4, alive_time=10, now=T0)
@@ -232,9 +232,9 @@ def test_task_release_batch(queue):
     assert row(queue, "b")["state"] == 1 and row(queue, "d")["leased"] == 1
     token = by_key["d"].lease_token
     ids = [by_key[k].row_id for k in ("a", "b", "c")]
-    assert unchanged(queue, "a", lambda: queue.store.release_batch(ids, token, T0 + 3)) == 0  # released before
-    assert unchanged(queue, "d", lambda: queue.store.release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == 0
-    assert queue.store.release_batch([], token, T0 + 3) == 0
+    assert unchanged(queue, "a", lambda: queue.store.release_batch(ids, token, T0 + 3)) == []  # released before
+    assert unchanged(queue, "d", lambda: queue.store.release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == []
+    assert queue.store.release_batch([], token, T0 + 3) == []
 
 
 def taken_over(q, key):
