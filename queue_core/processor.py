@@ -248,8 +248,9 @@ class Processor:
             self._settle(t, None, 0.0, started=False)  # alone, so no later lease gets a second attempt back
 
     def _release_held(self, held) -> None:
-        """The tasks still held go first, in one statement: a lost task's row may be locked by
-        the worker that took it over, and must not hold back the release of the others."""
+        """The tasks still held go first, in one transaction per claim: a lost task's row may be
+        locked by the worker that took it over, and must not hold back the release of the others.
+        One taken over before the monitor noticed (not released) gives its attempt back after."""
         try:
             n = self.queue.release_many(held)
         except TaskError as exc:
