@@ -87,8 +87,7 @@ class TaskChanges:
 
     def release(self, id_: int, token: int, now: float, conn=None) -> None:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
-        values = dict(leased=0, timeout=now, run_at=now, owner=None)
-        self._held(conn, id_, token, "release", values | self._attempts_after(policy.LeaseEnd.RELEASED))
+        self._held(conn, id_, token, "release", self._released(now))
 
     def release_batch(self, ids: Sequence[int], token: int, now: float) -> list[int]:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
@@ -98,7 +97,7 @@ class TaskChanges:
             return []
         t = self.t
         where = (t.c.id.in_(list(ids)), *task_where(t, "release", token=token))
-        values = dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
+        values = self._released(now)
 
         def work(conn) -> list[int]:
             held = [r[0] for r in conn.execute(self.db.dialect.lock_rows(sa.select(t.c.id).where(*where)))]
@@ -119,7 +118,7 @@ class TaskChanges:
         ``"returned"`` or ``""`` (nothing to give back)."""
         t = self.t
         release = sa.update(t).where(t.c.id == id_, *task_where(t, "release", token=token))
-        release = release.values(leased=0, timeout=now, run_at=now, owner=None, **self._given_back())
+        release = release.values(**self._released(now))
         later = sa.update(t).where(
             t.c.id == id_, t.c.attempts > 0, *task_where(t, "return_attempt", token=token, key=key, created=created)
         )
@@ -129,14 +128,15 @@ class TaskChanges:
                 return "released"
             if self.db.commit_was_uncertain():
                 return ""
-            return "returned" if conn.execute(later.values(**self._given_back())).rowcount == 1 else ""
+            given_back = self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
+            return "returned" if conn.execute(later.values(**given_back)).rowcount == 1 else ""
 
         return self.db.run(work, what="return attempt")
 
-    def _given_back(self) -> dict:
-        """The ``attempts`` of a lease that ended before its handler started (a release, a lease
-        lost before start): :func:`policy.attempts_after` in SQL."""
-        return self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
+    def _released(self, now: float) -> dict:
+        """What a release writes (the holder's, a stopping batch's, a lease lost before start that
+        nobody took): waiting, due ``now``, no owner, its attempt given back."""
+        return dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
 
     def _attempts_after(self, end: policy.LeaseEnd) -> dict:
         """The ``attempts`` a lease that ended so leaves, in SQL (:func:`policy.attempts_after`):
