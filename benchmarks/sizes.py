@@ -57,7 +57,7 @@ FULL = Sizes(
 QUICK = Sizes(
     runs=1, raw_seconds=0.5, enqueue_tasks=300, enqueue_batch=100,
     drain_tasks=300, drain_processes=(2,),
-    latency_tasks=30, latency_rate=50.0, latency_intervals=(0.1,),
+    latency_tasks=100, latency_rate=50.0, latency_intervals=(1.0,),
     poll_finished=20_000, poll_future=2000, poll_count=30,
     fair_tasks=60, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=1.5,

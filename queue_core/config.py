@@ -53,6 +53,12 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
     "log": (None, "opt-str", "log file path (default stderr); reopened on SIGUSR2"),
     "log_level": ("INFO", "choice:DEBUG|INFO|WARNING|ERROR", "log level of workers"),
     "notify": (True, "bool", "PostgreSQL: wake idle workers with LISTEN/NOTIFY"),
+    "wake_interval": (
+        0.05,
+        "float0",
+        "SQLite, MySQL (PostgreSQL without notify): an idle worker reads the table's highest id this often "
+        "and polls at once when it grew (s); 0 = only poll_interval",
+    ),
 }
 
 

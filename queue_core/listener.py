@@ -1,4 +1,4 @@
-"""The wake-up listener: idle processors poll as soon as a task is submitted (PostgreSQL)."""
+"""The wake-up listener: idle processors poll as soon as a task is submitted."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ log = logging.getLogger("queue_core.worker")
 
 
 class WakeupListener(threading.Thread):
-    """Wakes idle processors when tasks are submitted (PostgreSQL LISTEN/NOTIFY).
+    """Wakes idle processors when tasks are submitted: by PostgreSQL's LISTEN/NOTIFY, elsewhere by
+    the wake-up probe (``Queue.listen``).
 
     Without it, an idle processor finds new work at its next poll (``poll_interval``); with it,
-    within milliseconds. A lost connection is re-established with backoff; meanwhile polling
-    goes on as usual, so a missed notification delays a task by at most one poll interval.
+    within milliseconds (``wake_interval`` without notifications). A lost connection is
+    re-established with backoff; meanwhile polling goes on as usual, so a missed wake-up delays a
+    task by at most one poll interval.
     """
 
     def __init__(self, queue, wake: Callable[[], None]):
@@ -47,7 +49,7 @@ class WakeupListener(threading.Thread):
 
 def start_listener(queue, wake: Callable[[], None]) -> WakeupListener | None:
     """A started listener calling ``wake`` on each notification; None where there are none."""
-    if not queue.notifies:
+    if not queue.wakes:
         return None
     listener = WakeupListener(queue, wake)
     listener.start()

@@ -203,9 +203,8 @@ class Queue:
             now=now,
             group=group,
         )
-        if self.store.submit([task], now) != 1:
-            if not (self.db.last_run_retried() and self.store.same_submission(task, now)):
-                raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
+        if not self.store.submit_one(task, now):
+            raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
         return Task(self, key)
 
     def submit_many(self, items: Iterable[Mapping], *, now: float | None = None) -> int:
@@ -316,13 +315,20 @@ class Queue:
         """Whether submissions wake listening workers at once (PostgreSQL, ``notify`` on)."""
         return self.store.channel is not None
 
+    @property
+    def wakes(self) -> bool:
+        """Whether :meth:`listen` can wake a worker: by notification, or by the wake-up probe of
+        the other databases (``wake_interval`` > 0)."""
+        return self.notifies or self.config["wake_interval"] > 0
+
     def listen(self, on_notify: Callable[[], None], stop: threading.Event, *, timeout: float = 1.0) -> None:
-        """Call ``on_notify()`` whenever runnable tasks are submitted, until ``stop`` is set. Blocks;
-        raises DatabaseError when the connection fails (listen again after a pause). Only for
-        queues where :attr:`notifies` is true."""
-        if not self.notifies:
-            raise ValidationError("this queue has no notifications (PostgreSQL with notify = true only)")
-        self.store.listen(on_notify, stop, timeout)
+        """Call ``on_notify()`` whenever tasks may have been submitted, until ``stop`` is set. Blocks;
+        raises DatabaseError when the connection fails (listen again after a pause). PostgreSQL
+        with ``notify`` on: by LISTEN/NOTIFY; elsewhere by reading the table's highest id every
+        ``wake_interval`` seconds (see ``store/watch.py``). Only for queues where :attr:`wakes`."""
+        if not self.wakes:
+            raise ValidationError("this queue has no wake-ups (notify off on PostgreSQL, or wake_interval = 0)")
+        self.store.listen(on_notify, stop, timeout, probe_interval=self.config["wake_interval"])
 
     # -- reads ----------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Task:

@@ -37,6 +37,17 @@ T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///pq.db"
 
+#: set in a pooled connection's info once its transaction ended (committed or rolled back)
+_ENDED = "pq_transaction_ended"
+
+
+def _reset_on_return(dbapi_conn, record, state) -> None:
+    """The pool's reset of a connection handed back: a rollback, unless the transaction it ran
+    ended already (the pool's own rollback costs MySQL a round trip per transaction)."""
+    if state.terminate_only or (record is not None and record.info.pop(_ENDED, False)):
+        return
+    dbapi_conn.rollback()
+
 
 def mask_url(url: str | sa.URL | None) -> str:
     """The URL with its password replaced by ``***`` (safe to print)."""
@@ -87,6 +98,8 @@ class Database:
         self._local = threading.local()
         #: checks of the tables to run before the first statement (see :meth:`check_before_use`)
         self._first_use: list[Callable[[sa.Connection], bool]] = []
+        self._statements: sa.Engine | None = None  # see _statement_engine
+        self._statement_lock = threading.Lock()
         self.engine = self._create_engine(
             sqlite_synchronous=sqlite_synchronous,
             pool_size=pool_size,
@@ -96,7 +109,7 @@ class Database:
 
     # -- engine -------------------------------------------------------------------------
     def _create_engine(self, *, sqlite_synchronous, pool_size, connect_timeout, echo):
-        kwargs: dict = {"echo": echo, "future": True}
+        kwargs: dict = {"echo": echo, "future": True, "pool_reset_on_return": None}  # see _reset_on_return
         if self.dialect.name == "sqlite":
             database = self.url.database or ""
             memory = database in ("", ":memory:") or "mode=memory" in str(self.url)
@@ -112,17 +125,33 @@ class Database:
             kwargs["pool_recycle"] = 3600
             kwargs["connect_args"] = self.dialect.connect_args(connect_timeout)
             kwargs["isolation_level"] = "READ COMMITTED"
+        self._statement_kwargs = {**kwargs, "isolation_level": "AUTOCOMMIT", "pool_size": 1}
+        engine = self._engine(kwargs)
+        if self.dialect.name == "sqlite":
+            self._setup_sqlite(engine, sqlite_synchronous)
+        event.listen(engine, "reset", _reset_on_return)
+        return engine
+
+    def _engine(self, kwargs: dict) -> sa.Engine:
         try:
-            engine = sa.create_engine(self.url, **kwargs)
+            return sa.create_engine(self.url, **kwargs)
         except ModuleNotFoundError as exc:
             raise ConfigError(
                 f"database driver for {self.masked_url} is not installed ({exc.name}); " + self.dialect.install_hint
             ) from None
         except Exception as exc:
             raise ConfigError(f"cannot use database URL {self.masked_url}: {self.scrub(exc)}") from None
-        if self.dialect.name == "sqlite":
-            self._setup_sqlite(engine, sqlite_synchronous)
-        return engine
+
+    def _statement_engine(self) -> sa.Engine:
+        """The engine of :meth:`run` with ``autocommit``: on MySQL a small pool of its own whose
+        connections stay in autocommit (switching one of the main pool's costs three round
+        trips); elsewhere the main engine (SQLite skips its BEGIN; psycopg switches in-process)."""
+        if not self.dialect.autocommit_pool:
+            return self.engine
+        with self._statement_lock:
+            if self._statements is None:
+                self._statements = self._engine({**self._statement_kwargs, "skip_autocommit_rollback": True})
+            return self._statements
 
     def _setup_sqlite(self, engine: sa.Engine, synchronous: str) -> None:
         sync = str(synchronous).upper()
@@ -144,7 +173,8 @@ class Database:
         @event.listens_for(engine, "begin")
         def _on_begin(conn):
             write = conn.get_execution_options().get("pq_write", True)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            if write is not None:  # None: a statement in autocommit, its own transaction
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def last_run_retried(self) -> bool:
         """Whether the last :meth:`run` in this thread had to run its function again
@@ -158,13 +188,30 @@ class Database:
         (nothing of the row names it) must not be applied again then."""
         return bool(getattr(self._local, "uncertain", False))
 
+    @property
+    def shares_one_connection(self) -> bool:
+        """Whether every user takes turns on one connection (an in-memory SQLite database)."""
+        return self._memory_lock is not None
+
+    def dedicated_connection(self) -> sa.Connection:
+        """A connection of the pool for a caller that holds it for long (closed by the caller);
+        never for a database that :attr:`shares_one_connection`."""
+        if os.getpid() != self._pid:
+            self.after_fork()
+        return self.engine.connect()
+
     def after_fork(self) -> None:
         """Drop pooled connections inherited from a parent process."""
-        self.engine.dispose(close=False)
+        for engine in self._engines():
+            engine.dispose(close=False)
         self._pid = os.getpid()
 
     def close(self) -> None:
-        self.engine.dispose()
+        for engine in self._engines():
+            engine.dispose()
+
+    def _engines(self) -> list[sa.Engine]:
+        return [self.engine] if self._statements is None else [self.engine, self._statements]
 
     # -- errors ------------------------------------------------------------------------
     def scrub(self, exc: BaseException | str) -> str:
@@ -193,7 +240,7 @@ class Database:
 
     # -- transactions ------------------------------------------------------------------
     @contextmanager
-    def _connection(self, write: bool):
+    def _connection(self, write: bool, autocommit: bool = False):
         if os.getpid() != self._pid:
             self.after_fork()
         lock = self._memory_lock
@@ -201,14 +248,20 @@ class Database:
             lock.acquire()
         try:
             try:
-                raw = self.engine.connect()
+                raw = (self._statement_engine() if autocommit else self.engine).connect()
             except TypeError as exc:  # a URL query option the driver does not take (?sslmode= for PyMySQL)
                 raise ConfigError(f"cannot connect with {self.masked_url}: {self.scrub(exc)}") from None
             with raw as conn:
                 if self.dialect.name == "sqlite":
-                    conn = conn.execution_options(pq_write=write)
+                    conn = conn.execution_options(pq_write=None if autocommit else write)
+                elif autocommit and not self.dialect.autocommit_pool:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                if autocommit and self.dialect.autocommit_pool:
+                    yield conn  # no COMMIT to send: the statement committed itself
+                    return
                 with conn.begin():
                     yield conn
+                conn.info[_ENDED] = True
         finally:
             if lock is not None:
                 lock.release()
@@ -249,8 +302,13 @@ class Database:
         finally:
             self._local.checking = False
 
-    def run(self, fn: Callable[[sa.Connection], T], *, write: bool = True, what: str = "query") -> T:
-        """Run ``fn(conn)`` in one transaction, retrying transient failures."""
+    def run(
+        self, fn: Callable[[sa.Connection], T], *, write: bool = True, what: str = "query", autocommit: bool = False
+    ) -> T:
+        """Run ``fn(conn)`` in one transaction, retrying transient failures.
+
+        ``autocommit``: ``fn`` runs a single statement, atomic on its own, which commits as it
+        ends: one round trip, no BEGIN or COMMIT (the common case of a submit)."""
         if self._first_use and not getattr(self._local, "checking", False):
             self._run_checks(what)
         attempt = 0
@@ -260,7 +318,7 @@ class Database:
             ran = False
             try:
                 self._local.retried = attempt > 0
-                with self._connection(write) as conn:
+                with self._connection(write, autocommit) as conn:
                     result = fn(conn)
                     ran = True
                 return result

@@ -20,6 +20,8 @@ class Dialect:
     install_hint = ""
     #: whether column names match whatever their case (MySQL, SQLite; PostgreSQL's quoted ones do not)
     column_names_fold_case = True
+    #: whether statements in autocommit need connections of their own (``Database._statement_engine``)
+    autocommit_pool = False
 
     def connect_args(self, connect_timeout: float) -> dict:
         return {}
@@ -42,6 +44,15 @@ class Dialect:
         multi-row VALUES), never as a statement compiled per call.
         """
         return len(conn.execute(stmt.returning(id_column), rows).all())
+
+    def insert_one(self, table: sa.Table, conflict_column: str, channel: str | None):
+        """The statement of :meth:`inserted_one`: insert one row unless its ``conflict_column``
+        is taken, and (``channel``) tell the listeners as it commits. Built once, run often."""
+        return self.insert_if_absent(table, conflict_column).returning(table.c.id)
+
+    def inserted_one(self, conn: sa.Connection, stmt, row: dict) -> bool:
+        """Run ``stmt`` of :meth:`insert_one` for ``row``: whether it was inserted."""
+        return conn.execute(stmt, row).first() is not None
 
     def update_each(
         self,

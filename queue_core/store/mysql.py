@@ -47,6 +47,7 @@ def _chunks(rows: Iterable[dict], cols: Sequence[str]) -> Iterator[list[dict]]:
 class MySQLDialect(Dialect):
     name = "mysql"
     install_hint = "pip install PyMySQL"
+    autocommit_pool = True  # PyMySQL sends SET AUTOCOMMIT both ways and a COMMIT even in autocommit
     # 1205 lock wait timeout, 1213 deadlock, 2003 can't connect, 2006 gone away,
     # 2013 lost connection, 1040 too many connections, 1053 server shutdown,
     # 1927 connection killed, 4031 idle disconnect, 2014 commands out of sync
@@ -68,6 +69,12 @@ class MySQLDialect(Dialect):
         # hour off). UTC_TIMESTAMP is the statement's start: now, for a read of its own. Divided
         # by a DOUBLE: a DECIMAL division keeps only @@div_precision_increment digits (0: seconds).
         return sa.literal_column("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6")
+
+    def insert_one(self, table, conflict_column, channel):
+        return self.insert_if_absent(table, conflict_column)
+
+    def inserted_one(self, conn, stmt, row):
+        return conn.execute(stmt, row).rowcount == 1
 
     def execute_insert(self, conn, stmt, rows, id_column):
         return conn.execute(stmt, rows).rowcount  # no INSERT ... RETURNING; PyMySQL sums batches

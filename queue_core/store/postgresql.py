@@ -34,6 +34,12 @@ class PostgreSQLDialect(Dialect):
 
     can_notify = True
 
+    def insert_one(self, table, conflict_column, channel):
+        # The NOTIFY rides on the INSERT (once per inserted row; PostgreSQL delivers one per
+        # transaction and channel): no second statement, and none for a key that was taken.
+        stmt = self.insert_if_absent(table, conflict_column)
+        return stmt.returning(table.c.id, *([sa.func.pg_notify(channel, "")] if channel else []))
+
     def notify(self, conn, channel):
         conn.execute(sa.select(sa.func.pg_notify(channel, "")))
 

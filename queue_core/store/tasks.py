@@ -28,6 +28,7 @@ from .screen import ClaimScreen
 from .task_changes import TaskChanges
 from .transitions import lease_counted, lease_held, task_where
 from .typed import TypedReads
+from .watch import watch_newest_id
 
 
 def _as_sql_orders(value: Any) -> tuple:
@@ -86,8 +87,18 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
         self._top_level = (
             sa.select(self.t.c.priority).where(self.t.c.state == LIVE).order_by(self.t.c.priority.desc()).limit(1)
         )
-        #: LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported
-        self.channel: str | None = f"pq_{table}"[:63] if db.dialect.can_notify else None
+        self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
+
+    @property
+    def channel(self) -> str | None:
+        """LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported."""
+        return self._channel
+
+    @channel.setter
+    def channel(self, name: str | None) -> None:
+        self._channel = name
+        self._insert_one_due = self.db.dialect.insert_one(self.t, "key", name)  # tells the listeners
+        self._insert_one_later = self.db.dialect.insert_one(self.t, "key", None)
 
     def purge_time(self, purge_at: float):
         """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a
@@ -143,11 +154,15 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
         expired = [r[0] for r in conn.execute(sa.select(t.c.id).where(t.c.key.in_(keys), *done))]
         return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount if expired else 0
 
-    def listen(self, on_notify, stop, timeout: float = 1.0) -> None:
-        """Block, calling ``on_notify()`` when tasks are submitted, until ``stop`` is set or the
-        connection fails (raises DatabaseError; the caller waits and listens again)."""
+    def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
+        """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
+        or the connection fails (raises DatabaseError; the caller waits and listens again): by
+        notification (:attr:`channel`), else by reading the highest id every ``probe_interval``
+        seconds (``store/watch.py``)."""
         if not self.channel:
-            raise ValueError("this database has no notifications")
+            if probe_interval <= 0:
+                raise ValueError("this table has no notifications and no wake-up probe")
+            return watch_newest_id(self.db, self.t, on_notify, stop, probe_interval)
         try:
             self.db.dialect.listen(self.db.engine, self.channel, on_notify, stop, timeout)
         except Exception as exc:  # noqa: BLE001 - any driver failure: report it scrubbed
@@ -155,6 +170,29 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
 
     def submit(self, tasks: Sequence[NewTask], now: float) -> int:
         return self.db.run(lambda c: self.insert(c, tasks, now), what="submit")
+
+    def submit_one(self, task: NewTask, now: float) -> bool:
+        """Insert ``task`` unless its key is taken; whether this call inserted it.
+
+        The common case, a free key, is one statement in autocommit: one round trip, one commit.
+        A taken key then goes through :meth:`insert` in a transaction of its own (a finished row
+        whose retention ended frees its key: purged and inserted atomically). After a transient
+        failure that may have hidden an applied insert (a lost acknowledgement), a taken key is
+        ours when the row is the one we wrote (:meth:`same_submission`).
+        """
+        due = task.run_at <= now
+        stmt = self._insert_one_due if due else self._insert_one_later
+
+        def insert_one(conn) -> bool:
+            return self.db.dialect.inserted_one(conn, stmt, self._row(task, now))
+
+        if self.db.run(insert_one, what="submit", autocommit=True):
+            return True
+        if self.db.last_run_retried() and self.same_submission(task, now):
+            return True
+        if self.db.run(lambda c: self.insert(c, [task], now), what="submit"):
+            return True
+        return self.db.last_run_retried() and self.same_submission(task, now)
 
     def same_submission(self, task: NewTask, now: float) -> bool:
         """After an ambiguous failure: is the existing row the one we just wrote?"""
@@ -344,7 +382,8 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
                 picked += self._due_at(conn, level, due, now, n - len(picked), lock)
             for k in at:
                 del tops[k]
-            tops.update(self._tops(conn, None if types is None else at, below=level))
+            if len(picked) < n:  # the next level is read only when this one did not fill the batch
+                tops.update(self._tops(conn, None if types is None else at, below=level))
         return picked
 
     def _due_at(self, conn, level: int, at: list, now: float, need: int, lock: bool) -> list[dict]:

@@ -54,8 +54,8 @@ def ack_lost_once(q, what=None):
             state["armed"] = False
 
             @contextmanager
-            def conn_then_drop(write_):
-                with original(write_) as conn:
+            def conn_then_drop(write_, *args):
+                with original(write_, *args) as conn:
                     yield conn
                 if not state["fired"]:
                     state["fired"] += 1
@@ -64,10 +64,10 @@ def ack_lost_once(q, what=None):
 
             db._connection = conn_then_drop
             try:
-                return real_run(fn, write=write, what=label)
+                return real_run(fn, write=write, what=label, **kw)
             finally:
                 db._connection = original
-        return real_run(fn, write=write, what=label)
+        return real_run(fn, write=write, what=label, **kw)
 
     db.run = run
     try:
@@ -85,7 +85,7 @@ def rolled_back_once(q, what):
     real_run = db.run
     state = {"fired": 0}
 
-    def run(fn, *, write=True, what="query"):
+    def run(fn, *, write=True, what="query", **kw):
         if what == wanted and not state["fired"]:
             def once(conn):
                 out = fn(conn)
@@ -94,8 +94,8 @@ def rolled_back_once(q, what):
                     raise sa.exc.OperationalError("UPDATE", {}, ConnectionError("deadlock"),
                                                   connection_invalidated=True)
                 return out
-            return real_run(once, write=write, what=what)
-        return real_run(fn, write=write, what=what)
+            return real_run(once, write=write, what=what, **kw)
+        return real_run(fn, write=write, what=what, **kw)
 
     wanted = what
     db.run = run
@@ -116,22 +116,22 @@ def connection_drops_once(q, what, meanwhile):
     state = {"fired": 0}
 
     @contextmanager
-    def dropping(write):
+    def dropping(write, *args):
         if not state["fired"]:
             state["fired"] += 1
             meanwhile()
             raise sa.exc.OperationalError("connect", {}, ConnectionError("server restarting"), connection_invalidated=True)
-        with original(write) as conn:
+        with original(write, *args) as conn:
             yield conn
 
-    def run(fn, *, write=True, what="query"):
+    def run(fn, *, write=True, what="query", **kw):
         if what == wanted and not state["fired"]:
             db._connection = dropping
             try:
-                return real_run(fn, write=write, what=what)
+                return real_run(fn, write=write, what=what, **kw)
             finally:
                 db._connection = original
-        return real_run(fn, write=write, what=what)
+        return real_run(fn, write=write, what=what, **kw)
 
     wanted = what
     db.run = run

@@ -1,0 +1,185 @@
+"""One-by-one submit: a free key costs one statement that commits itself (one round trip, one
+commit, no BEGIN); a taken key, an expired key and a lost acknowledgement keep their meaning.
+
+Guarantees and the interleavings that could break them:
+- idempotency: a key that is waiting, running or finished within retention is refused, and the
+  refused submit changes nothing; a key whose retention ended is freed and taken atomically;
+- a submit whose INSERT committed but whose acknowledgement was lost (the connection dropped
+  after the statement) returns success, once, and leaves one row; a retried submit that finds
+  another submission's row under its key is refused;
+- PostgreSQL: the INSERT itself notifies the listeners, for a due task only, and never for a
+  refused key;
+- a pooled connection handed back after a failed transaction is rolled back; one handed back
+  after a committed one costs no ROLLBACK (MySQL sent one per transaction before).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import sqlalchemy as sa
+from workflow_faults.fault_support import ack_lost_once, connection_drops_once  # the store's fault injection
+
+import queue_core
+from queue_core.errors import IdempotentAlreadyExistsError
+
+T0 = 1_700_000_000.0
+
+
+def _in_transaction(dbapi_conn) -> bool:
+    """Whether the driver's session has a transaction open (after a statement: it did not commit)."""
+    if hasattr(dbapi_conn, "in_transaction"):  # sqlite3
+        return dbapi_conn.in_transaction
+    if hasattr(dbapi_conn, "server_status"):  # PyMySQL
+        from pymysql.constants import SERVER_STATUS
+
+        return bool(dbapi_conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
+    from psycopg.pq import TransactionStatus
+
+    return dbapi_conn.info.transaction_status != TransactionStatus.IDLE
+
+
+class _Statements:
+    """Every statement any engine runs, with whether a transaction was open after it."""
+
+    def __init__(self):
+        self.seen: list[tuple[str, bool]] = []
+
+    def __enter__(self):
+        sa.event.listen(sa.engine.Engine, "after_cursor_execute", self._after)
+        return self
+
+    def __exit__(self, *exc):
+        sa.event.remove(sa.engine.Engine, "after_cursor_execute", self._after)
+
+    def _after(self, conn, cursor, statement, params, context, executemany):
+        self.seen.append((statement.split()[0].upper(), _in_transaction(conn.connection.dbapi_connection)))
+
+
+@pytest.fixture
+def commands(backend, monkeypatch):
+    """MySQL: the commands PyMySQL sends (COMMIT and ROLLBACK included, which SQLAlchemy's
+    statement events do not show); elsewhere None."""
+    if backend != "mysql":
+        return None
+    import pymysql.connections
+
+    sent: list[str] = []
+    real = pymysql.connections.Connection._execute_command
+
+    def spy(self, command, sql):
+        text = sql.decode() if isinstance(sql, bytes) else sql
+        sent.append(text.split()[0].upper())
+        return real(self, command, sql)
+
+    monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", spy)
+    return sent
+
+
+def test_a_free_key_is_one_statement_that_commits_itself(queue, commands):
+    queue.submit("warm-up", "t", now=T0)  # connections opened, tables checked
+    if commands is not None:
+        commands.clear()
+    with _Statements() as statements:
+        queue.submit("k", "t", {"n": 1}, now=T0)
+    assert statements.seen == [("INSERT", False)]
+    if commands is not None:
+        assert commands == ["INSERT"]  # no COMMIT, no ROLLBACK: one round trip
+    assert queue["k"].metadata().data == {"n": 1}
+
+
+@pytest.mark.parametrize("state", ["waiting", "running", "finished"])
+def test_a_taken_key_is_refused_and_changes_nothing(queue, state):
+    queue.submit("k", "t", {"v": "first"}, now=T0)
+    if state != "waiting":
+        task = queue.poll(now=T0 + 1)
+        if state == "finished":
+            task.finish(now=T0 + 2)
+    before = queue.db.run(lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
+    with pytest.raises(IdempotentAlreadyExistsError):
+        queue.submit("k", "t", {"v": "second"}, now=T0 + 3)
+    after = queue.db.run(lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
+    assert after == before
+
+
+def test_a_key_whose_retention_ended_is_taken_again(queue):
+    queue.submit("k", "t", {"v": "first"}, now=T0)
+    queue.poll(now=T0 + 1).finish(now=T0 + 2)
+    later = T0 + 2 + queue.config["retention_time"] + 1
+    queue.submit("k", "t", {"v": "second"}, now=later)
+    meta = queue["k"].metadata()
+    assert meta.status == "waiting" and meta.data == {"v": "second"}
+    assert queue.stats(now=later)["total"] == 1
+
+
+def test_a_submit_whose_acknowledgement_was_lost_succeeds_once(queue):
+    with ack_lost_once(queue, "submit") as state:
+        queue.submit("k", "t", {"n": 1}, now=T0)  # applied, then the connection dropped: retried
+    assert state["fired"] == 1
+    assert queue.stats(now=T0)["total"] == 1
+    assert queue["k"].metadata().data == {"n": 1}
+
+
+def test_a_retried_submit_that_finds_another_submissions_row_is_refused(queue):
+    def other_submitter():
+        queue.store.submit([queue._new_task("k", "t", {"by": "other"}, now=T0, user=None, max_running=None,
+                                            run_at=None, priority=0, max_attempts=None, group=None)], T0)
+
+    with connection_drops_once(queue, "submit", other_submitter), pytest.raises(IdempotentAlreadyExistsError):
+        queue.submit("k", "t", {"by": "me"}, now=T0)
+    assert queue["k"].metadata().data == {"by": "other"}
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_the_insert_notifies_for_a_due_task_only(queue, db_url):
+    import psycopg
+
+    url = sa.engine.make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as listener:
+        listener.execute(f'LISTEN "{queue.store.channel}"')
+
+        def heard() -> int:
+            return sum(1 for _ in listener.notifies(timeout=0.3, stop_after=5))
+
+        queue.submit("due", "t")
+        assert heard() == 1
+        queue.submit("later", "t", run_at=time.time() + 3600)
+        with pytest.raises(IdempotentAlreadyExistsError):
+            queue.submit("due", "t")
+        assert heard() == 0
+
+
+def test_a_failed_transaction_hands_its_connection_back_rolled_back(db_url, table_name, backend):
+    q = queue_core.open(db_url, table_name, pool_size=1)
+    try:
+        q.init()
+
+        def write_then_fail(conn):
+            conn.execute(sa.insert(q.store.t).values(q.store._row(q._new_task(
+                "ghost", "t", {}, now=T0, user=None, max_running=None, run_at=None, priority=0,
+                max_attempts=None, group=None), T0)))
+            raise ValueError("the caller's own error")
+
+        with pytest.raises(ValueError):
+            q.db.run(write_then_fail)
+        with q.db.engine.connect() as conn:  # the pool's one connection
+            assert not _in_transaction(conn.connection.dbapi_connection)
+        assert not q["ghost"].exists()
+        q.submit("real", "t", now=T0)
+        assert q.stats(now=T0)["total"] == 1
+    finally:
+        q.close()
+        if backend != "sqlite":
+            from conftest import drop_tables
+
+            drop_tables(db_url, table_name)
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_a_committed_transaction_costs_no_rollback(queue, commands):
+    queue.submit("k", "t", now=T0)
+    commands.clear()
+    task = queue.poll(now=T0 + 1)
+    task.finish(now=T0 + 2)
+    assert "COMMIT" in commands and "ROLLBACK" not in commands
