@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+from queue_core.config import DEFAULTS
+
 from .stats import ratio_samples, summary
 
 RAW_COMMIT = "raw commit rate (the higher of INSERT and UPDATE + commit)"
@@ -129,6 +131,7 @@ def targets(doc: dict) -> list[dict]:
         add(db, "worker RSS ≤ 80 MB per process", median(doc, db, "memory", "worker_mb"), lambda v: v <= 80, "MB",
             ("memory",))
         _issue11(doc, db, functools.partial(add, db, issue=11))
+        _issue13(doc, db, functools.partial(add, db, issue=13))
         listed = [t for t in out[start:] if t["sections"] <= ran]  # only targets of scenarios that ran
         out[start:] = listed
     for t in out:
@@ -155,6 +158,33 @@ def _issue11(doc: dict, db: str, add) -> None:
                 lambda v: v >= 2, "×", ("maps",))
     add(f"worker RSS ≤ 80 MB per process during the {hi:,}-item map", median(doc, db, "maps", f"w{hi}_worker_mb"),
         lambda v: v <= 80, "MB", ("maps",))
+
+
+def _submit_raw_ratio(doc: dict, db: str) -> float | None:
+    for r in doc.get("ratios", []):
+        if r["db"] == db and r["peer"] is None and r["name"].startswith("pq submit one by one"):
+            return r["median"]
+    return None
+
+
+def _issue13(doc: dict, db: str, add) -> None:
+    """The targets of issue 13 ("Speed where users feel it") on ``db``."""
+    add("submit one by one ≥ 0.9 × raw INSERT + commit", _submit_raw_ratio(doc, db), lambda v: v >= 0.9, "×",
+        ("enqueue", "raw"))
+    peer = {"sqlite": ("huey", "huey"), "postgres": ("procrastinate", "procrastinate")}.get(db)
+    if peer and f"{peer[0]}-submit" in doc["peers"]:
+        add(f"submit one by one ≥ 1.5 × {peer[1]}", _ratio(doc, db, f"{peer[0]}-submit"), lambda v: v >= 1.5, "×",
+            ("enqueue",))
+    default = f"p95_{DEFAULTS['poll_interval'][0]:g}s"  # the latency scenario's figure at the default
+    if db == "postgres":
+        if "procrastinate-latency" in doc["peers"]:
+            add("latency p95 ≤ procrastinate's p95 (pq ÷ procrastinate ≤ 1)", _ratio(doc, db, "procrastinate-latency"),
+                lambda v: v <= 1, "×", ("latency",))
+    else:
+        add("latency p95 ≤ 100 ms at the default settings", median(doc, db, "latency", default), lambda v: v <= 100,
+            "ms", ("latency",))
+    add("perfectqueue run, 2 processes, to the first task ≤ 0.25 s", median(doc, db, "startup", "first_task_s"),
+        lambda v: v <= 0.25, "s", ("startup",))
 
 
 def analyse(doc: dict) -> dict:

@@ -32,6 +32,10 @@ class Sizes:
     flow_runs: int                     # 8: workflow runs (10 steps each)
     map_widths: tuple[int, ...]        # 10: items of one map run
     map_items: int                     #     items per width: map_items // width runs at once
+    idle_workers: int                  # 11: idle worker processes ...
+    idle_seconds: float                #     measured for this long ...
+    idle_warmup: float                 #     after this long
+    startup_launches: int              # 12: worker launches per run
     peer_tasks: int                    # peers: no-op tasks (drain comparison)
     rq_tasks: int                      #        RQ forks per job: fewer tasks
     chord_runs: int                    #        Celery chords (workflow comparison)
@@ -51,16 +55,18 @@ FULL = Sizes(
     fair_window=20.0,
     sched_due=10_000, sched_processes=(1, 3), sched_idle=100_000, sched_idle_ticks=50,
     flow_runs=2000, map_widths=(100, 1000, 10_000), map_items=10_000,
+    idle_workers=4, idle_seconds=10.0, idle_warmup=2.0, startup_launches=5,
     peer_tasks=5000, rq_tasks=2000, chord_runs=2000, timeout=600.0,
 )
 
 QUICK = Sizes(
     runs=1, raw_seconds=0.5, enqueue_tasks=300, enqueue_batch=100,
     drain_tasks=300, drain_processes=(2,),
-    latency_tasks=100, latency_rate=50.0, latency_intervals=(1.0,),
+    latency_tasks=30, latency_rate=50.0, latency_intervals=(1.0,),
     poll_finished=20_000, poll_future=2000, poll_count=30,
     fair_tasks=60, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=1.5,
     sched_due=300, sched_processes=(3,), sched_idle=2000, sched_idle_ticks=10,
-    flow_runs=5, map_widths=(5, 50), map_items=50, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
+    flow_runs=5, map_widths=(5, 50), map_items=50,
+    idle_workers=2, idle_seconds=1.0, idle_warmup=0.5, startup_launches=2, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
 )

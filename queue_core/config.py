@@ -8,7 +8,6 @@ Precedence: explicit argument / CLI option > environment variable > config file 
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,6 +140,8 @@ def build(overrides: Mapping[str, Any] | None = None, *, extra_keys: Mapping[str
 
 def load_file(path: str, environment: str) -> dict:
     """The ``[environment]`` table of a TOML config file."""
+    import tomllib  # here: a worker without a config file does not pay for its import
+
     try:
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)

@@ -132,3 +132,23 @@ def _reset_fault_calls():
     if support is not None:
         support.calls.clear()
     yield
+
+
+@pytest.fixture
+def mysql_commands(backend, monkeypatch):
+    """MySQL: the commands PyMySQL sends (COMMIT and ROLLBACK included, which SQLAlchemy's
+    statement events do not show); elsewhere None."""
+    if backend != "mysql":
+        return None
+    import pymysql.connections
+
+    sent: list[str] = []
+    real = pymysql.connections.Connection._execute_command
+
+    def spy(self, command, sql):
+        text = sql.decode() if isinstance(sql, bytes) else sql
+        sent.append(text.split()[0].upper())
+        return real(self, command, sql)
+
+    monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", spy)
+    return sent

@@ -1,7 +1,7 @@
 """The benchmark harness must not rot: ``python -m benchmarks --quick`` on all three databases.
 
 It exercises every pq scenario (raw limit, enqueue, drain, latency, poll cost, fairness,
-scheduler, workflows, maps, memory) with small counts and checks the results file, not the speed.
+scheduler, workflows, maps, memory, idle load, start-up) with small counts and checks the results file, not the speed.
 Peers run only when their packages (the ``bench`` extra) are installed; otherwise they must be
 reported as skipped. The Markdown goes to a temporary file, never to docs/.
 """
@@ -66,5 +66,6 @@ def test_quick_benchmark_covers_every_scenario_on_every_database(tmp_path):
     text = out_md.read_text()
     assert BEGIN in text and END in text
     assert "### 3. Drain" in text and "### Targets of issue 5" in text and "### Targets of issue 11" in text
+    assert "### 12. Worker start-up" in text and "### Targets of issue 13" in text
     assert (tmp_path / "benchmarks.png").exists() or "_No chart:" in text
     assert (docs_md.stat().st_mtime_ns if docs_md.exists() else None) == docs_before, "docs/ was written"

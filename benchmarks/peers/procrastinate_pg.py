@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from ..procs import command
 from ..tables import engine
 from .base import Peer, drain
+from .feel import feel_variants, measure_latency, timed_submits
 
 WORKERS = 2
 DATABASE = f"bench_{os.getpid()}_procrastinate"
@@ -49,16 +50,39 @@ class Procrastinate(Peer):
             return "skipped: no PostgreSQL server"
         return super().skip_reason(ctx)
 
-    def run(self, ctx) -> float:
+    latency_consumer = "procrastinate worker (defaults: concurrency 1, LISTEN/NOTIFY, 5 s polling fallback)"
+
+    def variants(self, sizes) -> list[Peer]:
+        return feel_variants(self)
+
+    def _fresh(self, ctx):
+        """procrastinate's database made anew with its schema; the app (not open) and its no-op task."""
         from .procrastinate_app import build
 
-        n = ctx.sizes.peer_tasks
         _drop(ctx)
         with _admin(ctx).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql(f"CREATE DATABASE {DATABASE}")
         app, noop = build(_dsn(ctx))
         with app.open():
             app.schema_manager.apply_schema()
+        return app, noop
+
+    def submit_rate(self, ctx) -> float:
+        app, noop = self._fresh(ctx)
+        with app.open():
+            return timed_submits(ctx.sizes.enqueue_tasks, lambda _i: noop.defer())
+
+    def latency(self, ctx) -> float:
+        app, _ = self._fresh(ctx)
+        argv = [*command("procrastinate", "procrastinate"), "--app=benchmarks.peers.procrastinate_app.app", "worker"]
+        with app.open():
+            return measure_latency(ctx, "procrastinate", argv, lambda created: app.bench_record.defer(created=created),
+                                   env={"BENCH_PROCRASTINATE_DSN": _dsn(ctx)})
+
+    def run(self, ctx) -> float:
+        n = ctx.sizes.peer_tasks
+        app, noop = self._fresh(ctx)
+        with app.open():
             for start in range(0, n, 1000):
                 noop.batch_defer(*({} for _ in range(start, min(n, start + 1000))))
         argv = [*command("procrastinate", "procrastinate"), "--app=benchmarks.peers.procrastinate_app.app", "worker"]

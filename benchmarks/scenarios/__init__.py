@@ -1,4 +1,4 @@
-"""The pq scenarios of issues 5 and 11, in the order a run measures them."""
+"""The pq scenarios of issues 5, 11 and 13, in the order a run measures them."""
 
 from __future__ import annotations
 
@@ -6,16 +6,18 @@ from .base import Context, Sample, Scenario
 from .drain import Drain
 from .enqueue import Enqueue
 from .fairness import Fairness
+from .idle import IdleLoad
 from .latency import Latency
 from .maps import Maps
 from .poll import PollCost
 from .raw import Raw
 from .scheduler import Scheduler
+from .startup import Startup
 from .workflow import Workflow
 
 #: run order: the raw limit first; drain before workflow (the workflow overhead uses it)
 SCENARIOS: tuple[type[Scenario], ...] = (Raw, Enqueue, Drain, Latency, PollCost, Fairness, Scheduler, Workflow,
-                                         Maps)
+                                         Maps, IdleLoad, Startup)
 
 #: every results section, in report order, with its title
 TITLES: dict[str, str] = {name: title for cls in SCENARIOS for name, title in ((cls.name, cls.title), *cls.also.items())}

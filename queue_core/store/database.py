@@ -27,9 +27,6 @@ from .. import policy, url_secrets
 from ..clock import ClockReading
 from ..errors import AccessDeniedError, ConfigError, DatabaseError, SchemaError, TaskError
 from .dialects import Dialect
-from .mysql import MySQLDialect
-from .postgresql import PostgreSQLDialect
-from .sqlite import SQLiteDialect
 
 log = logging.getLogger("queue_core.store")
 
@@ -58,12 +55,19 @@ def mask_url(url: str | sa.URL | None) -> str:
 
 
 def dialect_for(backend: str, masked_url: str) -> Dialect:
-    """The dialect of SQLAlchemy backend name ``backend`` (ConfigError for any other database)."""
+    """The dialect of SQLAlchemy backend name ``backend`` (ConfigError for any other database).
+    Imported here: a process imports the SQLAlchemy dialect of its own database only."""
     if backend == "sqlite":
+        from .sqlite import SQLiteDialect
+
         return SQLiteDialect()
     if backend in ("mysql", "mariadb"):
+        from .mysql import MySQLDialect
+
         return MySQLDialect()
     if backend in ("postgresql", "postgres"):
+        from .postgresql import PostgreSQLDialect
+
         return PostgreSQLDialect()
     raise ConfigError(f"unsupported database {masked_url!r}: use sqlite://, mysql+pymysql:// or postgresql+psycopg://")
 

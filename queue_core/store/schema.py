@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
@@ -65,7 +64,7 @@ class ExactString(TypeDecorator):
 
     def load_dialect_impl(self, dialect):
         if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.VARBINARY(MAX_KEY_LENGTH * 4))
+            return dialect.type_descriptor(sa.VARBINARY(MAX_KEY_LENGTH * 4))
         return dialect.type_descriptor(sa.String(MAX_KEY_LENGTH))
 
     def bind_processor(self, dialect):
@@ -87,8 +86,23 @@ class ExactString(TypeDecorator):
         return process
 
 
+class LongText(TypeDecorator):
+    """Text of any length: LONGTEXT on MySQL (whose TEXT holds 64 KB), TEXT elsewhere. The MySQL
+    type is looked up only on MySQL: the other databases never import its dialect."""
+
+    impl = sa.Text()
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name in ("mysql", "mariadb"):
+            from sqlalchemy.dialects.mysql import LONGTEXT
+
+            return dialect.type_descriptor(LONGTEXT())
+        return dialect.type_descriptor(sa.Text())
+
+
 def _long_text():
-    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+    return LongText()
 
 
 def _id_type():

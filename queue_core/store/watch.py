@@ -28,8 +28,9 @@ class NewestIdWatch:
     changed since the last read. Close it (or use it as a context manager) to free the connection.
 
     A file or server database: one connection held between reads, in autocommit on a server (one
-    round trip a read); SQLite's read is a deferred ``BEGIN`` (no write lock), ended at once so
-    that it never holds back a WAL checkpoint. A memory database (one connection everybody takes
+    round trip a read: SQLAlchemy's own transaction is never ended, so no COMMIT is sent); SQLite's
+    read is a deferred ``BEGIN`` (no write lock), ended at once so that it never holds back a WAL
+    checkpoint. A memory database (one connection everybody takes
     turns on) reads through :meth:`Database.run` instead.
     """
 
@@ -63,6 +64,8 @@ class NewestIdWatch:
                 self._conn = conn.execution_options(pq_write=False)
             else:
                 self._conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        if self.db.dialect.name != "sqlite":
+            return self._conn.execute(self._newest).scalar()  # autocommit: no BEGIN, no COMMIT sent
         with self._conn.begin():
             return self._conn.execute(self._newest).scalar()
 

@@ -8,6 +8,9 @@ disconnect, so the connection is invalidated (that one only, not its whole pool)
 sees what a dropped connection gives it: an OperationalError with ``connection_invalidated``,
 a transient error it answers by running the whole transaction again.
 
+A statement that commits itself (MySQL's one-statement submit runs in autocommit: no COMMIT
+follows it) loses its acknowledgement the same way, raised as the statement returns.
+
 The first such commit of each kind of transaction (the ``what`` of ``Database.run``: ``poll``,
 ``finish``, ``submit``, ``tick`` ...) in each process loses its acknowledgement, the others with
 the given probability (``PQ_LOST_ACK_SEED`` and the process id seed the draws); a commit that
@@ -40,6 +43,13 @@ def _store_run(frame):
     return None
 
 
+def _commits_itself(dbapi_connection) -> bool:
+    """Whether the connection is in autocommit where a statement's end is its commit (PyMySQL; the
+    other drivers' autocommit statements are still followed by a COMMIT call, lost there)."""
+    autocommit = getattr(dbapi_connection, "get_autocommit", None)
+    return bool(autocommit and autocommit())
+
+
 def _install(rate: float, seed: str, log: str) -> None:
     import random
     import sys
@@ -66,17 +76,22 @@ def _install(rate: float, seed: str, log: str) -> None:
     def executed(conn, cursor, statement, *_) -> None:
         text = statement.lstrip().lower()  # SQLite counts the rows of INSERT ... RETURNING once fetched
         if text[:6] in WRITES and (cursor.rowcount != 0 or " returning " in text):
+            if _commits_itself(conn.connection.dbapi_connection):
+                maybe_lose(conn.dialect, sys._getframe(1))
             conn.info["pq_wrote"] = True
 
     def do_commit(self, dbapi_connection):
         real_commit(self, dbapi_connection)
-        wrote = dbapi_connection.info.pop("pq_wrote", False)
-        run = _store_run(sys._getframe(1)) if wrote else None
+        if dbapi_connection.info.pop("pq_wrote", False):
+            maybe_lose(self, sys._getframe(1))
+
+    def maybe_lose(dialect, frame) -> None:
+        run = _store_run(frame)
         if run is None or not lose(str(run)):
             return
         if log:
             _append(log, f"{os.getpid()} {run}\n")
-        exc = self.loaded_dbapi.OperationalError(MESSAGE)
+        exc = dialect.loaded_dbapi.OperationalError(MESSAGE)
         exc.pq_lost_ack = True
         raise exc
 

@@ -57,35 +57,15 @@ class _Statements:
         self.seen.append((statement.split()[0].upper(), _in_transaction(conn.connection.dbapi_connection)))
 
 
-@pytest.fixture
-def commands(backend, monkeypatch):
-    """MySQL: the commands PyMySQL sends (COMMIT and ROLLBACK included, which SQLAlchemy's
-    statement events do not show); elsewhere None."""
-    if backend != "mysql":
-        return None
-    import pymysql.connections
-
-    sent: list[str] = []
-    real = pymysql.connections.Connection._execute_command
-
-    def spy(self, command, sql):
-        text = sql.decode() if isinstance(sql, bytes) else sql
-        sent.append(text.split()[0].upper())
-        return real(self, command, sql)
-
-    monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", spy)
-    return sent
-
-
-def test_a_free_key_is_one_statement_that_commits_itself(queue, commands):
+def test_a_free_key_is_one_statement_that_commits_itself(queue, mysql_commands):
     queue.submit("warm-up", "t", now=T0)  # connections opened, tables checked
-    if commands is not None:
-        commands.clear()
+    if mysql_commands is not None:
+        mysql_commands.clear()
     with _Statements() as statements:
         queue.submit("k", "t", {"n": 1}, now=T0)
     assert statements.seen == [("INSERT", False)]
-    if commands is not None:
-        assert commands == ["INSERT"]  # no COMMIT, no ROLLBACK: one round trip
+    if mysql_commands is not None:
+        assert mysql_commands == ["INSERT"]  # no COMMIT, no ROLLBACK: one round trip
     assert queue["k"].metadata().data == {"n": 1}
 
 
@@ -177,9 +157,9 @@ def test_a_failed_transaction_hands_its_connection_back_rolled_back(db_url, tabl
 
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)
-def test_a_committed_transaction_costs_no_rollback(queue, commands):
+def test_a_committed_transaction_costs_no_rollback(queue, mysql_commands):
     queue.submit("k", "t", now=T0)
-    commands.clear()
+    mysql_commands.clear()
     task = queue.poll(now=T0 + 1)
     task.finish(now=T0 + 2)
-    assert "COMMIT" in commands and "ROLLBACK" not in commands
+    assert "COMMIT" in mysql_commands and "ROLLBACK" not in mysql_commands

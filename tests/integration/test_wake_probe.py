@@ -81,6 +81,22 @@ def test_the_probe_holds_no_transaction_between_reads(queue, backend, db_url):
             assert dbapi.info.transaction_status == TransactionStatus.IDLE
 
 
+def test_a_read_is_one_statement_and_no_commit(queue, backend, mysql_commands):
+    """One round trip a read on a server (MySQL: no COMMIT after the SELECT, which doubled them);
+    SQLite's read is a deferred BEGIN and the SELECT, in-process."""
+    seen: list[str] = []
+    with _watch(queue) as watch:
+        watch.changed()
+        if mysql_commands is not None:
+            mysql_commands.clear()
+        sa.event.listen(queue.db.engine, "before_cursor_execute", lambda *a: seen.append(a[2].split()[0]))
+        watch.changed()
+        sent = list(mysql_commands or [])
+    assert seen == (["BEGIN", "SELECT"] if backend == "sqlite" else ["SELECT"])
+    if mysql_commands is not None:
+        assert sent == ["SELECT"]
+
+
 def test_a_memory_database_is_probed_between_its_users():
     q = queue_core.open("sqlite://", "mem")
     try:
@@ -109,8 +125,7 @@ def test_a_failed_probe_is_a_database_error_without_the_password(backend):
 
 def _kill_session(conn: sa.Connection, db_url: str, backend: str) -> None:
     ask = "SELECT CONNECTION_ID()" if backend == "mysql" else "SELECT pg_backend_pid()"
-    with conn.begin():
-        session = int(conn.exec_driver_sql(ask).scalar())
+    session = int(conn.exec_driver_sql(ask).scalar())  # the probe's connection, in autocommit
     admin = sa.create_engine(db_url)
     try:
         with admin.begin() as c:
