@@ -63,6 +63,10 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
 
 KINDS = ("bool", "str", "opt-str", "float+", "float0", "opt-float+", "int+", "int0", "opt-int+")
 
+#: the largest time a config key may give, in seconds (about 31 years): every service waits on
+#: these, and a wait of Python's (threading, select) refuses more than ~9.2e9 s (OverflowError)
+MAX_SECONDS = 1e9
+
 
 def _check(key: str, value: Any) -> Any:
     return check_value(key, value, DEFAULTS[key])
@@ -107,7 +111,7 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
             raise ValueError
         if kind in ("float+", "float0", "opt-float+"):
             v = float(value)
-            if not math.isfinite(v) or v < 0 or (kind != "float0" and v == 0):
+            if not math.isfinite(v) or v < 0 or (kind != "float0" and v == 0) or v > MAX_SECONDS:
                 raise ValueError
             return v
         if kind in ("int+", "int0", "opt-int+"):

@@ -67,6 +67,7 @@ class VersionedTables:
             if missing:
                 raise ForeignTableError(self._foreign(table, set(columns), missing))
             wrong = ownership.difference(inspector, table, columns, fold=fold, rowid=self.db.dialect.name == "sqlite")
+            wrong = wrong or self.db.dialect.text_columns_problem(conn, table)
             if wrong:
                 raise ForeignTableError(self._not_ours(table, wrong))
         return found

@@ -186,10 +186,12 @@ class Database:
         return bool(getattr(self._local, "retried", False))
 
     def commit_was_uncertain(self) -> bool:
-        """Whether an earlier attempt of the :meth:`run` under way in this thread failed after its
-        function returned, at COMMIT: that attempt's writes may have been applied (the
-        acknowledgement lost). A write that cannot tell its own applied run from another's
-        (nothing of the row names it) must not be applied again then."""
+        """Whether an earlier attempt of the :meth:`run` under way (or just ended) in this thread
+        failed where its writes may have been applied, the acknowledgement lost: after its function
+        returned, at COMMIT; in ``autocommit``, once its statement was under way (its end is its
+        commit). A failure before that (the connection could not be opened) applied nothing. A
+        write that cannot tell its own applied run from another's (nothing of the row names it)
+        must not be applied again then."""
         return bool(getattr(self._local, "uncertain", False))
 
     @property
@@ -319,17 +321,18 @@ class Database:
         backoff = policy.transaction_backoff(self.retry_max_wait)
         self._local.uncertain = False
         while True:
-            ran = False
+            maybe_applied = False
             try:
                 self._local.retried = attempt > 0
                 with self._connection(write, autocommit) as conn:
+                    maybe_applied = autocommit  # a statement in autocommit commits as it ends
                     result = fn(conn)
-                    ran = True
+                    maybe_applied = True  # a transaction: from its COMMIT on
                 return result
             except TaskError:
                 raise
             except sa.exc.SQLAlchemyError as exc:
-                self._local.uncertain = self._local.uncertain or ran
+                self._local.uncertain = self._local.uncertain or maybe_applied
                 if self._is_missing_table(exc):
                     raise SchemaError(
                         f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first"

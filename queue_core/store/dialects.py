@@ -29,6 +29,10 @@ class Dialect:
     def insert_if_absent(self, table: sa.Table, conflict_column: str):
         raise NotImplementedError
 
+    def text_columns_problem(self, conn: sa.Connection, table: sa.Table) -> str | None:
+        """Why the text columns of ``table`` as it is cannot hold every string pq writes; None."""
+        return None
+
     def lock_candidates(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(skip_locked=True)
 

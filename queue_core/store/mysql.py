@@ -59,8 +59,10 @@ class MySQLDialect(Dialect):
         return {"connect_timeout": int(max(1, connect_timeout)), "charset": "utf8mb4"}
 
     def insert_if_absent(self, table, conflict_column):
-        # IGNORE turns only duplicate-key errors into no-ops here: every other column is
-        # validated before insert, so nothing is silently truncated.
+        # IGNORE would turn any error of the row into a warning, not only a duplicate key: every
+        # value is validated before insert, and a table whose columns could not hold one (another
+        # character set than utf8mb4, a column narrowed or made NOT NULL by hand) is refused by
+        # the table check (text_columns_problem, store/ownership.py), so only the key can clash.
         return mysql_dialect.insert(table).prefix_with("IGNORE")
 
     def server_time(self):
@@ -69,6 +71,26 @@ class MySQLDialect(Dialect):
         # hour off). UTC_TIMESTAMP is the statement's start: now, for a read of its own. Divided
         # by a DOUBLE: a DECIMAL division keeps only @@div_precision_increment digits (0: seconds).
         return sa.literal_column("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6")
+
+    def text_columns_problem(self, conn, table):
+        # A column in another character set (a table made in a latin1 or utf8mb3 database by an
+        # older release, or altered by hand) would store '?' for what it cannot hold: INSERT
+        # IGNORE turns that error into a warning.
+        rows = conn.execute(
+            sa.text(
+                "SELECT column_name, character_set_name FROM information_schema.columns "
+                "WHERE table_schema = DATABASE() AND table_name = :t AND character_set_name IS NOT NULL"
+            ),
+            {"t": table.name},
+        ).all()
+        ours = {c.name.lower() for c in table.c}
+        wrong = sorted(f"{name} ({charset})" for name, charset in rows if name.lower() in ours and charset != "utf8mb4")
+        if not wrong:
+            return None
+        return (
+            f"text columns not in utf8mb4: {', '.join(wrong)}; convert it with ALTER TABLE {table.name} "
+            "CONVERT TO CHARACTER SET utf8mb4"
+        )
 
     def insert_one(self, table, conflict_column, channel):
         return self.insert_if_absent(table, conflict_column)

@@ -35,16 +35,45 @@ def difference(inspector, table: sa.Table, columns: dict[str, dict], *, fold: bo
     a column pq cannot fill. None when it does not."""
     if table.name in inspector.get_view_names():
         return "it is a view"
-    return _types(table, columns) or _missing_key(inspector, table, fold) or _uninsertable(table, columns, rowid)
+    return (
+        _types(table, columns, inspector.dialect)
+        or _missing_key(inspector, table, fold)
+        or _uninsertable(table, columns, rowid)
+    )
 
 
-def _types(table: sa.Table, columns: dict[str, dict]) -> str | None:
+def _types(table: sa.Table, columns: dict[str, dict], dialect) -> str | None:
     for c in table.c:
         if c.name in columns:
-            ours, theirs = family(c.type), family(columns[c.name]["type"])
+            reflected = columns[c.name]["type"]
+            ours, theirs = family(c.type), family(reflected)
             if ours is not None and ours != theirs:
-                return f"column {c.name} is {columns[c.name]['type']}, not {ours}"
+                return f"column {c.name} is {reflected}, not {ours}"
+            mysql = dialect.name in ("mysql", "mariadb")
+            if ours == "text" and capacity(reflected, mysql) < capacity(_as_made(c.type, dialect), mysql):
+                return f"column {c.name} is {reflected}, narrower than pq makes it"
     return None
+
+
+#: MySQL's text types without a length, by the characters they hold
+_TEXT_CAPACITY = {"TINYTEXT": 255, "TEXT": 65_535, "MEDIUMTEXT": 16_777_215, "LONGTEXT": 4_294_967_295}
+
+
+def capacity(type_: sa.types.TypeEngine, mysql: bool) -> float:
+    """How long a value a text or bytes column holds (infinite: no limit known); on MySQL, whose
+    TEXT types have no length, by their name."""
+    length = getattr(type_, "length", None)
+    if length:
+        return float(length)
+    if mysql:
+        return float(_TEXT_CAPACITY.get(type(type_).__name__.upper(), float("inf")))
+    return float("inf")
+
+
+def _as_made(type_: sa.types.TypeEngine, dialect) -> sa.types.TypeEngine:
+    """The type ``init`` gives a column on ``dialect`` (a TypeDecorator's type there)."""
+    made = type_.dialect_impl(dialect)
+    return made.impl_instance if isinstance(made, sa.TypeDecorator) else made
 
 
 def _missing_key(inspector, table: sa.Table, fold: bool) -> str | None:

@@ -50,6 +50,9 @@ SCHEDULE_MAX_DELAY = 366 * 86400
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 MAX_KEY_LENGTH = 255
+#: MySQL: the character set of every table pq makes, whatever the database's default (latin1 or
+#: utf8mb3 there would store what they cannot hold as '?': INSERT IGNORE only warns)
+MYSQL_CHARSET = "utf8mb4"
 
 
 class ExactString(TypeDecorator):
@@ -148,6 +151,7 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("workflow", _long_text(), nullable=True),
         sa.Column("definition", _long_text(), nullable=True),
         sa.UniqueConstraint("key", name=f"uq_{name}_key"),
+        mysql_charset=MYSQL_CHARSET,
     )
     # Claim: live rows, best priority first, then longest due, then submission order.
     sa.Index(f"ix_{name}_claim", t.c.state, t.c.priority.desc(), t.c.timeout, t.c.id)
@@ -175,6 +179,7 @@ def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         metadata,
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("value", sa.String(255), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
     )
 
 
@@ -200,6 +205,7 @@ def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("updated_at", sa.Double(), nullable=False),
         # why the schedule cannot be computed: set aside (never due) until modified or resumed
         sa.Column("error", sa.Text(), nullable=True),
+        mysql_charset=MYSQL_CHARSET,
     )
     sa.Index(f"ix_{name}_due", t.c.timeout)
     return t

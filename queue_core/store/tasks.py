@@ -87,6 +87,10 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
         self._top_level = (
             sa.select(self.t.c.priority).where(self.t.c.state == LIVE).order_by(self.t.c.priority.desc()).limit(1)
         )
+        due_user = sa.select(self.t.c.resource).where(
+            self.t.c.state == LIVE, self.t.c.resource.is_not(None), self.t.c.timeout <= sa.bindparam("now")
+        )
+        self._user_and_top = sa.select(due_user.limit(1).scalar_subquery(), self._top_level.scalar_subquery())
         self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
 
     @property
@@ -177,8 +181,10 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
         The common case, a free key, is one statement in autocommit: one round trip, one commit.
         A taken key then goes through :meth:`insert` in a transaction of its own (a finished row
         whose retention ended frees its key: purged and inserted atomically). After a transient
-        failure that may have hidden an applied insert (a lost acknowledgement), a taken key is
-        ours when the row is the one we wrote (:meth:`same_submission`).
+        failure that may have hidden an applied insert (a lost acknowledgement:
+        ``Database.commit_was_uncertain``), a taken key is ours when the row is the one we wrote
+        (:meth:`same_submission`: same type, data and submission time); after one that applied
+        nothing (the connection could not be opened) it is someone else's.
         """
         due = task.run_at <= now
         stmt = self._insert_one_due if due else self._insert_one_later
@@ -188,11 +194,11 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
 
         if self.db.run(insert_one, what="submit", autocommit=True):
             return True
-        if self.db.last_run_retried() and self.same_submission(task, now):
+        if self.db.commit_was_uncertain() and self.same_submission(task, now):
             return True
         if self.db.run(lambda c: self.insert(c, [task], now), what="submit"):
             return True
-        return self.db.last_run_retried() and self.same_submission(task, now)
+        return self.db.commit_was_uncertain() and self.same_submission(task, now)
 
     def same_submission(self, task: NewTask, now: float) -> bool:
         """After an ambiguous failure: is the existing row the one we just wrote?"""
@@ -309,14 +315,19 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
 
     def _claim(self, conn, n, alive_time, now, owner, types, token) -> tuple[list[dict], int]:
         t = self.t
-        tops = None
+        tops: dict | None = None  # the best level of each type ({None: level}: of any type)
         if types is not None:  # from here on, only the types that have live rows
             tops = self._live_tops(conn, types)
             types = sorted(tops)
             if not types:
                 return [], 0
         user_types = self._with_due_users(conn, types, now)
-        users = self._due_users(conn, now, user_types)
+        if types is None:  # one round trip for both: is any user due, and the best level
+            some_user, top = conn.execute(self._user_and_top, {"now": now}).one()
+            users = self._due_users(conn, now) if some_user is not None else []
+            tops = {} if top is None else {None: top}
+        else:
+            users = self._due_users(conn, now, user_types)
         if users:
             picked = self._pick_fair(conn, n, now, users, user_types, types, tops)
         else:
