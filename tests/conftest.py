@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -152,3 +153,46 @@ def mysql_commands(backend, monkeypatch):
 
     monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", spy)
     return sent
+
+
+def in_transaction(dbapi_conn) -> bool:
+    """Whether a driver's session has a transaction open (after a statement: it did not commit)."""
+    if hasattr(dbapi_conn, "in_transaction"):  # sqlite3
+        return dbapi_conn.in_transaction
+    if hasattr(dbapi_conn, "server_status"):  # PyMySQL
+        from pymysql.constants import SERVER_STATUS
+
+        return bool(dbapi_conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
+    from psycopg.pq import TransactionStatus
+
+    return dbapi_conn.info.transaction_status != TransactionStatus.IDLE
+
+
+def session_of(conn: sa.Connection, backend: str) -> int:
+    """The server's id of the session of ``conn`` (MySQL, PostgreSQL)."""
+    ask = "SELECT CONNECTION_ID()" if backend == "mysql" else "SELECT pg_backend_pid()"
+    return int(conn.exec_driver_sql(ask).scalar())
+
+
+def kill_session(db_url: str, backend: str, session: int) -> None:
+    """End the server session ``session`` from another one (a server restart, an operator)."""
+    admin = sa.create_engine(db_url)
+    try:
+        with admin.begin() as c:
+            c.exec_driver_sql(f"KILL {session}" if backend == "mysql" else f"SELECT pg_terminate_backend({session})")
+    finally:
+        admin.dispose()
+
+
+@contextmanager
+def own_queue(db_url: str, table_name: str, backend: str, **config):
+    """A queue of its own configuration on ``table_name``, initialised; closed and its tables
+    dropped afterwards."""
+    q = queue_core.open(db_url, table_name, **config)
+    try:
+        q.init()
+        yield q
+    finally:
+        q.close()
+        if backend != "sqlite":
+            drop_tables(db_url, table_name)

@@ -7,22 +7,12 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from conftest import in_transaction
+
 import queue_core
 from queue_core.errors import DatabaseError, TaskError
 
 T0 = 1_700_000_000.0
-
-
-def _in_transaction(dbapi_conn) -> bool:
-    if hasattr(dbapi_conn, "in_transaction"):  # sqlite3
-        return dbapi_conn.in_transaction
-    if hasattr(dbapi_conn, "server_status"):  # PyMySQL
-        from pymysql.constants import SERVER_STATUS
-
-        return bool(dbapi_conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
-    from psycopg.pq import TransactionStatus
-
-    return dbapi_conn.info.transaction_status != TransactionStatus.IDLE
 
 
 @pytest.fixture
@@ -50,7 +40,7 @@ def _lock_then(q, exc):
 
 def _clean(q, db_url):
     with q.db.engine.connect() as conn:  # the pool's one connection (pool_size=1: the same)
-        assert not _in_transaction(conn.connection.dbapi_connection)
+        assert not in_transaction(conn.connection.dbapi_connection)
     # another client writes the row at once: no lock left behind
     other = queue_core.open(db_url, q.table, max_retry_count=0)
     try:

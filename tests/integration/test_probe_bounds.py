@@ -5,14 +5,14 @@ no checkpoint held back) and of PostgreSQL's notifications (due only, never for 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import sqlalchemy as sa
+from conftest import own_queue
 
-import queue_core
 from queue_core.errors import IdempotentAlreadyExistsError
 from queue_core.listener import start_listener
+from queue_core.store.watch import NewestIdWatch
 
 T0 = 1_700_000_000.0
 
@@ -27,56 +27,32 @@ class _Counter:
         self.event.set()
 
 
-def test_idle_with_a_blocked_user_and_purges_the_probe_wakes_only_on_new_rows(db_url, table_name, backend):
-    q = queue_core.open(db_url, table_name, wake_interval=0.01, notify=False, retention_time=0)
-    try:
-        q.init()
-        q.submit("held", "t", user="u", max_running=1)
-        q.submit("blocked", "t", user="u", max_running=1)
+def test_idle_polls_behind_a_users_cap_and_a_purge_wake_nobody_but_a_new_row_does(db_url, table_name, backend):
+    """A due task blocked by its user's cap stays due for ever: polling it changes nothing the
+    probe reads, so an idle worker is not woken into a claim loop; a purge may change the
+    highest id once; a new row always does."""
+    with own_queue(db_url, table_name, backend, notify=False, retention_time=0) as q:
+        q.submit("held", "t", user="u", max_running=1, now=T0)
+        q.submit("blocked", "t", user="u", max_running=1, now=T0)
         for i in range(5):
-            q.submit(f"done{i}", "t")
-        held = q.poll_multi(10, alive_time=300)
-        keys = {t.key for t in held}
-        assert "held" in keys and "blocked" not in keys
-        for t in held:
-            if t.key != "held":
-                t.finish()
-        counter = _Counter()
-        listener = start_listener(q, counter)
-        try:
-            time.sleep(0.3)
-            base = counter.n
-            for _ in range(20):  # an idle worker polling: the blocked task stays blocked
-                assert q.poll_multi(10, alive_time=300) == []
-            time.sleep(0.5)
-            idle_wakes = counter.n - base
-            q.cleanup()  # purges the finished rows (maybe the top id): at most one spurious wake
-            time.sleep(0.5)
-            after_purge = counter.n - base - idle_wakes
-            q.submit("new", "t")
-            assert counter.event.wait(5)
-            deadline = time.monotonic() + 5
-            before = counter.n
-            while counter.n == before and time.monotonic() < deadline:
-                time.sleep(0.01)
-        finally:
-            listener.stop()
-            listener.join(5)
-        assert idle_wakes == 0
-        assert after_purge <= 1
-        assert counter.n > before
-    finally:
-        q.close()
-        if backend != "sqlite":
-            from conftest import drop_tables
-
-            drop_tables(db_url, table_name)
+            q.submit(f"done{i}", "t", now=T0)
+        held = q.poll_multi(10, alive_time=300, now=T0)
+        assert "held" in {t.key for t in held} and "blocked" not in {t.key for t in held}
+        q.finish_many([t for t in held if t.key != "held"], now=T0)
+        with NewestIdWatch(q.db, q.store.t) as watch:
+            watch.changed()
+            for i in range(20):  # an idle worker polling: the blocked task stays blocked
+                assert q.poll_multi(10, alive_time=300, now=T0 + 1 + i) == []
+                assert not watch.changed()
+            q.cleanup(now=T0 + 30)  # purges the finished rows (the highest id among them)
+            watch.changed()  # one change at most: the next read sees none
+            assert not watch.changed()
+            q.submit("new", "t", now=T0 + 31)
+            assert watch.changed()
 
 
 def test_probe_and_claims_share_a_pool_of_one(db_url, table_name, backend):
-    q = queue_core.open(db_url, table_name, wake_interval=0.01, notify=False, pool_size=1)
-    try:
-        q.init()
+    with own_queue(db_url, table_name, backend, wake_interval=0.01, notify=False, pool_size=1) as q:
         counter = _Counter()
         listener = start_listener(q, counter)
         try:
@@ -85,34 +61,23 @@ def test_probe_and_claims_share_a_pool_of_one(db_url, table_name, backend):
                 task = q.poll(alive_time=30)
                 assert task is not None
                 task.finish()
-            t_end = time.monotonic() + 5
-            while counter.n == 0 and time.monotonic() < t_end:
-                time.sleep(0.01)
+            assert counter.event.wait(10)
         finally:
             listener.stop()
             listener.join(5)
         assert not listener.is_alive()
-        assert counter.n >= 1
         assert q.stats()["outcomes"]["success"] == 20
-    finally:
-        q.close()
-        if backend != "sqlite":
-            from conftest import drop_tables
-
-            drop_tables(db_url, table_name)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_the_probe_does_not_hold_back_a_checkpoint_while_running(db_url, table_name):
-    q = queue_core.open(db_url, table_name, wake_interval=0.005)
-    try:
-        q.init()
+def test_the_probe_does_not_hold_back_a_checkpoint_while_running(db_url, table_name, backend):
+    with own_queue(db_url, table_name, backend, wake_interval=0.005) as q:
         counter = _Counter()
         listener = start_listener(q, counter)
         try:
             for i in range(50):
                 q.submit(f"k{i}", "t")
-            time.sleep(0.1)
+            assert counter.event.wait(10)
             eng = sa.create_engine(db_url)
             try:
                 busy_seen = 0
@@ -126,8 +91,6 @@ def test_the_probe_does_not_hold_back_a_checkpoint_while_running(db_url, table_n
             listener.stop()
             listener.join(5)
         assert busy_seen <= 2  # at most a read caught mid-flight, never held
-    finally:
-        q.close()
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -160,19 +123,12 @@ def test_notifications_due_future_refused_and_retaken(queue, db_url):
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_notify_off_sends_no_notification(db_url, table_name):
+def test_notify_off_sends_no_notification(db_url, table_name, backend):
     import psycopg
 
-    q = queue_core.open(db_url, table_name, notify=False)
-    try:
-        q.init()
+    with own_queue(db_url, table_name, backend, notify=False) as q:
         url = sa.engine.make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
         with psycopg.connect(url, autocommit=True) as listener:
             listener.execute(f'LISTEN "pq_{table_name}"')
             q.submit("due", "t", now=T0)
             assert sum(1 for _ in listener.notifies(timeout=0.3, stop_after=5)) == 0
-    finally:
-        q.close()
-        from conftest import drop_tables
-
-        drop_tables(db_url, table_name)

@@ -8,36 +8,22 @@ Guarantees and the interleavings that could break them:
   after the statement) returns success, once, and leaves one row; a retried submit that finds
   another submission's row under its key is refused;
 - PostgreSQL: the INSERT itself notifies the listeners, for a due task only, and never for a
-  refused key;
+  refused key (test_probe_bounds.py);
 - a pooled connection handed back after a failed transaction is rolled back; one handed back
   after a committed one costs no ROLLBACK (MySQL sent one per transaction before).
 """
 
 from __future__ import annotations
 
-import time
 
 import pytest
 import sqlalchemy as sa
+from conftest import in_transaction, own_queue
 from workflow_faults.fault_support import ack_lost_once, connection_drops_once  # the store's fault injection
 
-import queue_core
 from queue_core.errors import IdempotentAlreadyExistsError
 
 T0 = 1_700_000_000.0
-
-
-def _in_transaction(dbapi_conn) -> bool:
-    """Whether the driver's session has a transaction open (after a statement: it did not commit)."""
-    if hasattr(dbapi_conn, "in_transaction"):  # sqlite3
-        return dbapi_conn.in_transaction
-    if hasattr(dbapi_conn, "server_status"):  # PyMySQL
-        from pymysql.constants import SERVER_STATUS
-
-        return bool(dbapi_conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
-    from psycopg.pq import TransactionStatus
-
-    return dbapi_conn.info.transaction_status != TransactionStatus.IDLE
 
 
 class _Statements:
@@ -54,7 +40,7 @@ class _Statements:
         sa.event.remove(sa.engine.Engine, "after_cursor_execute", self._after)
 
     def _after(self, conn, cursor, statement, params, context, executemany):
-        self.seen.append((statement.split()[0].upper(), _in_transaction(conn.connection.dbapi_connection)))
+        self.seen.append((statement.split()[0].upper(), in_transaction(conn.connection.dbapi_connection)))
 
 
 def test_a_free_key_is_one_statement_that_commits_itself(queue, mysql_commands):
@@ -111,29 +97,8 @@ def test_a_retried_submit_that_finds_another_submissions_row_is_refused(queue):
     assert queue["k"].metadata().data == {"by": "other"}
 
 
-@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_the_insert_notifies_for_a_due_task_only(queue, db_url):
-    import psycopg
-
-    url = sa.engine.make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(url, autocommit=True) as listener:
-        listener.execute(f'LISTEN "{queue.store.channel}"')
-
-        def heard() -> int:
-            return sum(1 for _ in listener.notifies(timeout=0.3, stop_after=5))
-
-        queue.submit("due", "t")
-        assert heard() == 1
-        queue.submit("later", "t", run_at=time.time() + 3600)
-        with pytest.raises(IdempotentAlreadyExistsError):
-            queue.submit("due", "t")
-        assert heard() == 0
-
-
 def test_a_failed_transaction_hands_its_connection_back_rolled_back(db_url, table_name, backend):
-    q = queue_core.open(db_url, table_name, pool_size=1)
-    try:
-        q.init()
+    with own_queue(db_url, table_name, backend, pool_size=1) as q:
 
         def write_then_fail(conn):
             conn.execute(sa.insert(q.store.t).values(q.store._row(q._new_task(
@@ -144,16 +109,10 @@ def test_a_failed_transaction_hands_its_connection_back_rolled_back(db_url, tabl
         with pytest.raises(ValueError):
             q.db.run(write_then_fail)
         with q.db.engine.connect() as conn:  # the pool's one connection
-            assert not _in_transaction(conn.connection.dbapi_connection)
+            assert not in_transaction(conn.connection.dbapi_connection)
         assert not q["ghost"].exists()
         q.submit("real", "t", now=T0)
         assert q.stats(now=T0)["total"] == 1
-    finally:
-        q.close()
-        if backend != "sqlite":
-            from conftest import drop_tables
-
-            drop_tables(db_url, table_name)
 
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+from conftest import kill_session, session_of
 from workflow_faults.fault_support import connection_drops_once
 
 import queue_core
@@ -199,16 +200,10 @@ def test_submit_after_its_pooled_session_was_killed(queue, db_url, backend):
     the submit succeeds, once, and the next submit of the key is refused."""
     queue.submit("warm", "t", now=T0)
     engine = queue.db._statements if queue.db._statements is not None else queue.db.engine
-    ask = "SELECT CONNECTION_ID()" if backend == "mysql" else "SELECT pg_backend_pid()"
     with engine.connect() as c:
-        sid = int(c.exec_driver_sql(ask).scalar())
+        session = session_of(c, backend)
         c.rollback()
-    admin = sa.create_engine(db_url)
-    try:
-        with admin.begin() as c:
-            c.exec_driver_sql(f"KILL {sid}" if backend == "mysql" else f"SELECT pg_terminate_backend({sid})")
-    finally:
-        admin.dispose()
+    kill_session(db_url, backend, session)  # the pooled connection's session, now idle in the pool
     queue.submit("k", "t", {"n": 1}, now=T0)
     with pytest.raises(IdempotentAlreadyExistsError):
         queue.submit("k", "t", {"n": 2}, now=T0)

@@ -17,6 +17,7 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+from conftest import kill_session, session_of
 
 import queue_core
 from queue_core.errors import DatabaseError, ValidationError
@@ -123,23 +124,12 @@ def test_a_failed_probe_is_a_database_error_without_the_password(backend):
         q.close()
 
 
-def _kill_session(conn: sa.Connection, db_url: str, backend: str) -> None:
-    ask = "SELECT CONNECTION_ID()" if backend == "mysql" else "SELECT pg_backend_pid()"
-    session = int(conn.exec_driver_sql(ask).scalar())  # the probe's connection, in autocommit
-    admin = sa.create_engine(db_url)
-    try:
-        with admin.begin() as c:
-            c.exec_driver_sql(f"KILL {session}" if backend == "mysql" else f"SELECT pg_terminate_backend({session})")
-    finally:
-        admin.dispose()
-
-
 def test_a_probe_reads_again_after_its_connection_failed(queue, backend, db_url):
     if backend == "sqlite":
         pytest.skip("a file database has no server to lose")
     with _watch(queue) as watch:
         watch.changed()
-        _kill_session(watch._conn, db_url, backend)  # as a server restart or an operator does
+        kill_session(db_url, backend, session_of(watch._conn, backend))  # as a server restart or an operator does
         with pytest.raises(DatabaseError):
             watch.changed()
         assert watch._conn is None
