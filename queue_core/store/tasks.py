@@ -1,5 +1,5 @@
-"""Every statement on the task table (store layer): submit, claim, reads and cleanup here; the
-transitions holders and operators ask for in ``task_changes.py``, the claims limited to task
+"""Every statement on the task table (store layer): claim, reads and cleanup here; submissions in
+``submits.py``; the transitions holders and operators ask for in ``task_changes.py``, the claims limited to task
 types in ``typed.py``, what the claim does with the rows it picked before leasing them (rows that
 must not run, rows edited by hand) in ``screen.py``.
 
@@ -25,6 +25,7 @@ from .base import VersionedTables
 from .database import Database
 from .schema import ADDED_COLUMNS, FOREVER, SCHEMA_VERSION, meta_table, task_table
 from .screen import ClaimScreen
+from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
 from .task_changes import TaskChanges
 from .transitions import lease_counted, lease_held, task_where
 from .typed import TypedReads
@@ -41,22 +42,6 @@ def _as_sql_orders(value: Any) -> tuple:
 
 
 @dataclass(frozen=True)
-class NewTask:
-    key: str
-    type: str
-    data: str  # JSON text
-    resource: str | None = None
-    max_running: int | None = None
-    run_at: float = 0.0
-    priority: int = 0
-    max_attempts: int | None = None
-    group: str | None = None
-    state: int = LIVE  # or PENDING: inserted not claimable (a workflow step waiting on parents)
-    workflow: str | None = None  # JSON bookkeeping of the workflow runtime (see schema.py)
-    definition: str | None = None  # a workflow run row's DAG snapshot (JSON)
-
-
-@dataclass(frozen=True)
 class Settled:
     """A held task whose outcome is decided and waits to be written with the next batch."""
 
@@ -70,7 +55,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
+class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
     added_columns = ADDED_COLUMNS
@@ -109,55 +94,6 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
         workflow run (its run sets the retention of all its rows when it ends)."""
         return sa.case((self.t.c.workflow.is_(None), purge_at), else_=FOREVER)
 
-    # -- submit ------------------------------------------------------------------------
-    def _row(self, task: NewTask, now: float) -> dict:
-        return {
-            "key": task.key,
-            "type": task.type,
-            "data": task.data,
-            "resource": task.resource,
-            "max_running": task.max_running,
-            "priority": task.priority,
-            "state": task.state,
-            "leased": 0,
-            "timeout": task.run_at if task.state == LIVE else FOREVER,
-            "run_at": task.run_at,
-            "created_at": now,
-            "attempts": 0,
-            "max_attempts": task.max_attempts,
-            "cancel_requested": 0,
-            "grp": task.group,
-            "workflow": task.workflow,
-            "definition": task.definition,
-        }
-
-    def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
-        """Insert tasks whose key is free; returns how many were new.
-
-        A finished row whose retention has ended frees its key even before cleanup ran.
-        """
-        if not tasks:
-            return 0
-        inserted = 0
-        for i in range(0, len(tasks), 500):
-            chunk = tasks[i : i + 500]
-            rows = [self._row(x, now) for x in chunk]
-            n = self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
-            if n < len(rows) and self._purge_keys(conn, [x.key for x in chunk], now):
-                n += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
-            inserted += n
-        if inserted and self.channel and any(x.run_at <= now for x in tasks):
-            self.db.dialect.notify(conn, self.channel)
-        return inserted
-
-    def _purge_keys(self, conn, keys: list[str], now: float) -> int:
-        """Purge the finished rows of ``keys`` whose retention ended (their keys are free again).
-        Only when there are some: a submitter without DELETE can submit every other key."""
-        t = self.t
-        done = task_where(t, "purge", now=now)
-        expired = [r[0] for r in conn.execute(sa.select(t.c.id).where(t.c.key.in_(keys), *done))]
-        return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount if expired else 0
-
     def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
         """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
         or the connection fails (raises DatabaseError; the caller waits and listens again): by
@@ -171,39 +107,6 @@ class TaskStore(TaskChanges, ClaimScreen, TypedReads, VersionedTables):
             self.db.dialect.listen(self.db.engine, self.channel, on_notify, stop, timeout)
         except Exception as exc:  # noqa: BLE001 - any driver failure: report it scrubbed
             raise DatabaseError(f"listen failed on {self.db.masked_url}: {self.db.scrub(exc)}") from None
-
-    def submit(self, tasks: Sequence[NewTask], now: float) -> int:
-        return self.db.run(lambda c: self.insert(c, tasks, now), what="submit")
-
-    def submit_one(self, task: NewTask, now: float) -> bool:
-        """Insert ``task`` unless its key is taken; whether this call inserted it.
-
-        The common case, a free key, is one statement in autocommit: one round trip, one commit.
-        A taken key then goes through :meth:`insert` in a transaction of its own (a finished row
-        whose retention ended frees its key: purged and inserted atomically). After a transient
-        failure that may have hidden an applied insert (a lost acknowledgement:
-        ``Database.commit_was_uncertain``), a taken key is ours when the row is the one we wrote
-        (:meth:`same_submission`: same type, data and submission time); after one that applied
-        nothing (the connection could not be opened) it is someone else's.
-        """
-        due = task.run_at <= now
-        stmt = self._insert_one_due if due else self._insert_one_later
-
-        def insert_one(conn) -> bool:
-            return self.db.dialect.inserted_one(conn, stmt, self._row(task, now))
-
-        if self.db.run(insert_one, what="submit", autocommit=True):
-            return True
-        if self.db.commit_was_uncertain() and self.same_submission(task, now):
-            return True
-        if self.db.run(lambda c: self.insert(c, [task], now), what="submit"):
-            return True
-        return self.db.commit_was_uncertain() and self.same_submission(task, now)
-
-    def same_submission(self, task: NewTask, now: float) -> bool:
-        """After an ambiguous failure: is the existing row the one we just wrote?"""
-        row = self.get(task.key)
-        return bool(row and row["created_at"] == now and row["type"] == task.type and row["data"] == task.data)
 
     # -- claim -------------------------------------------------------------------------
     def claim(
