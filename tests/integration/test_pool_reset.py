@@ -79,7 +79,7 @@ def test_a_failing_commit_leaves_a_clean_connection(q1, db_url, monkeypatch):
     def failing_commit(dbapi_conn):
         if not fired:
             fired.append(1)
-            raise sa.exc.OperationalError("COMMIT", {}, Exception("database is locked (simulated busy)"))
+            raise dialect.loaded_dbapi.OperationalError("database is locked (simulated busy at COMMIT)")
         return real(dbapi_conn)
 
     monkeypatch.setattr(dialect, "do_commit", failing_commit)
