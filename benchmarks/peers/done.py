@@ -19,9 +19,10 @@ def mark() -> None:
 
 
 def record(created: float) -> None:
-    """The latency figure's task body: append ``created started`` to the file named by
-    ``BENCH_RECORD`` (one O_APPEND write, atomic between processes)."""
-    line = f"{created!r} {time.time()!r}\n".encode()
+    """The latency figure's task body: append ``- created started`` to the file named by
+    ``BENCH_RECORD`` (one O_APPEND write, atomic between processes; the lines of pq's own
+    ``benchmarks.handlers.record``, with ``-`` for the key)."""
+    line = f"- {created!r} {time.time()!r}\n".encode()
     fd = os.open(os.environ[RECORD_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)

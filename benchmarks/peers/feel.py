@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 from ..procs import BenchError, Proc, child_env, wait_until
-from ..scenarios.latency import DEFAULT_POLL, steady
+from ..scenarios.latency import DEFAULT_POLL, read_records, steady
 from ..stats import percentile
 from .base import Peer
 from .done import RECORD_ENV
@@ -70,14 +69,6 @@ def timed_submits(n: int, submit) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _records(path: Path) -> list[tuple[float, float]]:
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    return [(float(a), float(b)) for a, b in (ln.split() for ln in lines if len(ln.split()) == 2)]
-
-
 def measure_latency(ctx, name: str, argv: list[str], submit, *, env: dict | None = None,
                     stop_signal: int = signal.SIGTERM) -> float:
     """Start the consumer ``argv``; once a warm-up task ran and it idled 1.5 s, submit
@@ -88,13 +79,13 @@ def measure_latency(ctx, name: str, argv: list[str], submit, *, env: dict | None
     proc = Proc(argv, env=child_env(**{RECORD_ENV: str(path)}, **(env or {})), log=ctx.file(f"{name}-latency.log"))
     try:
         submit(time.time())
-        wait_until(lambda: _records(path), s.timeout, f"the {name} warm-up task", [proc])
+        wait_until(lambda: read_records(path), s.timeout, f"the {name} warm-up task", [proc])
         time.sleep(1.5)
         steady(s.latency_tasks, s.latency_rate, lambda _i: submit(time.time()))
-        wait_until(lambda: len(_records(path)) >= s.latency_tasks + 1, s.timeout, f"the {name} latency tasks", [proc])
+        wait_until(lambda: len(read_records(path)) >= s.latency_tasks + 1, s.timeout, f"the {name} latency tasks", [proc])
     finally:
         proc.stop(stop_signal, grace=10)
-    rows = _records(path)[1:]
+    rows = read_records(path)[1:]
     if len(rows) < s.latency_tasks:
         raise BenchError(f"{name}: {len(rows)} of {s.latency_tasks} latency tasks ran")
-    return percentile([(started - created) * 1000 for created, started in rows], 95)
+    return percentile([(started - created) * 1000 for _, created, started in rows], 95)
