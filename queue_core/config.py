@@ -51,6 +51,12 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
     "sqlite_synchronous": ("FULL", "choice:OFF|NORMAL|FULL|EXTRA", "SQLite PRAGMA synchronous (FULL = durable)"),
     "log": (None, "opt-str", "log file path (default stderr); reopened on SIGUSR2"),
     "log_level": ("INFO", "choice:DEBUG|INFO|WARNING|ERROR", "log level of workers"),
+    "queues": (
+        "default",
+        "queues",
+        "the queues a worker serves: 'a,b,c' takes a queue's tasks before the next queue's; "
+        "'a=5,b=3,c=1' reads them in a random order weighted so",
+    ),
     "notify": (True, "bool", "PostgreSQL: wake idle workers with LISTEN/NOTIFY"),
     "wake_interval": (
         0.05,
@@ -76,7 +82,8 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
     """Validate ``value`` for ``key`` against ``spec = (default, kind, help)``.
 
     Kinds other than those in KINDS and ``choice:a|b`` pass through unchanged (extra keys of
-    perfectsched and pqflow may carry their own types).
+    perfectsched and pqflow may carry their own types; ``queues``, a string or a list, is
+    checked by the queue that serves them: ``validate.check_served_queues``).
     """
     kind = spec[1]
     help_ = spec[2] if len(spec) > 2 else ""

@@ -53,6 +53,13 @@ class DatabaseError(TaskError):
     """The database failed or could not be reached (after bounded retries)."""
 
 
+class OutcomeUnknownError(DatabaseError):
+    """The database failed after a write was sent and may have applied it (the connection was
+    lost during an autocommit statement or a COMMIT): nothing tells whether it did. Do it again:
+    a submit of the same key then raises IdempotentAlreadyExistsError if the first one was
+    stored."""
+
+
 class SchemaError(DatabaseError):
     """The table is missing or has an unsupported schema version."""
 

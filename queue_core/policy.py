@@ -21,8 +21,10 @@ all call these functions; none of them decides on its own. ``docs/policy.md`` li
    row: cancel it (cancel requested, holder gone), give up (attempts spent), or deliver it.
 5. **Fair share.** What to claim next: higher priority first, then the user with the highest
    weight ``max_running / (running + 1)``, then the longest due, then submission order; a capped
-   user holding ``max_running`` live leases gets nothing; a task with ``max_attempts`` is leased
-   only first in its batch.
+   user holding ``max_running`` live leases gets nothing (:func:`free_slots`, as a queue's
+   concurrency limit); a task with ``max_attempts`` is leased only first in its batch.
+6. **Queues.** A claim reads the queues a worker serves in :func:`queue_order`: as listed, or
+   weighted at random; the fair share applies inside each queue, a user's cap across all.
 """
 
 from __future__ import annotations
@@ -247,9 +249,17 @@ def fair_weight(row: Mapping, running: Mapping[str, int]) -> float:
     return (row["max_running"] or 1) / (running.get(row["resource"], 0) + 1)
 
 
+def free_slots(cap: int, running: int) -> int:
+    """How many more leases a group capped at ``cap`` may take while it holds ``running``: a
+    user's ``max_running``, a queue's concurrency limit."""
+    return max(0, cap - running)
+
+
 def may_claim(row: Mapping, running: Mapping[str, int]) -> bool:
     """Whether a row's user has a free slot (rows without a user or a cap always do)."""
-    return row["resource"] is None or row["max_running"] is None or running.get(row["resource"], 0) < row["max_running"]
+    if row["resource"] is None or row["max_running"] is None:
+        return True
+    return free_slots(row["max_running"], running.get(row["resource"], 0)) > 0
 
 
 def choose_fair(candidates: Sequence[Mapping], running: Mapping[str, int], n: int) -> list:
@@ -270,15 +280,16 @@ def choose_fair(candidates: Sequence[Mapping], running: Mapping[str, int], n: in
     return chosen
 
 
-def limited_first(rows: Sequence[Mapping]) -> list:
-    """A batch cut before its first row with ``max_attempts`` that is not the first.
+def limited_first(rows: Sequence[Mapping], behind: bool = False) -> list:
+    """A batch cut before its first row with ``max_attempts`` that is not the first (``behind``:
+    ``rows`` follow others in the batch, so none of them is the first).
 
     Each lease counts an attempt. A task leased behind others could lose an attempt without
     running if an earlier handler of its batch brought the process down; a task whose attempts
     are limited is therefore only ever leased alone or first in its batch.
     """
     for i, r in enumerate(rows):
-        if i and r["max_attempts"] is not None:
+        if (i or behind) and r["max_attempts"] is not None:
             return list(rows[:i])
     return list(rows)
 
@@ -287,3 +298,23 @@ def write_success_at_once(max_attempts: int | None) -> bool:
     """Whether a task's success must be written before the next handler of its batch starts
     (which could bring the process down first and turn it into "gave up after N attempts")."""
     return max_attempts is not None
+
+
+# -- 6. which queue first ---------------------------------------------------------------------
+def queue_order(names: Sequence[str], weights: Sequence[int] | None, rng: RandomSource) -> list[str]:
+    """The order in which a claim reads the queues a worker serves: as given (strict priority:
+    a queue's tasks before the next queue's), or, with ``weights``, a weighted random order drawn
+    anew for each claim (a queue comes first in a share of the claims proportional to its weight;
+    the others follow in weighted order, so a queue with nothing due never blocks the next)."""
+    if weights is None:
+        return list(names)
+    pool = list(zip(names, weights, strict=True))
+    order: list[str] = []
+    while pool:
+        point = rng.random() * sum(w for _, w in pool)
+        i = 0
+        while i < len(pool) - 1 and point >= pool[i][1]:
+            point -= pool[i][1]
+            i += 1
+        order.append(pool.pop(i)[0])
+    return order

@@ -18,6 +18,7 @@ from . import deferred as deferred_mod
 from . import policy
 from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
+    ConfigError,
     CorruptRowError,
     IdempotentAlreadyExistsError,
     ValidationError,
@@ -25,6 +26,7 @@ from .errors import (
 from .store.database import Database
 from .store.rowcheck import name as check_name_problem
 from .store.runs import RunRows
+from .store.schema import DEFAULT_QUEUE
 from .store.tasks import NewTask, Settled, TaskStore
 from .task import OUTCOMES, STATUSES, AcquiredTask, Task, TaskMetadata, metadata_from_row, row_status
 from .transaction import Transaction, _DeferredBatch
@@ -37,6 +39,8 @@ from .validate import (  # noqa: F401 - re-exported: callers import them from he
     check_duration,
     check_int,
     check_name,
+    check_queue,
+    check_served_queues,
     check_time,
     check_types,
     decode_data,
@@ -94,6 +98,11 @@ class Queue:
         if not self.config["notify"]:
             self.store.channel = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        #: the queues a poll reads when it names none (config ``queues``), and their weights
+        try:
+            self.served_queues = check_served_queues(self.config["queues"], "config queues")
+        except ValidationError as exc:
+            raise ConfigError(str(exc)) from None
 
     # context manager
     def __enter__(self) -> Queue:
@@ -151,8 +160,10 @@ class Queue:
         max_attempts=None,
         now,
         group=None,
+        queue=DEFAULT_QUEUE,
     ) -> NewTask:
         check_name(key, "task key")
+        check_queue(queue)
         check_name(type, "task type")
         check_name(user, "user", optional=True)
         check_name(group, "group", optional=True)
@@ -172,6 +183,7 @@ class Queue:
             priority=priority,
             max_attempts=max_attempts,
             group=group,
+            queue=queue,
         )
 
     def submit(
@@ -187,9 +199,10 @@ class Queue:
         max_attempts: int | None = None,
         now: float | None = None,
         group: str | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Task:
-        """Add a task. A key that exists (waiting, running, or finished within retention)
-        raises IdempotentAlreadyExistsError."""
+        """Add a task to the named ``queue``. A key that exists (waiting, running, or finished
+        within retention; in any queue) raises IdempotentAlreadyExistsError."""
         now = self.now(now)
         task = self._new_task(
             key,
@@ -202,6 +215,7 @@ class Queue:
             max_attempts=max_attempts,
             now=now,
             group=group,
+            queue=queue,
         )
         if not self.store.submit_one(task, now):
             raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
@@ -224,9 +238,14 @@ class Queue:
 
     # -- poll -----------------------------------------------------------------------------
     def poll(
-        self, *, alive_time: float | None = None, now: float | None = None, types: Iterable[str] | None = None
+        self,
+        *,
+        alive_time: float | None = None,
+        now: float | None = None,
+        types: Iterable[str] | None = None,
+        queues: Any = None,
     ) -> AcquiredTask | None:
-        tasks = self.poll_multi(1, alive_time=alive_time, now=now, types=types)
+        tasks = self.poll_multi(1, alive_time=alive_time, now=now, types=types, queues=queues)
         return tasks[0] if tasks else None
 
     def poll_multi(
@@ -237,8 +256,12 @@ class Queue:
         now: float | None = None,
         finish: Sequence[AcquiredTask] = (),
         types: Iterable[str] | None = None,
+        queues: Any = None,
     ) -> list[AcquiredTask]:
-        """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types).
+        """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types) from
+        ``queues`` (default: the config's ``queues``): ``"critical,default"`` or a list of names
+        takes a queue's tasks before the next queue's; ``"critical=5,default=1"`` or a mapping of
+        names to weights reads them in a weighted random order (:func:`policy.queue_order`).
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
         the claim (a worker settles its last batch and leases the next one in one commit).
@@ -247,12 +270,16 @@ class Queue:
         """
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         types = None if types is None else check_types(types)
+        served = self.served_queues if queues is None else check_served_queues(queues)
         now = self.now(now)
         alive = self._alive(alive_time)
         plain, deferred = self._split(finish)
         entries, more = self._settle_entries(plain, now), _DeferredBatch(self, deferred, now)
         lost: list[Settled] = []
-        rows = self.store.claim(n, alive, now, self.owner, settle=entries, lost=lost, also=more.write, types=types)
+        order = policy.queue_order(*served, self.rng)
+        rows = self.store.claim(
+            n, alive, now, self.owner, settle=entries, lost=lost, also=more.write, types=types, queues=order
+        )
         self._mark_settled(plain, lost, now)
         more.mark(now)
         return [AcquiredTask(self, r, now) for r in rows]
@@ -344,8 +371,11 @@ class Queue:
         limit: int | None = None,
         now: float | None = None,
         group: str | None = None,
+        queue: str | None = None,
     ) -> Iterator[TaskMetadata]:
         now = self.now(now)
+        if queue is not None:
+            check_queue(queue)
         if status is not None and status not in STATUSES:
             raise ValidationError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
         if limit is not None:
@@ -355,7 +385,7 @@ class Queue:
         while remaining is None or remaining > 0:
             page = 1000 if remaining is None else min(1000, remaining)
             rows = self.store.list(
-                status=status, type=type, user=user, group=group, limit=page, now=now, after_id=after
+                status=status, type=type, user=user, group=group, queue=queue, limit=page, now=now, after_id=after
             )
             for r in rows:
                 yield metadata_from_row(r, now, table=self.table)

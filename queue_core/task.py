@@ -67,6 +67,8 @@ class TaskMetadata:
     group: str | None = None
     #: what the task returned (workflow steps), decoded from JSON
     result: Any = None
+    #: the name of its queue
+    queue_name: str = "default"
 
     @property
     def finished(self) -> bool:
@@ -119,6 +121,7 @@ def metadata_from_row(row: Mapping, now: float, *, table: str) -> TaskMetadata:
         cancel_requested=bool(row["cancel_requested"]),
         group=row["grp"],
         result=json.loads(row["result"]) if row.get("result") else None,
+        queue_name=row["queue"],
     )
 
 
@@ -185,6 +188,8 @@ class AcquiredTask:
         self.started_at: float | None = row["started_at"]
         self.owner: str | None = row["owner"]
         self.group: str | None = row["grp"]
+        #: the name of its queue (``queue`` is the Queue it was leased from)
+        self.queue_name: str = row["queue"]
         #: JSON bookkeeping of the workflow run this row belongs to (None for plain tasks)
         self.workflow: str | None = row.get("workflow")
         self.status = "running"

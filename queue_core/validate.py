@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, overload
 
@@ -47,6 +48,69 @@ def check_types(value: Any, what: str = "types") -> tuple[str, ...]:
     if not types:
         raise ValidationError(f"{what} must name at least one task type")
     return types
+
+
+#: a queue name: a letter or digit, then up to 63 letters, digits and ``_.:-`` (no comma or
+#: ``=``: a list of queues is written ``a,b`` or ``a=3,b=1``)
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+#: the largest weight of a served queue
+MAX_QUEUE_WEIGHT = 1_000_000
+
+
+def check_queue(value: Any, what: str = "queue") -> str:
+    """A queue name (:data:`QUEUE_NAME`)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {_shown(value)}")
+    if not QUEUE_NAME.fullmatch(value):
+        raise ValidationError(
+            f"{what} {_shown(value)} is not a queue name: 1-64 letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def check_served_queues(value: Any, what: str = "queues") -> tuple[tuple[str, ...], tuple[int, ...] | None]:
+    """The queues a worker serves and their weights (None: strict order): ``"a,b,c"`` (strict),
+    ``"a=5,b=3,c=1"`` (weighted), or a list of names, or of ``(name, weight)`` pairs, or a mapping
+    of names to weights. Every queue once; weights for all of them or for none."""
+    pairs = _queue_pairs(value, what)
+    names = tuple(check_queue(n, f"{what}: queue") for n, _ in pairs)
+    if not names:
+        raise ValidationError(f"{what} must name at least one queue (for example: critical,default)")
+    if len(set(names)) != len(names):
+        raise ValidationError(f"{what} names a queue twice: {', '.join(names)}")
+    weights = [w for _, w in pairs]
+    if all(w is None for w in weights):
+        return names, None
+    if any(w is None for w in weights):
+        raise ValidationError(f"{what}: give every queue a weight or none (for example: critical=5,default=3,low=1)")
+    return names, tuple(_weight(w, f"{what}: weight of {n}") for n, w in pairs)
+
+
+def _weight(value: Any, what: str) -> int:
+    weight = check_int(value, what, minimum=1)
+    if weight > MAX_QUEUE_WEIGHT:
+        raise ValidationError(f"{what} must be at most {MAX_QUEUE_WEIGHT}, not {weight}")
+    return weight
+
+
+def _queue_pairs(value: Any, what: str) -> list[tuple[Any, Any]]:
+    if isinstance(value, str):
+        pairs: list[tuple[Any, Any]] = []
+        for part in (p.strip() for p in value.split(",")):
+            name, sep, weight = part.partition("=")
+            if sep and not re.fullmatch(r"\s*\d+\s*", weight):
+                raise ValidationError(
+                    f"{what}: weight {weight!r} of {name.strip()!r} is not a whole number "
+                    "(for example: critical=5,default=1)"
+                )
+            pairs.append((name.strip(), int(weight) if sep else None))
+        return pairs
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise ValidationError(f"{what} must be a list of queue names, not {_shown(value)}")
+    return [(x[0], x[1]) if isinstance(x, (tuple, list)) and len(x) == 2 else (x, None) for x in value]
 
 
 def _shown(value: Any) -> str:

@@ -76,13 +76,50 @@ def drop_tables(url: str, *names: str) -> None:
         eng.dispose()
 
 
+@pytest.fixture
+def latin1_url(db_url):
+    """A database of its own whose default character set is latin1 (dropped afterwards)."""
+    name = f"qtest_latin1_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(db_url)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET latin1")
+    try:
+        yield sa.engine.make_url(db_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE {name}")
+        admin.dispose()
+
+
+#: the indexes of a task table before schema version 3 (named queues), as (suffix, columns)
+V2_TASK_INDEXES = (
+    ("claim", ("state", "priority", "timeout", "id")),
+    ("type", ("state", "type", "priority", "timeout", "id")),
+    ("type_user", ("state", "type", "resource", "timeout")),
+    ("user", ("state", "resource", "timeout")),
+)
+
+
 def downgrade(store, columns, version: int) -> None:
-    """Make the table of ``store`` one of an older release: drop ``columns``, record ``version``."""
+    """Make the table of ``store`` one of an older release: drop ``columns`` (and the indexes
+    on them), record ``version``; below version 3 (named queues), also drop the queue settings
+    and start tables and give the task table the indexes it had then."""
+    name = store.t.name
 
     def work(conn):
         prep = conn.dialect.identifier_preparer
+        on = f" ON {prep.quote(name)}" if conn.dialect.name in ("mysql", "mariadb") else ""
+        for ix in sa.inspect(conn).get_indexes(name):
+            if set(ix["column_names"]) & set(columns):
+                conn.exec_driver_sql(f"DROP INDEX {prep.quote(ix['name'])}{on}")
         for col in columns:
-            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(store.t.name)} DROP COLUMN {prep.quote(col)}")
+            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(name)} DROP COLUMN {prep.quote(col)}")
+        if version < 3 and hasattr(store, "queues_t"):
+            for extra in (store.queues_t, store.starts_t):
+                extra.drop(conn, checkfirst=True)
+            for suffix, cols in V2_TASK_INDEXES:
+                conn.exec_driver_sql(f"CREATE INDEX {prep.quote(f'ix_{name}_{suffix}')} ON {prep.quote(name)} "
+                                     f"({', '.join(prep.quote(c) for c in cols)})")
         conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value=str(version)))
 
     store.db.run(work, what="downgrade")

@@ -39,6 +39,8 @@ class VersionedTables:
     #: the columns each schema version added to the main table ``t`` (nullable ones; a table of
     #: an earlier version lacks them until ``init`` upgrades it)
     added_columns: dict[int, tuple[str, ...]] = {}
+    #: the indexes (by suffix: ``ix_<table>_<suffix>``) each schema version replaced
+    dropped_indexes: dict[int, tuple[str, ...]] = {}
     #: what the main table is, for messages
     kind = "a pq table"
 
@@ -97,8 +99,8 @@ class VersionedTables:
             if drop:
                 self.metadata.drop_all(conn, checkfirst=True)
             self.metadata.create_all(conn, checkfirst=True)
+            self._write_meta(conn)  # upgrades first: new indexes may need its columns
             self._add_missing_indexes(conn)
-            self._write_meta(conn)
 
         try:
             self.db.run(lambda c: create(c, force), what=f"init {self.name}")
@@ -142,15 +144,32 @@ class VersionedTables:
 
     def upgrade(self, conn, from_version: int) -> None:
         """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``): add the
-        columns later versions brought (ALTER TABLE ADD COLUMN, NULL)."""
+        columns later versions brought (ALTER TABLE ADD COLUMN: NULL, or NOT NULL with the
+        column's default, which existing rows take) and drop the indexes they replaced."""
         prep = conn.dialect.identifier_preparer
+        have = {ix["name"] for ix in sa.inspect(conn).get_indexes(self.t.name)}
         for version in range(from_version + 1, self.current_version + 1):
             for name in self.added_columns.get(version, ()):
-                col = self.t.c[name]
-                conn.exec_driver_sql(
-                    f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {prep.quote(name)} "
-                    f"{col.type.compile(dialect=conn.dialect)} NULL"
-                )
+                added = f"{prep.quote(name)} {self._added_type(conn, name)}"
+                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {added}")
+            for suffix in self.dropped_indexes.get(version, ()):
+                if (index := f"ix_{self.t.name}_{suffix}") in have:
+                    self._drop_index(conn, index)
+
+    def _added_type(self, conn, name: str) -> str:
+        col = self.t.c[name]
+        typ = col.type.compile(dialect=conn.dialect)
+        default = col.server_default
+        if default is None:
+            return f"{typ} NULL"
+        arg = default.arg  # type: ignore[attr-defined]  # a DefaultClause: server_default=<text>
+        literal = sa.literal(arg).compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+        return f"{typ} NOT NULL DEFAULT {literal}"
+
+    def _drop_index(self, conn, index: str) -> None:
+        prep = conn.dialect.identifier_preparer
+        on_table = f" ON {prep.quote(self.t.name)}" if conn.dialect.name in ("mysql", "mariadb") else ""
+        conn.exec_driver_sql(f"DROP INDEX {prep.quote(index)}{on_table}")
 
     def require_current_version(self) -> None:
         """SchemaError when the tables were made by an older release and ``init`` has not upgraded

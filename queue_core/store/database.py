@@ -25,7 +25,7 @@ from sqlalchemy.pool import StaticPool
 
 from .. import policy, url_secrets
 from ..clock import ClockReading
-from ..errors import AccessDeniedError, ConfigError, DatabaseError, SchemaError, TaskError
+from ..errors import AccessDeniedError, ConfigError, DatabaseError, OutcomeUnknownError, SchemaError, TaskError
 from .dialects import Dialect
 
 log = logging.getLogger("queue_core.store")
@@ -184,6 +184,14 @@ class Database:
         """Whether the last :meth:`run` in this thread had to run its function again
         (so a write it reports as a no-op may have been its own earlier attempt)."""
         return bool(getattr(self._local, "retried", False))
+
+    def _failure(self, what: str, exc: Exception, maybe_applied: bool) -> DatabaseError:
+        """The error a run that gave up raises: OutcomeUnknownError when a write may have been
+        applied (its statement or COMMIT was under way when the connection failed)."""
+        text = f"{what} failed on {self.masked_url}: {self.scrub(exc)}"
+        if maybe_applied:
+            return OutcomeUnknownError(text + " (the write may have been applied: do it again to find out)")
+        return DatabaseError(text)
 
     def commit_was_uncertain(self) -> bool:
         """Whether an earlier attempt of the :meth:`run` under way (or just ended) in this thread
@@ -344,7 +352,7 @@ class Database:
                     ) from None
                 attempt += 1
                 if not self._is_transient(exc) or attempt > self.max_retry_count:
-                    raise DatabaseError(f"{what} failed on {self.masked_url}: {self.scrub(exc)}") from None
+                    raise self._failure(what, exc, self._local.uncertain and self._is_transient(exc)) from None
                 log.warning(
                     "%s: transient database error (attempt %d/%d): %s",
                     what,

@@ -56,7 +56,8 @@ class MySQLDialect(Dialect):
     TRANSIENT = {1205, 1213, 2003, 2006, 2013, 1040, 1053, 1927, 4031, 2014, 2055, 1317, 1305}
 
     def connect_args(self, connect_timeout):
-        return {"connect_timeout": int(max(1, connect_timeout)), "charset": "utf8mb4"}
+        # PyMySQL refuses a timeout over a year (ValueError): longer ones wait a year
+        return {"connect_timeout": int(min(max(1, connect_timeout), 31_536_000)), "charset": "utf8mb4"}
 
     def insert_if_absent(self, table, conflict_column):
         # IGNORE would turn any error of the row into a warning, not only a duplicate key: every

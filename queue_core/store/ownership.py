@@ -22,7 +22,7 @@ def family(type_: sa.types.TypeEngine) -> str | None:
         type_ = type_.impl_instance
     if isinstance(type_, sa.Integer):
         return "integer"
-    if isinstance(type_, sa.Numeric):  # Float and Double too
+    if isinstance(type_, (sa.Numeric, sa.Float)):  # Float and Double (no Numeric since SQLAlchemy 2.1)
         return "number"
     if isinstance(type_, (sa.String, sa.types._Binary)):
         return "text"
@@ -38,6 +38,7 @@ def difference(inspector, table: sa.Table, columns: dict[str, dict], *, fold: bo
     return (
         _types(table, columns, inspector.dialect)
         or _missing_key(inspector, table, fold)
+        or _extra_key(inspector, table, fold)
         or _uninsertable(table, columns, rowid)
     )
 
@@ -50,9 +51,40 @@ def _types(table: sa.Table, columns: dict[str, dict], dialect) -> str | None:
             if ours is not None and ours != theirs:
                 return f"column {c.name} is {reflected}, not {ours}"
             mysql = dialect.name in ("mysql", "mariadb")
-            if ours == "text" and capacity(reflected, mysql) < capacity(_as_made(c.type, dialect), mysql):
+            made = _as_made(c.type, dialect)
+            if ours == "text" and capacity(reflected, mysql) < capacity(made, mysql):
+                return f"column {c.name} is {reflected}, narrower than pq makes it"
+            generic = c.type.impl_instance if isinstance(c.type, sa.TypeDecorator) else c.type
+            if ours in ("integer", "number") and dialect.name != "sqlite" and _narrower(reflected, generic):
                 return f"column {c.name} is {reflected}, narrower than pq makes it"
     return None
+
+
+#: bytes of the integer types, by the names databases reflect them with and SQLAlchemy's own
+_INT_BYTES = {"TINYINT": 1, "SMALLINT": 2, "SMALLINTEGER": 2, "MEDIUMINT": 3, "INT": 4, "INTEGER": 4}
+_INT_BYTES |= {"BIGINT": 8, "BIGINTEGER": 8}
+
+
+def _number_bytes(type_: sa.types.TypeEngine) -> int:
+    """How many bytes of a number a column keeps (0: not a binary number of known width, such as
+    DECIMAL); a signed integer or an IEEE float (MySQL's FLOAT and PostgreSQL's real: 4 bytes)."""
+    if isinstance(type_, sa.Integer):
+        return 0 if getattr(type_, "unsigned", False) else _INT_BYTES.get(type(type_).__name__.upper(), 0)
+    if isinstance(type_, sa.Double):
+        return 8
+    if isinstance(type_, sa.Float):
+        precision = getattr(type_, "precision", None)
+        return 8 if precision is not None and precision > 24 else 4
+    return 0
+
+
+def _narrower(reflected: sa.types.TypeEngine, made: sa.types.TypeEngine) -> bool:
+    # ``made``: SQLAlchemy's generic type (a driver's own float type may not say its precision)
+    """Whether a number column holds less than the one pq makes (a narrower integer, an unsigned
+    one, a single-precision float, a DECIMAL where pq makes a float): pq's values would be cut."""
+    if isinstance(made, sa.Integer) != isinstance(reflected, sa.Integer):
+        return True
+    return _number_bytes(reflected) < _number_bytes(made)
 
 
 #: MySQL's text types without a length, by the characters they hold
@@ -84,6 +116,18 @@ def _missing_key(inspector, table: sa.Table, fold: bool) -> str | None:
     for key in keys(table):
         if key not in found:
             return f"no unique key on {', '.join(sorted(key))}"
+    return None
+
+
+def _extra_key(inspector, table: sa.Table, fold: bool) -> str | None:
+    """A unique key pq does not make: it would refuse a row whose own key is free."""
+    sets = [u["column_names"] for u in inspector.get_unique_constraints(table.name)]
+    sets += [i["column_names"] for i in inspector.get_indexes(table.name) if i["unique"]]
+    ours = set(keys(table))
+    for names in sets:
+        found = frozenset(column_name(c, fold) for c in names if c)
+        if found and found not in ours:
+            return f"a unique key on {', '.join(sorted(found))} that pq does not make"
     return None
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from .. import strict_json
 from ..errors import CorruptRowError
 from ..row_states import FINISHED, LIVE, PENDING
-from ..validate import INT32_MAX, MAX_TIME
+from ..validate import INT32_MAX, MAX_TIME, QUEUE_NAME
 from .schema import (
     FOREVER,
     MAX_KEY_LENGTH,
@@ -59,6 +59,12 @@ def name(value: Any) -> str | None:
     except UnicodeEncodeError:
         return "bytes that are not UTF-8"
     return None
+
+
+def queue_name(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"{_shown(value)}, not text"
+    return None if QUEUE_NAME.fullmatch(value) else f"{_shown(value)}, not a queue name"
 
 
 def text(value: Any) -> str | None:
@@ -166,6 +172,7 @@ TASK_COLUMNS: dict[str, Check] = {
     "result": optional(json_value),
     "workflow": optional(text),  # the workflow runtime's JSON: the queue never reads into it
     "definition": optional(text),
+    "queue": queue_name,
 }
 
 SCHEDULE_COLUMNS: dict[str, Check] = {

@@ -34,7 +34,11 @@ from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: the queue of a task submitted without one, and the queue a worker given none serves
+DEFAULT_QUEUE = "default"
+#: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
+MAX_QUEUE_LENGTH = 64
 #: values of the outcome column of a finished row (skipped: a workflow step that never could run)
 OUTCOMES = ("success", "failure", "cancelled", "skipped")
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished
@@ -62,13 +66,18 @@ class ExactString(TypeDecorator):
     would collide as keys; there the column is VARBINARY holding UTF-8.
     """
 
-    impl = sa.String(MAX_KEY_LENGTH)
+    impl = sa.String
     cache_ok = True
 
+    def __init__(self, length: int = MAX_KEY_LENGTH):
+        super().__init__(length)
+        self.chars = length
+
     def load_dialect_impl(self, dialect):
+        length = self.chars
         if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(sa.VARBINARY(MAX_KEY_LENGTH * 4))
-        return dialect.type_descriptor(sa.String(MAX_KEY_LENGTH))
+            return dialect.type_descriptor(sa.VARBINARY(length * 4))
+        return dialect.type_descriptor(sa.String(length))
 
     def bind_processor(self, dialect):
         if dialect.name not in ("mysql", "mariadb"):
@@ -150,17 +159,23 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("result", _long_text(), nullable=True),
         sa.Column("workflow", _long_text(), nullable=True),
         sa.Column("definition", _long_text(), nullable=True),
+        sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False, server_default=DEFAULT_QUEUE),
         sa.UniqueConstraint("key", name=f"uq_{name}_key"),
         mysql_charset=MYSQL_CHARSET,
+        # SQLite: never a purged row's id for a new row (the wake-up probe watches the highest id)
+        sqlite_autoincrement=True,
     )
+    # Every claim reads one queue at a time: each claim index leads with (state, queue).
     # Claim: live rows, best priority first, then longest due, then submission order.
-    sa.Index(f"ix_{name}_claim", t.c.state, t.c.priority.desc(), t.c.timeout, t.c.id)
+    sa.Index(f"ix_{name}_queue", t.c.state, t.c.queue, t.c.priority.desc(), t.c.timeout, t.c.id)
     # Claims of a worker serving some task types only: the claim and user indexes per type, so
     # that such a claim reads exact ranges of its types and never a row of another type.
-    sa.Index(f"ix_{name}_type", t.c.state, t.c.type, t.c.priority.desc(), t.c.timeout, t.c.id)
-    sa.Index(f"ix_{name}_type_user", t.c.state, t.c.type, t.c.resource, t.c.timeout)
-    # Fair share: live rows of each user (heads per user, running counts).
-    sa.Index(f"ix_{name}_user", t.c.state, t.c.resource, t.c.timeout)
+    sa.Index(f"ix_{name}_qtype", t.c.state, t.c.queue, t.c.type, t.c.priority.desc(), t.c.timeout, t.c.id)
+    sa.Index(f"ix_{name}_qtype_user", t.c.state, t.c.queue, t.c.type, t.c.resource, t.c.timeout)
+    # Fair share: live rows of each user in a queue (heads per user).
+    sa.Index(f"ix_{name}_quser", t.c.state, t.c.queue, t.c.resource, t.c.timeout)
+    # Leases held: running counts per queue (exact range) and per user across queues (few rows).
+    sa.Index(f"ix_{name}_running", t.c.state, t.c.leased, t.c.queue, t.c.resource, t.c.timeout)
     # Purge of finished rows whose retention ended; kept apart from the claim range.
     sa.Index(f"ix_{name}_purge", t.c.state, t.c.timeout)
     sa.Index(f"ix_{name}_grp", t.c.grp)
@@ -168,7 +183,9 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
 
 
 #: columns each schema version added, for upgrading a table created by an older release
-ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("result", "workflow", "definition")}
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("result", "workflow", "definition"), 3: ("queue",)}
+#: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
+DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
 #: the same for the schedule table
 SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",)}
 
@@ -179,6 +196,43 @@ def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         metadata,
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("value", sa.String(255), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
+
+
+def queue_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The settings of named queues (``<table>_queues``): a row per queue an operator paused or
+    limited; a queue without a row is running and unlimited."""
+    return sa.Table(
+        f"{task_table_name}_queues",
+        metadata,
+        sa.Column("name", ExactString(MAX_QUEUE_LENGTH), primary_key=True),
+        sa.Column("paused", sa.SmallInteger(), nullable=False, server_default="0"),
+        # at most this many of its tasks hold a lease at once, across all workers (NULL: no limit)
+        sa.Column("concurrency", sa.Integer(), nullable=True),
+        # at most rate_limit starts in any rate_window seconds (NULL: no limit), per value of
+        # rate_key ('user', 'type') or for the whole queue (NULL)
+        sa.Column("rate_limit", sa.Integer(), nullable=True),
+        sa.Column("rate_window", sa.Double(), nullable=True),
+        sa.Column("rate_key", sa.String(16), nullable=True),
+        sa.Column("updated_at", sa.Double(), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
+
+
+def start_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The recent starts of rate-limited queues (``<table>_starts``): one row per task started
+    in such a queue, kept for its window, so that a claim counts the starts of the last window.
+    Its key is its only index, in the order a claim counts (no sequence: a worker needs no grant
+    beyond the table's)."""
+    return sa.Table(
+        f"{task_table_name}_starts",
+        metadata,
+        sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), primary_key=True),
+        # the value of the queue's rate_key the task had ('' for the whole queue, or no value)
+        sa.Column("rate_key", ExactString(), primary_key=True),
+        sa.Column("started_at", sa.Double(), primary_key=True),
+        sa.Column("task_id", _id_type(), primary_key=True, autoincrement=False),
         mysql_charset=MYSQL_CHARSET,
     )
 

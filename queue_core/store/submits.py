@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from ..row_states import LIVE
 from .database import Database
-from .schema import FOREVER
+from .schema import DEFAULT_QUEUE, FOREVER
 from .transitions import task_where
 
 
@@ -31,6 +31,7 @@ class NewTask:
     state: int = LIVE  # or PENDING: inserted not claimable (a workflow step waiting on parents)
     workflow: str | None = None  # JSON bookkeeping of the workflow runtime (see schema.py)
     definition: str | None = None  # a workflow run row's DAG snapshot (JSON)
+    queue: str = DEFAULT_QUEUE
 
 
 class TaskSubmits:
@@ -64,6 +65,7 @@ class TaskSubmits:
             "grp": task.group,
             "workflow": task.workflow,
             "definition": task.definition,
+            "queue": task.queue,
         }
 
     def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
@@ -78,7 +80,11 @@ class TaskSubmits:
             chunk = tasks[i : i + 500]
             rows = [self._row(x, now) for x in chunk]
             n = self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
-            if n < len(rows) and self._purge_keys(conn, [x.key for x in chunk], now):
+            if n < len(rows):
+                # Keys taken: free those whose finished row's retention ended, and insert again
+                # (also when another transaction's cleanup purged them first: PostgreSQL's
+                # snapshot showed them, its INSERT sees them gone).
+                self._purge_keys(conn, [x.key for x in chunk], now)
                 n += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
             inserted += n
         if inserted and self.channel and any(x.run_at <= now for x in tasks):

@@ -11,6 +11,7 @@ precondition (states, lease token, due time) is in its WHERE clause.
 from __future__ import annotations
 
 import builtins
+import copy
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,18 @@ from ..errors import DatabaseError
 from ..row_states import FINISHED, LIVE, PENDING
 from .base import VersionedTables
 from .database import Database
-from .schema import ADDED_COLUMNS, FOREVER, SCHEMA_VERSION, meta_table, task_table
+from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
+from .schema import (
+    ADDED_COLUMNS,
+    DEFAULT_QUEUE,
+    DROPPED_INDEXES,
+    FOREVER,
+    SCHEMA_VERSION,
+    meta_table,
+    queue_table,
+    start_table,
+    task_table,
+)
 from .screen import ClaimScreen
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
 from .task_changes import TaskChanges
@@ -55,28 +67,65 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTables):
+class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
     added_columns = ADDED_COLUMNS
+    dropped_indexes = DROPPED_INDEXES
+    #: what the claim reads of this store are limited to: every queue here, one in :meth:`in_queue`'s views
+    scope: Any = sa.true()
     kind = "a pq queue table"
 
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
         self.t = task_table(metadata, table)
+        self.queues_t = queue_table(metadata, table)
+        self.starts_t = start_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
+        self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
+        self._claim_reads()
+        self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
+
+    def _claim_reads(self) -> None:
+        """The statements every claim runs, in this store's :attr:`scope`."""
         # The highest priority of live rows: ORDER BY ... LIMIT 1 in index order (MariaDB
         # answers MAX() over a descending index column with a scan).
-        self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
-        self._top_level = (
-            sa.select(self.t.c.priority).where(self.t.c.state == LIVE).order_by(self.t.c.priority.desc()).limit(1)
-        )
+        self._top_level = sa.select(self.t.c.priority).where(self._live()).order_by(self.t.c.priority.desc()).limit(1)
         due_user = sa.select(self.t.c.resource).where(
-            self.t.c.state == LIVE, self.t.c.resource.is_not(None), self.t.c.timeout <= sa.bindparam("now")
+            self._live(self.t.c.resource.is_not(None), self.t.c.timeout <= sa.bindparam("now"))
         )
         self._user_and_top = sa.select(due_user.limit(1).scalar_subquery(), self._top_level.scalar_subquery())
-        self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
+
+    def _live(self, *more):
+        """Live rows of this store's :attr:`scope` (and ``more``): the claim reads nothing else."""
+        return sa.and_(self.t.c.state == LIVE, self.scope, *more)
+
+    def in_queue(self, name: str) -> TaskStore:
+        """This store with its claim reads limited to the queue ``name`` (a view sharing its
+        database and tables; kept, a claim reads the same queues at every poll)."""
+        views = self.__dict__.setdefault("_views", {})
+        view = views.get(name)
+        if view is None:
+            if len(views) >= 256:
+                views.clear()
+            view = copy.copy(self)
+            for own in ("_views", "_probe_cache"):
+                view.__dict__.pop(own, None)
+            view.scope = self.t.c.queue == name
+            view._claim_reads()
+            views[name] = view
+        return view
+
+    @property
+    def retention_time(self) -> float:
+        """How long a row the claim ends is kept (the queue sets its config's retention_time)."""
+        return self.__dict__.get("_retention_time", 300.0)
+
+    @retention_time.setter
+    def retention_time(self, seconds: float) -> None:
+        self._retention_time = seconds
+        self.__dict__.pop("_views", None)  # views copied the old value
 
     @property
     def channel(self) -> str | None:
@@ -86,6 +135,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
     @channel.setter
     def channel(self, name: str | None) -> None:
         self._channel = name
+        self.__dict__.pop("_views", None)  # views copied the old channel
         self._insert_one_due = self.db.dialect.insert_one(self.t, "key", name)  # tells the listeners
         self._insert_one_later = self.db.dialect.insert_one(self.t, "key", None)
 
@@ -119,10 +169,14 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         lost: list[Settled] | None = None,
         also=None,
         types: Sequence[str] | None = None,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
     ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
-        ``types``: lease only rows of these task types (exact, validated strings); None: any.
+        ``queues``: the queues to lease from, best first (a queue's tasks are taken before the
+        next queue's; paused ones are passed over, limited ones give at most their free slots:
+        ``store/queues.py``). ``types``: lease only rows of these task types (exact, validated
+        strings); None: any.
 
         Settling the previous batch together with the next claim makes a drain cost one
         transaction per batch instead of two per task, with the same fencing as ``finish``:
@@ -146,7 +200,13 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
                 also(conn)
             if self.db.last_run_retried() and (mine := self._leased_under(conn, token, now + alive_time)):
                 return mine, 0
-            return self._claim(conn, n, alive_time, now, owner, types, token) if n else ([], 0)
+            if not n:
+                return [], 0
+
+            def claim_one(view, room, behind):
+                return view._claim(conn, room, alive_time, now, owner, types, token, behind)
+
+            return self._claim_queues(conn, n, now, queues, claim_one)
 
         for _ in range(4):
             token = new_token()
@@ -216,14 +276,17 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
-    def _claim(self, conn, n, alive_time, now, owner, types, token) -> tuple[list[dict], int]:
+    def _claim(self, conn, n, alive_time, now, owner, types, token, behind=False) -> tuple[list[dict], int, bool]:
+        """Lease up to ``n`` due rows of this store's scope (a queue); returns them, how many
+        picked rows the claim ended instead, and whether the batch was cut before a row with
+        ``max_attempts`` (``behind``: other rows come first in the batch)."""
         t = self.t
         tops: dict | None = None  # the best level of each type ({None: level}: of any type)
         if types is not None:  # from here on, only the types that have live rows
             tops = self._live_tops(conn, types)
             types = sorted(tops)
             if not types:
-                return [], 0
+                return [], 0, False
         user_types = self._with_due_users(conn, types, now)
         if types is None:  # one round trip for both: is any user due, and the best level
             some_user, top = conn.execute(self._user_and_top, {"now": now}).one()
@@ -236,9 +299,10 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         else:
             picked = self._pick_userless(conn, n, now, lock=True, types=types, tops=tops)
         if not picked:
-            return [], 0
+            return [], 0, False
         deliver, consumed = self._screen(conn, picked, now)
-        deliver = policy.limited_first(deliver)
+        screened = len(deliver)
+        deliver = policy.limited_first(deliver, behind=behind)
         if deliver:
             expires = now + alive_time
             ids = [r["id"] for r in deliver]
@@ -266,7 +330,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
                     started_at=now,
                     owner=owner[:255],
                 )
-        return deliver, consumed
+        return deliver, consumed, len(deliver) < screened
 
     def _pick_userless(
         self, conn, n: int, now: float, lock: bool, types: list[str] | None = None, tops: dict | None = None
@@ -308,7 +372,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         def due(*cols):
             stmt = (
                 sa.select(*cols)
-                .where(t.c.state == LIVE, t.c.priority == level, t.c.timeout <= now, t.c.resource.is_(None))
+                .where(self._live(t.c.priority == level, t.c.timeout <= now, t.c.resource.is_(None)))
                 .order_by(t.c.timeout, t.c.id)
                 .limit(need)
             )
@@ -329,7 +393,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         t = self.t
         stmt = (
             sa.select(t.c.resource)
-            .where(t.c.state == LIVE, t.c.resource.is_not(None), t.c.timeout <= now)
+            .where(self._live(t.c.resource.is_not(None), t.c.timeout <= now))
             .group_by(t.c.resource)
         )
         return list(dict.fromkeys(r[0] for r in self._rows_of_types(conn, stmt, types)))
@@ -341,11 +405,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         for i in range(0, len(users), 500):
             stmt = (
                 sa.select(t.c.resource, sa.func.count())
-                .where(
-                    t.c.state == LIVE,
-                    t.c.resource.in_(users[i : i + 500]),
-                    lease_counted(t, now),
-                )
+                .where(t.c.state == LIVE, t.c.leased == 1, t.c.resource.in_(users[i : i + 500]), lease_counted(t, now))
                 .group_by(t.c.resource)
             )
             counts.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
@@ -367,7 +427,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
             .label("rn")
         )
         due = t.c.timeout <= now if types is None else self.db.dialect.likely(t.c.timeout <= now)
-        heads = sa.select(t, rn).where(t.c.state == LIVE, t.c.resource.is_not(None), due)
+        heads = sa.select(t, rn).where(self._live(t.c.resource.is_not(None), due))
 
         def per_user(stmt):
             inner = stmt.subquery()
@@ -416,6 +476,7 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
         type=None,
         user=None,
         group=None,
+        queue=None,
         limit=None,
         now: float,
         after_id: int | None = None,
@@ -432,6 +493,8 @@ class TaskStore(TaskSubmits, TaskChanges, ClaimScreen, TypedReads, VersionedTabl
             stmt = stmt.where(t.c.resource == user)
         if group is not None:
             stmt = stmt.where(t.c.grp == group)
+        if queue is not None:
+            stmt = stmt.where(t.c.queue == queue)
         if after_id is not None:
             stmt = stmt.where(t.c.id > after_id)
         if limit is not None:

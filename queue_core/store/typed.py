@@ -18,7 +18,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..row_states import LIVE
 from .database import Database
 
 log = logging.getLogger("queue_core.store")
@@ -34,6 +33,7 @@ class TypedReads:
     db: Database
     name: str
     _top_level: sa.Select
+    _live: Callable[..., Any]  # live rows of the store's scope (one queue)
     missing_indexes: Callable[[sa.Connection], set[str]]
     _type_indexes: bool | None = None  # whether the table has them (looked up once)
 
@@ -88,9 +88,7 @@ class TypedReads:
 
     def _probe_top(self, type_: str):
         t = self.t
-        return (
-            sa.select(t.c.priority).where(t.c.state == LIVE, t.c.type == type_).order_by(t.c.priority.desc()).limit(1)
-        )
+        return sa.select(t.c.priority).where(self._live(t.c.type == type_)).order_by(t.c.priority.desc()).limit(1)
 
     def _probe_below(self, type_: str):
         return self._probe_top(type_).where(self.t.c.priority < sa.bindparam("below"))
@@ -98,22 +96,19 @@ class TypedReads:
     def _probe_users(self, type_: str):
         t = self.t
         due = self.db.dialect.likely(t.c.timeout <= sa.bindparam("now"))
-        return (
-            sa.select(sa.literal(1))
-            .where(t.c.state == LIVE, t.c.type == type_, t.c.resource.is_not(None), due)
-            .limit(1)
-        )
+        return sa.select(sa.literal(1)).where(self._live(t.c.type == type_, t.c.resource.is_not(None), due)).limit(1)
 
     def _probe_due(self, type_: str):
         t = self.t
         return (
             sa.select(sa.literal(1))
             .where(
-                t.c.state == LIVE,
-                t.c.type == type_,
-                t.c.priority == sa.bindparam("level"),
-                t.c.timeout <= sa.bindparam("now"),
-                t.c.resource.is_(None),
+                self._live(
+                    t.c.type == type_,
+                    t.c.priority == sa.bindparam("level"),
+                    t.c.timeout <= sa.bindparam("now"),
+                    t.c.resource.is_(None),
+                )
             )
             .limit(1)
         )
@@ -124,7 +119,7 @@ class TypedReads:
         t = self.t
 
         def first(*after):
-            return self._typed(sa.select(t.c.type).where(t.c.state == LIVE, *after).order_by(t.c.type).limit(1))
+            return self._typed(sa.select(t.c.type).where(self._live(*after)).order_by(t.c.type).limit(1))
 
         live = sa.select(first().scalar_subquery().label("type")).cte("live_types", recursive=True)
         after = sa.select(first(t.c.type > live.c.type).scalar_subquery()).where(live.c.type.is_not(None))
@@ -153,13 +148,15 @@ class TypedReads:
         if not self._type_indexes:
             return stmt
         name = self.t.name
-        return self.db.dialect.avoid_indexes(stmt, self.t, [f"ix_{name}_{x}" for x in ("claim", "user", "purge")])
+        return self.db.dialect.avoid_indexes(
+            stmt, self.t, [f"ix_{name}_{x}" for x in ("queue", "quser", "running", "purge")]
+        )
 
     def _check_type_indexes(self, conn) -> None:
         """Once per store: a table made by an earlier release lacks the type indexes until
         ``init`` adds them; meanwhile limited claims are right, but read other types' rows."""
         if self._type_indexes is None:
-            wanted = {f"ix_{self.name}_type", f"ix_{self.name}_type_user"}
+            wanted = {f"ix_{self.name}_qtype", f"ix_{self.name}_qtype_user"}
             self._type_indexes = not wanted & self.missing_indexes(conn)
             if not self._type_indexes:
                 log.warning(

@@ -61,6 +61,11 @@ def url_for(server_url: str, user: str, password: str, database: str | None = No
         hide_password=False)
 
 
+def queue_tables(table: str) -> list[str]:
+    """A queue table and the tables ``init`` makes beside it: every one a worker uses."""
+    return [table, f"{table}_meta", f"{table}_queues", f"{table}_starts"]
+
+
 @contextmanager
 def account(backend: str, server: str, tables: Sequence[str], privileges: str, *, read_only: bool = False,
             sequences: Sequence[str] = ()) -> Iterator[tuple[str, str]]:

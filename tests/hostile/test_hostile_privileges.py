@@ -43,8 +43,8 @@ def _cli(*args):
 
 
 def account(backend: str, server: str, table: str, privileges: str, *, read_only: bool = False):
-    """A fresh account with ``privileges`` on ``table`` and its meta table; its URL and password."""
-    return db_admin.account(backend, server, [table, f"{table}_meta"], privileges, read_only=read_only,
+    """A fresh account with ``privileges`` on ``table`` and the tables beside it; its URL and password."""
+    return db_admin.account(backend, server, db_admin.queue_tables(table), privileges, read_only=read_only,
                             sequences=[f"{table}_id_seq"])
 
 

@@ -10,7 +10,6 @@ default character set (latin1 on older servers).
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 import sqlalchemy as sa
@@ -22,21 +21,6 @@ pytestmark = pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 
 T0 = 1_700_000_000.0
 EMOJI = {"emoji": "\U0001F600 ok", "greek": "αβγ"}
-
-
-@pytest.fixture
-def latin1_url(db_url):
-    """A database of its own whose default character set is latin1 (dropped afterwards)."""
-    name = f"qtest_latin1_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(db_url)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET latin1")
-    try:
-        yield sa.engine.make_url(db_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE {name}")
-        admin.dispose()
 
 
 def test_tables_made_in_a_latin1_database_hold_every_character(latin1_url):

@@ -397,7 +397,7 @@ def test_a_limited_tasks_success_is_written_at_once():
 
 
 # -- the module itself --------------------------------------------------------------------------
-PURE = {"__future__", "collections.abc", "dataclasses", "enum", "typing", "json", "math"}
+PURE = {"__future__", "collections.abc", "dataclasses", "enum", "typing", "json", "math", "re"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,0 +1,205 @@
+"""Named queues (store layer), mixed into :class:`~queue_core.store.tasks.TaskStore`: the walk of a
+claim over the queues a worker serves, and the settings operators give a queue (pause, limits).
+
+Every task row names its queue (column ``queue``); a claim reads one queue at a time, each an
+exact range of the indexes that lead with ``(state, queue)``. The settings live in
+``<table>_queues``, a row per queue an operator paused or limited; a queue without a row runs,
+unlimited. A claim reads the settings of the queues it serves in its own transaction, so a pause
+or a limit holds from the next claim of every worker on every host.
+
+A queue's concurrency limit is the ``max_running`` rule of users applied to a queue
+(:func:`queue_core.policy.free_slots`): its live leases counted under a lock, so that two claims
+cannot both take its last slot. The lock is the queue's settings row, taken by the claims that
+serve a limited queue (in name order, before any other lock of the claim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from .. import policy
+from ..row_states import FINISHED, LIVE, PENDING
+from .database import Database
+from .transitions import lease_counted, lease_held
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """What an operator set for a queue (a queue without a settings row: the defaults)."""
+
+    name: str
+    paused: bool = False
+    concurrency: int | None = None
+    rate_limit: int | None = None
+    rate_window: float | None = None
+    rate_key: str | None = None
+    updated_at: float | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether a claim must count under the queue's lock before it leases."""
+        return self.concurrency is not None or self.rate_limit is not None
+
+
+def _settings(row: Any) -> QueueSettings:
+    return QueueSettings(
+        name=row.name,
+        paused=bool(row.paused),
+        concurrency=row.concurrency,
+        rate_limit=row.rate_limit,
+        rate_window=row.rate_window,
+        rate_key=row.rate_key,
+        updated_at=row.updated_at,
+    )
+
+
+#: the statuses :meth:`NamedQueues.queue_counts` counts
+QUEUE_STATUSES = ("waiting", "running", "pending", "finished")
+
+
+class NamedQueues:
+    """Needs ``t`` (the task table), ``queues_t`` (the settings table) and ``db``."""
+
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    queues_t: sa.Table
+    db: Database
+
+    # -- the claim's walk ----------------------------------------------------------------
+    def _claim_queues(self, conn, n: int, now: float, queues: Sequence[str], claim_one) -> tuple[list[dict], int]:
+        """Up to ``n`` rows from ``queues`` in that order, each queue's through
+        ``claim_one(view, room, behind)`` (``behind``: rows of earlier queues are in the batch);
+        paused queues are passed over, a limited one gives at most its free slots."""
+        settings = self.settings_in(conn, queues, lock=True)
+        delivered: list[dict] = []
+        consumed = 0
+        for name in queues:
+            room = self._room(conn, settings.get(name), n - len(delivered), now)
+            if room <= 0:
+                continue
+            rows, ended, cut = claim_one(self.in_queue(name), room, bool(delivered))  # type: ignore[attr-defined]
+            delivered += rows
+            consumed += ended
+            if cut or len(delivered) >= n:
+                break
+        return delivered, consumed
+
+    def _room(self, conn, settings: QueueSettings | None, want: int, now: float) -> int:
+        """How many tasks the claim may take from a queue: ``want``, none while it is paused, at
+        most its free slots under a concurrency limit."""
+        if settings is None:
+            return want
+        if settings.paused:
+            return 0
+        if settings.concurrency is not None:
+            want = min(want, policy.free_slots(settings.concurrency, self.running_in(conn, settings.name, now)))
+        return want
+
+    def running_in(self, conn, name: str, now: float) -> int:
+        """The leases held in queue ``name`` that count towards its limit (an exact range of
+        the running index)."""
+        t = self.t
+        stmt = sa.select(sa.func.count()).where(
+            t.c.state == LIVE, t.c.leased == 1, t.c.queue == name, lease_counted(t, now)
+        )
+        return int(conn.execute(stmt).scalar() or 0)
+
+    # -- settings ------------------------------------------------------------------------
+    def settings_in(self, conn, names: Sequence[str], lock: bool = False) -> dict[str, QueueSettings]:
+        """The settings rows of ``names`` (absent: defaults); with ``lock``, the rows of the
+        limited ones are locked, in name order, until the transaction ends."""
+        q = self.queues_t
+        rows = {r.name: _settings(r) for r in conn.execute(sa.select(q).where(q.c.name.in_(list(names))))}
+        limited = sorted(name for name, s in rows.items() if s.limited)
+        if lock and limited:
+            stmt = sa.select(q).where(q.c.name.in_(limited)).order_by(q.c.name)
+            rows.update({r.name: _settings(r) for r in conn.execute(self.db.dialect.lock_rows(stmt))})
+        return rows
+
+    def all_settings(self) -> dict[str, QueueSettings]:
+        q = self.queues_t
+        return self.db.run(
+            lambda c: {r.name: _settings(r) for r in c.execute(sa.select(q))}, write=False, what="queue settings"
+        )
+
+    def set_paused(self, name: str, paused: bool, now: float) -> QueueSettings:
+        """Pause queue ``name`` (no claim leases its tasks) or resume it; returns its settings."""
+        return self._write_settings(name, now, {"paused": 1 if paused else 0}, f"pause queue {name}")
+
+    def set_limits(
+        self,
+        name: str,
+        now: float,
+        *,
+        concurrency: int | None,
+        rate_limit: int | None,
+        rate_window: float | None,
+        rate_key: str | None,
+    ) -> QueueSettings:
+        """Set (None: lift) the concurrency and rate limits of queue ``name``; returns its settings."""
+        limits = {
+            "concurrency": concurrency,
+            "rate_limit": rate_limit,
+            "rate_window": rate_window,
+            "rate_key": rate_key,
+        }
+        return self._write_settings(name, now, limits, f"limit queue {name}")
+
+    def _write_settings(self, name: str, now: float, values: dict[str, Any], what: str) -> QueueSettings:
+        """Write ``values`` to the settings row of queue ``name``, made first if it has none."""
+        q = self.queues_t
+
+        def work(conn):
+            found = conn.execute(self.db.dialect.lock_rows(sa.select(q.c.name).where(q.c.name == name))).first()
+            if found is None:
+                conn.execute(self.db.dialect.insert_if_absent(q, "name").values(name=name, updated_at=now))
+            conn.execute(sa.update(q).where(q.c.name == name).values(updated_at=now, **values))
+            return _settings(conn.execute(sa.select(q).where(q.c.name == name)).one())
+
+        return self.db.run(work, what=what)
+
+    def known_queue(self, name: str) -> bool:
+        """Whether queue ``name`` has settings or tasks (any state)."""
+        t, q = self.t, self.queues_t
+
+        def read(conn):
+            if conn.execute(sa.select(q.c.name).where(q.c.name == name)).first() is not None:
+                return True
+            # through the claim index per state: no scan of other queues' rows
+            return any(
+                conn.execute(sa.select(t.c.id).where(t.c.state == state, t.c.queue == name).limit(1)).first()
+                for state in (LIVE, FINISHED, PENDING)
+            )
+
+        return self.db.run(read, write=False, what="look up queue")
+
+    def queue_counts(self, now: float) -> dict[str, dict[str, float]]:
+        """Per queue that has rows: its rows by status (``waiting``, ``running``, ``pending``,
+        ``finished``) and ``oldest_due``, the earliest due time of its waiting rows that are due
+        (None: none is). One read of the whole table: an operator's question, not a claim's."""
+        t = self.t
+        held = lease_held(t, now)
+        status = sa.case(
+            (t.c.state == FINISHED, "finished"),
+            (t.c.state == PENDING, "pending"),
+            (sa.and_(t.c.state == LIVE, held), "running"),
+            (t.c.state == LIVE, "waiting"),
+            else_="corrupt state",
+        ).label("status")
+        due = sa.case((sa.and_(t.c.state == LIVE, sa.not_(held), t.c.timeout <= now), t.c.timeout), else_=None)
+        stmt = sa.select(t.c.queue, status, sa.func.count(), sa.func.min(due)).group_by(t.c.queue, status)
+
+        def read(conn):
+            out: dict[str, dict[str, Any]] = {}
+            for queue, st, count, oldest in conn.execute(stmt):
+                per = out.setdefault(queue, {**dict.fromkeys(QUEUE_STATUSES, 0), "oldest_due": None})
+                per[st] = per.get(st, 0) + int(count)
+                if oldest is not None:
+                    per["oldest_due"] = oldest if per["oldest_due"] is None else min(per["oldest_due"], oldest)
+            return out
+
+        return self.db.run(read, write=False, what="queue counts")

@@ -1,0 +1,205 @@
+"""Named queues on the three databases: a task belongs to one queue, a claim reads the queues it
+serves in order (strict or weighted), a paused queue hands out nothing, a queue's concurrency limit
+is never exceeded; the fair share and the other claim rules hold inside and across queues."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sqlalchemy as sa
+
+import queue_core
+from queue_core import policy
+from queue_core.errors import ConfigError, ValidationError
+
+T0 = 1_700_000_000.0
+
+
+def keys(tasks) -> list[str]:
+    return [t.key for t in tasks]
+
+
+def limit(queue, name, concurrency):
+    queue.store.set_limits(name, T0, concurrency=concurrency, rate_limit=None, rate_window=None, rate_key=None)
+
+
+def submit(queue, key, queue_name="default", **opts):
+    queue.submit(key, "t", {}, queue=queue_name, now=opts.pop("now", T0 - 10), **opts)
+
+
+def test_a_task_is_leased_only_by_a_claim_serving_its_queue(queue):
+    submit(queue, "b1", "billing")
+    submit(queue, "d1")
+    assert keys(queue.poll_multi(10, now=T0)) == ["d1"]  # the default: the queue "default" only
+    assert queue.poll_multi(10, now=T0, queues="reports") == []
+    got = queue.poll_multi(10, now=T0, queues=["billing"])
+    assert keys(got) == ["b1"] and got[0].queue_name == "billing"
+    assert queue["b1"].metadata(now=T0).queue_name == "billing"
+
+
+def test_strict_order_takes_a_queue_before_the_next_whatever_their_priorities(queue):
+    submit(queue, "low-urgent", "low", priority=100, now=T0 - 1000)
+    submit(queue, "crit-1", "critical", now=T0 - 1)
+    submit(queue, "crit-2", "critical", now=T0 - 2)
+    submit(queue, "def-1", now=T0 - 50)
+    order = "critical,default,low"
+    assert keys(queue.poll_multi(2, now=T0, queues=order)) == ["crit-2", "crit-1"]
+    # a batch larger than the first queue fills from the next ones, in order
+    assert keys(queue.poll_multi(5, now=T0, queues=order)) == ["def-1", "low-urgent"]
+
+
+def test_an_empty_or_future_queue_never_blocks_the_next(queue):
+    submit(queue, "later", "critical", run_at=T0 + 3600)
+    submit(queue, "now", "default")
+    assert keys(queue.poll_multi(1, now=T0, queues="critical,default")) == ["now"]
+
+
+def test_priorities_and_due_times_order_tasks_inside_a_queue(queue):
+    for i, prio in enumerate([0, 5, 0, 5]):
+        submit(queue, f"k{i}", "q", priority=prio, now=T0 - 100 + i)
+    assert keys(queue.poll_multi(4, now=T0, queues="q")) == ["k1", "k3", "k0", "k2"]
+
+
+def test_weighted_order_follows_the_weights(queue):
+    for i in range(300):
+        for q in ("a", "b"):
+            submit(queue, f"{q}{i}", q)
+    queue.rng = random.Random(7)
+    firsts = [queue.poll_multi(1, now=T0, queues="a=3,b=1")[0].queue_name for _ in range(200)]
+    share = firsts.count("a") / len(firsts)
+    assert 0.65 < share < 0.85, share  # 3:1 -> 0.75
+
+
+def test_weighted_order_is_a_pure_function_of_the_draws():
+    class Draws:
+        def __init__(self, *values):
+            self.values = list(values)
+
+        def random(self):
+            return self.values.pop(0)
+
+    assert policy.queue_order(["a", "b", "c"], None, Draws()) == ["a", "b", "c"]
+    # weights 5, 3, 1 (total 9): 0.6 * 9 = 5.4 falls in b's share; then a, c (total 6): 0.9 * 6 = 5.4 in c's
+    assert policy.queue_order(["a", "b", "c"], [5, 3, 1], Draws(0.6, 0.9, 0.0)) == ["b", "c", "a"]
+    assert policy.queue_order(["a", "b"], [1, 1], Draws(0.0, 0.0)) == ["a", "b"]
+    counts = {"a": 0, "b": 0, "c": 0}
+    rng = random.Random(1)
+    for _ in range(9000):
+        counts[policy.queue_order(["a", "b", "c"], [5, 3, 1], rng)[0]] += 1
+    assert abs(counts["a"] - 5000) < 300 and abs(counts["b"] - 3000) < 300 and abs(counts["c"] - 1000) < 200
+
+
+def test_a_paused_queue_hands_out_nothing_and_takes_submits(queue):
+    submit(queue, "b1", "billing")
+    queue.store.set_paused("billing", True, T0)
+    submit(queue, "b2", "billing")  # submits still succeed
+    submit(queue, "d1")
+    assert keys(queue.poll_multi(10, now=T0, queues="billing,default")) == ["d1"]
+    queue.store.set_paused("billing", False, T0)
+    assert sorted(keys(queue.poll_multi(10, now=T0, queues="billing"))) == ["b1", "b2"]
+
+
+def test_a_concurrency_limit_caps_the_leases_of_a_queue_across_claims(queue):
+    for i in range(10):
+        submit(queue, f"k{i}", "api")
+    limit(queue, "api", 3)
+    first = queue.poll_multi(2, now=T0, queues="api")
+    second = queue.poll_multi(10, now=T0, queues="api")
+    assert len(first) == 2 and len(second) == 1
+    assert queue.poll_multi(10, now=T0, queues="api") == []
+    first[0].finish(now=T0)
+    assert len(queue.poll_multi(10, now=T0, queues="api")) == 1
+    # an expired lease no longer holds a slot (its holder is taken for dead)
+    later = T0 + queue.config["alive_time"] + 1
+    assert len(queue.poll_multi(10, now=later, queues="api")) == 3
+
+
+def test_a_limited_queue_lets_the_batch_fill_from_the_next_queue(queue):
+    for i in range(4):
+        submit(queue, f"api{i}", "api")
+        submit(queue, f"d{i}")
+    limit(queue, "api", 1)
+    got = queue.poll_multi(3, now=T0, queues="api,default")
+    assert [t.queue_name for t in got] == ["api", "default", "default"]
+
+
+def test_a_users_cap_counts_its_running_tasks_in_every_queue(queue):
+    submit(queue, "a1", "a", user="acme", max_running=2)
+    submit(queue, "b1", "b", user="acme", max_running=2)
+    submit(queue, "b2", "b", user="acme", max_running=2)
+    assert keys(queue.poll_multi(5, now=T0, queues="a")) == ["a1"]
+    assert len(queue.poll_multi(5, now=T0, queues="b")) == 1  # acme holds 2 now
+
+
+def test_a_task_with_max_attempts_is_only_first_in_its_batch_across_queues(queue):
+    submit(queue, "d1")
+    submit(queue, "limited", "second", max_attempts=3)
+    got = queue.poll_multi(5, now=T0, queues="default,second")
+    assert keys(got) == ["d1"]
+    assert keys(queue.poll_multi(5, now=T0, queues="default,second")) == ["limited"]
+
+
+def test_types_and_queues_together(queue):
+    queue.submit("x1", "invoice", {}, queue="billing", now=T0)
+    queue.submit("x2", "email", {}, queue="billing", now=T0)
+    queue.submit("x3", "invoice", {}, now=T0)
+    got = queue.poll_multi(5, now=T0, queues="billing", types=["invoice"])
+    assert keys(got) == ["x1"]
+
+
+@pytest.mark.parametrize(
+    ("queues", "message"),
+    [
+        ("", "not a queue name"),
+        ("a,,b", "not a queue name"),
+        ("a b", "not a queue name"),
+        ("a=3,b", "every queue a weight or none"),
+        ("a=x", "not a whole number"),
+        ("a=0", "at least 1"),
+        ("a,a", "names a queue twice"),
+        ("-a", "not a queue name"),
+        ("x" * 65, "not a queue name"),
+        ("<script>", "not a queue name"),
+    ],
+)
+def test_bad_queue_lists_are_refused(queue, queues, message):
+    with pytest.raises(ValidationError, match=message):
+        queue.poll_multi(1, now=T0, queues=queues)
+
+
+@pytest.mark.parametrize("name", ["", "a b", "a,b", "a=1", "x" * 65, "\x00", 5, None, "é"])
+def test_bad_queue_names_are_refused_at_submit(queue, name):
+    with pytest.raises(ValidationError):
+        queue.submit("k", "t", {}, queue=name, now=T0)
+    assert not queue["k"].exists()
+
+
+def test_the_config_names_the_queues_a_worker_serves(db_url, table_name, queue):
+    submit(queue, "b1", "billing")
+    submit(queue, "d1")
+    with queue_core.open(db_url, table_name, clock=queue.clock, queues="billing") as q:
+        assert keys(q.poll_multi(5, now=T0)) == ["b1"]
+    with pytest.raises(ConfigError, match="config queues"):
+        queue_core.open(db_url, table_name, queues="a=1,b")
+
+
+def test_init_upgrades_a_version_2_table_to_named_queues(queue):
+    """A table of the release before named queues: init adds the queue column (existing rows in
+    the queue "default"), the settings and start tables, and replaces the claim indexes."""
+    from conftest import downgrade
+
+    queue.submit("old", "t", {"a": 1}, now=T0)
+    store = queue.store
+    downgrade(store, ("queue",), 2)
+    assert store.schema_version() == 2
+    queue.init()
+    assert store.schema_version() == 3
+    with queue.db.engine.connect() as conn:
+        names = {ix["name"] for ix in sa.inspect(conn).get_indexes(queue.table)}
+        assert sa.inspect(conn).has_table(f"{queue.table}_queues")
+    assert {f"ix_{queue.table}_{x}" for x in ("queue", "qtype", "qtype_user", "quser", "running")} <= names
+    assert not {f"ix_{queue.table}_{x}" for x in ("claim", "type", "type_user", "user")} & names
+    assert queue["old"].metadata(now=T0).queue_name == "default"
+    assert keys(queue.poll_multi(5, now=T0)) == ["old"]
+    queue.init()  # idempotent
