@@ -31,6 +31,7 @@ from .errors import (
     ProcessStopError,
     SchemaError,
     TaskError,
+    TaskRunningError,
     UndefinedDecisionError,
     ValidationError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Runner",
     "AccessDeniedError",
     "OutcomeUnknownError",
+    "TaskRunningError",
     "AcquiredTask",
     "AlreadyExistsError",
     "AlreadyFinishedError",

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from .cli_queues import COMMANDS as QUEUE_COMMANDS
+from .cli_queues import QUEUE
 from .clikit.exits import EXIT_CODES_HELP, CLIError
 from .clikit.group import PQGroup, main_wrapper
 from .clikit.options import common_options
@@ -20,7 +22,19 @@ from .clikit.worker_command import run_worker_command, worker_options
 from .queue import STATUSES
 
 PROG = "perfectqueue"
-LIST_COLUMNS = ["key", "type", "user", "status", "outcome", "priority", "attempts", "run_at", "created_at", "error"]
+LIST_COLUMNS = [
+    "key",
+    "queue",
+    "type",
+    "user",
+    "status",
+    "outcome",
+    "priority",
+    "attempts",
+    "run_at",
+    "created_at",
+    "error",
+]
 TIME_FIELDS = ("created_at", "run_at", "timeout", "started_at", "finished_at")
 
 
@@ -62,6 +76,7 @@ def init(force: bool) -> None:
 @click.option("-t", "--run-at", metavar="TIME", help="Do not run before TIME (epoch seconds or ISO 8601 with offset).")
 @click.option("--priority", type=STRICT_INT, default=0, show_default=True, metavar="P", help="Higher runs first.")
 @click.option("--max-attempts", type=STRICT_INT, metavar="N", help="Fail the task after N failed attempts.")
+@click.option("-q", "--queue", "queue_name", type=QUEUE, default="default", show_default=True, help="Its queue.")
 @common_options
 def submit(
     key: str,
@@ -72,6 +87,7 @@ def submit(
     run_at: str | None,
     priority: int,
     max_attempts: int | None,
+    queue_name: str,
 ) -> None:
     """Add a task; DATA is a JSON object (default {}, @FILE reads a file, - reads stdin)."""
     payload = parse_json_object(data) if data is not None else {}
@@ -86,6 +102,7 @@ def submit(
             run_at=when,
             priority=priority,
             max_attempts=max_attempts,
+            queue=queue_name,
         )
         click.echo(task.key)
 
@@ -94,6 +111,7 @@ def submit(
 @click.option("--status", type=click.Choice(STATUSES), help="Only tasks with this status.")
 @click.option("--type", "task_type", metavar="T", help="Only tasks of this type.")
 @click.option("--user", metavar="U", help="Only tasks of this user.")
+@click.option("-q", "--queue", "queue_name", type=QUEUE, help="Only tasks of this queue.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="At most N tasks.")
 @click.option(
     "--format",
@@ -104,16 +122,19 @@ def submit(
     help="json includes every field, data too.",
 )
 @common_options
-def list_cmd(status: str | None, task_type: str | None, user: str | None, limit: int | None, fmt: str) -> None:
+def list_cmd(
+    status: str | None, task_type: str | None, user: str | None, queue_name: str | None, limit: int | None, fmt: str
+) -> None:
     """List tasks (oldest first)."""
     with open_queue(settings()) as q:
-        tasks = list(q.list(status=status, type=task_type, user=user, limit=limit))
+        tasks = list(q.list(status=status, type=task_type, user=user, queue=queue_name, limit=limit))
     if fmt == "json":
         print_json([_plain(m) for m in tasks])
         return
     rows = [
         {
             "key": m.key,
+            "queue": m.queue_name,
             "type": m.type,
             "user": m.user,
             "status": m.status,
@@ -163,11 +184,12 @@ def show(key: str, fmt: str) -> None:
 
 @cli.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("-q", "--queue", "queue_name", type=QUEUE, help="Only tasks of this queue.")
 @common_options
-def stats(fmt: str) -> None:
+def stats(fmt: str, queue_name: str | None) -> None:
     """Count tasks by status, type and outcome."""
     with open_queue(settings()) as q:
-        st = q.stats()
+        st = q.stats(queue=queue_name)
     if fmt == "json":
         print_json(st)
         return
@@ -213,6 +235,9 @@ def run(target: str, **options: Any) -> None:
     """Run a worker serving TARGET (module:Name, path/file.py:Name, or Name with -r)."""
     run_worker_command(target, **options)
 
+
+for _command in QUEUE_COMMANDS:
+    cli.add_command(_command)
 
 main = main_wrapper(cli, PROG)
 

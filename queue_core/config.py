@@ -11,7 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, ValidationError
+from .validate import check_served_queues
 
 #: key -> (default, kind, help). kind: "float+" (>0), "float0" (>=0), "int+" (>=1),
 #: "int0" (>=0), "str", "opt-int+", "opt-float+", "choice:a|b", "opt-str"
@@ -82,11 +83,17 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
     """Validate ``value`` for ``key`` against ``spec = (default, kind, help)``.
 
     Kinds other than those in KINDS and ``choice:a|b`` pass through unchanged (extra keys of
-    perfectsched and pqflow may carry their own types; ``queues``, a string or a list, is
-    checked by the queue that serves them: ``validate.check_served_queues``).
+    perfectsched and pqflow may carry their own types); ``queues``, a string or a list, is
+    checked by ``validate.check_served_queues`` and kept as given.
     """
     kind = spec[1]
     help_ = spec[2] if len(spec) > 2 else ""
+    if kind == "queues":
+        try:
+            check_served_queues(value, f"config {key}")
+        except ValidationError as exc:
+            raise ConfigError(str(exc)) from None
+        return value
     if not isinstance(kind, str) or not (kind in KINDS or kind.startswith("choice:")):
         return value
     if value is None and (kind.startswith("opt-")):

@@ -33,6 +33,10 @@ class NotFoundError(TaskError):
     """No task with this key exists."""
 
 
+class TaskRunningError(TaskError):
+    """The task is running, and the operation needs it waiting (``move``)."""
+
+
 class PreemptedError(TaskError):
     """The lease was taken over by another worker or the task was force-finished."""
 

@@ -23,6 +23,7 @@ from .errors import (
     IdempotentAlreadyExistsError,
     ValidationError,
 )
+from .queue_controls import QueueControls, QueueInfo  # noqa: F401 - QueueInfo: part of this module's API
 from .store.database import Database
 from .store.rowcheck import name as check_name_problem
 from .store.runs import RunRows
@@ -64,8 +65,9 @@ T = TypeVar("T")
 
 
 # -- the queue --------------------------------------------------------------------------
-class Queue:
-    """A task queue stored in one table. Thread-safe; open one per process after fork."""
+class Queue(QueueControls):
+    """A task queue stored in one table, its tasks in named queues. Thread-safe; open one per
+    process after fork."""
 
     def __init__(
         self,
@@ -395,12 +397,15 @@ class Queue:
             if remaining is not None:
                 remaining -= len(rows)
 
-    def stats(self, *, now: float | None = None) -> dict:
+    def stats(self, *, now: float | None = None, queue: str | None = None) -> dict:
+        """Tasks counted by status, outcome and type (of ``queue`` only, if given)."""
         now = self.now(now)
+        if queue is not None:
+            check_queue(queue)
         out: dict = {s: 0 for s in STATUSES}
         out["outcomes"] = {o: 0 for o in OUTCOMES}
         out["types"] = {}
-        for type_, status, outcome, n in self.store.stats(now):
+        for type_, status, outcome, n in self.store.stats(now, queue):
             self._check_counted(type_, status, outcome, n)
             out[status] += n
             per = out["types"].setdefault(type_, {s: 0 for s in STATUSES})

@@ -94,6 +94,34 @@ def _weight(value: Any, what: str) -> int:
     return weight
 
 
+#: the units of a rate's window, in seconds
+_RATE_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]*)\s*")
+#: the longest window of a rate limit (a day)
+MAX_RATE_WINDOW = 86400.0
+RATE_EXAMPLE = "for example 100/60s (100 starts in any 60 seconds), 10/s, 500/5m, 1000/h"
+
+
+def check_rate(value: Any, what: str = "rate") -> tuple[int, float]:
+    """A rate limit: ``"N/W"`` (``100/60s``, ``10/s``, ``500/5m``, ``1000/h``) or ``(N, W)``;
+    returns ``(N, W in seconds)``: at most N starts in any window of W seconds."""
+    if isinstance(value, str):
+        m = _RATE.fullmatch(value.lower())
+        if not m or m.group(3) not in _RATE_UNITS or not (m.group(2) or m.group(3)):
+            raise ValidationError(f"{what} {_shown(value)} is not a rate: {RATE_EXAMPLE}")
+        count, window = int(m.group(1)), float(m.group(2) or 1) * _RATE_UNITS[m.group(3)]
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        count, window = value[0], value[1]
+        if isinstance(count, bool) or not isinstance(count, int) or isinstance(window, bool):
+            raise ValidationError(f"{what} {_shown(value)} is not a rate: {RATE_EXAMPLE}")
+        window = float(window)
+    else:
+        raise ValidationError(f"{what} {_shown(value)} is not a rate: {RATE_EXAMPLE}")
+    if not 1 <= count <= INT32_MAX or not (math.isfinite(window) and 0 < window <= MAX_RATE_WINDOW):
+        raise ValidationError(f"{what} {_shown(value)}: 1 or more starts in a window of up to a day; {RATE_EXAMPLE}")
+    return count, window
+
+
 def _queue_pairs(value: Any, what: str) -> list[tuple[Any, Any]]:
     if isinstance(value, str):
         pairs: list[tuple[Any, Any]] = []

@@ -52,7 +52,7 @@ def run_worker(
 ) -> int:
     """Serve ``target`` until stopped (or, with ``burst``, until no task is due). Returns an exit code."""
     setup_logging(settings.get("log"), settings.get("log_level", "INFO"))
-    log.info("serving %s", describe_types(served_types(target)))
+    log.info("serving %s from queues %s", describe_types(served_types(target)), settings.get("queues", "default"))
     check_database(settings, burst=burst)
     if settings.get("processor_type", "process") == "thread" or not hasattr(os, "fork"):
         return ThreadWorker(target, settings, burst=burst, config_loader=config_loader).run()

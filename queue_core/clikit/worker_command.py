@@ -27,6 +27,11 @@ def worker_options(fn: Callable) -> Callable:
             metavar="S",
             help="Idle wait between polls (seconds).",
         ),
+        click.option(
+            "--queues",
+            metavar="LIST",
+            help="Queues to serve, best first (critical,default) or weighted (critical=5,default=1).",
+        ),
         click.option("--burst", is_flag=True, help="Exit when the queue has no runnable task."),
         click.option(
             "--max-request-per-child",
@@ -49,6 +54,7 @@ def run_worker_command(
     processors,
     processor_type,
     poll_interval,
+    queues,
     burst,
     max_request_per_child,
     log_file,
@@ -61,6 +67,7 @@ def run_worker_command(
         "processors": processors,
         "processor_type": processor_type,
         "poll_interval": poll_interval,
+        "queues": queues,
         "max_request_per_child": max_request_per_child,
         "log": log_file,
         "log_level": "DEBUG" if getattr(state, "verbose", False) else None,

@@ -20,6 +20,7 @@ from ..errors import (
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
+    TaskRunningError,
     ValidationError,
 )
 from ..row_states import FINISHED, LIVE, PENDING
@@ -198,6 +199,25 @@ class TaskChanges:
                 self._missing_or_finished(conn, key)
 
         self.db.run(work, what="force_finish")
+
+    def move(self, key: str, queue: str, now: float) -> None:
+        """Move a task nobody runs (pending, waiting, or its lease expired) to queue ``queue``;
+        TaskRunningError for a running one, AlreadyFinishedError for a finished one."""
+        t = self.t
+        stmt = sa.update(t).where(t.c.key == key, *task_where(t, "move", now=now)).values(queue=queue)
+
+        def work(conn):
+            if conn.execute(stmt).rowcount != 1:
+                self._not_movable(conn, key, now)
+
+        self.db.run(work, what="move")
+
+    def _not_movable(self, conn, key: str, now: float):
+        t = self.t
+        row = conn.execute(sa.select(t.c.state, t.c.leased, t.c.timeout).where(t.c.key == key)).first()
+        if row is not None and row.state == LIVE and policy.lease_held(row.leased, row.timeout, now):
+            raise TaskRunningError(f"task {key!r} is running: only a waiting task can move to another queue")
+        self._missing_or_finished(conn, key)
 
     def _missing_or_finished(self, conn, key):
         t = self.t

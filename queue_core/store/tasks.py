@@ -533,7 +533,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
             return t.c.state == PENDING
         raise ValueError(status)
 
-    def stats(self, now: float) -> builtins.list[tuple[str, str, str | None, int]]:
+    def stats(self, now: float, queue: str | None = None) -> builtins.list[tuple[str, str, str | None, int]]:
         """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a
         state or lease flag pq never writes."""
         t = self.t
@@ -546,6 +546,8 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
             else_="waiting",
         ).label("status")
         stmt = sa.select(t.c.type, status, t.c.outcome, sa.func.count()).group_by(t.c.type, status, t.c.outcome)
+        if queue is not None:
+            stmt = stmt.where(t.c.queue == queue)
         return self.db.run(
             lambda c: [(r[0], r[1], r[2], int(r[3])) for r in c.execute(stmt)], write=False, what="stats"
         )

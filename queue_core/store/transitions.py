@@ -197,6 +197,14 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "flag a running task (its holder is told) or a waiting row of a run (made due)",
         ),
         _task(
+            "move",
+            [_P, _W, _L],
+            [_P, _W, _L],
+            [Fence.NOT_RUNNING],
+            "TaskStore.move",
+            "an operator moves a task nobody runs to another queue",
+        ),
+        _task(
             "set_data",
             _ROWS,
             _ROWS,

@@ -45,8 +45,33 @@ def plain(task):
     _record(task)
 
 
+def concurrent(task):
+    """Counts the handlers running at once across processes in the file data["counter"] ("now
+    most"), under an exclusive lock; records the run; sleeps data["sleep"]."""
+    _record(task)
+    _count(task.data["counter"], +1)
+    try:
+        time.sleep(task.data.get("sleep", 0.1))
+    finally:
+        _count(task.data["counter"], -1)
+        _record(task, "done")
+
+
+def _count(path, step):
+    import fcntl
+
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        now, most = (int(x) for x in (fh.read().split() or ["0", "0"]))
+        now += step
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{now} {max(most, now)}")
+
+
 class Worker(queue_core.Dispatch):
-    routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain)]
+    routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain), ("concurrent", concurrent)]
 
 
 class Invoices(queue_core.Dispatch):

@@ -108,12 +108,12 @@ def test_submit_list_show_stats(ready):
 
     out = pq.ok("list")
     lines = out.splitlines()
-    assert lines[0].split() == ["key", "type", "user", "status", "outcome", "priority", "attempts",
+    assert lines[0].split() == ["key", "queue", "type", "user", "status", "outcome", "priority", "attempts",
                                 "run_at", "created_at", "error"]
     assert lines[-1] == "2 entries."
     rows = table_lines(out)[1:-1]
-    assert rows[0][:8] == ["k1", "email", "alice", "waiting", "-", "5", "0", "2026-11-21T10:00:00+00:00"]
-    assert rows[1][:7] == ["k2", "report", "-", "waiting", "-", "0", "0"]
+    assert rows[0][:9] == ["k1", "default", "email", "alice", "waiting", "-", "5", "0", "2026-11-21T10:00:00+00:00"]
+    assert rows[1][:8] == ["k2", "default", "report", "-", "waiting", "-", "0", "0"]
     assert "a@example.com" not in out  # data stays out of the table
 
     tasks = pq.json("list")

@@ -21,6 +21,7 @@ from queue_core import (
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
     PreemptedError,
+    TaskRunningError,
     ValidationError,
 )
 from queue_core.store.schedules import NewSchedule
@@ -304,6 +305,22 @@ def test_task_cancel(queue):
     values = dict(state=1, outcome="cancelled")
     assert unchanged(queue, "h", lambda: run(queue, lambda c: queue.store._by_id(
         c, row(queue, "h")["id"], "cancel", values, now=T0 + 1))) is False
+
+
+def test_task_move(queue):
+    queue.submit("w", "t", run_at=T0 + 100, now=T0)  # waiting, not yet due
+    queue.move("w", "other", now=T0 + 1)
+    assert row(queue, "w")["queue"] == "other"
+    rows_of_run(queue, ("p", {"pending": True}))
+    queue.move("p", "other", now=T0 + 1)  # a pending step moves too (it keeps its queue when promoted)
+    assert row(queue, "p")["queue"] == "other"
+    held(queue, "h")  # running: refused, nothing written
+    refused(queue, "h", TaskRunningError, lambda: queue.move("h", "other", now=T0 + 1))
+    queue.move("h", "other", now=T0 + 11)  # its lease expired: waiting again
+    assert row(queue, "h")["queue"] == "other"
+    queue["w"].force_finish(now=T0 + 2)
+    refused(queue, "w", IdempotentAlreadyFinishedError, lambda: queue.move("w", "default", now=T0 + 3))
+    refused(queue, "gone", IdempotentNotFoundError, lambda: queue.move("gone", "default", now=T0 + 3))
 
 
 def test_task_request_cancel(queue):

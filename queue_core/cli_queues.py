@@ -1,0 +1,147 @@
+"""``perfectqueue queues|pause|resume|limit|move``: named queues on the command line (parse, call
+the library, print). Registered on the ``perfectqueue`` group by :mod:`queue_core.cli`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .clikit.options import common_options
+from .clikit.output import print_json, print_table
+from .clikit.settings import open_queue, settings
+from .errors import ValidationError
+from .queue_controls import RATE_KEYS, QueueInfo
+from .validate import RATE_EXAMPLE, check_queue, check_rate
+
+QUEUE_COLUMNS = ["queue", "state", "waiting", "running", "pending", "finished", "oldest_waiting", "concurrency", "rate"]
+
+
+class QueueName(click.ParamType):
+    """A queue name, checked before anything connects (a bad one is a usage error, exit 2)."""
+
+    name = "QUEUE"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        try:
+            return check_queue(value)
+        except ValidationError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Rate(click.ParamType):
+    """A rate limit ``N/W`` (exit 2 with an example of the right form when it is not one)."""
+
+    name = "N/WINDOW"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[int, float]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return check_rate(value)
+        except ValidationError:
+            self.fail(f"{value!r} is not a rate: {RATE_EXAMPLE}", param, ctx)
+
+
+QUEUE = QueueName()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.1f}s"
+
+
+def _row(info: QueueInfo) -> dict:
+    rate = info.rate and (info.rate + (f" per {info.rate_key}" if info.rate_key else ""))
+    return {
+        "queue": info.name,
+        "state": "paused" if info.paused else "running",
+        "waiting": info.waiting,
+        "running": info.running,
+        "pending": info.pending,
+        "finished": info.finished,
+        "oldest_waiting": _age(info.oldest_waiting_age),
+        "concurrency": info.concurrency if info.concurrency is not None else "-",
+        "rate": rate or "-",
+    }
+
+
+@click.command("queues")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@common_options
+def queues_cmd(fmt: str) -> None:
+    """List every queue: paused or running, its tasks by status, its limits."""
+    with open_queue(settings()) as q:
+        found = q.queues()
+    if fmt == "json":
+        print_json([i.to_dict() for i in found])
+        return
+    print_table([_row(i) for i in found], QUEUE_COLUMNS)
+    click.echo(f"{len(found)} {'queue' if len(found) == 1 else 'queues'}.")
+
+
+@click.command()
+@click.argument("queue", type=QUEUE)
+@common_options
+def pause(queue: str) -> None:
+    """Stop handing out QUEUE's tasks (on every host, from the next claim on); running ones finish."""
+    with open_queue(settings()) as q:
+        q.pause(queue)
+    click.echo(f"paused {queue}")
+
+
+@click.command()
+@click.argument("queue", type=QUEUE)
+@common_options
+def resume(queue: str) -> None:
+    """Hand out a paused QUEUE's tasks again."""
+    with open_queue(settings()) as q:
+        q.resume(queue)
+    click.echo(f"resumed {queue}")
+
+
+@click.command(short_help="Limit a queue's concurrency or start rate.")
+@click.argument("queue", type=QUEUE)
+@click.option("--concurrency", type=click.IntRange(min=1), metavar="N", help="At most N of its tasks run at once.")
+@click.option("--rate", type=Rate(), metavar="N/WINDOW", help="At most N starts in any WINDOW (100/60s, 10/s, 5/m).")
+@click.option("--rate-key", type=click.Choice(RATE_KEYS), help="Keep the rate per user or per type.")
+@click.option("--no-concurrency", is_flag=True, help="Lift the concurrency limit.")
+@click.option("--no-rate", is_flag=True, help="Lift the rate limit.")
+@common_options
+def limit(queue: str, concurrency, rate, rate_key, no_concurrency: bool, no_rate: bool) -> None:
+    """Limit QUEUE across all workers and hosts; options not given keep their current value."""
+    if (concurrency and no_concurrency) or (rate and no_rate):
+        raise click.UsageError("give a limit or lift it, not both")
+    if rate_key and not rate:
+        raise click.UsageError("--rate-key needs --rate (for example: --rate 10/s --rate-key user)")
+    with open_queue(settings()) as q:
+        now = next((i for i in q.queues() if i.name == queue), None)
+        keep_rate = (now.rate_limit, now.rate_window) if now and now.rate_limit else None
+        new = q.limit(
+            queue,
+            concurrency=None if no_concurrency else concurrency or (now.concurrency if now else None),
+            rate=None if no_rate else rate or keep_rate,
+            rate_key=None if no_rate else (rate_key if rate else (now.rate_key if now else None)),
+        )
+    shown = QueueInfo(
+        new.name, new.paused, new.concurrency, new.rate_limit, new.rate_window, new.rate_key, 0, 0, 0, 0, None
+    )
+    click.echo(f"{queue}: concurrency {_row(shown)['concurrency']}, rate {_row(shown)['rate']}")
+
+
+@click.command(short_help="Move a waiting task to another queue.")
+@click.argument("key")
+@click.argument("queue", type=QUEUE)
+@common_options
+def move(key: str, queue: str) -> None:
+    """Move the waiting task KEY to QUEUE (a running task is refused)."""
+    with open_queue(settings()) as q:
+        q.move(key, queue)
+    click.echo(f"moved {key} to {queue}")
+
+
+COMMANDS = (queues_cmd, pause, resume, limit, move)
