@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from queue_core.cli_queues import QUEUE
 from queue_core.clikit.exits import EXIT_CODES_HELP, CLIError
 from queue_core.clikit.group import PQGroup, main_wrapper
 from queue_core.clikit.options import CLIState, common_options
@@ -27,6 +28,7 @@ from queue_core.queue import check_name
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
+from . import every
 from .runner import open_scheduler
 from .scheduler import EXTRA_KEYS, ScheduleMetadata
 
@@ -35,6 +37,7 @@ LIST_COLUMNS = [
     "key",
     "type",
     "cron",
+    "queue",
     "delay",
     "timezone",
     "next_time",
@@ -187,6 +190,8 @@ def init(force: bool) -> None:
 @click.option(
     "--dst", type=DST_CHOICE, default="vixie", show_default=True, help="Daylight-saving policy (see docs/cron.md)."
 )
+@click.option("--offset", metavar="DURATION", help="An interval's offset from the epoch (@every:1h --offset 15m).")
+@click.option("-q", "--queue", "queue_name", type=QUEUE, default="default", show_default=True, help="Its tasks' queue.")
 @sched_options
 def add(
     key: str,
@@ -199,13 +204,18 @@ def add(
     at: str | None,
     catchup: str,
     dst: str,
+    offset: str | None,
+    queue_name: str,
 ) -> None:
-    """Add a schedule firing TYPE tasks at CRON (5 fields, e.g. '0 * * * *').
+    """Add a schedule firing TYPE tasks at CRON (5 fields, e.g. '0 * * * *', or an interval,
+    '@every:15m', aligned to the epoch plus --offset).
 
     DATA is a JSON object (default {}, @FILE reads a file, - reads stdin). TIME is epoch
     seconds or ISO 8601 with an offset. Prints the key and the first next_time/next_run_time.
     """
     payload = parse_json_object(data) if data is not None else {}
+    if offset is not None:
+        cron_expr = every.with_offset(cron_expr, offset)
     cron_expr = cronlib.validate_cron(cron_expr)
     start_ts = parse_time(start, "--start") if start is not None else None
     at_ts = parse_time(at, "--at") if at is not None else None
@@ -223,6 +233,7 @@ def add(
             next_run_time=at_ts,
             catchup=catchup,
             dst=dst,
+            queue=queue_name,
         )
         click.echo(_summary(s.metadata()))
 
@@ -255,6 +266,7 @@ def list_cmd(fmt: str) -> None:
                 "key": m.key,
                 "type": m.type,
                 "cron": m.cron,
+                "queue": m.queue_name,
                 "delay": m.delay,
                 "timezone": m.timezone,
                 "next_time": _time(m.next_time, m.timezone),
@@ -318,6 +330,7 @@ def delete(key: str) -> None:
 @click.option("--timezone", "tz", metavar="TZ", help="New IANA timezone.")
 @click.option("--catchup", type=CATCHUP_CHOICE, help="New catch-up policy.")
 @click.option("--dst", type=DST_CHOICE, help="New daylight-saving policy.")
+@click.option("-q", "--queue", "queue_name", type=QUEUE, help="New queue of its tasks.")
 @sched_options
 def modify(
     key: str,
@@ -328,6 +341,7 @@ def modify(
     tz: str | None,
     catchup: str | None,
     dst: str | None,
+    queue_name: str | None,
 ) -> None:
     """Change a schedule. A new cron, timezone, delay or dst recomputes next_time from now.
 
@@ -337,9 +351,10 @@ def modify(
     Prints the key and the (new) next_time/next_run_time.
     """
     check_name(key, "schedule key")  # before it reaches the database driver
-    if all(v is None for v in (cron_expr, sched_type, data, delay, tz, catchup, dst)):
+    if all(v is None for v in (cron_expr, sched_type, data, delay, tz, catchup, dst, queue_name)):
         raise click.UsageError(
-            "nothing to change: give at least one of --cron, --type, --data, --delay, --timezone, --catchup, --dst"
+            "nothing to change: give at least one of --cron, --type, --data, --delay, --timezone, --catchup, --dst, "
+            "--queue"
         )
     payload = parse_json_object(data, "--data") if data is not None else None
     if cron_expr is not None:
@@ -347,7 +362,15 @@ def modify(
     zone = _zone(tz) if tz is not None else None
     with _open() as sc:
         meta = sc.modify(
-            key, cron=cron_expr, type=sched_type, data=payload, delay=delay, timezone=zone, catchup=catchup, dst=dst
+            key,
+            cron=cron_expr,
+            type=sched_type,
+            data=payload,
+            delay=delay,
+            timezone=zone,
+            catchup=catchup,
+            dst=dst,
+            queue=queue_name,
         )
     click.echo(_summary(meta))
 
@@ -420,7 +443,7 @@ def run(
     sys.exit(code or 0)
 
 
-@cli.command("next", short_help="Preview the upcoming fire times of a cron expression.")
+@cli.command("next", short_help="Preview the upcoming fire times of a cron expression or interval.")
 @click.argument("cron_expr", metavar="CRON")
 @click.option("-t", "--timezone", "tz", metavar="TZ", help="IANA timezone (default: config timezone, else UTC).")
 @click.option(
@@ -434,14 +457,19 @@ def run(
 )
 @click.option("--from", "from_", metavar="TIME", help="Start after TIME (epoch or ISO 8601; default now).")
 @click.option("--dst", type=DST_CHOICE, default="vixie", show_default=True, help="Daylight-saving policy.")
+@click.option("--offset", metavar="DURATION", help="An interval's offset from the epoch (@every:1h --offset 15m).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @sched_options
-def next_cmd(cron_expr: str, tz: str | None, count: int, from_: str | None, dst: str, fmt: str) -> None:
+def next_cmd(
+    cron_expr: str, tz: str | None, count: int, from_: str | None, dst: str, offset: str | None, fmt: str
+) -> None:
     """Print the next N occurrences of CRON after --from (no database needed).
 
     Each line: the local time with its offset, the UTC time, and a mark when DST moved it:
     "shifted (DST gap)" or "repeated (DST fold)".
     """
+    if offset is not None:
+        cron_expr = every.with_offset(cron_expr, offset)
     cron_expr = cronlib.validate_cron(cron_expr)
     start = parse_time(from_, "--from") if from_ is not None else time.time()
     zone = _zone(tz) if tz is not None else _config_zone()

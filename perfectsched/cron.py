@@ -9,7 +9,9 @@ messages and the cases below where its reading differs; the search and DST handl
 
 Syntax
 ======
-Exactly five blank-separated fields: ``minute hour day-of-month month day-of-week``.
+An expression starting ``@every:`` is an interval (``@every:15m+5m``), computed by
+:mod:`perfectsched.every`; every other one is cron:
+exactly five blank-separated fields: ``minute hour day-of-month month day-of-week``.
 Each field is a comma list of ``*``, ``a``, ``a-b``, ``*/n``, ``a-b/n`` or ``a/n``
 (``a/n`` means ``a-<max>/n`` as in croniter, with Saturday as the day-of-week maximum;
 ``7/n`` is ``0/n``).  croniter's extensions (``?``, ``L``, ``W``, ``#``, ``H``, ``R``,
@@ -98,6 +100,8 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from perfectsched.errors import InvalidCronError, InvalidTimezoneError, ValidationError
+
+from . import every
 
 __all__ = [
     "DST_POLICIES",
@@ -194,7 +198,10 @@ class Occurrence:
 
 
 def validate_cron(cron: str) -> str:
-    """Return the normalised expression (lower case, single blanks) or raise InvalidCronError."""
+    """Return the normalised expression (lower case, single blanks; an interval ``@every:...``
+    without blanks, :mod:`perfectsched.every`) or raise InvalidCronError."""
+    if every.is_every(cron):
+        return every.normalise(cron)
     _parse(cron)
     return _normalise(cron)
 
@@ -511,8 +518,10 @@ def _search_start(ts: float, zone: ZoneInfo) -> datetime:
     return wall.replace(second=0, microsecond=0)
 
 
-def _find(spec: _Spec, zone: ZoneInfo, vixie: bool, ts: float, inclusive: bool) -> int:
+def _find(spec: _Spec | every.Every, zone: ZoneInfo, vixie: bool, ts: float, inclusive: bool) -> int:
     """The smallest occurrence instant >= ts (inclusive) or > ts."""
+    if isinstance(spec, every.Every):
+        return spec.find(ts, inclusive)
 
     def qualifies(instant: int | None) -> TypeGuard[int]:
         return instant is not None and (instant >= ts if inclusive else instant > ts)
@@ -532,12 +541,12 @@ def _find(spec: _Spec, zone: ZoneInfo, vixie: bool, ts: float, inclusive: bool) 
             wall = _next_wall(spec, wall + _MINUTE)
 
 
-def _occurrence(spec: _Spec, zone: ZoneInfo, instant: int) -> Occurrence:
+def _occurrence(spec: _Spec | every.Every, zone: ZoneInfo, instant: int) -> Occurrence:
     local = datetime.fromtimestamp(instant, zone)
     return Occurrence(
         time=instant,
         local=local,
-        shifted=not spec.matches(local.replace(tzinfo=None)),
+        shifted=isinstance(spec, _Spec) and not spec.matches(local.replace(tzinfo=None)),
         repeated=local.fold == 1,
     )
 
@@ -545,8 +554,8 @@ def _occurrence(spec: _Spec, zone: ZoneInfo, instant: int) -> Occurrence:
 # ------------------------------------------------------------------------------ public API
 
 
-def _prepare(cron: str, ts: float, timezone: str, dst: str) -> tuple[_Spec, ZoneInfo, bool, float]:
-    spec = _parse(cron)
+def _prepare(cron: str, ts: float, timezone: str, dst: str) -> tuple[_Spec | every.Every, ZoneInfo, bool, float]:
+    spec = every.parse(cron) if every.is_every(cron) else _parse(cron)
     zone = validate_timezone(timezone)
     vixie = validate_dst(dst) == "vixie"
     return spec, zone, vixie, _validate_ts(ts)

@@ -19,7 +19,7 @@ from typing import Any
 from queue_core import errors as qe
 from queue_core import strict_json
 from queue_core.store import rowcheck
-from queue_core.validate import check_name, check_time, encode_data
+from queue_core.validate import check_name, check_queue, check_time, encode_data
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
@@ -82,6 +82,7 @@ class Checked:
     data: dict
     next_time: int
     next_run_time: float
+    queue: str = "default"
 
 
 def _data(text: Any, limit: int) -> dict:
@@ -126,6 +127,7 @@ def check(row: Mapping, max_data_size: int) -> Checked:
         data=_column("data", lambda v: _data(v, max_data_size), row["data"]),
         next_time=next_time,
         next_run_time=_column("next_run_time", lambda v: check_time(v, "next_run_time"), row["next_run_time"]),
+        queue=_column("queue", check_queue, row["queue"]),
     )
     found = rowcheck.problem(row, rowcheck.SCHEDULE_COLUMNS)
     if found is not None:
@@ -187,7 +189,7 @@ def tick_plan(row: Mapping, now: float, *, grace: float, max_data_size: int, new
         todo, after = catchup_mod.plan(r.spec, r.next_time, now, grace=grace)
         delay = r.spec["delay"]
         runs = [(o, r.next_run_time if o == r.next_time else o + delay) for o in todo]
-        tasks = [new_task(key=f"{r.key}.{o}", type=r.type, data=r.data, run_at=at) for o, at in runs]
+        tasks = [new_task(key=f"{r.key}.{o}", type=r.type, data=r.data, run_at=at, queue=r.queue) for o, at in runs]
         return Fire(_advance(r, after), tasks)
     except CANNOT_COMPUTE as exc:
         return SetAside(row["key"], row["next_time"], reason(exc))

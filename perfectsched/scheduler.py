@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import queue_core
 from queue_core import policy
-from queue_core.queue import Transaction, check_duration, check_name, check_time, decode_data, encode_data
+from queue_core.queue import Transaction, check_duration, check_name, check_queue, check_time, decode_data, encode_data
 from queue_core.store.schedules import NewSchedule, ScheduleStore
 
 from . import cron as cronlib
@@ -59,6 +59,8 @@ class ScheduleMetadata:
     catchup: str
     dst: str
     timeout: float = 0.0
+    #: the queue its occurrences' tasks are submitted to
+    queue_name: str = "default"
     leased: bool = False
     #: ``active``, or ``set_aside``: it cannot be computed and never fires until modified or resumed
     status: str = "active"
@@ -105,6 +107,7 @@ def _meta(row: Mapping, problem: str | None) -> ScheduleMetadata:
         status="active" if row["error"] is None else "set_aside",
         error=row["error"],
         problem=problem,
+        queue_name=row["queue"],
     )
 
 
@@ -319,10 +322,14 @@ class Scheduler:
         catchup: str = "all",
         dst: str = "vixie",
         now: float | None = None,
+        queue: str = "default",
     ) -> Schedule:
+        """Add a schedule submitting a ``type`` task to ``queue`` at each occurrence of ``cron``
+        (five fields, or an interval ``@every:15m+5m``)."""
         now = self.now(now)
         rows_mod.check_key(key)
         check_name(type, "schedule type")
+        check_queue(queue)
         cron, tz, delay, catchup, dst = rows_mod.check_spec(cron, timezone or self.timezone, delay, catchup, dst)
         start = now if next_time is None else check_time(next_time, "next_time")
         nt = cronlib.cron_time(cron, start, tz, dst)
@@ -338,6 +345,7 @@ class Scheduler:
             next_run_time=nrt,
             catchup=catchup,
             dst=dst,
+            queue=queue,
         )
         if not self.db.run(lambda c: self.store.add(c, new, now), what="add schedule"):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
@@ -355,6 +363,7 @@ class Scheduler:
         catchup: str | None = None,
         dst: str | None = None,
         now: float | None = None,
+        queue: str | None = None,
     ) -> ScheduleMetadata:
         """Change a schedule; a new cron, timezone, delay or dst policy recomputes next_time from
         now, and so does any change of a set-aside schedule (which brings it back). A change that
@@ -363,9 +372,11 @@ class Scheduler:
         check_name(key, "schedule key")
         if type is not None:
             check_name(type, "schedule type")
+        if queue is not None:
+            check_queue(queue)
         data_text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
         spec = {"cron": cron, "timezone": timezone, "delay": delay, "catchup": catchup, "dst": dst}
-        other = {"type": type, "data": data_text}
+        other = {"type": type, "data": data_text, "queue": queue}
 
         def work(conn):
             row = self.store.lock(conn, key)

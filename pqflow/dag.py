@@ -30,6 +30,8 @@ import networkx as nx
 
 from pqflow.errors import UnknownWorkflowError, WorkflowDefinitionError
 from pqflow.runs import Run, start_run
+from queue_core.errors import ValidationError
+from queue_core.validate import check_queue
 
 __all__ = [
     "DEFAULT_TRIGGER",
@@ -76,6 +78,13 @@ def _check_name(kind: str, name: object) -> str:
         extra = " (no dots: a step's task type is '<workflow>.<step>')" if kind == "workflow" else ""
         raise WorkflowDefinitionError(f"invalid {kind} name {name!r}: must be {_NAME_RULE}{extra}")
     return name
+
+
+def _check_queue(queue: object) -> str:
+    try:
+        return check_queue(queue)
+    except ValidationError as exc:
+        raise WorkflowDefinitionError(str(exc)) from None
 
 
 def _check_trigger(trigger: object) -> str:
@@ -127,6 +136,8 @@ class StepDef:
     max_parallel: int | None = None
     #: a map whose items failed still succeeds; downstream receives None for a failed item
     allow_failed_items: bool = False
+    #: the queue its tasks go to (None: its workflow's)
+    queue: str | None = None
 
     @property
     def effective_retries(self) -> int:
@@ -137,6 +148,11 @@ class StepDef:
     def effective_retry_wait(self) -> float:
         """Seconds between retries of this step, falling back to the workflow's default."""
         return self.workflow.retry_wait if self.retry_wait is None else self.retry_wait
+
+    @property
+    def effective_queue(self) -> str:
+        """The queue of this step's tasks, falling back to the workflow's."""
+        return self.workflow.queue if self.queue is None else self.queue
 
 
 class Workflow:
@@ -150,6 +166,7 @@ class Workflow:
         retry_wait: float = 10,
         retention: float = 7 * 86400,
         priority: int = 0,
+        queue: str = "default",
     ) -> None:
         self._name = _check_name("workflow", name)
         self._retries = _check_retries("retries", retries)
@@ -158,6 +175,7 @@ class Workflow:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise WorkflowDefinitionError(f"priority must be an integer, not {priority!r}")
         self._priority = priority
+        self._queue = _check_queue(queue)
         self._steps: dict[str, StepDef] = {}
         self._version = 0
         self._validated_version = -1
@@ -196,6 +214,11 @@ class Workflow:
         return self._retention
 
     @property
+    def queue(self) -> str:
+        """The queue of its run row and of the steps that name none."""
+        return self._queue
+
+    @property
     def priority(self) -> int:
         return self._priority
 
@@ -222,6 +245,7 @@ class Workflow:
         map: Any = None,
         max_parallel: int | None = None,
         allow_failed_items: bool = False,
+        queue: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a step; returns the function unchanged.
 
@@ -243,6 +267,8 @@ class Workflow:
             _check_seconds("retry_wait", retry_wait)
         if name is not None:
             _check_name("step", name)
+        if queue is not None:
+            _check_queue(queue)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             if not callable(fn):
@@ -273,6 +299,7 @@ class Workflow:
                 map=mapped,
                 max_parallel=max_parallel,
                 allow_failed_items=allow_failed_items,
+                queue=queue,
             )
             fn.__pqflow_step__ = sd  # type: ignore[attr-defined]
             self._steps[step_name] = sd
@@ -444,6 +471,7 @@ class Workflow:
             "retry_wait": self._retry_wait,
             "retention": self._retention,
             "priority": self._priority,
+            "queue": self._queue,
             "steps": {
                 sd.name: {
                     "after": list(sd.after),
@@ -451,6 +479,7 @@ class Workflow:
                     "retries": sd.effective_retries,
                     "retry_wait": sd.effective_retry_wait,
                     "inputs": list(sd.inputs),
+                    "queue": sd.effective_queue,
                     **(
                         {"map": sd.map, "max_parallel": sd.max_parallel, "allow_failed_items": sd.allow_failed_items}
                         if sd.map

@@ -23,6 +23,7 @@ from queue_core import Queue
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
 from queue_core.queue import Transaction, check_name
 from queue_core.row_states import FINISHED, PENDING
+from queue_core.store.schema import DEFAULT_QUEUE
 
 from .errors import FlowError, UnknownRunError
 from .rows import (
@@ -151,6 +152,7 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
             "data": data,
             "group": RUNS_GROUP,
             "priority": snapshot.get("priority", 0),
+            "queue": snapshot.get("queue", DEFAULT_QUEUE),
             "max_attempts": None,
             "pending": True,
             "workflow": state.dump(),
@@ -214,6 +216,7 @@ def create_rows(tx: Transaction, run_id: str, state: RunState) -> None:
                 "data": {},
                 "group": run_id,
                 "priority": dag.get("priority", 0),
+                "queue": step_queue(dag, spec),
                 "max_attempts": None,
                 "pending": bool(spec["after"]),
                 "workflow": node.dump(),
@@ -231,6 +234,12 @@ class Decision:
     run_status: str | None
 
 
+def step_queue(dag: dict, spec: dict) -> str:
+    """The queue of a step's tasks (its own, else its workflow's; runs started before named
+    queues: the default queue)."""
+    return spec.get("queue", dag.get("queue", DEFAULT_QUEUE))
+
+
 def item_rows(run: RunRef, step: str, spec: dict, items: list) -> list[dict]:
     """The rows of a map's items: keys from run id, step and index, so none is submitted twice."""
     cap = spec.get("max_parallel")
@@ -245,6 +254,7 @@ def item_rows(run: RunRef, step: str, spec: dict, items: list) -> list[dict]:
                 "data": {"item": value},
                 "group": owner,
                 "priority": run.dag.get("priority", 0),
+                "queue": step_queue(run.dag, spec),
                 "max_attempts": None,
                 "workflow": state.dump(),
                 **({"user": owner, "max_running": cap} if cap else {}),

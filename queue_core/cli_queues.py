@@ -89,9 +89,7 @@ def queues_cmd(fmt: str) -> None:
 @common_options
 def pause(queue: str) -> None:
     """Stop handing out QUEUE's tasks (on every host, from the next claim on); running ones finish."""
-    with open_queue(settings()) as q:
-        q.pause(queue)
-    click.echo(f"paused {queue}")
+    _set_paused(queue, True)
 
 
 @click.command()
@@ -99,9 +97,13 @@ def pause(queue: str) -> None:
 @common_options
 def resume(queue: str) -> None:
     """Hand out a paused QUEUE's tasks again."""
+    _set_paused(queue, False)
+
+
+def _set_paused(queue: str, paused: bool) -> None:
     with open_queue(settings()) as q:
-        q.resume(queue)
-    click.echo(f"resumed {queue}")
+        (q.pause if paused else q.resume)(queue)
+    click.echo(f"{'paused' if paused else 'resumed'} {queue}")
 
 
 @click.command(short_help="Limit a queue's concurrency or start rate.")

@@ -35,6 +35,7 @@ class TransactionQueue(TaskQueue, Protocol):
         max_attempts: Any = None,
         now: float,
         group: Any = None,
+        queue: Any = ...,
     ) -> NewTask:
         """A task row of checked values (ValidationError for a bad one)."""
 

@@ -26,7 +26,8 @@ class Dialect:
     def connect_args(self, connect_timeout: float) -> dict:
         return {}
 
-    def insert_if_absent(self, table: sa.Table, conflict_column: str):
+    def insert_if_absent(self, table: sa.Table, conflict_column: str | tuple[str, ...]):
+        """An INSERT that skips rows whose ``conflict_column`` (or columns: a composite key) is taken."""
         raise NotImplementedError
 
     def text_columns_problem(self, conn: sa.Connection, table: sa.Table) -> str | None:

@@ -20,7 +20,7 @@ class PostgreSQLDialect(Dialect):
         return sa.literal_column("EXTRACT(EPOCH FROM clock_timestamp())")  # now, not the transaction's start
 
     def insert_if_absent(self, table, conflict_column):
-        return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[conflict_column])
+        return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=_columns(conflict_column))
 
     def is_transient(self, exc):
         state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
@@ -70,3 +70,7 @@ class PostgreSQLDialect(Dialect):
         # 42501 insufficient_privilege; 25006 read_only_sql_transaction (a hot standby, or
         # default_transaction_read_only set for the role or the database)
         return getattr(exc.orig, "sqlstate", None) in ("42501", "25006")
+
+
+def _columns(conflict: str | tuple[str, ...]) -> list[str]:
+    return [conflict] if isinstance(conflict, str) else list(conflict)

@@ -28,6 +28,17 @@ from .transitions import lease_counted, lease_held
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """At most ``limit`` starts of queue ``queue`` in any ``window`` seconds, per value of ``key``
+    (``user``, ``type``) or for the whole queue (None)."""
+
+    queue: str
+    limit: int
+    window: float
+    key: str | None
+
+
+@dataclass(frozen=True)
 class QueueSettings:
     """What an operator set for a queue (a queue without a settings row: the defaults)."""
 
@@ -38,6 +49,13 @@ class QueueSettings:
     rate_window: float | None = None
     rate_key: str | None = None
     updated_at: float | None = None
+
+    @property
+    def rate(self) -> RateLimit | None:
+        """Its rate limit, if it has one."""
+        if self.rate_limit is None or self.rate_window is None:
+            return None
+        return RateLimit(self.name, self.rate_limit, self.rate_window, self.rate_key)
 
     @property
     def limited(self) -> bool:
@@ -61,6 +79,16 @@ def _settings(row: Any) -> QueueSettings:
 QUEUE_STATUSES = ("waiting", "running", "pending", "finished")
 
 
+def _rate_key_of(rate_key: str | None):
+    """The function giving a row's rate key: its user ('' without one), its type, or '' (the
+    whole queue)."""
+    if rate_key == "user":
+        return lambda row: row["resource"] or ""
+    if rate_key == "type":
+        return lambda row: row["type"]
+    return lambda row: ""
+
+
 class NamedQueues:
     """Needs ``t`` (the task table), ``queues_t`` (the settings table) and ``db``."""
 
@@ -72,21 +100,87 @@ class NamedQueues:
     # -- the claim's walk ----------------------------------------------------------------
     def _claim_queues(self, conn, n: int, now: float, queues: Sequence[str], claim_one) -> tuple[list[dict], int]:
         """Up to ``n`` rows from ``queues`` in that order, each queue's through
-        ``claim_one(view, room, behind)`` (``behind``: rows of earlier queues are in the batch);
-        paused queues are passed over, a limited one gives at most its free slots."""
+        ``claim_one(view, room, behind, admit)`` (``behind``: rows of earlier queues are in the
+        batch; ``admit``: the rows a rate limit per key lets start, or None); paused queues are
+        passed over, a limited one gives at most its free slots and the starts its rate allows."""
         settings = self.settings_in(conn, queues, lock=True)
         delivered: list[dict] = []
         consumed = 0
         for name in queues:
-            room = self._room(conn, settings.get(name), n - len(delivered), now)
+            s = settings.get(name)
+            room = self._room(conn, s, n - len(delivered), now)
+            rate = s.rate if s is not None else None
+            view, admit = self.in_queue(name), None  # type: ignore[attr-defined]
+            if room > 0 and rate is not None:
+                view, admit, room = self._rate_room(conn, view, rate, room, now)
             if room <= 0:
                 continue
-            rows, ended, cut = claim_one(self.in_queue(name), room, bool(delivered))  # type: ignore[attr-defined]
+            rows, ended, cut = claim_one(view, room, bool(delivered), admit)
+            if rate is not None:
+                self._record_starts(conn, rate, rows, now)
             delivered += rows
             consumed += ended
             if cut or len(delivered) >= n:
                 break
         return delivered, consumed
+
+    # -- rate limits ---------------------------------------------------------------------
+    def _rate_room(self, conn, view, rate: RateLimit, room: int, now: float):
+        """The view, admission and room of a claim from a rate-limited queue: at most the starts
+        left in the window for the whole queue; per key, the keys with none left are not read at
+        all and the others' rows are admitted up to what each has left."""
+        left = {key: policy.free_slots(rate.limit, used) for key, used in self._starts_in(conn, rate, now).items()}
+        if rate.key is None:
+            return view, None, min(room, left.get("", rate.limit))
+        spent = sorted(key for key, n in left.items() if n == 0)
+        if spent:
+            view = view.narrowed(self._not_keyed(rate.key, spent))
+        key_of = _rate_key_of(rate.key)
+
+        def admit(rows: list[dict]) -> list[dict]:
+            budget = dict(left)
+            out = []
+            for r in rows:
+                key = key_of(r)
+                if budget.setdefault(key, rate.limit) > 0:
+                    budget[key] -= 1
+                    out.append(r)
+            return out
+
+        return view, admit, room
+
+    def _not_keyed(self, rate_key: str, spent: list[str]):
+        """Rows whose rate key is none of ``spent`` (a user's rate key: '' for rows without one)."""
+        t = self.t
+        if rate_key == "type":
+            return t.c.type.not_in(spent)
+        users = [u for u in spent if u != ""]
+        others = t.c.resource.not_in(users) if users else sa.true()
+        return sa.and_(t.c.resource.is_not(None), others) if "" in spent else sa.or_(t.c.resource.is_(None), others)
+
+    def _starts_in(self, conn, rate: RateLimit, now: float) -> dict[str, int]:
+        """The starts of queue ``s`` counted in its window ending at ``now``, per rate key. Every
+        start after ``now - window`` counts, also one stamped later than ``now`` (by a claim whose
+        clock read later and committed first): any window then holds at most ``rate_limit``."""
+        st = self.starts_t  # type: ignore[attr-defined]
+        stmt = (
+            sa.select(st.c.rate_key, sa.func.count())
+            .where(st.c.queue == rate.queue, st.c.started_at > now - rate.window)
+            .group_by(st.c.rate_key)
+        )
+        return {key: int(n) for key, n in conn.execute(stmt)}
+
+    def _record_starts(self, conn, rate: RateLimit, rows: list[dict], now: float) -> None:
+        """Record the starts of ``rows`` in rate-limited queue ``s``, and forget those no window
+        can count any more (older than two windows: clocks that read a little apart)."""
+        st = self.starts_t  # type: ignore[attr-defined]
+        key_of = _rate_key_of(rate.key)
+        if rows:
+            conn.execute(  # a start already recorded (the same task at the same instant) counts once
+                self.db.dialect.insert_if_absent(st, ("queue", "rate_key", "started_at", "task_id")),
+                [{"queue": rate.queue, "rate_key": key_of(r), "started_at": now, "task_id": r["id"]} for r in rows],
+            )
+        conn.execute(sa.delete(st).where(st.c.queue == rate.queue, st.c.started_at <= now - 2 * rate.window))
 
     def _room(self, conn, settings: QueueSettings | None, want: int, now: float) -> int:
         """How many tasks the claim may take from a queue: ``want``, none while it is paused, at

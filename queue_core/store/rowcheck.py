@@ -192,6 +192,7 @@ SCHEDULE_COLUMNS: dict[str, Check] = {
     "created_at": epoch(),
     "updated_at": epoch(),
     "error": optional(text),  # why it was set aside (schema version 2)
+    "queue": queue_name,
 }
 
 

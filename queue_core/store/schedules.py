@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from . import rowcheck
 from .base import VersionedTables
 from .database import Database
-from .schema import SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
+from .schema import DEFAULT_QUEUE, SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
 from .tasks import FOREVER, new_token
 from .transitions import schedule_where
 
@@ -36,6 +36,7 @@ class NewSchedule:
     next_run_time: float
     catchup: str
     dst: str
+    queue: str = DEFAULT_QUEUE
 
 
 class ScheduleStore(VersionedTables):
@@ -95,9 +96,10 @@ class ScheduleStore(VersionedTables):
         type: str | None = None,
         data: str | None = None,
         catchup: str | None = None,
+        queue: str | None = None,
     ) -> bool:
-        """New type, data (JSON text) or catch-up policy (None: unchanged); times and lease stay."""
-        given = {"type": type, "data": data, "catchup": catchup}
+        """New type, data (JSON text), catch-up policy or queue (None: unchanged); times and lease stay."""
+        given = {"type": type, "data": data, "catchup": catchup, "queue": queue}
         return self._write(
             conn, key, "configure", {k: v for k, v in given.items() if v is not None} | {"updated_at": now}
         )
@@ -116,10 +118,11 @@ class ScheduleStore(VersionedTables):
         type: str | None = None,
         data: str | None = None,
         catchup: str | None = None,
+        queue: str | None = None,
     ) -> bool:
         """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out),
         a set-aside schedule brought back (its error cleared)."""
-        given = {"type": type, "data": data, "catchup": catchup}
+        given = {"type": type, "data": data, "catchup": catchup, "queue": queue}
         return self._write(
             conn,
             key,

@@ -44,7 +44,7 @@ OUTCOMES = ("success", "failure", "cancelled", "skipped")
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished
 #: workflow run); the one constant for "never", also the due time of rows never due by time
 FOREVER = 1e15
-SCHEDULE_SCHEMA_VERSION = 2
+SCHEDULE_SCHEMA_VERSION = 3
 #: values of a schedule's catchup and dst columns, and its largest delay (perfectsched's own
 #: constants: tests/unit/test_rowcheck.py keeps them equal)
 SCHEDULE_CATCHUP = ("all", "latest", "skip")
@@ -187,7 +187,7 @@ ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("result", "workflow", "definiti
 #: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
 DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
 #: the same for the schedule table
-SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",)}
+SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",), 3: ("queue",)}
 
 
 def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
@@ -259,6 +259,8 @@ def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("updated_at", sa.Double(), nullable=False),
         # why the schedule cannot be computed: set aside (never due) until modified or resumed
         sa.Column("error", sa.Text(), nullable=True),
+        # the queue its occurrences' tasks are submitted to
+        sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False, server_default=DEFAULT_QUEUE),
         mysql_charset=MYSQL_CHARSET,
     )
     sa.Index(f"ix_{name}_due", t.c.timeout)

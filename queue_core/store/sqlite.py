@@ -13,7 +13,7 @@ class SQLiteDialect(Dialect):
     per_type = 1 << 30  # in-process statements cost no round trip, and IN lists plan badly here
 
     def insert_if_absent(self, table, conflict_column):
-        return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=[conflict_column])
+        return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=_columns(conflict_column))
 
     def lock_candidates(self, stmt):
         return stmt  # the write transaction (BEGIN IMMEDIATE) holds the database lock
@@ -37,3 +37,7 @@ class SQLiteDialect(Dialect):
 
     def is_denied(self, exc):
         return "readonly database" in str(exc.orig).lower()  # a read-only file (or mode=ro)
+
+
+def _columns(conflict: str | tuple[str, ...]) -> list[str]:
+    return [conflict] if isinstance(conflict, str) else list(conflict)

@@ -109,12 +109,19 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         if view is None:
             if len(views) >= 256:
                 views.clear()
-            view = copy.copy(self)
-            for own in ("_views", "_probe_cache"):
-                view.__dict__.pop(own, None)
-            view.scope = self.t.c.queue == name
-            view._claim_reads()
-            views[name] = view
+            view = views[name] = self._view(self.t.c.queue == name)
+        return view
+
+    def narrowed(self, *clauses) -> TaskStore:
+        """This view with its claim reads further limited by ``clauses`` (built for one claim)."""
+        return self._view(sa.and_(self.scope, *clauses))
+
+    def _view(self, scope) -> TaskStore:
+        view = copy.copy(self)
+        for own in ("_views", "_probe_cache"):
+            view.__dict__.pop(own, None)
+        view.scope = scope
+        view._claim_reads()
         return view
 
     @property
@@ -203,8 +210,8 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
             if not n:
                 return [], 0
 
-            def claim_one(view, room, behind):
-                return view._claim(conn, room, alive_time, now, owner, types, token, behind)
+            def claim_one(view, room, behind, admit):
+                return view._claim(conn, room, alive_time, now, owner, types, token, behind, admit)
 
             return self._claim_queues(conn, n, now, queues, claim_one)
 
@@ -276,10 +283,13 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         tokens = {r.id: r.lease_token for r in rows}
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
-    def _claim(self, conn, n, alive_time, now, owner, types, token, behind=False) -> tuple[list[dict], int, bool]:
+    def _claim(
+        self, conn, n, alive_time, now, owner, types, token, behind=False, admit=None
+    ) -> tuple[list[dict], int, bool]:
         """Lease up to ``n`` due rows of this store's scope (a queue); returns them, how many
         picked rows the claim ended instead, and whether the batch was cut before a row with
-        ``max_attempts`` (``behind``: other rows come first in the batch)."""
+        ``max_attempts`` (``behind``: other rows come first in the batch). ``admit(rows)``: those
+        of the rows a limit lets start (a rate limit per user or type)."""
         t = self.t
         tops: dict | None = None  # the best level of each type ({None: level}: of any type)
         if types is not None:  # from here on, only the types that have live rows
@@ -301,6 +311,8 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         if not picked:
             return [], 0, False
         deliver, consumed = self._screen(conn, picked, now)
+        if admit is not None:
+            deliver = admit(deliver)
         screened = len(deliver)
         deliver = policy.limited_first(deliver, behind=behind)
         if deliver:

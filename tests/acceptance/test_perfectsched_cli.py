@@ -121,7 +121,7 @@ def test_run_on_a_schedule_table_init_did_not_upgrade_says_so(ready):
     from conftest import downgrade
 
     with ready.sched() as sc:
-        downgrade(sc.store, ["error"], 1)  # made by the release before set-aside schedules
+        downgrade(sc.store, ["error", "queue"], 1)  # made by the release before set-aside schedules
     assert_error(ready("run", "--burst"), 5, "schema version 1", "run 'init' to upgrade it")
     ready.ok("init")
     assert ready("run", "--burst").exit_code == 0
@@ -154,6 +154,23 @@ def test_add_with_every_option(ready, style):
     assert m.next_time == epoch("2026-11-23T09:00:00+09:00")
     assert m.next_run_time == epoch("2026-11-23T09:05:00+09:00")  # --at wins over next_time + delay
     assert out == "full next_time=2026-11-23T09:00:00+09:00 next_run_time=2026-11-23T09:05:00+09:00\n"
+
+
+def test_add_an_interval_schedule_as_the_issue_writes_it(ready):
+    start = epoch("2030-01-01T00:00:30Z")
+    out = ready.ok("add", "sync", "type", "@every:15m", "{}", "--offset", "5m", "-s", str(start))
+    m = ready.meta("sync")
+    assert (m.cron, m.next_time) == ("@every:15m+5m", epoch("2030-01-01T00:05:00Z"))
+    assert out.startswith("sync next_time=2030-01-01T00:05:00+00:00 ")
+    assert "@every:15m+5m" in ready.ok("list")
+    ready.ok("add", "billing", "type", "0 * * * *", "--queue", "billing")
+    assert ready.meta("billing").queue_name == "billing"
+    ready.ok("modify", "billing", "--queue", "other")
+    assert ready.meta("billing").queue_name == "other"
+    assert ready("add", "b2", "type", "0 * * * *", "--queue", "a b").exit_code == 2
+    assert_error(ready("add", "bad", "type", "@every:15m", "--offset", "1h"), 1, "offset must be shorter")
+    assert_error(ready("add", "bad", "type", "0 * * * *", "--offset", "5m"), 1, "--offset needs an interval")
+    assert_error(ready("show", "bad"), 4, "not found")
 
 
 def test_add_start_as_epoch_and_delay(ready):
@@ -205,12 +222,12 @@ def test_list_and_show_in_each_schedules_own_zone(ready):
     ready.ok("add", "utc", "job", "30 * * * *", "-s", "2026-11-21T00:00:00Z", "-d", "15")
     out = ready.ok("list")
     lines = out.splitlines()
-    assert lines[0].split() == ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time",
+    assert lines[0].split() == ["key", "type", "cron", "queue", "delay", "timezone", "next_time", "next_run_time",
                                 "catchup", "dst", "status", "data"]
     assert lines[-1] == "2 entries."
     utc_row = next(line.split() for line in lines if line.startswith("utc "))
     tokyo_row = next(line.split() for line in lines if line.startswith("tokyo "))
-    assert utc_row[2:] == ["30", "*", "*", "*", "*", "15", "UTC", "2026-11-21T00:30:00+00:00",
+    assert utc_row[2:] == ["30", "*", "*", "*", "*", "default", "15", "UTC", "2026-11-21T00:30:00+00:00",
                            "2026-11-21T00:30:15+00:00", "all", "vixie", "active", "{}"]
     # 00:00Z is 09:00 in Tokyo: at-or-after, so it is the first occurrence
     assert tokyo_row[-6:] == ["2026-11-21T09:00:00+09:00", "2026-11-21T09:00:00+09:00", "all", "vixie",
@@ -333,6 +350,18 @@ def test_next_json_default_count_and_config_zone(tmp_path):
 ])
 def test_next_errors(args, code, fragment):
     assert_error(invoke("next", *args), code, fragment)
+
+
+def test_next_previews_an_interval_with_its_offset():
+    lines = next_lines("@every:15m", "--offset", "5m", "--from", "2026-01-01T00:00:00Z", "-n", "3", "-t", "Asia/Tokyo")
+    assert [line.split() for line in lines] == [
+        ["2026-01-01T09:05:00+09:00", "2026-01-01T00:05:00Z"],
+        ["2026-01-01T09:20:00+09:00", "2026-01-01T00:20:00Z"],
+        ["2026-01-01T09:35:00+09:00", "2026-01-01T00:35:00Z"],
+    ]
+    assert_error(invoke("next", "@every:15m", "--offset", "15m"), 1, "offset must be shorter")
+    assert_error(invoke("next", "0 * * * *", "--offset", "5m"), 1, "--offset needs an interval")
+    assert_error(invoke("next", "@every:fortnight"), 1, "invalid interval", "@every:15m")
 
 
 def test_next_usage_errors():
@@ -470,7 +499,7 @@ def test_run_sets_aside_what_it_cannot_compute_and_list_show_resume_and_modify(r
     assert "set aside" not in ready("run", "--burst").stderr  # logged once: it is not due any more
 
     lines = ready.ok("list").splitlines()
-    assert lines[0].split() == ["key", "type", "cron", "delay", "timezone", "next_time", "next_run_time",
+    assert lines[0].split() == ["key", "type", "cron", "queue", "delay", "timezone", "next_time", "next_run_time",
                                 "catchup", "dst", "status", "data"]
     rows = {line.split()[0]: line.split() for line in lines[1:-1]}
     assert rows["moon"][-2:] == ["set_aside", "{}"] and rows["ok"][-2:] == ["active", "{}"]

@@ -14,6 +14,13 @@ import queue_core
 pytestmark = pytest.mark.slow
 
 
+def stop(workers) -> None:
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        finish(w)
+
+
 def most_at_once(counter) -> int:
     return int(counter.read_text().split()[1])
 
@@ -60,10 +67,7 @@ def test_a_paused_queue_gives_nothing_to_any_worker_until_resumed(queue, tmp_pat
         queue.resume("billing")
         wait_for(lambda: len(runs(log)) >= 40, timeout=60, what="the billing tasks after resume")
     finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            finish(w)
+        stop(workers)
     assert Counter(k for k, _ in runs(log)) == Counter([f"b{i}" for i in range(10)] + [f"d{i}" for i in range(30)])
 
 
@@ -95,3 +99,26 @@ def test_the_worker_logs_the_queues_it_serves(queue, tmp_path):
 def test_a_bad_queue_list_stops_the_worker_at_start(queue):
     with pytest.raises(queue_core.ConfigError, match="names a queue twice"):
         queue_core.config.build({"queues": "a,a"})
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+def test_a_rate_limit_holds_across_racing_workers(queue, tmp_path, round_):
+    """60 tasks, at most 10 starts in any second, 4 worker processes of 2 processors racing: no
+    window of a second (by the starts the claims stamped, the database's clock on MariaDB and
+    PostgreSQL) holds more than 10, every task runs once, and the limit is used (about 6 s)."""
+    log = tmp_path / "runs.log"
+    queue.limit("api", rate="10/s")
+    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}}
+                       for i in range(60)])
+    workers = [start_worker(queue.config["url"], queue.table, burst=False, processors=2, queues="api",
+                            poll_interval=0.05) for _ in range(4)]
+    try:
+        wait_for(lambda: len(runs(log)) >= 60, timeout=120, what="the 60 tasks")
+    finally:
+        stop(workers)
+    assert Counter(k for k, _ in runs(log)) == Counter(f"r{i}" for i in range(60))
+    starts = sorted(m.started_at for m in queue.list(queue="api"))
+    assert len(starts) == 60
+    most = max(sum(1 for s in starts[i:] if s < first + 1.0) for i, first in enumerate(starts))
+    assert most == 10, most  # reached, never passed
+    assert starts[-1] - starts[0] >= 5.0  # 60 starts at 10 a second take at least 5 s

@@ -203,3 +203,92 @@ def test_init_upgrades_a_version_2_table_to_named_queues(queue):
     assert queue["old"].metadata(now=T0).queue_name == "default"
     assert keys(queue.poll_multi(5, now=T0)) == ["old"]
     queue.init()  # idempotent
+
+
+# -- rate limits ----------------------------------------------------------------------------------
+def rate(queue, name, spec, key=None):
+    queue.limit(name, rate=spec, rate_key=key, now=T0)
+
+
+def starts_rows(queue):
+    st = queue.store.starts_t
+    return queue.db.run(lambda c: c.execute(sa.select(st.c.rate_key, st.c.started_at)).all(), write=False)
+
+
+def test_a_rate_limit_holds_over_a_sliding_window(queue):
+    for i in range(20):
+        submit(queue, f"k{i:02}", "api")
+    rate(queue, "api", "3/10s")
+    assert len(queue.poll_multi(2, now=T0, queues="api")) == 2
+    assert len(queue.poll_multi(10, now=T0 + 6, queues="api")) == 1  # 3 in (T0-4, T0+6]
+    assert queue.poll_multi(10, now=T0 + 9.9, queues="api") == []
+    assert len(queue.poll_multi(10, now=T0 + 10, queues="api")) == 2  # the two of T0 left the window
+    assert queue.poll_multi(10, now=T0 + 15.9, queues="api") == []  # T0+6 and T0+10 (x2) still in it
+    assert len(queue.poll_multi(10, now=T0 + 16, queues="api")) == 1
+
+
+def test_a_task_refused_by_the_rate_waits_without_spending_an_attempt(queue):
+    submit(queue, "a", "api", max_attempts=1)
+    submit(queue, "b", "api", max_attempts=1)
+    rate(queue, "api", "1/60s")
+    assert keys(queue.poll_multi(5, now=T0, queues="api")) == ["a"]
+    for _ in range(3):
+        assert queue.poll_multi(5, now=T0 + 1, queues="api") == []
+    m = queue["b"].metadata(now=T0 + 1)
+    assert (m.status, m.attempts) == ("waiting", 0)
+    assert keys(queue.poll_multi(5, now=T0 + 60, queues="api")) == ["b"]
+
+
+def test_every_lease_counts_as_a_start_a_retry_too(queue):
+    submit(queue, "a", "api")
+    rate(queue, "api", "2/60s")
+    queue.poll(now=T0, queues="api").retry(retry_wait=0, now=T0)
+    assert keys(queue.poll_multi(5, now=T0 + 1, queues="api")) == ["a"]
+    submit(queue, "b", "api")
+    assert queue.poll_multi(5, now=T0 + 2, queues="api") == []
+
+
+def test_a_rate_per_user_never_lets_one_user_block_the_others(queue):
+    for i in range(6):
+        submit(queue, f"a{i}", "api", user="acme", now=T0 - 100 + i)  # acme's tasks are due first
+        submit(queue, f"b{i}", "api", user="bolt", now=T0 - 50 + i)
+        submit(queue, f"n{i}", "api", now=T0 - 10 + i)
+    rate(queue, "api", "2/60s", key="user")
+    got = queue.poll_multi(3, now=T0, queues="api")
+    got += queue.poll_multi(10, now=T0 + 1, queues="api")
+    got += queue.poll_multi(10, now=T0 + 2, queues="api")
+    by_user = {u: sum(1 for t in got if t.user == u) for u in ("acme", "bolt", None)}
+    assert by_user == {"acme": 2, "bolt": 2, None: 2}, by_user  # tasks without a user share one rate
+    assert queue.poll_multi(10, now=T0 + 59, queues="api") == []
+    assert len(queue.poll_multi(10, now=T0 + 60, queues="api")) >= 2
+
+
+def test_a_rate_per_type(queue):
+    for i in range(4):
+        queue.submit(f"x{i}", "invoice", {}, queue="api", now=T0 - 10)
+        queue.submit(f"y{i}", "email", {}, queue="api", now=T0 - 5)
+    rate(queue, "api", "1/60s", key="type")
+    got = queue.poll_multi(10, now=T0, queues="api") + queue.poll_multi(10, now=T0 + 1, queues="api")
+    assert sorted(t.type for t in got) == ["email", "invoice"]
+    assert {r[0] for r in starts_rows(queue)} == {"email", "invoice"}
+
+
+def test_rate_and_concurrency_together_and_old_starts_are_forgotten(queue):
+    for i in range(10):
+        submit(queue, f"k{i}", "api")
+    queue.limit("api", concurrency=2, rate="5/10s", now=T0)
+    first = queue.poll_multi(10, now=T0, queues="api")
+    assert len(first) == 2  # the concurrency limit is the tighter one
+    queue.finish_many(first, now=T0)
+    assert len(queue.poll_multi(10, now=T0 + 1, queues="api")) == 2
+    assert len(starts_rows(queue)) == 4
+    queue.limit("api", rate="5/10s", now=T0)  # concurrency lifted
+    assert len(queue.poll_multi(10, now=T0 + 25, queues="api")) == 5
+    assert [r[1] for r in starts_rows(queue)] == [T0 + 25] * 5  # the starts of T0 and T0+1 pruned
+
+
+def test_a_paused_rate_limited_queue_records_no_start(queue):
+    submit(queue, "a", "api")
+    rate(queue, "api", "5/s")
+    queue.pause("api", now=T0)
+    assert queue.poll_multi(5, now=T0, queues="api") == [] and starts_rows(queue) == []

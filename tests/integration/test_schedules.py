@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import perfectsched
+import queue_core
 from perfectsched import (
     IdempotentAlreadyExistsError,
     IdempotentAlreadyFinishedError,
@@ -98,9 +99,10 @@ def test_tick_submits_time_derived_keys_once(sched):
     assert sched["s1"].metadata().next_time == T0 + 2 * H
 
 
-def test_catchup_all_latest_skip(sched):
+@pytest.mark.parametrize("hourly", ["0 * * * *", "@every:1h"])
+def test_catchup_all_latest_skip(sched, hourly):
     for policy in ("all", "latest", "skip"):
-        sched.add(policy, "job", cron="0 * * * *", catchup=policy, now=T0 + 1)
+        sched.add(policy, "job", cron=hourly, catchup=policy, now=T0 + 1)
     sched.tick(now=T0 + 5 * H + 1800)  # down for five hours
     keys = task_keys(sched)
     assert [k for k in keys if k.startswith("all.")] == [f"all.{T0 + i * H}" for i in range(1, 6)]
@@ -227,3 +229,43 @@ def test_scheduler_killed_mid_tick_loses_and_doubles_nothing(sched, db_url):
     counts = Counter(m.key for m in sched.queue.list())
     expected = {f"s{i}.{T0 + k * 60}" for i in range(n) for k in range(1, 31)}
     assert set(counts) == expected and set(counts.values()) == {1}
+
+
+# -- interval schedules -----------------------------------------------------------------------------
+def test_an_interval_schedule_fires_each_occurrence_once_with_time_derived_keys(sched):
+    sched.add("sync", "job", cron="@every:15m+5m", data={"x": 1}, timezone="Asia/Tokyo", now=T0 + 1)
+    m = sched["sync"].metadata()
+    assert (m.cron, m.next_time) == ("@every:15m+5m", T0 + 300)
+    assert sched.tick(now=T0 + 299) == 0
+    assert sched.tick(now=T0 + 300) == 1
+    assert sched.tick(now=T0 + 301) == 0
+    assert sched.tick(now=T0 + 1200) == 1
+    assert task_keys(sched) == [f"sync.{T0 + 300}", f"sync.{T0 + 1200}"]
+    assert sched["sync"].metadata().next_time == T0 + 2100
+
+
+@pytest.mark.parametrize("cron", ["@every:0s", "@every:15m+20m", "@every:soon", "@every:400d"])
+def test_a_bad_interval_is_refused_at_add_and_nothing_is_written(sched, cron):
+    with pytest.raises(InvalidCronError):
+        sched.add("s", "t", cron=cron, now=T0)
+    with pytest.raises(NotFoundError):
+        sched["s"].metadata()
+
+
+def test_a_schedule_submits_its_tasks_to_its_queue(sched):
+    sched.add("nightly", "report", cron="0 * * * *", queue="reports", now=T0 + 1)
+    assert sched["nightly"].metadata().queue_name == "reports"
+    sched.tick(now=T0 + H)
+    assert sched.queue[f"nightly.{T0 + H}"].metadata().queue_name == "reports"
+    assert sched.queue.poll(now=T0 + H) is None  # the default queue has nothing
+    assert sched.queue.poll(now=T0 + H, queues="reports").key == f"nightly.{T0 + H}"
+    sched.modify("nightly", queue="urgent", now=T0 + H + 1)
+    m = sched["nightly"].metadata()
+    assert (m.queue_name, m.next_time) == ("urgent", T0 + 2 * H)  # a new queue keeps the times
+    sched.tick(now=T0 + 2 * H)
+    assert sched.queue[f"nightly.{T0 + 2 * H}"].metadata().queue_name == "urgent"
+    with pytest.raises(queue_core.ValidationError, match="not a queue name"):
+        sched.modify("nightly", queue="no way", now=T0 + 2 * H)
+    with pytest.raises(queue_core.ValidationError, match="not a queue name"):
+        sched.add("bad", "report", cron="0 * * * *", queue="", now=T0)
+    assert sched["nightly"].metadata().queue_name == "urgent"

@@ -467,14 +467,17 @@ def test_snapshot_format_round_trip_and_retry_defaults() -> None:
     etl, _ = make_etl()
     snap = etl.snapshot()
     assert json.loads(json.dumps(snap)) == snap
-    assert list(snap) == ["format", "workflow", "retries", "retry_wait", "retention", "priority", "steps", "order"]
+    assert list(snap) == ["format", "workflow", "retries", "retry_wait", "retention", "priority", "queue", "steps",
+                          "order"]
+    assert snap["queue"] == "default"
     assert snap["format"] == 1 and snap["workflow"] == "etl"
     assert (snap["retries"], snap["retry_wait"], snap["retention"], snap["priority"]) == (0, 10, 604800, 0)
     assert snap["steps"]["extract"] == {
-        "after": [], "trigger": "all_success", "retries": 0, "retry_wait": 10, "inputs": []
+        "after": [], "trigger": "all_success", "retries": 0, "retry_wait": 10, "inputs": [], "queue": "default"
     }
     assert snap["steps"]["transform"] == {
-        "after": ["extract"], "trigger": "all_success", "retries": 3, "retry_wait": 10, "inputs": ["extract"]
+        "after": ["extract"], "trigger": "all_success", "retries": 3, "retry_wait": 10, "inputs": ["extract"],
+        "queue": "default",
     }
     assert snap["steps"]["cleanup"]["trigger"] == "all_done"
     assert snap["order"] == ["extract", "transform", "load", "cleanup"]

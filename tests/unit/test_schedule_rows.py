@@ -10,12 +10,13 @@ from queue_core.validate import check_name, check_time
 H = 3600
 T0 = 1_700_000_000 - 1_700_000_000 % 86400
 ROW = {"key": "s", "type": "t", "cron": "0 * * * *", "timezone": "UTC", "delay": 0, "catchup": "all", "dst": "vixie",
-       "data": '{"a": 1}', "next_time": T0, "next_run_time": float(T0)}
+       "data": '{"a": 1}', "next_time": T0, "next_run_time": float(T0), "queue": "default"}
 OPTS = {"grace": 60.0, "max_data_size": 1000}
 
 
-def new_task(key, type, data, run_at):
+def new_task(key, type, data, run_at, queue):
     """What Transaction.new_task checks, without a queue."""
+    assert queue == "default"
     check_name(key, "task key")
     check_name(type, "task type")
     return key, type, data, check_time(run_at, "run_at")
