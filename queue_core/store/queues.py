@@ -126,10 +126,12 @@ class NamedQueues:
 
     # -- rate limits ---------------------------------------------------------------------
     def _rate_room(self, conn, view, rate: RateLimit, room: int, now: float):
-        """The view, admission and room of a claim from a rate-limited queue: at most the starts
-        left in the window for the whole queue; per key, the keys with none left are not read at
-        all and the others' rows are admitted up to what each has left."""
+        """The view, admission and room of a claim from a rate-limited queue: one task (a batch's
+        later tasks would start after their lease, bunching starts), if the window has a start
+        left for the whole queue; per key, the keys with none left are not read at all and the
+        others' rows are admitted up to what each has left."""
         left = {key: policy.free_slots(rate.limit, used) for key, used in self._starts_in(conn, rate, now).items()}
+        room = min(room, 1)  # one task per claim: it starts right after the start it was counted as
         if rate.key is None:
             return view, None, min(room, left.get("", rate.limit))
         spent = sorted(key for key, n in left.items() if n == 0)

@@ -23,3 +23,14 @@ def test_billing_example_maps_over_customers():
     assert "[map over customers: 24/25 succeeded, 1 failed]" in out
     assert "report: {'billed': 24, 'total_cents': " in out and "'by_hand': ['customer-007']}" in out
     assert sum(1 for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit()) == 25
+
+
+def test_queues_example_pauses_resumes_and_rate_limits_the_partner_api():
+    out = _run("examples/queues/run.sh")
+    paused, resumed = out.split("== the partner is back")
+    assert all(f"report {name} done" in paused for name in ("sales", "churn", "usage"))
+    assert [line.split()[:3] for line in paused.splitlines() if line.startswith("partner  ")] == [
+        ["partner", "paused", "12"]]
+    assert "partner API calls: 12\n" in resumed and "most starts in any second: 4 (the limit: 4)" in resumed
+    assert [line.split()[:6] for line in resumed.splitlines() if line.startswith("partner  ")] == [
+        ["partner", "running", "0", "0", "0", "12"]]

@@ -215,37 +215,56 @@ def starts_rows(queue):
     return queue.db.run(lambda c: c.execute(sa.select(st.c.rate_key, st.c.started_at)).all(), write=False)
 
 
+def take(queue, now, queues="api", n=10) -> list:
+    """Everything the claims at ``now`` hand out until one hands out nothing (a rate-limited
+    queue gives one task per claim)."""
+    got: list = []
+    while batch := queue.poll_multi(n, now=now, queues=queues):
+        got += batch
+    return got
+
+
 def test_a_rate_limit_holds_over_a_sliding_window(queue):
     for i in range(20):
         submit(queue, f"k{i:02}", "api")
     rate(queue, "api", "3/10s")
-    assert len(queue.poll_multi(2, now=T0, queues="api")) == 2
-    assert len(queue.poll_multi(10, now=T0 + 6, queues="api")) == 1  # 3 in (T0-4, T0+6]
-    assert queue.poll_multi(10, now=T0 + 9.9, queues="api") == []
-    assert len(queue.poll_multi(10, now=T0 + 10, queues="api")) == 2  # the two of T0 left the window
-    assert queue.poll_multi(10, now=T0 + 15.9, queues="api") == []  # T0+6 and T0+10 (x2) still in it
-    assert len(queue.poll_multi(10, now=T0 + 16, queues="api")) == 1
+    assert len(queue.poll_multi(5, now=T0, queues="api")) == 1  # one task per claim
+    assert len(queue.poll_multi(5, now=T0, queues="api")) == 1
+    assert len(take(queue, T0 + 6)) == 1  # 3 in (T0-4, T0+6]
+    assert take(queue, T0 + 9.9) == []
+    assert len(take(queue, T0 + 10)) == 2  # the two of T0 left the window
+    assert take(queue, T0 + 15.9) == []  # T0+6 and T0+10 (x2) still in it
+    assert len(take(queue, T0 + 16)) == 1
 
 
 def test_a_task_refused_by_the_rate_waits_without_spending_an_attempt(queue):
     submit(queue, "a", "api", max_attempts=1)
     submit(queue, "b", "api", max_attempts=1)
     rate(queue, "api", "1/60s")
-    assert keys(queue.poll_multi(5, now=T0, queues="api")) == ["a"]
+    assert keys(take(queue, T0)) == ["a"]
     for _ in range(3):
         assert queue.poll_multi(5, now=T0 + 1, queues="api") == []
     m = queue["b"].metadata(now=T0 + 1)
     assert (m.status, m.attempts) == ("waiting", 0)
-    assert keys(queue.poll_multi(5, now=T0 + 60, queues="api")) == ["b"]
+    assert keys(take(queue, T0 + 60)) == ["b"]
 
 
 def test_every_lease_counts_as_a_start_a_retry_too(queue):
     submit(queue, "a", "api")
     rate(queue, "api", "2/60s")
     queue.poll(now=T0, queues="api").retry(retry_wait=0, now=T0)
-    assert keys(queue.poll_multi(5, now=T0 + 1, queues="api")) == ["a"]
+    assert keys(take(queue, T0 + 1)) == ["a"]
     submit(queue, "b", "api")
-    assert queue.poll_multi(5, now=T0 + 2, queues="api") == []
+    assert take(queue, T0 + 2) == []
+
+
+def test_a_rate_limited_queue_gives_one_task_per_claim_and_the_batch_fills_from_the_next(queue):
+    for i in range(3):
+        submit(queue, f"api{i}", "api")
+        submit(queue, f"d{i}")
+    rate(queue, "api", "100/s")
+    got = queue.poll_multi(4, now=T0, queues="api,default")
+    assert [t.queue_name for t in got] == ["api", "default", "default", "default"]
 
 
 def test_a_rate_per_user_never_lets_one_user_block_the_others(queue):
@@ -254,13 +273,11 @@ def test_a_rate_per_user_never_lets_one_user_block_the_others(queue):
         submit(queue, f"b{i}", "api", user="bolt", now=T0 - 50 + i)
         submit(queue, f"n{i}", "api", now=T0 - 10 + i)
     rate(queue, "api", "2/60s", key="user")
-    got = queue.poll_multi(3, now=T0, queues="api")
-    got += queue.poll_multi(10, now=T0 + 1, queues="api")
-    got += queue.poll_multi(10, now=T0 + 2, queues="api")
+    got = take(queue, T0) + take(queue, T0 + 1)
     by_user = {u: sum(1 for t in got if t.user == u) for u in ("acme", "bolt", None)}
     assert by_user == {"acme": 2, "bolt": 2, None: 2}, by_user  # tasks without a user share one rate
-    assert queue.poll_multi(10, now=T0 + 59, queues="api") == []
-    assert len(queue.poll_multi(10, now=T0 + 60, queues="api")) >= 2
+    assert take(queue, T0 + 59) == []
+    assert len(take(queue, T0 + 60)) == 6
 
 
 def test_a_rate_per_type(queue):
@@ -268,7 +285,7 @@ def test_a_rate_per_type(queue):
         queue.submit(f"x{i}", "invoice", {}, queue="api", now=T0 - 10)
         queue.submit(f"y{i}", "email", {}, queue="api", now=T0 - 5)
     rate(queue, "api", "1/60s", key="type")
-    got = queue.poll_multi(10, now=T0, queues="api") + queue.poll_multi(10, now=T0 + 1, queues="api")
+    got = take(queue, T0) + take(queue, T0 + 1)
     assert sorted(t.type for t in got) == ["email", "invoice"]
     assert {r[0] for r in starts_rows(queue)} == {"email", "invoice"}
 
@@ -277,13 +294,13 @@ def test_rate_and_concurrency_together_and_old_starts_are_forgotten(queue):
     for i in range(10):
         submit(queue, f"k{i}", "api")
     queue.limit("api", concurrency=2, rate="5/10s", now=T0)
-    first = queue.poll_multi(10, now=T0, queues="api")
+    first = take(queue, T0)
     assert len(first) == 2  # the concurrency limit is the tighter one
     queue.finish_many(first, now=T0)
-    assert len(queue.poll_multi(10, now=T0 + 1, queues="api")) == 2
+    assert len(take(queue, T0 + 1)) == 2
     assert len(starts_rows(queue)) == 4
     queue.limit("api", rate="5/10s", now=T0)  # concurrency lifted
-    assert len(queue.poll_multi(10, now=T0 + 25, queues="api")) == 5
+    assert len(take(queue, T0 + 25)) == 5
     assert [r[1] for r in starts_rows(queue)] == [T0 + 25] * 5  # the starts of T0 and T0+1 pruned
 
 
