@@ -21,7 +21,7 @@ from .errors import InvalidCronError
 
 PREFIX = "@every:"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_PART = re.compile(r"(\d+)([smhd])")
+_PART = re.compile(r"(\d{1,9})([smhd])")
 MAX_INTERVAL = 366 * 86400
 EXAMPLE = "for example @every:15m, @every:1h30m, @every:1d+2h (a 1-day interval at 02:00 UTC)"
 

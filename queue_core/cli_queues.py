@@ -110,7 +110,11 @@ def _set_paused(queue: str, paused: bool) -> None:
 @click.argument("queue", type=QUEUE)
 @click.option("--concurrency", type=click.IntRange(min=1), metavar="N", help="At most N of its tasks run at once.")
 @click.option("--rate", type=Rate(), metavar="N/WINDOW", help="At most N starts in any WINDOW (100/60s, 10/s, 5/m).")
-@click.option("--rate-key", type=click.Choice(RATE_KEYS), help="Keep the rate per user or per type.")
+@click.option(
+    "--rate-key",
+    type=click.Choice([*RATE_KEYS, "queue"]),
+    help="Keep the rate per user, per type, or for the whole queue (the default).",
+)
 @click.option("--no-concurrency", is_flag=True, help="Lift the concurrency limit.")
 @click.option("--no-rate", is_flag=True, help="Lift the rate limit.")
 @common_options
@@ -118,16 +122,16 @@ def limit(queue: str, concurrency, rate, rate_key, no_concurrency: bool, no_rate
     """Limit QUEUE across all workers and hosts; options not given keep their current value."""
     if (concurrency and no_concurrency) or (rate and no_rate):
         raise click.UsageError("give a limit or lift it, not both")
-    if rate_key and not rate:
-        raise click.UsageError("--rate-key needs --rate (for example: --rate 10/s --rate-key user)")
     with open_queue(settings()) as q:
-        now = next((i for i in q.queues() if i.name == queue), None)
-        keep_rate = (now.rate_limit, now.rate_window) if now and now.rate_limit else None
+        now = q.queue_settings(queue)
+        keep_rate = (now.rate_limit, now.rate_window) if now.rate_limit else None
+        if rate_key and not (rate or (keep_rate and not no_rate)):
+            raise click.UsageError("--rate-key needs a rate (for example: --rate 10/s --rate-key user)")
         new = q.limit(
             queue,
-            concurrency=None if no_concurrency else concurrency or (now.concurrency if now else None),
+            concurrency=None if no_concurrency else concurrency or now.concurrency,
             rate=None if no_rate else rate or keep_rate,
-            rate_key=None if no_rate else (rate_key if rate else (now.rate_key if now else None)),
+            rate_key=None if no_rate or rate_key == "queue" else rate_key or now.rate_key,
         )
     shown = QueueInfo(
         new.name, new.paused, new.concurrency, new.rate_limit, new.rate_window, new.rate_key, 0, 0, 0, 0, None

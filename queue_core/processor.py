@@ -8,6 +8,7 @@ finishes its successes in batches (:mod:`queue_core.settler`).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import threading
@@ -88,6 +89,8 @@ class Processor:
         #: waits for it (up to GIVE_BACK_TIME) before the process may end on its own
         self._giving_back = threading.Event()
         self._given_back = threading.Event()
+        #: what the last claim noted (rate_wait: seconds until a rate limit lets a held-back task start)
+        self._notes: dict = {}
 
     @property
     def stopping(self) -> bool:
@@ -139,12 +142,13 @@ class Processor:
                 self._cleanup()
                 next_cleanup = time.monotonic() + self.settings["cleanup_interval"]
             tasks = self._claim()
+            rate_wait = self._notes.get("rate_wait")
             if tasks:
                 self._run_batch(tasks)
-            elif tasks is not None and self.burst:
+            elif tasks is not None and self.burst and rate_wait is None:
                 return EXIT_OK
-            elif tasks is not None:
-                self.control.idle(self.settings["poll_interval"])
+            elif tasks is not None:  # a rate limit held tasks back: wait for its window, not a poll
+                self.control.idle(min(self.settings["poll_interval"], rate_wait or math.inf))
             if limit and self.processed >= limit:
                 return EXIT_RECYCLE
         return EXIT_OK
@@ -168,12 +172,14 @@ class Processor:
 
     def _lease(self) -> list:
         settled = self.settler.take()
+        self._notes = {}
         try:
             tasks = self.queue.poll_multi(
                 self.batch_size(),
                 alive_time=self.settings["alive_time"],
                 finish=[t for t, _ in settled],
                 types=self.types,
+                notes=self._notes,
             )
         except DatabaseError:
             self.settler.put_back(settled)

@@ -259,11 +259,14 @@ class Queue(QueueControls):
         finish: Sequence[AcquiredTask] = (),
         types: Iterable[str] | None = None,
         queues: Any = None,
+        notes: dict | None = None,
     ) -> list[AcquiredTask]:
         """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types) from
         ``queues`` (default: the config's ``queues``): ``"critical,default"`` or a list of names
         takes a queue's tasks before the next queue's; ``"critical=5,default=1"`` or a mapping of
         names to weights reads them in a weighted random order (:func:`policy.queue_order`).
+        ``notes``: a dict the claim fills: ``rate_wait``, the seconds until a rate limit that held
+        due tasks back lets one start.
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
         the claim (a worker settles its last batch and leases the next one in one commit).
@@ -280,7 +283,16 @@ class Queue(QueueControls):
         lost: list[Settled] = []
         order = policy.queue_order(*served, self.rng)
         rows = self.store.claim(
-            n, alive, now, self.owner, settle=entries, lost=lost, also=more.write, types=types, queues=order
+            n,
+            alive,
+            now,
+            self.owner,
+            settle=entries,
+            lost=lost,
+            also=more.write,
+            types=types,
+            queues=order,
+            notes=notes,
         )
         self._mark_settled(plain, lost, now)
         more.mark(now)

@@ -77,6 +77,11 @@ class QueueControls:
             oldest_waiting_age=None if oldest is None else max(0.0, now - oldest),
         )
 
+    def queue_settings(self, name: str) -> QueueSettings:
+        """What an operator set for queue ``name`` (the defaults when nothing)."""
+        check_queue(name)
+        return self.store.all_settings().get(name) or QueueSettings(name)
+
     def pause(self, name: str, *, now: float | None = None) -> QueueSettings:
         """Stop handing out the tasks of queue ``name`` (running ones finish; submits still succeed).
         NotFoundError for a queue without tasks or settings (a misspelt name)."""

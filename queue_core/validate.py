@@ -96,7 +96,7 @@ def _weight(value: Any, what: str) -> int:
 
 #: the units of a rate's window, in seconds
 _RATE_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]*)\s*")
+_RATE = re.compile(r"\s*(\d{1,10})\s*/\s*(\d{1,10}(?:\.\d{1,6})?)?\s*([a-z]*)\s*")
 #: the longest window of a rate limit (a day)
 MAX_RATE_WINDOW = 86400.0
 RATE_EXAMPLE = "for example 100/60s (100 starts in any 60 seconds), 10/s, 500/5m, 1000/h"
@@ -127,7 +127,7 @@ def _queue_pairs(value: Any, what: str) -> list[tuple[Any, Any]]:
         pairs: list[tuple[Any, Any]] = []
         for part in (p.strip() for p in value.split(",")):
             name, sep, weight = part.partition("=")
-            if sep and not re.fullmatch(r"\s*\d+\s*", weight):
+            if sep and not re.fullmatch(r"\s*\d{1,10}\s*", weight):
                 raise ValidationError(
                     f"{what}: weight {weight!r} of {name.strip()!r} is not a whole number "
                     "(for example: critical=5,default=1)"

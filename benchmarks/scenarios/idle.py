@@ -26,17 +26,28 @@ MODES = {"before": {"PQ_WAKE_INTERVAL": "0"}, "after": {}}
 SERVER_PROCESS = {"mariadb": ("mariadbd", "mysqld"), "postgres": ("postgres",)}
 
 
-def cpu_seconds(pids) -> float:
-    """utime + stime of ``pids`` (those still alive), in seconds."""
-    total = 0
+def cpu_by_process(pids) -> dict[int, float]:
+    """utime + stime of each of ``pids`` still alive, in seconds."""
+    out = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            out[pid] = (int(fields[11]) + int(fields[12])) / TICKS
         except (OSError, IndexError, ValueError):
             continue
-    return total / TICKS
+    return out
+
+
+def cpu_seconds(pids) -> float:
+    """utime + stime of ``pids`` (those still alive), in seconds."""
+    return sum(cpu_by_process(pids).values())
+
+
+def cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """The CPU the processes spent between two readings: a process gone meanwhile (a database
+    backend that ended) is not counted as negative, one that appeared counts from zero."""
+    return sum(t - before.get(pid, 0.0) for pid, t in after.items())
 
 
 def named_processes(names: tuple[str, ...]) -> list[int]:
@@ -83,10 +94,12 @@ class IdleLoad(Scenario):
     def measure(self, ctx: Context, out: Sample, mode: str, procs, url: str) -> None:
         s = ctx.sizes
         workers = [pid for p in procs for pid in (p.pid, *descendants(p.pid))]
-        server = named_processes(SERVER_PROCESS.get(ctx.db, ()))
-        before = (time.monotonic(), cpu_seconds(workers), cpu_seconds(server), statements(ctx.db, url))
+        names = SERVER_PROCESS.get(ctx.db, ())
+        before = (time.monotonic(), cpu_seconds(workers), cpu_by_process(named_processes(names)),
+                  statements(ctx.db, url))
         time.sleep(s.idle_seconds)
-        after = (time.monotonic(), cpu_seconds(workers), cpu_seconds(server), statements(ctx.db, url))
+        after = (time.monotonic(), cpu_seconds(workers), cpu_by_process(named_processes(names)),
+                 statements(ctx.db, url))
         elapsed, n = after[0] - before[0], s.idle_workers
         label = "polling only (wake_interval 0, before)" if mode == "before" else "defaults (after)"
         out.metric("idle", f"worker_cpu_pct_{mode}", 100 * (after[1] - before[1]) / elapsed / n,
@@ -96,5 +109,5 @@ class IdleLoad(Scenario):
             rate = (after[3] - before[3] - 1) / elapsed / n
             out.metric("idle", f"statements_per_s_{mode}", rate, f"statements per second per idle worker, {label}",
                        "/s", zero_ok=True)
-            out.metric("idle", f"server_cpu_pct_{mode}", 100 * (after[2] - before[2]) / elapsed,
+            out.metric("idle", f"server_cpu_pct_{mode}", 100 * cpu_spent(before[2], after[2]) / elapsed,
                        f"server CPU for {n} idle workers, % of a core, {label}", "%", zero_ok=True)

@@ -249,8 +249,18 @@ class Database:
             return self.dialect.is_transient(exc)
         return False
 
-    def _is_missing_table(self, exc: BaseException) -> bool:
-        return isinstance(exc, sa.exc.DBAPIError) and self.dialect.is_missing_table(exc)
+    def _schema_problem(self, what: str, exc: BaseException) -> SchemaError | None:
+        """The SchemaError of a statement that named a table or a column the database lacks."""
+        if not isinstance(exc, sa.exc.DBAPIError):
+            return None
+        if self.dialect.is_missing_table(exc):
+            return SchemaError(f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first")
+        if self.dialect.is_missing_column(exc):
+            return SchemaError(
+                f"{what}: a column this release needs is missing in {self.masked_url} ({self.scrub(exc)}): "
+                "the table was made by an earlier release; run 'init' to upgrade it"
+            )
+        return None
 
     # -- transactions ------------------------------------------------------------------
     @contextmanager
@@ -341,10 +351,8 @@ class Database:
                 raise
             except sa.exc.SQLAlchemyError as exc:
                 self._local.uncertain = self._local.uncertain or maybe_applied
-                if self._is_missing_table(exc):
-                    raise SchemaError(
-                        f"{what}: table not found in {self.masked_url} ({self.scrub(exc)}); run 'init' first"
-                    ) from None
+                if (schema_problem := self._schema_problem(what, exc)) is not None:
+                    raise schema_problem from None
                 if isinstance(exc, sa.exc.DBAPIError) and self.dialect.is_denied(exc):
                     raise AccessDeniedError(
                         f"{what} refused by {self.masked_url}: {self.scrub(exc)} (a privilege this account "

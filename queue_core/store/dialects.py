@@ -134,6 +134,10 @@ class Dialect:
     def is_missing_table(self, exc: sa.exc.DBAPIError) -> bool:
         return False
 
+    def is_missing_column(self, exc: sa.exc.DBAPIError) -> bool:
+        """Whether the statement named a column the table lacks (made by an earlier release)."""
+        return False
+
     def is_denied(self, exc: sa.exc.DBAPIError) -> bool:
         """Whether the database refused the statement to this account for good: a privilege it
         lacks, or a read-only replica, transaction or file."""

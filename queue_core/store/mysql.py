@@ -134,5 +134,8 @@ class MySQLDialect(Dialect):
     def is_missing_table(self, exc):
         return error_code(exc) == 1146
 
+    def is_missing_column(self, exc):
+        return error_code(exc) == 1054
+
     def is_denied(self, exc):
         return error_code(exc) in self.DENIED

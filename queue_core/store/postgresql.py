@@ -66,6 +66,9 @@ class PostgreSQLDialect(Dialect):
         state = getattr(exc.orig, "sqlstate", None)
         return state == "42P01"
 
+    def is_missing_column(self, exc):
+        return getattr(exc.orig, "sqlstate", None) == "42703"
+
     def is_denied(self, exc):
         # 42501 insufficient_privilege; 25006 read_only_sql_transaction (a hot standby, or
         # default_transaction_read_only set for the role or the database)

@@ -79,6 +79,11 @@ def _settings(row: Any) -> QueueSettings:
 QUEUE_STATUSES = ("waiting", "running", "pending", "finished")
 
 
+#: how far apart the clocks of two claimers may read before the starts one of them still counts
+#: could be forgotten by the other (seconds)
+CLOCK_MARGIN = 300.0
+
+
 def _rate_key_of(rate_key: str | None):
     """The function giving a row's rate key: its user ('' without one), its type, or '' (the
     whole queue)."""
@@ -98,15 +103,21 @@ class NamedQueues:
     db: Database
 
     # -- the claim's walk ----------------------------------------------------------------
-    def _claim_queues(self, conn, n: int, now: float, queues: Sequence[str], claim_one) -> tuple[list[dict], int]:
+    def _claim_queues(
+        self, conn, n: int, now: float, queues: Sequence[str], claim_one, notes: dict | None = None
+    ) -> tuple[list[dict], int]:
         """Up to ``n`` rows from ``queues`` in that order, each queue's through
         ``claim_one(view, room, behind, admit)`` (``behind``: rows of earlier queues are in the
         batch; ``admit``: the rows a rate limit per key lets start, or None); paused queues are
-        passed over, a limited one gives at most its free slots and the starts its rate allows."""
+        passed over, a limited one gives at most its free slots and the starts its rate allows.
+        ``notes["rate_wait"]``: when nothing was leased and a rate held due tasks back, the
+        seconds until its window lets one start (the worker sleeps that long, not a whole poll)."""
         settings = self.settings_in(conn, queues, lock=True)
+        running = [q for q in queues if not (q in settings and settings[q].paused)]
+        due = self._due_queues(conn, running, now) if len(running) > 1 else set(running)
         delivered: list[dict] = []
         consumed = 0
-        for name in queues:
+        for name in (q for q in running if q in due):
             s = settings.get(name)
             room = self._room(conn, s, n - len(delivered), now)
             rate = s.rate if s is not None else None
@@ -114,10 +125,14 @@ class NamedQueues:
             if room > 0 and rate is not None:
                 view, admit, room = self._rate_room(conn, view, rate, room, now)
             if room <= 0:
+                if rate is not None and notes is not None:
+                    self._note_rate_wait(conn, rate, now, notes)
                 continue
             rows, ended, cut = claim_one(view, room, bool(delivered), admit)
             if rate is not None:
                 self._record_starts(conn, rate, rows, now)
+                if not rows and notes is not None:
+                    self._note_rate_wait(conn, rate, now, notes)
             delivered += rows
             consumed += ended
             if cut or len(delivered) >= n:
@@ -130,10 +145,11 @@ class NamedQueues:
         later tasks would start after their lease, bunching starts), if the window has a start
         left for the whole queue; per key, the keys with none left are not read at all and the
         others' rows are admitted up to what each has left."""
-        left = {key: policy.free_slots(rate.limit, used) for key, used in self._starts_in(conn, rate, now).items()}
+        used = self._starts_in(conn, rate, now)
         room = min(room, 1)  # one task per claim: it starts right after the start it was counted as
-        if rate.key is None:
-            return view, None, min(room, left.get("", rate.limit))
+        if rate.key is None:  # every start of the queue counts (also those made under a rate per key)
+            return view, None, min(room, policy.free_slots(rate.limit, sum(used.values())))
+        left = {key: policy.free_slots(rate.limit, n) for key, n in used.items()}
         spent = sorted(key for key, n in left.items() if n == 0)
         if spent:
             view = view.narrowed(self._not_keyed(rate.key, spent))
@@ -160,6 +176,17 @@ class NamedQueues:
         others = t.c.resource.not_in(users) if users else sa.true()
         return sa.and_(t.c.resource.is_not(None), others) if "" in spent else sa.or_(t.c.resource.is_(None), others)
 
+    def _note_rate_wait(self, conn, rate: RateLimit, now: float, notes: dict) -> None:
+        """Note in ``notes["rate_wait"]`` when the queue's window next lets a start through: its
+        oldest start in the window leaves it then (the earliest of all its keys' oldest)."""
+        st = self.starts_t  # type: ignore[attr-defined]
+        oldest = conn.execute(
+            sa.select(sa.func.min(st.c.started_at)).where(st.c.queue == rate.queue, st.c.started_at > now - rate.window)
+        ).scalar()
+        if oldest is not None:
+            wait = max(0.0, oldest + rate.window - now)
+            notes["rate_wait"] = min(wait, notes.get("rate_wait", wait))
+
     def _starts_in(self, conn, rate: RateLimit, now: float) -> dict[str, int]:
         """The starts of queue ``s`` counted in its window ending at ``now``, per rate key. Every
         start after ``now - window`` counts, also one stamped later than ``now`` (by a claim whose
@@ -174,15 +201,50 @@ class NamedQueues:
 
     def _record_starts(self, conn, rate: RateLimit, rows: list[dict], now: float) -> None:
         """Record the starts of ``rows`` in rate-limited queue ``s``, and forget those no window
-        can count any more (older than two windows: clocks that read a little apart)."""
+        can count any more: older than the window and :data:`CLOCK_MARGIN` (the clocks of two
+        claimers may read apart: SQLite's are the hosts'), by a claim that started something."""
         st = self.starts_t  # type: ignore[attr-defined]
         key_of = _rate_key_of(rate.key)
-        if rows:
-            conn.execute(  # a start already recorded (the same task at the same instant) counts once
-                self.db.dialect.insert_if_absent(st, ("queue", "rate_key", "started_at", "task_id")),
-                [{"queue": rate.queue, "rate_key": key_of(r), "started_at": now, "task_id": r["id"]} for r in rows],
+        if not rows:
+            return
+        conn.execute(  # a start already recorded (the same task at the same instant) counts once
+            self.db.dialect.insert_if_absent(st, ("queue", "rate_key", "started_at", "task_id")),
+            [{"queue": rate.queue, "rate_key": key_of(r), "started_at": now, "task_id": r["id"]} for r in rows],
+        )
+        forget = now - rate.window - max(rate.window, CLOCK_MARGIN)
+        conn.execute(sa.delete(st).where(st.c.queue == rate.queue, st.c.started_at <= forget))
+
+    def _due_queues(self, conn, names: Sequence[str], now: float) -> set[str]:
+        """Those of ``names`` that have due rows: two index probes per queue (due rows without a
+        user, due rows of users), 50 queues per statement, so that a claim serving many queues
+        walks only those with work, in a round trip or two whatever the others hold."""
+        found: set[str] = set()
+        for i in range(0, len(names), 50):
+            chunk = tuple(names[i : i + 50])
+            row = conn.execute(self._due_probe(chunk), {"now": now}).one()
+            found.update(q for j, q in enumerate(chunk) if row[2 * j] is not None or row[2 * j + 1] is not None)
+        return found
+
+    def _due_probe(self, chunk: tuple[str, ...]):
+        cache = self.__dict__.setdefault("_due_probes", {})
+        stmt = cache.get(chunk)
+        if stmt is None:
+            if len(cache) >= 64:
+                cache.clear()
+            t = self.t
+            due = t.c.timeout <= sa.bindparam("now")
+
+            def probe(q: str, *more):
+                return sa.select(sa.literal(1)).where(t.c.state == LIVE, t.c.queue == q, *more, due).limit(1)
+
+            stmt = cache[chunk] = sa.select(
+                *[
+                    p.scalar_subquery()
+                    for q in chunk
+                    for p in (probe(q, t.c.resource.is_(None)), probe(q, t.c.resource.is_not(None)))
+                ]
             )
-        conn.execute(sa.delete(st).where(st.c.queue == rate.queue, st.c.started_at <= now - 2 * rate.window))
+        return stmt
 
     def _room(self, conn, settings: QueueSettings | None, want: int, now: float) -> int:
         """How many tasks the claim may take from a queue: ``want``, none while it is paused, at

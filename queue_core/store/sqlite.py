@@ -35,6 +35,10 @@ class SQLiteDialect(Dialect):
     def is_missing_table(self, exc):
         return "no such table" in str(exc.orig).lower()
 
+    def is_missing_column(self, exc):
+        text = str(exc.orig).lower()
+        return "no such column" in text or "has no column named" in text
+
     def is_denied(self, exc):
         return "readonly database" in str(exc.orig).lower()  # a read-only file (or mode=ro)
 

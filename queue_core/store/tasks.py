@@ -118,7 +118,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
 
     def _view(self, scope) -> TaskStore:
         view = copy.copy(self)
-        for own in ("_views", "_probe_cache"):
+        for own in ("_views", "_probe_cache", "_due_probes"):
             view.__dict__.pop(own, None)
         view.scope = scope
         view._claim_reads()
@@ -177,13 +177,14 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         also=None,
         types: Sequence[str] | None = None,
         queues: Sequence[str] = (DEFAULT_QUEUE,),
+        notes: dict | None = None,
     ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
         ``queues``: the queues to lease from, best first (a queue's tasks are taken before the
         next queue's; paused ones are passed over, limited ones give at most their free slots:
-        ``store/queues.py``). ``types``: lease only rows of these task types (exact, validated
-        strings); None: any.
+        ``store/queues.py``, which also fills ``notes``). ``types``: lease only rows of these task
+        types (exact, validated strings); None: any.
 
         Settling the previous batch together with the next claim makes a drain cost one
         transaction per batch instead of two per task, with the same fencing as ``finish``:
@@ -213,7 +214,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
             def claim_one(view, room, behind, admit):
                 return view._claim(conn, room, alive_time, now, owner, types, token, behind, admit)
 
-            return self._claim_queues(conn, n, now, queues, claim_one)
+            return self._claim_queues(conn, n, now, queues, claim_one, notes)
 
         for _ in range(4):
             token = new_token()
@@ -465,10 +466,11 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         return self.without_mended(self._lock_chosen(conn, [r["id"] for r in chosen], now), corrupt)
 
     def _lock_chosen(self, conn, ids: list[int], now: float) -> list[dict]:
-        """Lock the rows ``ids`` that are still due, in that order, as they are now: read before
-        the lock, another worker may have claimed, changed and given one back meanwhile."""
+        """Lock the rows ``ids`` that are still due and in this view's scope (its queue), in that
+        order, as they are now: read before the lock, another worker may have claimed, changed
+        and given one back meanwhile, or an operator moved one to another queue."""
         t = self.t
-        still_due = self.db.dialect.likely(sa.and_(t.c.state == LIVE, t.c.timeout <= now))
+        still_due = self.db.dialect.likely(self._live(t.c.timeout <= now))
         lock = self.db.dialect.lock_candidates(sa.select(t).where(t.c.id.in_(ids), still_due))
         locked = {r.id: dict(r._mapping) for r in conn.execute(lock)}
         return [locked[i] for i in ids if i in locked]

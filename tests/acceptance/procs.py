@@ -93,6 +93,18 @@ def finish(proc, timeout=30):
     return proc.returncode, out.decode(errors="replace")
 
 
+def run_to_end(workers, timeout=120) -> None:
+    """Wait for burst workers to end, each with exit code 0 (the others killed if one fails)."""
+    try:
+        for w in workers:
+            code, out = finish(w, timeout=timeout)
+            assert code == 0, out[-3000:]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+
+
 def stop_and_time(proc, sig, timeout=30):
     """Send ``sig`` to ``proc`` and wait for its end: (exit code, output, seconds it took)."""
     proc.send_signal(sig)

@@ -98,11 +98,13 @@ def test_limit_sets_keeps_and_lifts_limits(ready):
     )
     found = queues(pq)["api"]
     assert (found["concurrency"], found["rate_limit"], found["rate_window"], found["rate_key"]) == (10, 100, 60, "user")
-    assert pq.ok("limit", "api", "--rate", "5/s") == "api: concurrency 10, rate 5/1s\n"  # whole queue now
+    assert pq.ok("limit", "api", "--rate", "5/s") == "api: concurrency 10, rate 5/1s per user\n"  # key kept
+    assert pq.ok("limit", "api", "--rate-key", "type") == "api: concurrency 10, rate 5/1s per type\n"  # rate kept
+    assert pq.ok("limit", "api", "--rate-key", "queue") == "api: concurrency 10, rate 5/1s\n"  # whole queue
     assert pq.ok("limit", "api", "--no-concurrency") == "api: concurrency -, rate 5/1s\n"
     assert pq.ok("limit", "api", "--no-rate") == "api: concurrency -, rate -\n"
     result = pq("limit", "api", "--rate-key", "user")
-    assert result.exit_code == 2 and "--rate-key needs --rate" in result.stderr
+    assert result.exit_code == 2 and "--rate-key needs a rate" in result.stderr
 
 
 def test_move_moves_a_waiting_task_and_refuses_a_running_one(ready):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from procs import finish, runs, start_worker, wait_for
+from procs import finish, run_to_end, runs, start_worker, wait_for
 
 import queue_core
 
@@ -34,14 +34,7 @@ def test_a_concurrency_limit_is_never_exceeded_by_racing_workers(queue, tmp_path
     queue.submit_many([{"key": f"d{i}", "type": "plain", "data": {"log": str(log)}} for i in range(20)])
     workers = [start_worker(queue.config["url"], queue.table, burst=True, processors=3, queues="api,default",
                             wake_interval=0.01) for _ in range(4)]
-    try:
-        for w in workers:
-            code, out = finish(w, timeout=120)
-            assert code == 0, out[-3000:]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
+    run_to_end(workers, timeout=120)
     done = Counter(key for key, _ in runs(log, "done"))
     ran = Counter(key for key, _ in runs(log))
     assert set(done) == {f"c{i}" for i in range(60)} and max(done.values()) == 1  # none lost, none doubled
@@ -122,3 +115,19 @@ def test_a_rate_limit_holds_across_racing_workers(queue, tmp_path, round_):
     most = max(sum(1 for s in starts[i:] if s < first + 1.0) for i, first in enumerate(starts))
     assert most == 10, most  # reached, never passed
     assert starts[-1] - starts[0] >= 5.0  # 60 starts at 10 a second take at least 5 s
+
+
+def test_a_burst_worker_waits_out_a_rate_limit_instead_of_leaving_tasks_behind(queue, tmp_path):
+    """--burst ends when nothing is due; tasks a rate limit holds back are due, so it waits for
+    the window (as long as it takes, not a poll interval) and ends with all of them done."""
+    log = tmp_path / "runs.log"
+    queue.limit("api", rate="5/s")
+    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}}
+                       for i in range(12)])
+    worker = start_worker(queue.config["url"], queue.table, burst=True, processors=1, queues="api",
+                          poll_interval=30)
+    code, out = finish(worker, timeout=60)
+    assert code == 0, out[-2000:]
+    assert Counter(k for k, _ in runs(log)) == Counter(f"r{i}" for i in range(12))
+    starts = sorted(m.started_at for m in queue.list(queue="api"))
+    assert 2.0 <= starts[-1] - starts[0] < 10  # 12 starts at 5 a second: a little over 2 s, never a 30 s poll

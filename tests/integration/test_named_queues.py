@@ -301,7 +301,9 @@ def test_rate_and_concurrency_together_and_old_starts_are_forgotten(queue):
     assert len(starts_rows(queue)) == 4
     queue.limit("api", rate="5/10s", now=T0)  # concurrency lifted
     assert len(take(queue, T0 + 25)) == 5
-    assert [r[1] for r in starts_rows(queue)] == [T0 + 25] * 5  # the starts of T0 and T0+1 pruned
+    assert len(starts_rows(queue)) == 9  # kept: a claimer whose clock reads behind may still count them
+    assert len(take(queue, T0 + 400)) == 5  # a new window (the leases of T0+25 expired too)
+    assert [r[1] for r in starts_rows(queue)] == [T0 + 400] * 5  # older than window + margin: forgotten
 
 
 def test_a_paused_rate_limited_queue_records_no_start(queue):
@@ -309,3 +311,17 @@ def test_a_paused_rate_limited_queue_records_no_start(queue):
     rate(queue, "api", "5/s")
     queue.pause("api", now=T0)
     assert queue.poll_multi(5, now=T0, queues="api") == [] and starts_rows(queue) == []
+
+
+def test_a_claim_held_back_by_a_rate_notes_when_its_window_lets_one_start(queue):
+    submit(queue, "a", "api")
+    submit(queue, "b", "api")
+    rate(queue, "api", "1/10s")
+    assert len(take(queue, T0)) == 1
+    notes: dict = {}
+    assert queue.poll_multi(5, now=T0 + 4, queues="default,api", notes=notes) == []
+    assert notes == {"rate_wait": 6.0}
+    notes = {}
+    assert queue.poll_multi(5, now=T0 + 4, queues="default", notes=notes) == [] and notes == {}
+    notes = {}
+    assert keys(queue.poll_multi(5, now=T0 + 10, queues="api", notes=notes)) == ["b"] and notes == {}

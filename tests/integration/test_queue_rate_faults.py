@@ -21,7 +21,7 @@ def leases_started(queue, name):
 
 
 def test_a_claimer_whose_clock_reads_ahead_does_not_erase_anothers_window(queue):
-    """I3: clocks of two claimers read 100 s apart (FakeClock going backwards between claims)."""
+    """clocks of two claimers read 100 s apart (FakeClock going backwards between claims)."""
     queue.limit("api", rate="1/10s", now=T0)
     queue.submit("a", "t", {}, queue="api", now=T0 - 10)
     assert [t.key for t in queue.poll_multi(5, now=T0, queues="api")] == ["a"]
@@ -43,7 +43,7 @@ def test_a_claimer_whose_clock_reads_behind_counts_later_stamped_starts(queue):
 
 
 def test_changing_the_rate_key_keeps_the_starts_already_made(queue):
-    """I4: 2/60s per user, two users start 2 each; the operator makes it 2/60s for the whole queue.
+    """2/60s per user, two users start 2 each; the operator makes it 2/60s for the whole queue.
     The window then already holds 4 starts: no more may start until it slides."""
     for i in range(3):
         queue.submit(f"a{i}", "t", {}, user="acme", queue="api", now=T0 - 10)

@@ -1,4 +1,4 @@
-"""I1/I2: `move` racing a claim. The claim of queue A reads its candidates, then another
+"""`move` racing a claim. The claim of queue A reads its candidates, then another
 connection moves one of them to queue B (paused, or at its concurrency limit) and commits, then
 the claim locks and leases. The interleaving is made deterministic by running the move from a
 hook at the claim's step between its candidate read and its row lock (PostgreSQL and MariaDB:
@@ -70,7 +70,7 @@ def test_move_into_a_paused_queue_during_a_claim_is_not_handed_out(queue, other,
 
 
 def test_move_of_a_userless_task_during_a_claim_is_not_leased(queue, other, monkeypatch):
-    """I2: the same interleaving on the userless path (SKIP LOCKED read with queue = a)."""
+    """the same interleaving on the userless path (SKIP LOCKED read with queue = a)."""
     queue.submit("x", "t", {}, queue="a", now=T0 - 10)
     queue.submit("y", "t", {}, queue="b", now=T0 - 10)
     queue.limit("b", concurrency=1, now=T0)

@@ -1,4 +1,4 @@
-"""I7/I8: input hygiene of the new inputs (rates, weighted queue lists, intervals): a value whose
+"""Input hygiene of the new inputs (rates, weighted queue lists, intervals): a value whose
 digits exceed Python's int-conversion limit (4300 digits) must be refused like any other bad
 value (ValidationError / InvalidCronError; one line and the usage/config exit code on the CLI)."""
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "acceptance"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from click.testing import CliRunner  # noqa: E402
@@ -78,7 +77,7 @@ def test_perfectsched_next_with_a_huge_interval_is_one_line():
 
 
 def test_the_rate_key_is_kept_when_only_the_rate_changes(db_url, table_name, backend):
-    """I8: 'options not given keep their current value' (perfectqueue limit --help)."""
+    """'options not given keep their current value' (perfectqueue limit --help)."""
     from test_perfectqueue_cli import PQ
 
     pq = PQ(db_url, table_name)
