@@ -132,6 +132,7 @@ def targets(doc: dict) -> list[dict]:
             ("memory",))
         _issue11(doc, db, functools.partial(add, db, issue=11))
         _issue13(doc, db, functools.partial(add, db, issue=13))
+        _issue14(doc, db, functools.partial(add, db, issue=14))
         listed = [t for t in out[start:] if t["sections"] <= ran]  # only targets of scenarios that ran
         out[start:] = listed
     for t in out:
@@ -185,6 +186,20 @@ def _issue13(doc: dict, db: str, add) -> None:
             "ms", ("latency",))
     add("perfectqueue run, 2 processes, to the first task ≤ 0.25 s", median(doc, db, "startup", "first_task_s"),
         lambda v: v <= 0.25, "s", ("startup",))
+
+
+def _issue14(doc: dict, db: str, add) -> None:
+    """The targets of issue 14 ("Queues you can steer") on ``db``."""
+    n = doc["sizes"].get("queue_count", 20)
+    for what in ("claim", "none"):
+        add(f"poll over {n} queues, loaded ≤ 2 × empty ({'claiming' if what == 'claim' else 'empty'} poll)",
+            median(doc, db, "queues", f"poll_{what}_ratio"), lambda v: v <= 2, "×", ("queues",))
+    add("drain, 2 processes, 3 queues ≥ 0.9 × 1 queue", median(doc, db, "queues", "drain_ratio"),
+        lambda v: v >= 0.9, "×", ("queues",))
+    add(f"concurrency limit {doc['sizes'].get('limit_concurrency', 10)}: utilisation ≥ 90 %",
+        median(doc, db, "queues", "limit_utilisation_pct"), lambda v: v >= 90, "%", ("queues",))
+    add("rate limit held within 5 % (achieved / limit in 0.95–1.00)", median(doc, db, "queues", "rate_ratio"),
+        lambda v: 0.95 <= v <= 1.0, "×", ("queues",))
 
 
 def analyse(doc: dict) -> dict:

@@ -211,7 +211,7 @@ def stop_all() -> None:
 # -- pq workers ------------------------------------------------------------------------------
 def pq_worker(target: str, *, url: str, table: str, log: Path, program: str = "perfectqueue",
               processors: int | None = None, poll_interval: float | None = None, burst: bool = False,
-              env: dict | None = None) -> Proc:
+              env: dict | None = None, queues: str | None = None) -> Proc:
     """``perfectqueue run TARGET`` (or ``pqflow run``) on ``url``/``table`` with the
     documented defaults, except the options given here."""
     argv = [*command(program, f"{'queue_core' if program == 'perfectqueue' else program}.cli"), "run", target]
@@ -221,6 +221,8 @@ def pq_worker(target: str, *, url: str, table: str, log: Path, program: str = "p
         argv += ["--poll-interval", str(poll_interval)]
     if burst:
         argv.append("--burst")
+    if queues is not None:
+        argv += ["--queues", queues]
     return Proc(argv, env=child_env(PQ_DATABASE_URL=url, PQ_TABLE=table, **(env or {})), log=log)
 
 

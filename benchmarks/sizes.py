@@ -36,6 +36,13 @@ class Sizes:
     idle_seconds: float                #     measured for this long ...
     idle_warmup: float                 #     after this long
     startup_launches: int              # 12: worker launches per run
+    queue_count: int                   # 13: queues the poll tables' rows are spread over
+    limit_concurrency: int             #     the concurrency limit ...
+    limit_tasks: int                   #     ... over this many tasks (fair_sleep s each) ...
+    limit_workers: int                 #     ... served by workers of fair_processors processes
+    rate_per_s: int                    #     the rate limit (starts per second) ...
+    rate_seconds: float                #     ... measured this long ...
+    rate_workers: int                  #     ... with this many worker processes
     peer_tasks: int                    # peers: no-op tasks (drain comparison)
     rq_tasks: int                      #        RQ forks per job: fewer tasks
     chord_runs: int                    #        Celery chords (workflow comparison)
@@ -56,6 +63,8 @@ FULL = Sizes(
     sched_due=10_000, sched_processes=(1, 3), sched_idle=100_000, sched_idle_ticks=50,
     flow_runs=2000, map_widths=(100, 1000, 10_000), map_items=10_000,
     idle_workers=4, idle_seconds=10.0, idle_warmup=2.0, startup_launches=5,
+    queue_count=20, limit_concurrency=10, limit_tasks=5000, limit_workers=3, rate_per_s=50, rate_seconds=60.0,
+    rate_workers=4,
     peer_tasks=5000, rq_tasks=2000, chord_runs=2000, timeout=600.0,
 )
 
@@ -68,5 +77,7 @@ QUICK = Sizes(
     fair_window=1.5,
     sched_due=300, sched_processes=(3,), sched_idle=2000, sched_idle_ticks=10,
     flow_runs=5, map_widths=(5, 50), map_items=50,
-    idle_workers=2, idle_seconds=1.0, idle_warmup=0.5, startup_launches=2, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
+    idle_workers=2, idle_seconds=1.0, idle_warmup=0.5, startup_launches=2,
+    queue_count=20, limit_concurrency=10, limit_tasks=120, limit_workers=3, rate_per_s=20, rate_seconds=2.0,
+    rate_workers=4, peer_tasks=200, rq_tasks=100, chord_runs=5, timeout=60.0,
 )

@@ -1,4 +1,4 @@
-"""The pq scenarios of issues 5, 11 and 13, in the order a run measures them."""
+"""The pq scenarios of issues 5, 11, 13 and 14, in the order a run measures them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from .idle import IdleLoad
 from .latency import Latency
 from .maps import Maps
 from .poll import PollCost
+from .queues import NamedQueues
 from .raw import Raw
 from .scheduler import Scheduler
 from .startup import Startup
@@ -17,7 +18,7 @@ from .workflow import Workflow
 
 #: run order: the raw limit first; drain before workflow (the workflow overhead uses it)
 SCENARIOS: tuple[type[Scenario], ...] = (Raw, Enqueue, Drain, Latency, PollCost, Fairness, Scheduler, Workflow,
-                                         Maps, IdleLoad, Startup)
+                                         Maps, IdleLoad, Startup, NamedQueues)
 
 #: every results section, in report order, with its title
 TITLES: dict[str, str] = {name: title for cls in SCENARIOS for name, title in ((cls.name, cls.title), *cls.also.items())}

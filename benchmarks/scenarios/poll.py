@@ -26,47 +26,66 @@ from .base import Context, Sample, Scenario
 FAR = 30 * 86400.0
 
 
+def load(ctx: Context, db: str, name: str, queues: int = 1) -> None:
+    """Make table ``name`` with ``poll_finished`` finished and ``poll_future`` future rows
+    (copies of rows pq wrote), spread over ``queues`` queues (``q0``, ``q1``, ...; one: the
+    default queue), and refresh its planner statistics."""
+    s = ctx.sizes
+    url = ctx.url(db)
+    where = {} if queues == 1 else {"queue": "q0"}
+    with ctx.queue(db, name) as q:
+        now = time.time()
+        q.submit("template-finished", "noop", **where)
+        q.poll(queues=where.get("queue")).finish(retention_time=FAR)
+        q.submit("template-future", "noop", run_at=now + FAR, **where)
+    t = tasks_table(name)
+    ctx.log(f"{db}: loading {s.poll_finished} finished + {s.poll_future} future rows over {queues} queue(s)")
+
+    def spread(i: int) -> dict:
+        return {} if queues == 1 else {"queue": f"q{i % queues}"}
+
+    done = read_row(url, t, "template-finished")
+    clone(url, t, done, s.poll_finished,
+          lambda i: {"key": f"f{i}", "timeout": done["timeout"] + i / 1000, **spread(i)})
+    future = read_row(url, t, "template-future")
+    clone(url, t, future, s.poll_future,
+          lambda i: {"key": f"u{i}", "run_at": future["run_at"] + i, "timeout": future["timeout"] + i, **spread(i)})
+    analyze(url, name)
+
+
+def timed_polls(q, n: int, kind: str, **poll) -> tuple[float, float]:
+    """Median ms of a claiming poll and of an empty poll, ``n`` each, after ``n`` due tasks were
+    queued (``poll``: the options of every poll, e.g. its queues; ``queue`` of the due tasks)."""
+    target = poll.pop("target", None)
+    q.poll(alive_time=FAR, **poll)  # warm-up: connect
+    q.submit_many({"key": f"d{time.time()}-{i}", "type": "noop", **({"queue": target} if target else {})}
+                  for i in range(n))
+
+    def claim() -> None:
+        if q.poll(alive_time=FAR, **poll) is None:
+            raise BenchError(f"poll on {kind} table returned None while tasks were due")
+
+    def idle() -> None:
+        if q.poll(alive_time=FAR, **poll) is not None:
+            raise BenchError(f"poll on {kind} table returned a task while none was due")
+
+    return statistics.median(timed_calls(claim, n)) * 1000, statistics.median(timed_calls(idle, n)) * 1000
+
+
 class PollCost(Scenario):
     name = "poll"
     title = "5. Poll cost at scale"
 
     def setup(self, ctx: Context) -> None:
-        s = ctx.sizes
         self.tables = {"empty": ctx.table("poll_empty"), "loaded": ctx.table("poll_loaded")}
         ctx.queue("poll", self.tables["empty"]).close()
-        url, name = ctx.url("poll"), self.tables["loaded"]
-        with ctx.queue("poll", name) as q:
-            now = time.time()
-            q.submit("template-finished", "noop")
-            q.poll().finish(retention_time=FAR)
-            q.submit("template-future", "noop", run_at=now + FAR)
-        t = tasks_table(name)
-        ctx.log(f"poll: loading {s.poll_finished} finished + {s.poll_future} future rows")
-        done = read_row(url, t, "template-finished")
-        clone(url, t, done, s.poll_finished, lambda i: {"key": f"f{i}", "timeout": done["timeout"] + i / 1000})
-        future = read_row(url, t, "template-future")
-        clone(url, t, future, s.poll_future,
-              lambda i: {"key": f"u{i}", "run_at": future["run_at"] + i, "timeout": future["timeout"] + i})
-        analyze(url, name)
+        load(ctx, "poll", self.tables["loaded"])
 
     def run(self, ctx: Context, out: Sample) -> None:
-        n = ctx.sizes.poll_count
         medians = {}
         for kind, table in self.tables.items():
             with queue_core.open(ctx.url("poll"), table) as q:
-                q.poll(alive_time=FAR)  # warm-up: connect
-                q.submit_many({"key": f"d{ctx.run}-{i}", "type": "noop"} for i in range(n))
-
-                def claim() -> None:
-                    if q.poll(alive_time=FAR) is None:
-                        raise BenchError(f"poll on {kind} table returned None while tasks were due")
-
-                def idle() -> None:
-                    if q.poll(alive_time=FAR) is not None:
-                        raise BenchError(f"poll on {kind} table returned a task while none was due")
-
-                medians["claim", kind] = statistics.median(timed_calls(claim, n)) * 1000
-                medians["none", kind] = statistics.median(timed_calls(idle, n)) * 1000
+                medians["claim", kind], medians["none", kind] = timed_polls(q, ctx.sizes.poll_count, kind)
         for what, label in (("claim", "claiming poll (returns a task)"), ("none", "empty poll (returns None)")):
             out.metric("poll", f"{what}_empty_ms", medians[what, "empty"], f"{label}, empty table", "ms")
             out.metric("poll", f"{what}_loaded_ms", medians[what, "loaded"], f"{label}, loaded table", "ms")

@@ -114,10 +114,14 @@ class NamedQueues:
         seconds until its window lets one start (the worker sleeps that long, not a whole poll)."""
         settings = self.settings_in(conn, queues, lock=True)
         running = [q for q in queues if not (q in settings and settings[q].paused)]
-        due = self._due_queues(conn, running, now) if len(running) > 1 else set(running)
         delivered: list[dict] = []
         consumed = 0
-        for name in (q for q in running if q in due):
+        due: set[str] | None = None  # the queues with due rows, asked once the first one did not fill the batch
+        for name in running:
+            if name != running[0]:
+                due = self._due_queues(conn, running[1:], now) if due is None else due
+                if name not in due:
+                    continue
             s = settings.get(name)
             room = self._room(conn, s, n - len(delivered), now)
             rate = s.rate if s is not None else None
@@ -217,7 +221,8 @@ class NamedQueues:
     def _due_queues(self, conn, names: Sequence[str], now: float) -> set[str]:
         """Those of ``names`` that have due rows: two index probes per queue (due rows without a
         user, due rows of users), 50 queues per statement, so that a claim serving many queues
-        walks only those with work, in a round trip or two whatever the others hold."""
+        walks only those with work, in a round trip or two whatever the others hold. Asked only
+        when the first queue did not fill the batch (a drain of one queue pays nothing for it)."""
         found: set[str] = set()
         for i in range(0, len(names), 50):
             chunk = tuple(names[i : i + 50])
@@ -233,15 +238,16 @@ class NamedQueues:
                 cache.clear()
             t = self.t
             due = t.c.timeout <= sa.bindparam("now")
+            users_due = self.db.dialect.likely(due)  # through the user index, not the purge index
 
             def probe(q: str, *more):
-                return sa.select(sa.literal(1)).where(t.c.state == LIVE, t.c.queue == q, *more, due).limit(1)
+                return sa.select(sa.literal(1)).where(t.c.state == LIVE, t.c.queue == q, *more).limit(1)
 
             stmt = cache[chunk] = sa.select(
                 *[
                     p.scalar_subquery()
                     for q in chunk
-                    for p in (probe(q, t.c.resource.is_(None)), probe(q, t.c.resource.is_not(None)))
+                    for p in (probe(q, t.c.resource.is_(None), due), probe(q, t.c.resource.is_not(None), users_due))
                 ]
             )
         return stmt
