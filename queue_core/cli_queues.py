@@ -55,8 +55,16 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.1f}s"
 
 
+def _limits(s: Any) -> tuple[str, str]:
+    """The concurrency and rate limit of a queue's settings (a QueueInfo or QueueSettings) as shown."""
+    concurrency = str(s.concurrency) if s.concurrency is not None else "-"
+    if s.rate_limit is None or s.rate_window is None:
+        return concurrency, "-"
+    return concurrency, f"{s.rate_limit}/{s.rate_window:g}s" + (f" per {s.rate_key}" if s.rate_key else "")
+
+
 def _row(info: QueueInfo) -> dict:
-    rate = info.rate and (info.rate + (f" per {info.rate_key}" if info.rate_key else ""))
+    concurrency, rate = _limits(info)
     return {
         "queue": info.name,
         "state": "paused" if info.paused else "running",
@@ -65,8 +73,8 @@ def _row(info: QueueInfo) -> dict:
         "pending": info.pending,
         "finished": info.finished,
         "oldest_waiting": _age(info.oldest_waiting_age),
-        "concurrency": info.concurrency if info.concurrency is not None else "-",
-        "rate": rate or "-",
+        "concurrency": concurrency,
+        "rate": rate,
     }
 
 
@@ -133,10 +141,8 @@ def limit(queue: str, concurrency, rate, rate_key, no_concurrency: bool, no_rate
             rate=None if no_rate else rate or keep_rate,
             rate_key=None if no_rate or rate_key == "queue" else rate_key or now.rate_key,
         )
-    shown = QueueInfo(
-        new.name, new.paused, new.concurrency, new.rate_limit, new.rate_window, new.rate_key, 0, 0, 0, 0, None
-    )
-    click.echo(f"{queue}: concurrency {_row(shown)['concurrency']}, rate {_row(shown)['rate']}")
+    concurrency, rate = _limits(new)
+    click.echo(f"{queue}: concurrency {concurrency}, rate {rate}")
 
 
 @click.command(short_help="Move a waiting task to another queue.")
