@@ -109,6 +109,12 @@ class Dialect:
         """``clause``, hinted as true for most rows where the dialect's planner needs that."""
         return clause
 
+    def index_order(self, fixed: list, then: list) -> list:
+        """The ORDER BY that reads an index on ``fixed + then`` in its order, when the WHERE
+        fixes the ``fixed`` columns (one of them with IS NULL): PostgreSQL takes the index's
+        order only when the whole of it is named."""
+        return [*fixed, *then]
+
     def avoid_indexes(self, stmt: sa.Select, table: sa.Table, names: list[str]) -> sa.Select:
         """``stmt``, told not to read ``table`` through the indexes ``names`` where the
         dialect's planner must be told (they must exist)."""

@@ -107,32 +107,36 @@ class NamedQueues:
         self, conn, n: int, now: float, queues: Sequence[str], claim_one, notes: dict | None = None
     ) -> tuple[list[dict], int]:
         """Up to ``n`` rows from ``queues`` in that order, each queue's through
-        ``claim_one(view, room, behind, admit)`` (``behind``: rows of earlier queues are in the
-        batch; ``admit``: the rows a rate limit per key lets start, or None); paused queues are
-        passed over, a limited one gives at most its free slots and the starts its rate allows.
+        ``claim_one(view, room, behind, admit, entry)`` (``behind``: rows of earlier queues are in
+        the batch; ``admit``: the rows a rate limit per key lets start, or None; ``entry``: what
+        the walk reads first, read already, or None); paused queues are passed over, a limited
+        one gives at most its free slots and the starts its rate allows. Serving several queues,
+        one statement first reads every queue's entry (:meth:`_entries`): those with nothing due
+        are not walked, and the others' walks skip their first read, so a claim costs as many
+        round trips as one serving a single queue.
         ``notes["rate_wait"]``: when nothing was leased and a rate held due tasks back, the
         seconds until its window lets one start (the worker sleeps that long, not a whole poll)."""
         settings = self.settings_in(conn, queues, lock=True)
         running = [q for q in queues if not (q in settings and settings[q].paused)]
+        entries = self._entries(conn, running, now) if len(running) > 1 else None
         delivered: list[dict] = []
         consumed = 0
-        due: set[str] | None = None  # the queues with due rows, asked once the first one did not fill the batch
         for name in running:
-            if name != running[0]:
-                due = self._due_queues(conn, running[1:], now) if due is None else due
-                if name not in due:
-                    continue
+            entry = None if entries is None else entries.get(name)
+            if entries is not None and entry is None:
+                continue  # nothing due there
             s = settings.get(name)
             room = self._room(conn, s, n - len(delivered), now)
             rate = s.rate if s is not None else None
-            view, admit = self.in_queue(name), None  # type: ignore[attr-defined]
+            plain = view = self.in_queue(name)  # type: ignore[attr-defined]
+            admit = None
             if room > 0 and rate is not None:
                 view, admit, room = self._rate_room(conn, view, rate, room, now)
             if room <= 0:
                 if rate is not None and notes is not None:
                     self._note_rate_wait(conn, rate, now, notes)
                 continue
-            rows, ended, cut = claim_one(view, room, bool(delivered), admit)
+            rows, ended, cut = claim_one(view, room, bool(delivered), admit, entry if view is plain else None)
             if rate is not None:
                 self._record_starts(conn, rate, rows, now)
                 if not rows and notes is not None:
@@ -218,38 +222,42 @@ class NamedQueues:
         forget = now - rate.window - max(rate.window, CLOCK_MARGIN)
         conn.execute(sa.delete(st).where(st.c.queue == rate.queue, st.c.started_at <= forget))
 
-    def _due_queues(self, conn, names: Sequence[str], now: float) -> set[str]:
-        """Those of ``names`` that have due rows: two index probes per queue (due rows without a
-        user, due rows of users), 50 queues per statement, so that a claim serving many queues
-        walks only those with work, in a round trip or two whatever the others hold. Asked only
-        when the first queue did not fill the batch (a drain of one queue pays nothing for it)."""
-        found: set[str] = set()
-        for i in range(0, len(names), 50):
-            chunk = tuple(names[i : i + 50])
-            row = conn.execute(self._due_probe(chunk), {"now": now}).one()
-            found.update(q for j, q in enumerate(chunk) if row[2 * j] is not None or row[2 * j + 1] is not None)
+    def _entries(self, conn, names: Sequence[str], now: float) -> dict[str, tuple]:
+        """The entry of each of ``names`` that has due rows: what a walk of it reads first (a
+        due user, the best level of its live rows: ``TaskStore._user_and_top``), read with the
+        earliest due time of its rows without a user, 30 queues per statement (index probes)."""
+        found: dict[str, tuple] = {}
+        for i in range(0, len(names), 30):
+            chunk = tuple(names[i : i + 30])
+            row = conn.execute(self._entry_probe(chunk), {"now": now}).one()
+            for j, q in enumerate(chunk):
+                some_user, top, userless_due = row[3 * j : 3 * j + 3]
+                if some_user is not None or (userless_due is not None and userless_due <= now):
+                    found[q] = (some_user, top)
         return found
 
-    def _due_probe(self, chunk: tuple[str, ...]):
-        cache = self.__dict__.setdefault("_due_probes", {})
+    def _entry_probe(self, chunk: tuple[str, ...]):
+        """The statement of :meth:`_entries`. The earliest due time of rows without a user is
+        read in the order of the user index (state, queue, resource, timeout), its first entry:
+        asked for "any due row" instead, PostgreSQL and MariaDB scan the table or the purge
+        index for one (they expect every row to be due) and cross other queues' rows."""
+        cache = self.__dict__.setdefault("_entry_probes", {})
         stmt = cache.get(chunk)
         if stmt is None:
             if len(cache) >= 64:
                 cache.clear()
             t = self.t
-            due = t.c.timeout <= sa.bindparam("now")
-            users_due = self.db.dialect.likely(due)  # through the user index, not the purge index
-
-            def probe(q: str, *more):
-                return sa.select(sa.literal(1)).where(t.c.state == LIVE, t.c.queue == q, *more).limit(1)
-
-            stmt = cache[chunk] = sa.select(
-                *[
-                    p.scalar_subquery()
-                    for q in chunk
-                    for p in (probe(q, t.c.resource.is_(None), due), probe(q, t.c.resource.is_not(None), users_due))
-                ]
-            )
+            cols = []
+            for q in chunk:
+                view = self.in_queue(q)  # type: ignore[attr-defined]
+                earliest = (
+                    sa.select(t.c.timeout)
+                    .where(t.c.state == LIVE, t.c.queue == q, t.c.resource.is_(None))
+                    .order_by(*self.db.dialect.index_order([t.c.state, t.c.queue, t.c.resource], [t.c.timeout]))
+                    .limit(1)
+                )
+                cols += [*view.entry_columns(), earliest.scalar_subquery()]
+            stmt = cache[chunk] = sa.select(*cols)
         return stmt
 
     def _room(self, conn, settings: QueueSettings | None, want: int, now: float) -> int:

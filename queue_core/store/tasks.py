@@ -92,10 +92,16 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         # The highest priority of live rows: ORDER BY ... LIMIT 1 in index order (MariaDB
         # answers MAX() over a descending index column with a scan).
         self._top_level = sa.select(self.t.c.priority).where(self._live()).order_by(self.t.c.priority.desc()).limit(1)
-        due_user = sa.select(self.t.c.resource).where(
-            self._live(self.t.c.resource.is_not(None), self.t.c.timeout <= sa.bindparam("now"))
-        )
-        self._user_and_top = sa.select(due_user.limit(1).scalar_subquery(), self._top_level.scalar_subquery())
+        self._user_and_top = sa.select(*self.entry_columns())
+
+    def entry_columns(self) -> tuple:
+        """What a claim's walk reads first: a due user (any), the best level of live rows. The
+        due user through the user index (``likely``: SQLite would walk every due row of the
+        purge index looking for one with a user)."""
+        t = self.t
+        users_due = self.db.dialect.likely(t.c.timeout <= sa.bindparam("now"))
+        due_user = sa.select(t.c.resource).where(self._live(t.c.resource.is_not(None), users_due))
+        return due_user.limit(1).scalar_subquery(), self._top_level.scalar_subquery()
 
     def _live(self, *more):
         """Live rows of this store's :attr:`scope` (and ``more``): the claim reads nothing else."""
@@ -118,7 +124,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
 
     def _view(self, scope) -> TaskStore:
         view = copy.copy(self)
-        for own in ("_views", "_probe_cache", "_due_probes"):
+        for own in ("_views", "_probe_cache", "_entry_probes"):
             view.__dict__.pop(own, None)
         view.scope = scope
         view._claim_reads()
@@ -211,8 +217,8 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
             if not n:
                 return [], 0
 
-            def claim_one(view, room, behind, admit):
-                return view._claim(conn, room, alive_time, now, owner, types, token, behind, admit)
+            def claim_one(view, room, behind, admit, entry):
+                return view._claim(conn, room, alive_time, now, owner, types, token, behind, admit, entry)
 
             return self._claim_queues(conn, n, now, queues, claim_one, notes)
 
@@ -285,12 +291,13 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
 
     def _claim(
-        self, conn, n, alive_time, now, owner, types, token, behind=False, admit=None
+        self, conn, n, alive_time, now, owner, types, token, behind=False, admit=None, entry=None
     ) -> tuple[list[dict], int, bool]:
         """Lease up to ``n`` due rows of this store's scope (a queue); returns them, how many
         picked rows the claim ended instead, and whether the batch was cut before a row with
         ``max_attempts`` (``behind``: other rows come first in the batch). ``admit(rows)``: those
-        of the rows a limit lets start (a rate limit per user or type)."""
+        of the rows a limit lets start (a rate limit per user or type). ``entry``: what
+        :attr:`_user_and_top` reads, read already in this transaction (several queues served)."""
         t = self.t
         tops: dict | None = None  # the best level of each type ({None: level}: of any type)
         if types is not None:  # from here on, only the types that have live rows
@@ -300,7 +307,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
                 return [], 0, False
         user_types = self._with_due_users(conn, types, now)
         if types is None:  # one round trip for both: is any user due, and the best level
-            some_user, top = conn.execute(self._user_and_top, {"now": now}).one()
+            some_user, top = entry if entry is not None else conn.execute(self._user_and_top, {"now": now}).one()
             users = self._due_users(conn, now) if some_user is not None else []
             tops = {} if top is None else {None: top}
         else:
@@ -406,7 +413,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         t = self.t
         stmt = (
             sa.select(t.c.resource)
-            .where(self._live(t.c.resource.is_not(None), t.c.timeout <= now))
+            .where(self._live(t.c.resource.is_not(None), self.db.dialect.likely(t.c.timeout <= now)))
             .group_by(t.c.resource)
         )
         return list(dict.fromkeys(r[0] for r in self._rows_of_types(conn, stmt, types)))
@@ -439,7 +446,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
             .over(partition_by=t.c.resource, order_by=(t.c.priority.desc(), t.c.timeout, t.c.id))
             .label("rn")
         )
-        due = t.c.timeout <= now if types is None else self.db.dialect.likely(t.c.timeout <= now)
+        due = self.db.dialect.likely(t.c.timeout <= now)  # through the user index, not every due row
         heads = sa.select(t, rn).where(self._live(t.c.resource.is_not(None), due))
 
         def per_user(stmt):

@@ -7,6 +7,7 @@ import re
 
 import pytest
 import sqlalchemy as sa
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects, sqlite_indexes  # noqa: E402
 
 import queue_core
 
@@ -155,61 +156,6 @@ def test_init_adds_the_type_indexes_to_a_table_created_before_them(queue, caplog
 
 
 # -- what a filtered claim reads ----------------------------------------------------------------
-def sent_selects(queue, run) -> list[tuple[str, object]]:
-    """The SELECTs on the task table that ``run()`` sends, with their parameters (not those on
-    its meta table or the catalog)."""
-    sent = []
-
-    def capture(_conn, _cursor, statement, parameters, _context, _many):
-        on_table = re.search(rf"\b{queue.table}\b(?!_meta|_queues|_starts)", statement)
-        if statement.lstrip().upper().startswith("SELECT") and on_table:
-            sent.append((statement, parameters))
-
-    sa.event.listen(queue.db.engine, "before_cursor_execute", capture)
-    try:
-        run()
-    finally:
-        sa.event.remove(queue.db.engine, "before_cursor_execute", capture)
-    return sent
-
-
-def sqlite_indexes(conn, statement, parameters) -> set[str]:
-    """The indexes SQLite reads the table through ("SCAN": the whole table)."""
-    text = " | ".join(r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
-    used = set(re.findall(r"USING (?:COVERING )?INDEX (\w+)", text))
-    return used | ({"PRIMARY"} if "INTEGER PRIMARY KEY" in text else set()) | (
-        {"SCAN"} if re.search(r"\bSCAN (?!CONSTANT|\(|anon)", text) else set())
-
-
-def mysql_rows_read(conn, statement, parameters) -> int:
-    """Rows (and index entries) the server read running the statement: its handler counters."""
-    def reads():
-        status = conn.execute(sa.text("SHOW SESSION STATUS LIKE :name"), {"name": "Handler_read%"}).all()
-        return sum(int(v) for k, v in status if k != "Handler_read_key")  # lookups count as rows read
-
-    before = reads()
-    conn.exec_driver_sql(statement, parameters).all()
-    return reads() - before
-
-
-def postgres_rows_read(conn, statement, parameters) -> int:
-    """Rows the executor read from the table: returned plus removed by filters, every plan node."""
-    [[doc]] = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters).all()
-    nodes, total = [doc[0]["Plan"]], 0
-    while nodes:
-        node = nodes.pop()
-        nodes += node.get("Plans", [])
-        if node.get("Relation Name"):
-            total += node["Actual Loops"] * node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
-    return total
-
-
-def analyze(queue) -> None:
-    with queue.db.engine.begin() as conn:
-        conn.exec_driver_sql({"sqlite": "ANALYZE", "postgresql": f"ANALYZE {queue.table}"}.get(
-            conn.dialect.name, f"ANALYZE TABLE {queue.table}"))
-
-
 # a statement per type (up to per_type); past 100, live types found by a loose scan, then IN lists
 @pytest.mark.parametrize("served", [2, 12, 150])
 def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, served):
