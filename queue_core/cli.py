@@ -12,6 +12,8 @@ import click
 
 from .cli_queues import COMMANDS as QUEUE_COMMANDS
 from .cli_queues import QUEUE
+from .cli_tags import COMMANDS as TAG_COMMANDS
+from .cli_tags import TAG
 from .clikit.exits import EXIT_CODES_HELP, CLIError
 from .clikit.group import PQGroup, main_wrapper
 from .clikit.options import common_options
@@ -33,6 +35,7 @@ LIST_COLUMNS = [
     "attempts",
     "run_at",
     "created_at",
+    "tags",
     "error",
 ]
 TIME_FIELDS = ("created_at", "run_at", "timeout", "started_at", "finished_at")
@@ -77,6 +80,7 @@ def init(force: bool) -> None:
 @click.option("--priority", type=STRICT_INT, default=0, show_default=True, metavar="P", help="Higher runs first.")
 @click.option("--max-attempts", type=STRICT_INT, metavar="N", help="Fail the task after N failed attempts.")
 @click.option("-q", "--queue", "queue_name", type=QUEUE, default="default", show_default=True, help="Its queue.")
+@click.option("--tag", "tags", type=TAG, multiple=True, help="A tag of the task (repeat for more).")
 @common_options
 def submit(
     key: str,
@@ -88,6 +92,7 @@ def submit(
     priority: int,
     max_attempts: int | None,
     queue_name: str,
+    tags: tuple[str, ...],
 ) -> None:
     """Add a task; DATA is a JSON object (default {}, @FILE reads a file, - reads stdin)."""
     payload = parse_json_object(data) if data is not None else {}
@@ -103,6 +108,7 @@ def submit(
             priority=priority,
             max_attempts=max_attempts,
             queue=queue_name,
+            tags=tags,
         )
         click.echo(task.key)
 
@@ -112,6 +118,8 @@ def submit(
 @click.option("--type", "task_type", metavar="T", help="Only tasks of this type.")
 @click.option("--user", metavar="U", help="Only tasks of this user.")
 @click.option("-q", "--queue", "queue_name", type=QUEUE, help="Only tasks of this queue.")
+@click.option("--tag", type=TAG, help="Only tasks with this tag.")
+@click.option("--tracked", is_flag=True, help="Only tracked tasks.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="At most N tasks.")
 @click.option(
     "--format",
@@ -123,11 +131,19 @@ def submit(
 )
 @common_options
 def list_cmd(
-    status: str | None, task_type: str | None, user: str | None, queue_name: str | None, limit: int | None, fmt: str
+    status: str | None,
+    task_type: str | None,
+    user: str | None,
+    queue_name: str | None,
+    tag: str | None,
+    tracked: bool,
+    limit: int | None,
+    fmt: str,
 ) -> None:
     """List tasks (oldest first)."""
     with open_queue(settings()) as q:
-        tasks = list(q.list(status=status, type=task_type, user=user, queue=queue_name, limit=limit))
+        filters = {"status": status, "type": task_type, "user": user, "queue": queue_name, "tag": tag}
+        tasks = list(q.list(**filters, tracked=tracked, limit=limit))
     if fmt == "json":
         print_json([_plain(m) for m in tasks])
         return
@@ -143,6 +159,7 @@ def list_cmd(
             "attempts": m.attempts,
             "run_at": format_time(m.run_at),
             "created_at": format_time(m.created_at),
+            "tags": printable(",".join(m.tags)),
             "error": short_error(m.error),
         }
         for m in tasks
@@ -160,6 +177,8 @@ def _show_value(field: str, value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if field == "tags":
+        return printable(", ".join(value)) if value else "-"
     text = printable(str(value))
     if field == "error":
         return text.replace("\n", "\n" + " " * 19)
@@ -236,7 +255,7 @@ def run(target: str, **options: Any) -> None:
     run_worker_command(target, **options)
 
 
-for _command in QUEUE_COMMANDS:
+for _command in (*QUEUE_COMMANDS, *TAG_COMMANDS):
     cli.add_command(_command)
 
 main = main_wrapper(cli, PROG)

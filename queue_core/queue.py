@@ -42,6 +42,8 @@ from .validate import (  # noqa: F401 - re-exported: callers import them from he
     check_name,
     check_queue,
     check_served_queues,
+    check_tag,
+    check_tags,
     check_time,
     check_types,
     decode_data,
@@ -163,9 +165,11 @@ class Queue(QueueControls):
         now,
         group=None,
         queue=DEFAULT_QUEUE,
+        tags=(),
     ) -> NewTask:
         check_name(key, "task key")
         check_queue(queue)
+        tags = check_tags(tags)
         check_name(type, "task type")
         check_name(user, "user", optional=True)
         check_name(group, "group", optional=True)
@@ -186,6 +190,7 @@ class Queue(QueueControls):
             max_attempts=max_attempts,
             group=group,
             queue=queue,
+            tags=tags,
         )
 
     def submit(
@@ -202,9 +207,11 @@ class Queue(QueueControls):
         now: float | None = None,
         group: str | None = None,
         queue: str = DEFAULT_QUEUE,
+        tags: Iterable[str] = (),
     ) -> Task:
-        """Add a task to the named ``queue``. A key that exists (waiting, running, or finished
-        within retention; in any queue) raises IdempotentAlreadyExistsError."""
+        """Add a task to the named ``queue``, with ``tags`` (``["customer:acme", "invoice"]``). A
+        key that exists (waiting, running, or finished within retention; in any queue) raises
+        IdempotentAlreadyExistsError."""
         now = self.now(now)
         task = self._new_task(
             key,
@@ -218,6 +225,7 @@ class Queue(QueueControls):
             now=now,
             group=group,
             queue=queue,
+            tags=tags,
         )
         if not self.store.submit_one(task, now):
             raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
@@ -386,10 +394,16 @@ class Queue(QueueControls):
         now: float | None = None,
         group: str | None = None,
         queue: str | None = None,
+        tag: str | None = None,
+        tracked: bool = False,
     ) -> Iterator[TaskMetadata]:
+        """The tasks matching every filter given, in submission order: ``tag`` (read through the
+        tag's index), ``tracked`` (only tracked tasks)."""
         now = self.now(now)
         if queue is not None:
             check_queue(queue)
+        if tag is not None:
+            check_tag(tag)
         if status is not None and status not in STATUSES:
             raise ValidationError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
         if limit is not None:
@@ -399,7 +413,16 @@ class Queue(QueueControls):
         while remaining is None or remaining > 0:
             page = 1000 if remaining is None else min(1000, remaining)
             rows = self.store.list(
-                status=status, type=type, user=user, group=group, queue=queue, limit=page, now=now, after_id=after
+                status=status,
+                type=type,
+                user=user,
+                group=group,
+                queue=queue,
+                tag=tag,
+                tracked=bool(tracked),
+                limit=page,
+                now=now,
+                after_id=after,
             )
             for r in rows:
                 yield metadata_from_row(r, now, table=self.table)

@@ -17,7 +17,7 @@ from .store import rowcheck
 from .store.schema import OUTCOMES
 from .store.task_changes import UNSET
 from .store.tasks import FINISHED, PENDING, TaskStore
-from .validate import _error_text, check_duration, decode_data, encode_data
+from .validate import _error_text, check_duration, check_tags, decode_data, encode_data
 
 
 class TaskQueue(Protocol):
@@ -69,6 +69,10 @@ class TaskMetadata:
     result: Any = None
     #: the name of its queue
     queue_name: str = "default"
+    #: its tags, sorted
+    tags: tuple[str, ...] = ()
+    #: whether an operator tracks it
+    tracked: bool = False
 
     @property
     def finished(self) -> bool:
@@ -122,6 +126,8 @@ def metadata_from_row(row: Mapping, now: float, *, table: str) -> TaskMetadata:
         group=row["grp"],
         result=json.loads(row["result"]) if row.get("result") else None,
         queue_name=row["queue"],
+        tags=tuple(row.get("tags", ())),
+        tracked=bool(row["tracked"]),
     )
 
 
@@ -147,10 +153,26 @@ class Task:
 
     def metadata(self, now: float | None = None) -> TaskMetadata:
         now = self.queue.now(now)
-        row = self.queue.store.get(self.key)
+        row = self.queue.store.get(self.key, tags=True)
         if row is None:
             raise NotFoundError(f"task {self.key!r} not found")
         return metadata_from_row(row, now, table=self.queue.store.name)
+
+    def tag(self, *tags: str) -> list[str]:
+        """Add ``tags`` (in any state of the task); its tags after, sorted. NotFoundError when it
+        does not exist; ValidationError (nothing changed) for a bad tag or past 32 tags."""
+        return self.queue.store.change_tags(self.key, add=check_tags(tags))
+
+    def untag(self, *tags: str) -> list[str]:
+        """Remove ``tags`` (those it has); its tags after, sorted."""
+        return self.queue.store.change_tags(self.key, remove=check_tags(tags))
+
+    def track(self) -> None:
+        """Track the task: ``list(tracked=True)`` lists it. NotFoundError when it does not exist."""
+        self.queue.store.set_tracked(self.key, True)
+
+    def untrack(self) -> None:
+        self.queue.store.set_tracked(self.key, False)
 
     def force_finish(self, now: float | None = None) -> None:
         now = self.queue.now(now)

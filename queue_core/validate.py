@@ -50,6 +50,39 @@ def check_types(value: Any, what: str = "types") -> tuple[str, ...]:
     return types
 
 
+#: a tag is at most this many characters, a task has at most this many (store/schema.py: the same)
+MAX_TAG_LENGTH, MAX_TAGS = 100, 32
+_TAG_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def check_tag(value: Any, what: str = "tag") -> str:
+    """A tag: 1-100 characters of valid Unicode, no control characters, no space at either end
+    (``customer:acme``, ``invoice``, ``region/eu west``)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {_shown(value)}")
+    if not value or value != value.strip():
+        raise ValidationError(f"{what} {_shown(value)} must be non-empty, without spaces at either end")
+    if len(value) > MAX_TAG_LENGTH:
+        raise ValidationError(f"{what} is {len(value)} characters long; the limit is {MAX_TAG_LENGTH}")
+    if _TAG_CONTROL.search(value):
+        raise ValidationError(f"{what} {_shown(value)} must not contain control characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{what} {_shown(value)} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def check_tags(value: Any, what: str = "tags") -> tuple[str, ...]:
+    """The tags of a task: a collection of tags (not one string), each once, at most 32; sorted."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValidationError(f"{what} must be a list of tags, not {_shown(value)}")
+    tags = tuple(sorted({check_tag(x, "tag") for x in value}))
+    if len(tags) > MAX_TAGS:
+        raise ValidationError(f"{what}: {len(tags)} tags; a task has at most {MAX_TAGS}")
+    return tags
+
+
 #: a queue name: a letter or digit, then up to 63 letters, digits and ``_.:-`` (no comma or
 #: ``=``: a list of queues is written ``a,b`` or ``a=3,b=1``)
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")

@@ -50,6 +50,18 @@ class Dialect:
         """
         return len(conn.execute(stmt.returning(id_column), rows).all())
 
+    def inserted_keys(self, conn: sa.Connection, stmt, rows: list[dict], table: sa.Table) -> list[tuple[int, str]]:
+        """Run an insert-if-absent of ``rows`` (of ``table``, keyed ``key``); the (id, key) of each
+        row it inserted: RETURNING where the database has it, else one row per statement (MySQL)."""
+        if conn.dialect.insert_executemany_returning:
+            return [(r[0], r[1]) for r in conn.execute(stmt.returning(table.c.id, table.c.key), rows)]
+        made = []
+        for row in rows:
+            res = conn.execute(stmt, row)
+            if res.rowcount:
+                made.append((res.lastrowid, row["key"]))
+        return made
+
     def insert_one(self, table: sa.Table, conflict_column: str, channel: str | None):
         """The statement of :meth:`inserted_one`: insert one row unless its ``conflict_column``
         is taken, and (``channel``) tell the listeners as it commits. Built once, run often."""

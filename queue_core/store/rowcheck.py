@@ -173,6 +173,7 @@ TASK_COLUMNS: dict[str, Check] = {
     "workflow": optional(text),  # the workflow runtime's JSON: the queue never reads into it
     "definition": optional(text),
     "queue": queue_name,
+    "tracked": one_of(0, 1),
 }
 
 SCHEDULE_COLUMNS: dict[str, Check] = {

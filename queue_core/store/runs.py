@@ -225,8 +225,10 @@ class RunRows:
         with an empty group), or a map's old items. Plain tasks that name the group stay. Only
         when there are some: an account without DELETE starts every run whose id is new."""
         where = (self.t.c.grp == group, *task_where(self.t, "clear_group"))
-        if conn.execute(sa.select(self.t.c.id).where(*where).limit(1)).first() is None:
+        ids = [r[0] for r in conn.execute(self.db.dialect.lock_rows(sa.select(self.t.c.id).where(*where)))]
+        if not ids:
             return 0
+        self.tasks.forget_tags(conn, ids)
         return conn.execute(sa.delete(self.t).where(*where)).rowcount
 
     # -- transitions of step rows ------------------------------------------------------------

@@ -33,8 +33,9 @@ import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
+from ..validate import MAX_TAG_LENGTH
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
@@ -160,6 +161,8 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("workflow", _long_text(), nullable=True),
         sa.Column("definition", _long_text(), nullable=True),
         sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False, server_default=DEFAULT_QUEUE),
+        # 1: an operator tracks the task (listed by list --tracked; its changes are followed)
+        sa.Column("tracked", sa.SmallInteger(), nullable=False, server_default="0"),
         sa.UniqueConstraint("key", name=f"uq_{name}_key"),
         mysql_charset=MYSQL_CHARSET,
         # SQLite: never a purged row's id for a new row (the wake-up probe watches the highest id)
@@ -179,11 +182,18 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
     # Purge of finished rows whose retention ended; kept apart from the claim range.
     sa.Index(f"ix_{name}_purge", t.c.state, t.c.timeout)
     sa.Index(f"ix_{name}_grp", t.c.grp)
+    # The tracked tasks, by id (partial where the database has them: nothing to write for others).
+    tracked = t.c.tracked == 1
+    sa.Index(f"ix_{name}_tracked", t.c.tracked, t.c.id, postgresql_where=tracked, sqlite_where=tracked)
     return t
 
 
 #: columns each schema version added, for upgrading a table created by an older release
-ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("result", "workflow", "definition"), 3: ("queue",)}
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {
+    2: ("result", "workflow", "definition"),
+    3: ("queue",),
+    4: ("tracked",),
+}
 #: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
 DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
 #: the same for the schedule table
@@ -235,6 +245,21 @@ def start_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         sa.Column("task_id", _id_type(), primary_key=True, autoincrement=False),
         mysql_charset=MYSQL_CHARSET,
     )
+
+
+def tag_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The tags of tasks (``<table>_tags``): a row per tag of a task, keyed (tag, task id) so
+    that the tasks of a tag are an exact range of its key; deleted with the task."""
+    name = f"{task_table_name}_tags"
+    t = sa.Table(
+        name,
+        metadata,
+        sa.Column("tag", ExactString(MAX_TAG_LENGTH), primary_key=True),
+        sa.Column("task_id", _id_type(), primary_key=True, autoincrement=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
+    sa.Index(f"ix_{name}_task", t.c.task_id)  # a task's tags, and their delete with it
+    return t
 
 
 def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:

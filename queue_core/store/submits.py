@@ -32,6 +32,7 @@ class NewTask:
     workflow: str | None = None  # JSON bookkeeping of the workflow runtime (see schema.py)
     definition: str | None = None  # a workflow run row's DAG snapshot (JSON)
     queue: str = DEFAULT_QUEUE
+    tags: tuple[str, ...] = ()  # validated, sorted (``<table>_tags``: store/tags.py)
 
 
 class TaskSubmits:
@@ -44,7 +45,9 @@ class TaskSubmits:
     _insert_absent: Any  # insert-if-absent of many rows (the dialect's)
     _insert_one_due: Any  # of one row, telling the listeners (PostgreSQL) as it commits
     _insert_one_later: Any  # of one row not due yet
-    get: Callable[[str], dict | None]
+    get: Callable[..., dict | None]  # TaskReads
+    insert_tags: Callable[[Any, Sequence[tuple[int, tuple[str, ...]]]], None]  # TaskTags
+    forget_tags: Callable[[Any, Sequence[int]], None]  # TaskTags
 
     def _row(self, task: NewTask, now: float) -> dict:
         return {
@@ -79,25 +82,41 @@ class TaskSubmits:
         for i in range(0, len(tasks), 500):
             chunk = tasks[i : i + 500]
             rows = [self._row(x, now) for x in chunk]
-            n = self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+            n = self._insert_rows(conn, chunk, rows)
             if n < len(rows):
                 # Keys taken: free those whose finished row's retention ended, and insert again
                 # (also when another transaction's cleanup purged them first: PostgreSQL's
                 # snapshot showed them, its INSERT sees them gone).
                 self._purge_keys(conn, [x.key for x in chunk], now)
-                n += self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+                n += self._insert_rows(conn, chunk, rows)
             inserted += n
         if inserted and self.channel and any(x.run_at <= now for x in tasks):
             self.db.dialect.notify(conn, self.channel)
         return inserted
+
+    def _insert_rows(self, conn, chunk: Sequence[NewTask], rows: list[dict]) -> int:
+        """Insert the rows whose key is free; how many. Tagged tasks: with the tags of exactly the
+        rows this statement inserted (of a key given twice, the first: the one inserted)."""
+        if not any(x.tags for x in chunk):
+            return self.db.dialect.execute_insert(conn, self._insert_absent, rows, self.t.c.id)
+        made = self.db.dialect.inserted_keys(conn, self._insert_absent, rows, self.t)
+        first: dict[str, NewTask] = {}
+        for x in chunk:
+            first.setdefault(x.key, x)
+        self.insert_tags(conn, [(id_, first[key].tags) for id_, key in made])
+        return len(made)
 
     def _purge_keys(self, conn, keys: list[str], now: float) -> int:
         """Purge the finished rows of ``keys`` whose retention ended (their keys are free again).
         Only when there are some: a submitter without DELETE can submit every other key."""
         t = self.t
         done = task_where(t, "purge", now=now)
-        expired = [r[0] for r in conn.execute(sa.select(t.c.id).where(t.c.key.in_(keys), *done))]
-        return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount if expired else 0
+        lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.key.in_(keys), *done))
+        expired = [r[0] for r in conn.execute(lock)]  # locked: tag() waits, and they stay purgeable
+        if not expired:
+            return 0
+        self.forget_tags(conn, expired)
+        return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount
 
     def submit(self, tasks: Sequence[NewTask], now: float) -> int:
         return self.db.run(lambda c: self.insert(c, tasks, now), what="submit")
@@ -119,10 +138,15 @@ class TaskSubmits:
         def insert_one(conn) -> bool:
             return self.db.dialect.inserted_one(conn, stmt, self._row(task, now))
 
+        if task.tags:  # with its tag rows: in one transaction
+            return self._insert_in_transaction(task, now)
         if self.db.run(insert_one, what="submit", autocommit=True):
             return True
         if self.db.commit_was_uncertain() and self.same_submission(task, now):
             return True
+        return self._insert_in_transaction(task, now)
+
+    def _insert_in_transaction(self, task: NewTask, now: float) -> bool:
         if self.db.run(lambda c: self.insert(c, [task], now), what="submit"):
             return True
         return self.db.commit_was_uncertain() and self.same_submission(task, now)

@@ -1,7 +1,8 @@
-"""Every statement on the task table (store layer): claim, reads and cleanup here; submissions in
-``submits.py``; the transitions holders and operators ask for in ``task_changes.py``, the claims limited to task
-types in ``typed.py``, what the claim does with the rows it picked before leasing them (rows that
-must not run, rows edited by hand) in ``screen.py``.
+"""Every statement on the task table (store layer): claim and cleanup here; reads in
+``task_reads.py``, submissions in ``submits.py``; the transitions holders and operators ask for in
+``task_changes.py``, tags and tracking in ``tags.py``, the claims limited to task types in
+``typed.py``, what the claim does with the rows it picked before leasing them (rows that must not
+run, rows edited by hand) in ``screen.py``.
 
 Methods take plain values (``now`` always explicit) and return plain dicts; the queue layer
 turns them into Task objects. Every write is a named transition of ``transitions.py`` whose
@@ -10,7 +11,6 @@ precondition (states, lease token, due time) is in its WHERE clause.
 
 from __future__ import annotations
 
-import builtins
 import copy
 import secrets
 from collections.abc import Iterable, Sequence
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from .. import policy
 from ..errors import DatabaseError
-from ..row_states import FINISHED, LIVE, PENDING
+from ..row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
 from .base import VersionedTables
 from .database import Database
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
@@ -34,12 +34,15 @@ from .schema import (
     meta_table,
     queue_table,
     start_table,
+    tag_table,
     task_table,
 )
 from .screen import ClaimScreen
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
+from .tags import TaskTags
 from .task_changes import TaskChanges
-from .transitions import lease_counted, lease_held, task_where
+from .task_reads import TaskReads
+from .transitions import lease_counted, task_where
 from .typed import TypedReads
 from .watch import watch_newest_id
 
@@ -67,7 +70,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, VersionedTables):
+class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, ClaimScreen, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
     added_columns = ADDED_COLUMNS
@@ -81,6 +84,7 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         self.t = task_table(metadata, table)
         self.queues_t = queue_table(metadata, table)
         self.starts_t = start_table(metadata, table)
+        self.tags_t = tag_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
@@ -96,11 +100,13 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
 
     def entry_columns(self) -> tuple:
         """What a claim's walk reads first: a due user (any), the best level of live rows. The
-        due user through the user index (``likely``: SQLite would walk every due row of the
-        purge index looking for one with a user)."""
+        due user in the order of the user index (state, queue, resource, timeout), its first
+        entry: else SQLite walks every due row of the purge index looking for one with a user
+        (``likely``), and PostgreSQL, before it has statistics, a type index's range."""
         t = self.t
         users_due = self.db.dialect.likely(t.c.timeout <= sa.bindparam("now"))
-        due_user = sa.select(t.c.resource).where(self._live(t.c.resource.is_not(None), users_due))
+        order = self.db.dialect.index_order([t.c.state, t.c.queue], [t.c.resource, t.c.timeout])
+        due_user = sa.select(t.c.resource).where(self._live(t.c.resource.is_not(None), users_due)).order_by(*order)
         return due_user.limit(1).scalar_subquery(), self._top_level.scalar_subquery()
 
     def _live(self, *more):
@@ -482,97 +488,6 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         locked = {r.id: dict(r._mapping) for r in conn.execute(lock)}
         return [locked[i] for i in ids if i in locked]
 
-    # -- reads -------------------------------------------------------------------------
-    def get(self, key: str, conn=None) -> dict | None:
-        stmt = sa.select(self.t).where(self.t.c.key == key)
-        if conn is not None:
-            r = conn.execute(stmt).first()
-            return dict(r._mapping) if r else None
-        return self.db.run(lambda c: self.get(key, c), write=False, what="get")
-
-    def list(
-        self,
-        *,
-        status=None,
-        type=None,
-        user=None,
-        group=None,
-        queue=None,
-        limit=None,
-        now: float,
-        after_id: int | None = None,
-        with_data: bool = True,
-    ) -> list[dict]:
-        t = self.t
-        cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
-        stmt = sa.select(*cols).order_by(t.c.id)
-        if status is not None:
-            stmt = stmt.where(self.status_clause(status, now))
-        if type is not None:
-            stmt = stmt.where(t.c.type == type)
-        if user is not None:
-            stmt = stmt.where(t.c.resource == user)
-        if group is not None:
-            stmt = stmt.where(t.c.grp == group)
-        if queue is not None:
-            stmt = stmt.where(t.c.queue == queue)
-        if after_id is not None:
-            stmt = stmt.where(t.c.id > after_id)
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list")
-
-    def group_rows(self, conn, group: str, with_data: bool = False) -> builtins.list[dict]:
-        t = self.t
-        cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
-        return [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.grp == group).order_by(t.c.id))]
-
-    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> builtins.list[dict]:
-        t = self.t
-        cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
-        out = []
-        for i in range(0, len(keys), 500):
-            out += [
-                dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.key.in_(list(keys[i : i + 500]))))
-            ]
-        return out
-
-    def lock_key(self, conn, key: str) -> dict | None:
-        r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
-        return dict(r._mapping) if r else None
-
-    def status_clause(self, status: str, now: float):
-        t = self.t
-        running = sa.and_(t.c.state == LIVE, lease_held(t, now))
-        if status == "finished":
-            return t.c.state == FINISHED
-        if status == "running":
-            return running
-        if status == "waiting":
-            return sa.and_(t.c.state == LIVE, sa.not_(running))
-        if status == "pending":
-            return t.c.state == PENDING
-        raise ValueError(status)
-
-    def stats(self, now: float, queue: str | None = None) -> builtins.list[tuple[str, str, str | None, int]]:
-        """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a
-        state or lease flag pq never writes."""
-        t = self.t
-        status = sa.case(
-            (t.c.state.not_in([LIVE, FINISHED, PENDING]), "corrupt state"),
-            (t.c.leased.not_in([0, 1]), "corrupt leased"),
-            (t.c.state == FINISHED, "finished"),
-            (t.c.state == PENDING, "pending"),
-            (lease_held(t, now), "running"),
-            else_="waiting",
-        ).label("status")
-        stmt = sa.select(t.c.type, status, t.c.outcome, sa.func.count()).group_by(t.c.type, status, t.c.outcome)
-        if queue is not None:
-            stmt = stmt.where(t.c.queue == queue)
-        return self.db.run(
-            lambda c: [(r[0], r[1], r[2], int(r[3])) for r in c.execute(stmt)], write=False, what="stats"
-        )
-
     def cleanup(self, now: float, batch: int = 1000) -> int:
         """Delete finished rows past retention, by primary key in small batches."""
         t = self.t
@@ -580,13 +495,11 @@ class TaskStore(TaskSubmits, TaskChanges, NamedQueues, ClaimScreen, TypedReads, 
         while True:
 
             def work(conn):
-                ids = [
-                    r[0]
-                    for r in conn.execute(
-                        sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now).limit(batch)
-                    )
-                ]
+                # locked: a tag() or a run's keep_group of one of them waits, and they stay purgeable
+                lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now))
+                ids = [r[0] for r in conn.execute(lock.limit(batch))]
                 if ids:
+                    self.forget_tags(conn, ids)
                     conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
                 return len(ids)
 

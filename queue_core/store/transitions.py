@@ -212,6 +212,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "TaskStore.set_data",
             "replace the data of a row the caller's transaction has locked",
         ),
+        _task("track", _ROWS, _ROWS, [], "TaskStore.set_tracked", "an operator tracks a task, or stops tracking it"),
         _task(
             "purge",
             [_F],

@@ -446,7 +446,7 @@ def test_init_is_idempotent_and_force_recreates(queue):
     assert queue["k"].exists()
     queue.init(force=True)
     assert not queue["k"].exists()
-    assert queue.store.schema_version() == SCHEMA_VERSION == 3
+    assert queue.store.schema_version() == SCHEMA_VERSION == 4
 
 
 def test_init_upgrades_a_version_1_table(queue):
@@ -459,7 +459,7 @@ def test_init_upgrades_a_version_1_table(queue):
     downgrade(store, ("result", "workflow", "definition", "queue"), 1)
     assert store.schema_version() == 1
     queue.init()
-    assert store.schema_version() == 3
+    assert store.schema_version() == SCHEMA_VERSION
     assert queue["old"].metadata().queue_name == "default"
     assert queue["old"].metadata().data == {"a": 1}
     queue.submit("new", "t", now=T0)

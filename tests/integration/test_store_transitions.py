@@ -343,6 +343,21 @@ def test_task_set_data(queue):
     assert unchanged(queue, "gone", lambda: queue.transaction(lambda tx: tx.update_data("gone", {}), now=T0)) is False
 
 
+def test_task_track(queue):
+    """Any row, any state: only ``tracked`` changes (a held lease, a pending row, a finished one)."""
+    held(queue, "h")
+    rows_of_run(queue, ("p", {"pending": True}))
+    queue.submit("f", "t", now=T0)
+    queue["f"].force_finish(now=T0)
+    for key in ("h", "p", "f"):
+        before = row(queue, key)
+        queue[key].track()
+        assert row(queue, key) == {**before, "tracked": 1}
+        queue[key].untrack()
+        assert row(queue, key) == before
+    refused(queue, "gone", queue_core.errors.NotFoundError, lambda: queue["gone"].track())
+
+
 def test_task_purge(queue):
     queue.submit("done", "t", now=T0)
     queue.submit("live", "t", now=T0)  # due (timeout <= now) but live: never purged

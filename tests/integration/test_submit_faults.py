@@ -209,12 +209,17 @@ def test_an_expired_key_purged_by_cleanup_mid_submit_is_taken(db_url, table_name
         worker = queue_core.open(db_url, table_name)
         fired = []
 
+        threads = []
+
         def before(conn, cursor, statement, params, context, executemany):
             if not fired and statement.lstrip().upper().startswith("DELETE"):
                 fired.append(1)
                 th = threading.Thread(target=lambda: fired.append(worker.cleanup(now=later)))
+                threads.append(th)
                 th.start()
-                th.join(3)  # MySQL: the cleanup may wait on this transaction's lock; go on
+                # The submit holds the expired row's lock (MySQL, PostgreSQL): the cleanup waits
+                # for its commit; go on. SQLite: the cleanup waits for the file's write lock.
+                th.join(3)
 
         sa.event.listen(q.db.engine, "before_cursor_execute", before)
         try:
@@ -225,6 +230,8 @@ def test_an_expired_key_purged_by_cleanup_mid_submit_is_taken(db_url, table_name
                 outcome = "already exists"
         finally:
             sa.event.remove(q.db.engine, "before_cursor_execute", before)
+            for th in threads:
+                th.join(60)
             worker.close()
         assert fired, "the submit never reached its purge"
         rows = _count(q, "k")

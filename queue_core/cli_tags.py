@@ -1,0 +1,76 @@
+"""``perfectqueue tag|untag|track|untrack``: tags and tracking on the command line (parse, call
+the library, print). Registered on the ``perfectqueue`` group by :mod:`queue_core.cli`, which
+also takes ``--tag`` on ``submit`` and ``--tag``/``--tracked`` on ``list``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .clikit.options import common_options
+from .clikit.settings import open_queue, settings
+from .errors import ValidationError
+from .validate import check_tag
+
+
+class Tag(click.ParamType):
+    """A tag, checked before anything connects (a bad one is a usage error, exit 2)."""
+
+    name = "TAG"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        try:
+            return check_tag(value)
+        except ValidationError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+TAG = Tag()
+
+
+def _shown(tags: list[str]) -> str:
+    return ", ".join(tags) if tags else "(no tags)"
+
+
+@click.command(short_help="Add tags to a task.")
+@click.argument("key")
+@click.argument("tags", nargs=-1, required=True, type=TAG)
+@common_options
+def tag(key: str, tags: tuple[str, ...]) -> None:
+    """Add TAGS to the task KEY (in any state); prints its tags after."""
+    with open_queue(settings()) as q:
+        click.echo(_shown(q[key].tag(*tags)))
+
+
+@click.command(short_help="Remove tags from a task.")
+@click.argument("key")
+@click.argument("tags", nargs=-1, required=True, type=TAG)
+@common_options
+def untag(key: str, tags: tuple[str, ...]) -> None:
+    """Remove TAGS from the task KEY; prints its tags after."""
+    with open_queue(settings()) as q:
+        click.echo(_shown(q[key].untag(*tags)))
+
+
+@click.command(short_help="Track a task (list --tracked).")
+@click.argument("key")
+@common_options
+def track(key: str) -> None:
+    """Track the task KEY: list --tracked lists it."""
+    with open_queue(settings()) as q:
+        q[key].track()
+    click.echo("tracked")
+
+
+@click.command(short_help="Stop tracking a task.")
+@click.argument("key")
+@common_options
+def untrack(key: str) -> None:
+    """Stop tracking the task KEY."""
+    with open_queue(settings()) as q:
+        q[key].untrack()
+    click.echo("untracked")
+
+
+COMMANDS = (tag, untag, track, untrack)
