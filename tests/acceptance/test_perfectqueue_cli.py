@@ -109,7 +109,7 @@ def test_submit_list_show_stats(ready):
     out = pq.ok("list")
     lines = out.splitlines()
     assert lines[0].split() == ["key", "queue", "type", "user", "status", "outcome", "priority", "attempts",
-                                "run_at", "created_at", "error"]
+                                "run_at", "created_at", "tags", "error"]
     assert lines[-1] == "2 entries."
     rows = table_lines(out)[1:-1]
     assert rows[0][:9] == ["k1", "default", "email", "alice", "waiting", "-", "5", "0", "2026-11-21T10:00:00+00:00"]
