@@ -9,24 +9,13 @@ import click
 
 from .clikit.options import common_options
 from .clikit.output import print_json, print_table
+from .clikit.parsing import Checked
 from .clikit.settings import open_queue, settings
 from .errors import ValidationError
 from .queue_controls import RATE_KEYS, QueueInfo
 from .validate import RATE_EXAMPLE, check_queue, check_rate
 
 QUEUE_COLUMNS = ["queue", "state", "waiting", "running", "pending", "finished", "oldest_waiting", "concurrency", "rate"]
-
-
-class QueueName(click.ParamType):
-    """A queue name, checked before anything connects (a bad one is a usage error, exit 2)."""
-
-    name = "QUEUE"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        try:
-            return check_queue(value)
-        except ValidationError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 class Rate(click.ParamType):
@@ -43,7 +32,7 @@ class Rate(click.ParamType):
             self.fail(f"{value!r} is not a rate: {RATE_EXAMPLE}", param, ctx)
 
 
-QUEUE = QueueName()
+QUEUE = Checked("QUEUE", check_queue)
 
 
 def _age(seconds: float | None) -> str:

@@ -4,29 +4,14 @@ also takes ``--tag`` on ``submit`` and ``--tag``/``--tracked`` on ``list``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from .clikit.options import common_options
+from .clikit.parsing import Checked
 from .clikit.settings import open_queue, settings
-from .errors import ValidationError
 from .validate import check_tag
 
-
-class Tag(click.ParamType):
-    """A tag, checked before anything connects (a bad one is a usage error, exit 2)."""
-
-    name = "TAG"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        try:
-            return check_tag(value)
-        except ValidationError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-TAG = Tag()
+TAG = Checked("TAG", check_tag)
 
 
 def _shown(tags: list[str]) -> str:

@@ -7,10 +7,12 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from ..errors import ValidationError
 from .exits import CLIError
 
 _JSON_TYPE_NAMES = {
@@ -108,3 +110,18 @@ class StrictInt(click.ParamType):
 
 
 STRICT_INT = StrictInt()
+
+
+class Checked(click.ParamType):
+    """A value the library's ``check`` accepts (a queue name, a tag), checked before anything
+    connects: a bad one is a usage error (exit 2) with the check's message."""
+
+    def __init__(self, name: str, check: Callable[[Any], Any]):
+        self.name = name
+        self.check = check
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        try:
+            return self.check(value)
+        except ValidationError as exc:
+            self.fail(str(exc), param, ctx)

@@ -29,7 +29,9 @@ class TaskReads:
         stmt = sa.select(self.t).where(self.t.c.key == key)
         if conn is not None:
             r = conn.execute(stmt).first()
-            return None if r is None else self.with_tags(conn, [dict(r._mapping)])[0] if tags else dict(r._mapping)
+            if r is None:
+                return None
+            return self.with_tags(conn, [dict(r._mapping)])[0] if tags else dict(r._mapping)
         return self.db.run(lambda c: self.get(key, c, tags), write=False, what="get")
 
     def list(

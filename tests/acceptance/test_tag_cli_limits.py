@@ -7,18 +7,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from test_perfectqueue_cli import PQ, assert_error  # noqa: E402
-
-
-@pytest.fixture
-def ready(db_url, table_name, backend):
-    pq = PQ(db_url, table_name)
-    pq.ok("init")
-    yield pq
-    if backend != "sqlite":
-        from conftest import drop_tables
-
-        drop_tables(db_url, table_name)
+from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
 
 
 def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):

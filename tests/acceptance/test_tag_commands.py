@@ -5,18 +5,7 @@ tag is one line and exit 2 before anything connects, an unknown task exit 4."""
 from __future__ import annotations
 
 import pytest
-from test_perfectqueue_cli import PQ, assert_error
-
-
-@pytest.fixture
-def ready(db_url, table_name, backend):
-    pq = PQ(db_url, table_name)
-    pq.ok("init")
-    yield pq
-    if backend != "sqlite":
-        from conftest import drop_tables
-
-        drop_tables(db_url, table_name)
+from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
 
 
 def usage_error(result, fragment: str) -> None:
