@@ -329,7 +329,7 @@ def retry_step(tx: Transaction, task: Any, node: NodeState, run_at: float, error
     """Give a failed step back for another try (its failures counted in the row, not in ``node``:
     the transaction may run twice)."""
     again = dataclasses.replace(node, failures=node.failures + 1)
-    tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, error=error, workflow=again.dump())
+    tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, tx.now, error=error, workflow=again.dump())
 
 
 def request_cancel(tx: Transaction, run_id: str) -> str:

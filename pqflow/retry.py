@@ -39,7 +39,7 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     state.status, state.cancel, state.finished_at = "running", False, None
     state.open, state.succeeded, state.failed, state.cancelled = len(redo), len(kept), 0, 0
     run.state = state
-    tx.runs.reopen_run(tx.conn, row["id"], state.dump())
+    tx.runs.reopen_run(tx.conn, row["id"], state.dump(), tx.now)
     tx.runs.keep_group(tx.conn, run.groups())  # running again: nothing of it is purged
     ended = []
     for step in redo:

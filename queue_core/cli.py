@@ -10,6 +10,9 @@ from typing import Any
 
 import click
 
+from .cli_bulk import COMMANDS as BULK_COMMANDS
+from .cli_insight import COMMANDS as INSIGHT_COMMANDS
+from .cli_insight import timeline
 from .cli_queues import COMMANDS as QUEUE_COMMANDS
 from .cli_queues import QUEUE
 from .cli_tags import COMMANDS as TAG_COMMANDS
@@ -190,15 +193,19 @@ def _show_value(field: str, value: Any) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @common_options
 def show(key: str, fmt: str) -> None:
-    """Show every field of one task."""
+    """Show every field of one task, then its history (submitted, claimed, retried, finished...)."""
     with open_queue(settings()) as q:
         meta = q[key].metadata()
+        history = q[key].history()
     fields = _plain(meta)
     if fmt == "json":
-        print_json(fields)
+        print_json(fields | {"history": [e.to_dict() for e in history]})
         return
     for name, value in fields.items():
         click.echo(f"{name + ':':<18} {_show_value(name, value)}")
+    click.echo("history:")
+    for line in timeline(history):
+        click.echo(line)
 
 
 @cli.command()
@@ -216,15 +223,6 @@ def stats(fmt: str, queue_name: str | None) -> None:
     rows.append({"type": "(all)", **{s: st[s] for s in STATUSES}, "total": st["total"]})
     print_table(rows, ["type", *STATUSES, "total"])
     click.echo("outcomes: " + ", ".join(f"{o} {n}" for o, n in st["outcomes"].items()))
-
-
-@cli.command(short_help="Cancel a task (a running one is told to stop).")
-@click.argument("key")
-@common_options
-def cancel(key: str) -> None:
-    """Cancel a task: a waiting one finishes now, a running one is asked to stop."""
-    with open_queue(settings()) as q:
-        click.echo(q[key].cancel_request())
 
 
 @cli.command("force-finish", short_help="Finish a task now, waiting or running.")
@@ -255,7 +253,7 @@ def run(target: str, **options: Any) -> None:
     run_worker_command(target, **options)
 
 
-for _command in (*QUEUE_COMMANDS, *TAG_COMMANDS):
+for _command in (*QUEUE_COMMANDS, *TAG_COMMANDS, *INSIGHT_COMMANDS, *BULK_COMMANDS):
     cli.add_command(_command)
 
 main = main_wrapper(cli, PROG)

@@ -21,6 +21,23 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
     "table": ("pq_tasks", "str", "queue table name"),
     "alive_time": (300.0, "float+", "lease length of poll and heartbeat (s)"),
     "retention_time": (300.0, "float0", "how long finished tasks (and so their keys) are kept (s)"),
+    "failure_retention": (
+        None,
+        "opt-float+",
+        "how long tasks that finished as failure are kept (s); unset = retention_time",
+    ),
+    "event_gap_timeout": (
+        60.0,
+        "float+",
+        "how long a reader of the event stream waits for an event whose id it passed over (s): "
+        "longer than any transaction that changes tasks lasts",
+    ),
+    "registry_interval": (10.0, "float+", "how often a worker renews its row in the worker registry (s)"),
+    "registry_timeout": (
+        60.0,
+        "float+",
+        "a worker not seen for this long is no longer listed, and its registry row is swept (s)",
+    ),
     "retry_wait": (300.0, "float0", "first retry delay after a handler error; doubles each attempt (s)"),
     "max_retry_wait": (3600.0, "float0", "cap of the exponential retry delay (s)"),
     "max_attempts": (None, "opt-int+", "acquisitions before a failing task finishes as failure; unset = no limit"),

@@ -318,3 +318,10 @@ def queue_order(names: Sequence[str], weights: Sequence[int] | None, rng: Random
             i += 1
         order.append(pool.pop(i)[0])
     return order
+
+
+def retention(outcome: str, retention_time: float, failure_retention: float | None) -> float:
+    """How long a task that finished with ``outcome`` is kept (and its key taken): a failure for
+    ``failure_retention`` when it is set (failures still there in the morning), anything else,
+    and a failure without it, for ``retention_time``."""
+    return failure_retention if outcome == "failure" and failure_retention is not None else retention_time

@@ -22,6 +22,7 @@ from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskErr
 from .listener import start_listener
 from .monitor import TaskMonitor, run_handler
 from .queue import Queue
+from .registry import registration_of
 from .service import EXIT_OK, EXIT_RECYCLE, IMMEDIATE_GRACE, LoopControl, OutageWait, exit_now
 from .settler import Settler
 
@@ -74,7 +75,9 @@ class Processor:
         self.name = name
         self.queue = queue or open_queue(settings)
         self.settler = Settler(self.queue)
-        self.monitor = TaskMonitor(settings, beat_fd, self.settler)
+        names = list(self.queue.served_queues[0])
+        self.registration = registration_of(self.queue, names, None if self.types is None else list(self.types))
+        self.monitor = TaskMonitor(settings, beat_fd, self.settler, on_beat=self.registration.renew)
         self.settler.release = self.monitor.drop
         self.control = LoopControl()
         self.processed = 0
@@ -110,6 +113,7 @@ class Processor:
         ``listen``: start this processor's own wake-up listener (thread workers share one).
         """
         self.monitor.start()
+        self.registration.join()
         listener = start_listener(self.queue, self.wake) if listen and not self.burst else None
         try:
             return self._loop()
@@ -119,6 +123,7 @@ class Processor:
             self.monitor.stop()
             self.monitor.join(5)
             self.settler.flush()
+            self.registration.leave()
             if self._giving_back.is_set():
                 self._given_back.wait(GIVE_BACK_TIME)
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from . import config as config_mod
 from . import deferred as deferred_mod
 from . import policy
+from .bulk import QueueBulk
 from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
     ConfigError,
@@ -23,6 +24,7 @@ from .errors import (
     IdempotentAlreadyExistsError,
     ValidationError,
 )
+from .insight import QueueInsight
 from .queue_controls import QueueControls, QueueInfo  # noqa: F401 - QueueInfo: part of this module's API
 from .store.database import Database
 from .store.rowcheck import name as check_name_problem
@@ -67,7 +69,7 @@ T = TypeVar("T")
 
 
 # -- the queue --------------------------------------------------------------------------
-class Queue(QueueControls):
+class Queue(QueueControls, QueueInsight, QueueBulk):
     """A task queue stored in one table, its tasks in named queues. Thread-safe; open one per
     process after fork."""
 
@@ -98,6 +100,7 @@ class Queue(QueueControls):
         self.table = self.config["table"]
         self.store = TaskStore(self.db, self.table)
         self.store.retention_time = self.config["retention_time"]
+        self.store.failure_retention = self.config["failure_retention"]
         self.runs = RunRows(self.store)
         if not self.config["notify"]:
             self.store.channel = None
@@ -469,7 +472,12 @@ class Queue(QueueControls):
             )
 
     def cleanup(self, *, now: float | None = None) -> int:
-        return self.store.cleanup(self.now(now))
+        """Purge the finished tasks whose retention ended (with their tags and history), and the
+        registry rows of workers silent past ``registry_timeout``; how many tasks were purged."""
+        now = self.now(now)
+        purged = self.store.cleanup(now)
+        self.store.sweep_workers(now - self.config["registry_timeout"])
+        return purged
 
     # -- transactions ---------------------------------------------------------------------
     def transaction(

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import deferred as deferred_mod
+from . import history as history_mod
 from . import policy
 from .errors import CancelRequestedError, NotFoundError, ValidationError
+from .history import TaskEvent
 from .store import rowcheck
 from .store.schema import OUTCOMES
 from .store.task_changes import UNSET
@@ -158,6 +160,12 @@ class Task:
             raise NotFoundError(f"task {self.key!r} not found")
         return metadata_from_row(row, now, table=self.queue.store.name)
 
+    def history(self) -> list[TaskEvent]:
+        """What happened to the task, oldest first: its submission, then each state change
+        (claimed, retried, finished, ...; a long history keeps its first and last entries).
+        NotFoundError when it does not exist (never submitted, or purged with its history)."""
+        return history_mod.read_history(self.queue.store, self.key)
+
     def tag(self, *tags: str) -> list[str]:
         """Add ``tags`` (in any state of the task); its tags after, sorted. NotFoundError when it
         does not exist; ValidationError (nothing changed) for a bad tag or past 32 tags."""
@@ -272,8 +280,9 @@ class AcquiredTask:
 
     def _finish(self, outcome: str, error: str | None, now, retention_time) -> None:
         now = self.queue.now(now)
+        config = self.queue.config
         retention = (
-            self.queue.config["retention_time"]
+            policy.retention(outcome, config["retention_time"], config["failure_retention"])
             if retention_time is None
             else check_duration(retention_time, "retention_time")
         )
@@ -301,7 +310,7 @@ class AcquiredTask:
         wait = policy.requested_wait(given, self.queue.config["retry_wait"])
         err = UNSET if error is None else _error_text(error)
         with self._lock:
-            self.queue.store.retry(self._id, self._token, now + wait, err)
+            self.queue.store.retry(self._id, self._token, now + wait, now, err)
             self.status, self.done, self.run_at = "waiting", True, now + wait
             if error is not None:
                 self.error = err

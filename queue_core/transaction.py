@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from . import deferred as deferred_mod
+from . import policy
 from .store.database import Database
 from .store.runs import RunRows
 from .store.task_changes import UNSET
@@ -134,7 +135,12 @@ class Transaction:
         retention_time: float | None = None,
     ) -> None:
         """Fenced finish of a task this process holds, inside the transaction."""
-        retention = self.queue.config["retention_time"] if retention_time is None else retention_time
+        config = self.queue.config
+        retention = (
+            policy.retention(outcome, config["retention_time"], config["failure_retention"])
+            if retention_time is None
+            else retention_time
+        )
         err = task.error if error is UNSET else _error_text(error)
         text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
         self._store.finish(
@@ -144,7 +150,7 @@ class Transaction:
 
     def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
         err = UNSET if error is None else _error_text(error)
-        self._store.retry(task._id, task._token, self.now + retry_wait, err, conn=self.conn)
+        self._store.retry(task._id, task._token, self.now + retry_wait, self.now, err, conn=self.conn)
 
         def mark():
             task.status, task.done = "waiting", True

@@ -104,7 +104,8 @@ def downgrade(store, columns, version: int) -> None:
     """Make the table of ``store`` one of an older release: drop ``columns`` (and the indexes
     on them), record ``version``; below version 3 (named queues), also drop the queue settings
     and start tables and give the task table the indexes it had then; below version 4 (tags),
-    also drop the tag table and the ``tracked`` column."""
+    also drop the tag table and the ``tracked`` column; below version 5 (events, workers), the
+    event and worker tables."""
     name = store.t.name
     if version < 4 and hasattr(store, "tags_t"):
         columns = [*columns, *(["tracked"] if "tracked" not in columns else [])]
@@ -117,6 +118,9 @@ def downgrade(store, columns, version: int) -> None:
                 conn.exec_driver_sql(f"DROP INDEX {prep.quote(ix['name'])}{on}")
         for col in columns:
             conn.exec_driver_sql(f"ALTER TABLE {prep.quote(name)} DROP COLUMN {prep.quote(col)}")
+        if version < 5 and hasattr(store, "events_t"):
+            for extra in (store.events_t, store.workers_t):
+                extra.drop(conn, checkfirst=True)
         if version < 4 and hasattr(store, "tags_t"):
             store.tags_t.drop(conn, checkfirst=True)
         if version < 3 and hasattr(store, "queues_t"):

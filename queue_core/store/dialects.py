@@ -22,6 +22,9 @@ class Dialect:
     column_names_fold_case = True
     #: whether statements in autocommit need connections of their own (``Database._statement_engine``)
     autocommit_pool = False
+    #: whether per-queue index probes may be subqueries correlated to a list of queue names
+    #: (planned once, whatever the number of queues; ``store/queues.py``)
+    correlated_probes = True
 
     def connect_args(self, connect_timeout: float) -> dict:
         return {}
@@ -61,6 +64,17 @@ class Dialect:
             if res.rowcount:
                 made.append((res.lastrowid, row["key"]))
         return made
+
+    def insert_selected(
+        self, conn: sa.Connection, table: sa.Table, columns: Sequence[str], rows: sa.Select, returning: str = ""
+    ) -> list:
+        """Insert into ``table`` (its ``columns``) the rows ``rows`` selects: INSERT ... SELECT,
+        one statement; the values of column ``returning`` of the rows inserted ([] without)."""
+        stmt = sa.insert(table).from_select(list(columns), rows)
+        if not returning:
+            conn.execute(stmt)
+            return []
+        return list(conn.execute(stmt.returning(table.c[returning])).scalars())
 
     def insert_one(self, table: sa.Table, conflict_column: str, channel: str | None):
         """The statement of :meth:`inserted_one`: insert one row unless its ``conflict_column``

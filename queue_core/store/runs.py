@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -141,7 +142,7 @@ class RunRows:
                 owner=None,
             )
         )
-        return res.rowcount == 1
+        return self._changed(conn, "adopted", [id_], res.rowcount, now)
 
     def set_workflow(self, conn, id_: int, workflow: str, *, state: int = PENDING) -> bool:
         """New bookkeeping of a row that is still in ``state`` (tallies of a pending step, run state)."""
@@ -182,7 +183,7 @@ class RunRows:
         if workflow is not None:
             values["workflow"] = workflow
         res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "close")).values(**values))
-        return res.rowcount == 1
+        return self._changed(conn, "closed", [id_], res.rowcount, now)
 
     def close_many(self, conn, rows: Sequence[dict], now: float) -> int:
         """Pending rows that end without running (skipped steps, maps whose items are done, run
@@ -198,7 +199,7 @@ class RunRows:
             }
             for r in rows
         ]
-        return self.db.dialect.update_each(
+        n = self.db.dialect.update_each(
             conn,
             self.t,
             rows,
@@ -206,6 +207,8 @@ class RunRows:
             where=task_where(self.t, "close"),
             values=dict(state=FINISHED, finished_at=now, lease_token=None),
         )
+        self._changed(conn, "closed", [r["id"] for r in rows], n, now, self.t.c.state == FINISHED)
+        return n
 
     def keep_group(self, conn, groups: Sequence[str], purge_at: float = FOREVER) -> int:
         """The finished rows of these runs' groups are purged at ``purge_at`` (runs that ended),
@@ -228,13 +231,13 @@ class RunRows:
         ids = [r[0] for r in conn.execute(self.db.dialect.lock_rows(sa.select(self.t.c.id).where(*where)))]
         if not ids:
             return 0
-        self.tasks.forget_tags(conn, ids)
+        self.tasks.forget_rows(conn, ids)
         return conn.execute(sa.delete(self.t).where(*where)).rowcount
 
     # -- transitions of step rows ------------------------------------------------------------
     def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
         """Steps whose parents are done: pending -> waiting, due now."""
-        return self.db.dialect.update_each(
+        n = self.db.dialect.update_each(
             conn,
             self.t,
             [{"id": i, "workflow": w} for i, w in updates],
@@ -242,6 +245,8 @@ class RunRows:
             where=task_where(self.t, "promote"),
             values=dict(state=LIVE, timeout=now, run_at=now),
         )
+        self._changed(conn, "promoted", [i for i, _ in updates], n, now, self.t.c.state == LIVE)
+        return n
 
     def finish_held(
         self,
@@ -268,6 +273,7 @@ class RunRows:
         finish = task_where(t, "finish", token=token)
         res = conn.execute(sa.update(t).where(t.c.id == id_, *finish).values(**values))
         if res.rowcount == 1:
+            self.tasks.record_ids(conn, "finished", [id_], now)
             return True
         if self._written_before(conn, [id_], {id_: token}, now):
             return False
@@ -316,17 +322,23 @@ class RunRows:
             where=task_where(t, "finish", token=PER_ROW),
             values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER),
         ) == len(todo):
+            self.tasks.record_ids(conn, "finished", [e["id"] for e in todo], now)
             return [], sorted(already)
         written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
+        self.tasks.record_ids(conn, "finished", sorted(written), now)
         return [e["id"] for e in todo if e["id"] not in written], sorted(already)
 
-    def retry_held(self, conn, id_: int, token: int, run_at: float, *, error: str | None, workflow: str) -> None:
-        """The holder gives a failed step back for another try at ``run_at`` (fenced)."""
+    def retry_held(
+        self, conn, id_: int, token: int, run_at: float, now: float, *, error: str | None, workflow: str
+    ) -> None:
+        """The holder gives a failed step back at ``now`` for another try at ``run_at`` (fenced)."""
         t = self.t
         values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
         retry = task_where(t, "retry", token=token)
         res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
-        if res.rowcount != 1 and not self.tasks._applied_before(conn, id_, token, "retry"):
+        if res.rowcount == 1:
+            self.tasks._record_again(conn, "retried", [id_], now)
+        elif not self.tasks._applied_before(conn, id_, token, "retry"):
             self._refused(conn, id_, token, "retry")  # unless its own earlier run committed it
 
     def _refused(self, conn, id_: int, token: int, op: str) -> None:
@@ -351,15 +363,15 @@ class RunRows:
         waiting = [r for r in rows if not policy.lease_held(r["leased"], r["timeout"], now)]
         running = [r["id"] for r in rows if policy.lease_held(r["leased"], r["timeout"], now)]
         for i in range(0, len(running), 500):
-            conn.execute(
-                sa.update(t)
-                .where(t.c.id.in_(running[i : i + 500]), *task_where(t, "request_cancel"))
-                .values(cancel_requested=1)
-            )
+            chunk_ids = running[i : i + 500]
+            flagged = conn.execute(
+                sa.update(t).where(t.c.id.in_(chunk_ids), *task_where(t, "request_cancel")).values(cancel_requested=1)
+            ).rowcount
+            self._changed(conn, "cancel_requested", chunk_ids, flagged, now, t.c.cancel_requested == 1)
         done, cancel = [], task_where(t, "cancel", now=now)
         for i in range(0, len(waiting), 500):
             chunk = waiting[i : i + 500]
-            conn.execute(
+            res = conn.execute(
                 sa.update(t)
                 .where(t.c.id.in_([r["id"] for r in chunk]), *cancel)
                 .values(
@@ -372,6 +384,8 @@ class RunRows:
                     cancel_requested=1,
                 )
             )
+            ids = [r["id"] for r in chunk]
+            self._changed(conn, "cancelled", ids, res.rowcount, now, t.c.outcome == "cancelled")
             done += chunk
         return done
 
@@ -394,17 +408,30 @@ class RunRows:
         )
         n = 0
         for i in range(0, len(ids), 500):
-            n += conn.execute(
-                sa.update(t).where(t.c.id.in_(list(ids[i : i + 500])), *task_where(t, "reopen")).values(**values)
-            ).rowcount
+            chunk = list(ids[i : i + 500])
+            stmt = sa.update(t).where(t.c.id.in_(chunk), *task_where(t, "reopen")).values(**values)
+            done = conn.execute(stmt).rowcount
+            self._changed(conn, "reopened", chunk, done, now, t.c.finished_at.is_(None))
+            n += done
         return n
 
-    def reopen_run(self, conn, id_: int, workflow: str) -> bool:
-        """A finished run row that is retried: -> pending."""
+    def reopen_run(self, conn, id_: int, workflow: str, now: float) -> bool:
+        """A finished run row that is retried at ``now``: -> pending."""
         t = self.t
         res = conn.execute(
             sa.update(t)
             .where(t.c.id == id_, *task_where(t, "reopen"))
             .values(state=PENDING, outcome=None, finished_at=None, timeout=FOREVER, error=None, workflow=workflow)
         )
-        return res.rowcount == 1
+        return self._changed(conn, "reopened", [id_], res.rowcount, now)
+
+    def _changed(self, conn, kind: str, ids: Sequence[int], changed: int, now: float, after: Any = None) -> bool:
+        """Append the event ``kind`` of the rows of ``ids`` that the caller's statement changed
+        (``changed`` of them: all, none, or those in the state ``after`` describes); whether it
+        changed all of them."""
+        if changed and changed < len(ids):
+            t = self.t
+            ids = [r[0] for r in conn.execute(sa.select(t.c.id).where(t.c.id.in_(list(ids)), after))]
+        if changed:
+            self.tasks.record_ids(conn, kind, ids, now)
+        return changed == len(ids)

@@ -35,7 +35,7 @@ from sqlalchemy.types import TypeDecorator
 from ..errors import ConfigError
 from ..validate import MAX_TAG_LENGTH
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
@@ -260,6 +260,90 @@ def tag_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
     )
     sa.Index(f"ix_{name}_task", t.c.task_id)  # a task's tags, and their delete with it
     return t
+
+
+#: the kinds of a task's events (``<table>_events``), the transition that writes each: a task's
+#: history and the event stream. ``submitted`` is read from the task row itself (its id,
+#: ``created_at``, ``run_at``), so that a submission writes one row; ``expired``: a claim took
+#: over a lease that had expired (written with that claim's ``claimed``)
+EVENT_KINDS = (
+    "submitted",
+    "claimed",
+    "expired",
+    "gave_up",
+    "set_aside",
+    "finished",
+    "retried",
+    "released",
+    "attempt_returned",
+    "force_finished",
+    "cancelled",
+    "cancel_requested",
+    "moved",
+    "adopted",
+    "promoted",
+    "closed",
+    "reopened",
+    "requeued",
+)
+
+
+def event_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The events of tasks (``<table>_events``): a row per state change of a task after its
+    submission, appended in the transaction of the change; deleted with the task (and trimmed to
+    its first and last entries: ``store/events.py``). Read by task (its history) and by id (the
+    event stream, statistics)."""
+    name = f"{task_table_name}_events"
+    t = sa.Table(
+        name,
+        metadata,
+        sa.Column("id", _id_type(), primary_key=True, autoincrement=True),
+        sa.Column("task_id", _id_type(), nullable=False),
+        sa.Column("key", ExactString(), nullable=False),
+        sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False),
+        sa.Column("type", ExactString(), nullable=False),
+        sa.Column("kind", sa.String(24), nullable=False),
+        sa.Column("at", sa.Double(), nullable=False),
+        # the task's attempts after the change (the claim's attempt while it runs)
+        sa.Column("attempt", sa.Integer(), nullable=False),
+        # the lease holder (host:pid) of a claim, of a lease that expired, or that ended the task
+        sa.Column("owner", sa.String(255), nullable=True),
+        sa.Column("outcome", sa.String(16), nullable=True),
+        # what else the change says: an error's first line, the queue a task moved from
+        sa.Column("detail", sa.Text(), nullable=True),
+        # seconds from due to start (claimed), and from start to end (finished, retried, gave up)
+        sa.Column("waited", sa.Double(), nullable=True),
+        sa.Column("ran", sa.Double(), nullable=True),
+        # when the task is due again (retried, released, promoted, reopened)
+        sa.Column("due_at", sa.Double(), nullable=True),
+        # 1: the task was tracked when it changed (its change was announced: PostgreSQL NOTIFY)
+        sa.Column("tracked", sa.SmallInteger(), nullable=False, server_default="0"),
+        mysql_charset=MYSQL_CHARSET,
+        sqlite_autoincrement=True,
+    )
+    sa.Index(f"ix_{name}_task", t.c.task_id, t.c.id)  # a task's history, and its delete with it
+    return t
+
+
+def worker_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The registry of live workers (``<table>_workers``): a row per claiming process, written
+    when it starts, its ``last_seen`` renewed while it runs, deleted when it stops (or, silent
+    past the limit, by the next one's sweep)."""
+    return sa.Table(
+        f"{task_table_name}_workers",
+        metadata,
+        # the owner it writes on the rows it leases (host:pid)
+        sa.Column("owner", sa.String(255), primary_key=True),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("pid", sa.Integer(), nullable=False),
+        # the queues it serves, best first (JSON list), and the task types (JSON list or NULL: any)
+        sa.Column("queues", sa.Text(), nullable=False),
+        sa.Column("types", sa.Text(), nullable=True),
+        sa.Column("version", sa.String(32), nullable=False),
+        sa.Column("started_at", sa.Double(), nullable=False),
+        sa.Column("last_seen", sa.Double(), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
 
 
 def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:

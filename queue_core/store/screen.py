@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from .. import policy
 from ..row_states import FINISHED
 from . import rowcheck
-from .transitions import task_where
+from .transitions import TASK_EVENTS, task_where
 
 log = logging.getLogger("queue_core.store")
 
@@ -32,8 +32,11 @@ class ClaimScreen:
     t: sa.Table
     name: str
     purge_time: Callable[[float], sa.Case]
-    #: how long a row the claim ends is kept (the queue sets its config's retention_time)
+    record_ids: Callable[..., None]  # TaskEvents
+    #: how long a row the claim ends is kept (the queue sets its config's retention_time and
+    #: failure_retention)
     retention_time: float = 300.0
+    failure_retention: float | None = None
 
     def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
         """The rows of ``picked`` to lease, and how many of them the claim ended instead."""
@@ -76,11 +79,14 @@ class ClaimScreen:
                 outcome=outcome,
                 error=error,
                 finished_at=now,
-                timeout=self.purge_time(now + self.retention_time),
+                timeout=self.purge_time(now + policy.retention(outcome, self.retention_time, self.failure_retention)),
                 lease_token=None,
             )
         )
-        return done.rowcount == 1
+        if done.rowcount != 1:
+            return False
+        self.record_ids(conn, TASK_EVENTS[transition], [id_], now)
+        return True
 
     @staticmethod
     def split_corrupt(rows: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -47,7 +47,7 @@ class TaskSubmits:
     _insert_one_later: Any  # of one row not due yet
     get: Callable[..., dict | None]  # TaskReads
     insert_tags: Callable[[Any, Sequence[tuple[int, tuple[str, ...]]]], None]  # TaskTags
-    forget_tags: Callable[[Any, Sequence[int]], None]  # TaskTags
+    forget_rows: Callable[[Any, Sequence[int]], None]  # TaskStore
 
     def _row(self, task: NewTask, now: float) -> dict:
         return {
@@ -115,7 +115,7 @@ class TaskSubmits:
         expired = [r[0] for r in conn.execute(lock)]  # locked: tag() waits, and they stay purgeable
         if not expired:
             return 0
-        self.forget_tags(conn, expired)
+        self.forget_rows(conn, expired)
         return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount
 
     def submit(self, tasks: Sequence[NewTask], now: float) -> int:

@@ -26,7 +26,7 @@ from ..errors import (
 from ..row_states import FINISHED, LIVE, PENDING
 from . import rowcheck
 from .database import Database
-from .transitions import task_where
+from .transitions import TASK_EVENTS, task_where
 
 UNSET: Any = object()
 
@@ -39,6 +39,9 @@ class TaskChanges:
     name: str
     db: Database
     purge_time: Callable[[float], sa.Case]
+    record_ids: Callable[..., None]  # TaskEvents
+    record_key: Callable[..., None]  # TaskEvents
+    trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
 
     # -- holder operations (fenced by the lease token) ------------------------------------
     def heartbeat(
@@ -79,16 +82,17 @@ class TaskChanges:
         values: dict = dict(
             state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, timeout=self.purge_time(purge_at)
         )
-        self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}))
+        self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}), now)
 
-    def retry(self, id_: int, token: int, run_at: float, error: Any = UNSET, conn=None) -> None:
-        """The holder gives the task back, due at ``run_at`` (``error``: the new error text)."""
+    def retry(self, id_: int, token: int, run_at: float, now: float, error: Any = UNSET, conn=None) -> None:
+        """The holder gives the task back at ``now``, due at ``run_at`` (``error``: the new error
+        text)."""
         values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
-        self._held(conn, id_, token, "retry", values | ({} if error is UNSET else {"error": error}))
+        self._held(conn, id_, token, "retry", values | ({} if error is UNSET else {"error": error}), now)
 
     def release(self, id_: int, token: int, now: float, conn=None) -> None:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
-        self._held(conn, id_, token, "release", self._released(now))
+        self._held(conn, id_, token, "release", self._released(now), now)
 
     def release_batch(self, ids: Sequence[int], token: int, now: float) -> list[int]:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
@@ -104,6 +108,7 @@ class TaskChanges:
             held = [r[0] for r in conn.execute(self.db.dialect.lock_rows(sa.select(t.c.id).where(*where)))]
             if held:
                 conn.execute(sa.update(t).where(t.c.id.in_(held), *where[1:]).values(**values))
+                self._record_again(conn, "released", held, now)
             return held
 
         return self.db.run(work, what="release")
@@ -125,12 +130,18 @@ class TaskChanges:
         )
 
         def work(conn) -> str:
-            if conn.execute(release).rowcount == 1 or self._applied_before(conn, id_, token, "release"):
+            if conn.execute(release).rowcount == 1:
+                self._record_again(conn, "released", [id_], now)
+                return "released"
+            if self._applied_before(conn, id_, token, "release"):
                 return "released"
             if self.db.commit_was_uncertain():
                 return ""
             given_back = self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
-            return "returned" if conn.execute(later.values(**given_back)).rowcount == 1 else ""
+            if conn.execute(later.values(**given_back)).rowcount != 1:
+                return ""
+            self.record_ids(conn, "attempt_returned", [id_], now)
+            return "returned"
 
         return self.db.run(work, what="return attempt")
 
@@ -139,6 +150,12 @@ class TaskChanges:
         nobody took): waiting, due ``now``, no owner, its attempt given back."""
         return dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
 
+    def _record_again(self, conn, kind: str, ids: Sequence[int], now: float) -> None:
+        """The events of rows given back to run again (retried, released), whose histories may
+        grow without end: trimmed to their first and last entries."""
+        self.record_ids(conn, kind, ids, now)
+        self.trim_history(conn, ids)
+
     def _attempts_after(self, end: policy.LeaseEnd) -> dict:
         """The ``attempts`` a lease that ended so leaves, in SQL (:func:`policy.attempts_after`):
         unchanged when it spends its attempt, else one less, never below 0."""
@@ -146,12 +163,20 @@ class TaskChanges:
             return {}
         return {"attempts": sa.case((self.t.c.attempts > 0, self.t.c.attempts - 1), else_=0)}
 
-    def _held(self, conn, id_: int, token: int, name: str, values: dict) -> None:
+    def _held(self, conn, id_: int, token: int, name: str, values: dict, now: float) -> None:
+        """The holder's transition ``name`` and its event (not when an earlier run of this
+        transaction committed both, its acknowledgement lost)."""
         t = self.t
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, token=token)).values(**values)
+        kind = TASK_EVENTS[name]
 
         def work(c) -> None:
-            if c.execute(stmt).rowcount != 1 and not self._applied_before(c, id_, token, name):
+            if c.execute(stmt).rowcount == 1:
+                if name == "finish":
+                    self.record_ids(c, kind, [id_], now)
+                else:
+                    self._record_again(c, kind, [id_], now)
+            elif not self._applied_before(c, id_, token, name):
                 self._diagnose(c, id_, token, name)
 
         if conn is not None:
@@ -197,6 +222,7 @@ class TaskChanges:
         def work(conn):
             if conn.execute(stmt).rowcount != 1:
                 self._missing_or_finished(conn, key)
+            self.record_key(conn, "force_finished", key, now)
 
         self.db.run(work, what="force_finish")
 
@@ -209,6 +235,7 @@ class TaskChanges:
         def work(conn):
             if conn.execute(stmt).rowcount != 1:
                 self._not_movable(conn, key, now)
+            self.record_key(conn, "moved", key, now)
 
         self.db.run(work, what="move")
 
@@ -245,7 +272,7 @@ class TaskChanges:
             running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
-                self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due))
+                self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due), now)
                 return "running" if running else "requested"
             self._by_id(
                 c,
@@ -260,6 +287,7 @@ class TaskChanges:
                     lease_token=None,
                     cancel_requested=1,
                 ),
+                now,
                 now=now,
             )
             return "cancelled"
@@ -268,12 +296,14 @@ class TaskChanges:
             return work(conn)
         return self.db.run(work, what="cancel")
 
-    def _by_id(self, conn, id_: int, name: str, values: dict, **params: Any) -> bool:
+    def _by_id(self, conn, id_: int, name: str, values: dict, at: float, **params: Any) -> bool:
+        """The transition ``name`` of row ``id_`` at ``at``, with its event; whether it applied."""
         t = self.t
-        return (
-            conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, name, **params)).values(**values)).rowcount
-            == 1
-        )
+        stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, **params)).values(**values)
+        if conn.execute(stmt).rowcount != 1:
+            return False
+        self.record_ids(conn, TASK_EVENTS[name], [id_], at)
+        return True
 
     def set_data(self, conn, key: str, data: str) -> bool:
         """Replace the data (JSON text) of a row the caller's transaction has locked, in any

@@ -23,7 +23,9 @@ from .. import policy
 from ..errors import DatabaseError
 from ..row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
 from .base import VersionedTables
+from .bulk import BulkChanges
 from .database import Database
+from .events import TaskEvents, claimed_events
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
 from .schema import (
     ADDED_COLUMNS,
@@ -31,11 +33,13 @@ from .schema import (
     DROPPED_INDEXES,
     FOREVER,
     SCHEMA_VERSION,
+    event_table,
     meta_table,
     queue_table,
     start_table,
     tag_table,
     task_table,
+    worker_table,
 )
 from .screen import ClaimScreen
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
@@ -45,6 +49,7 @@ from .task_reads import TaskReads
 from .transitions import lease_counted, task_where
 from .typed import TypedReads
 from .watch import watch_newest_id
+from .workers import WorkerRows
 
 
 def _as_sql_orders(value: Any) -> tuple:
@@ -70,7 +75,19 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, ClaimScreen, TypedReads, VersionedTables):
+class TaskStore(
+    TaskSubmits,
+    TaskChanges,
+    TaskReads,
+    TaskTags,
+    TaskEvents,
+    WorkerRows,
+    BulkChanges,
+    NamedQueues,
+    ClaimScreen,
+    TypedReads,
+    VersionedTables,
+):
     current_version = SCHEMA_VERSION
     meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
     added_columns = ADDED_COLUMNS
@@ -85,6 +102,8 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
         self.queues_t = queue_table(metadata, table)
         self.starts_t = start_table(metadata, table)
         self.tags_t = tag_table(metadata, table)
+        self.events_t = event_table(metadata, table)
+        self.workers_t = worker_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
@@ -147,6 +166,16 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
         self.__dict__.pop("_views", None)  # views copied the old value
 
     @property
+    def failure_retention(self) -> float | None:
+        """How long a row the claim ends as failure is kept (None: retention_time)."""
+        return self.__dict__.get("_failure_retention")
+
+    @failure_retention.setter
+    def failure_retention(self, seconds: float | None) -> None:
+        self._failure_retention = seconds
+        self.__dict__.pop("_views", None)
+
+    @property
     def channel(self) -> str | None:
         """LISTEN/NOTIFY channel of this table, or None when wake-ups are off or unsupported."""
         return self._channel
@@ -162,6 +191,12 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
         """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a
         workflow run (its run sets the retention of all its rows when it ends)."""
         return sa.case((self.t.c.workflow.is_(None), purge_at), else_=FOREVER)
+
+    def forget_rows(self, conn, ids: Sequence[int]) -> None:
+        """Delete what belongs to the task rows ``ids`` besides the rows (their tags, their
+        events), before the caller deletes the rows it has locked, in the same transaction."""
+        self.forget_tags(conn, ids)
+        self.forget_events(conn, ids)
 
     def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
         """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
@@ -275,7 +310,7 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
         by_batch: dict[tuple, list[Settled]] = {}
         for s in settled:
             by_batch.setdefault((s.token, s.outcome, s.purge_at), []).append(s)
-        short: list[Settled] = []
+        short: list[tuple[int, list[Settled]]] = []
         for (token, outcome, purge_at), group in by_batch.items():
             ids = [s.id for s in group]
             res = conn.execute(
@@ -283,18 +318,25 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
                 .where(t.c.id.in_(ids), *task_where(t, "finish", token=token))
                 .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at))
             )
-            if res.rowcount != len(ids):
-                short += group
-        if not short:
-            return []
-        # Some were not ours to finish: those finished by us already (an earlier attempt of this
-        # transaction committed) are fine; the others lost their lease.
-        rows = conn.execute(
-            sa.select(t.c.id, t.c.state, t.c.lease_token).where(t.c.id.in_([s.id for s in short]))
-        ).all()
-        ours = {r.id for r in rows if r.state == FINISHED and r.lease_token is not None}
-        tokens = {r.id: r.lease_token for r in rows}
-        return [s for s in short if not (s.id in ours and tokens[s.id] == s.token)]
+            if res.rowcount == len(ids):
+                self.record_ids(conn, "finished", ids, now)
+            else:
+                short.append((res.rowcount, group))
+        gone: list[Settled] = []
+        for written, group in short:
+            gone += self._settled_short(conn, written, group, now)
+        return gone
+
+    def _settled_short(self, conn, written: int, group: Sequence[Settled], now: float) -> list[Settled]:
+        """Of a settled ``group`` (one token) whose finish wrote ``written`` of its rows, those whose
+        lease was lost (the others are finished under the token: by this statement, or, when it
+        wrote none, by an earlier run of this transaction that committed them and their events)."""
+        t = self.t
+        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token).where(t.c.id.in_([s.id for s in group])))
+        ours = {r.id for r in rows if r.state == FINISHED and r.lease_token == group[0].token}
+        if written:
+            self.record_ids(conn, "finished", sorted(ours), now)
+        return [s for s in group if s.id not in ours]
 
     def _claim(
         self, conn, n, alive_time, now, owner, types, token, behind=False, admit=None, entry=None
@@ -347,6 +389,7 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
                 got = {i for (i,) in conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids), t.c.lease_token == token))}
                 deliver = [r for r in deliver if r["id"] in got]
+            self.record(conn, claimed_events(deliver, now, owner[:255]))
             for r in deliver:
                 r.update(
                     leased=1,
@@ -499,7 +542,7 @@ class TaskStore(TaskSubmits, TaskChanges, TaskReads, TaskTags, NamedQueues, Clai
                 lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now))
                 ids = [r[0] for r in conn.execute(lock.limit(batch))]
                 if ids:
-                    self.forget_tags(conn, ids)
+                    self.forget_rows(conn, ids)
                     conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
                 return len(ids)
 

@@ -75,6 +75,8 @@ class Fence(StrEnum):
     PLAIN = "plain task"
     #: ``workflow IS NOT NULL``: a row of a workflow run
     WORKFLOW = "workflow row"
+    #: ``outcome = 'failure'``: the task ended as failure
+    FAILED = "failed"
 
 
 #: the states of one table's transitions: TaskState or ScheduleState
@@ -181,6 +183,14 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "an operator ends a plain task, held or not",
         ),
         _task(
+            "requeue",
+            [_F],
+            [_W],
+            [Fence.PLAIN, Fence.FAILED],
+            "TaskStore.requeue",
+            "an operator runs a failed task again: waiting, due now, fresh attempts",
+        ),
+        _task(
             "cancel",
             [_W, _L],
             [_F],
@@ -253,6 +263,28 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "delete the workflow rows of a group (an earlier run with this id, a map's old items)",
         ),
     )
+}
+
+#: The event (``<table>_events``, ``store/events.py``) each task transition appends for the rows
+#: it changed; the others append none (a heartbeat, bookkeeping, a purge, which deletes the
+#: events with the row). A submission's event is its row (``submitted``).
+TASK_EVENTS: dict[str, str] = {
+    "claim": "claimed",
+    "give_up": "gave_up",
+    "set_aside": "set_aside",
+    "finish": "finished",
+    "retry": "retried",
+    "release": "released",
+    "return_attempt": "attempt_returned",
+    "force_finish": "force_finished",
+    "requeue": "requeued",
+    "cancel": "cancelled",
+    "request_cancel": "cancel_requested",
+    "move": "moved",
+    "adopt": "adopted",
+    "promote": "promoted",
+    "close": "closed",
+    "reopen": "reopened",
 }
 
 _SA, _SI, _SL, _SX = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED, ScheduleState.SET_ASIDE
@@ -399,6 +431,8 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
         return t.c.next_time == need("expected")
     if fence is Fence.SAME_TASK:
         return sa.and_(t.c.key == need("key"), t.c.created_at == need("created"))
+    if fence is Fence.FAILED:
+        return t.c.outcome == "failure"
     return t.c.workflow.is_(None) if fence is Fence.PLAIN else t.c.workflow.is_not(None)
 
 

@@ -31,7 +31,7 @@ def sqlite_indexes(conn, statement, parameters) -> set[str]:
     text = " | ".join(r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
     used = set(re.findall(r"USING (?:COVERING )?INDEX (\w+)", text))
     return used | ({"PRIMARY"} if "INTEGER PRIMARY KEY" in text else set()) | (
-        {"SCAN"} if re.search(r"\bSCAN (?!CONSTANT|\(|anon)", text) else set())
+        {"SCAN"} if re.search(r"\bSCAN (?!CONSTANT|\(|anon|served\b)", text) else set())
 
 
 def mysql_rows_read(conn, statement, parameters) -> int:

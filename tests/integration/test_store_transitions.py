@@ -304,7 +304,23 @@ def test_task_cancel(queue):
     held(queue, "h")  # running: the cancel statement's precondition does not hold
     values = dict(state=1, outcome="cancelled")
     assert unchanged(queue, "h", lambda: run(queue, lambda c: queue.store._by_id(
-        c, row(queue, "h")["id"], "cancel", values, now=T0 + 1))) is False
+        c, row(queue, "h")["id"], "cancel", values, T0 + 1, now=T0 + 1))) is False
+
+
+def test_task_requeue(queue):
+    held(queue, "f").fail("boom", now=T0 + 1)
+    id_ = row(queue, "f")["id"]
+    assert queue.store.requeue([id_], T0 + 2) == [id_]
+    r = row(queue, "f")
+    assert (r["state"], r["leased"], r["attempts"], r["timeout"], r["outcome"]) == (0, 0, 0, T0 + 2, None)
+    assert unchanged(queue, "f", lambda: queue.store.requeue([id_], T0 + 3)) == []  # waiting: not failed
+    held(queue, "ok", now=T0 + 4).finish(now=T0 + 5)
+    assert unchanged(queue, "ok", lambda: queue.store.requeue([row(queue, "ok")["id"]], T0 + 6)) == []  # a success
+    rows_of_run(queue, ("s", {}))
+    step = row(queue, "s")
+    run(queue, lambda c: c.execute(sa.update(queue.store.t).where(queue.store.t.c.id == step["id"])
+                                   .values(state=1, outcome="failure")))
+    assert unchanged(queue, "s", lambda: queue.store.requeue([step["id"]], T0 + 7)) == []  # a run's: pqflow's
 
 
 def test_task_move(queue):
@@ -331,7 +347,7 @@ def test_task_request_cancel(queue):
     rows_of_run(queue, ("p", {"pending": True}))
     refused(queue, "p", ValidationError, lambda: queue["p"].cancel_request(now=T0 + 1))  # only its run decides
     assert unchanged(queue, "p", lambda: run(queue, lambda c: queue.store._by_id(
-        c, row(queue, "p")["id"], "request_cancel", {"cancel_requested": 1}))) is False
+        c, row(queue, "p")["id"], "request_cancel", {"cancel_requested": 1}, T0 + 1))) is False
 
 
 def test_task_set_data(queue):
@@ -437,7 +453,7 @@ def test_task_reopen(queue):
     r = row(queue, "p")
     assert (r["state"], r["outcome"], r["attempts"], r["timeout"]) == (0, None, 0, T0 + 1)
     assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.reopen(c, [rows["w"]["id"]], T0))) == 0
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.reopen_run(c, rows["w"]["id"], "{}"))) is False
+    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.reopen_run(c, rows["w"]["id"], "{}", T0))) is False
 
 
 def test_task_clear_group(queue):
@@ -455,7 +471,7 @@ def test_step_finish_and_retry_of_a_lost_lease_are_refused(queue):
     refused(queue, "s", PreemptedError, lambda: _runs(queue, lambda r, c: r.finish_held(
         c, a.row_id, a.lease_token, "success", T0 + 21, **finish)))
     refused(queue, "s", PreemptedError, lambda: _runs(queue, lambda r, c: r.retry_held(
-        c, a.row_id, a.lease_token, T0 + 30, error="x", workflow="{}")))
+        c, a.row_id, a.lease_token, T0 + 30, T0 + 21, error="x", workflow="{}")))
     entry = {"id": a.row_id, "token": a.lease_token, "outcome": "success", **finish}
     assert unchanged(queue, "s", lambda: _runs(queue, lambda r, c: r.finish_held_many(c, [entry], T0 + 21))) \
         == ([a.row_id], [])

@@ -1,0 +1,155 @@
+"""``perfectqueue events`` and ``workers``, and the timeline ``show`` prints: the event stream,
+the worker registry and a task's history on the command line (parse, call the library, print).
+Registered on the ``perfectqueue`` group by :mod:`queue_core.cli`."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+
+import click
+
+from .cli_queues import QUEUE
+from .clikit.exits import CLIError
+from .clikit.options import common_options
+from .clikit.output import format_time, json_text, print_json, print_table, printable, short_error
+from .clikit.parsing import parse_time
+from .clikit.settings import open_queue, settings
+from .history import TaskEvent, trimmed_after
+from .store.schema import EVENT_KINDS
+
+_AGO = re.compile(r"^(\d{1,9}(?:\.\d{1,6})?)([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, now: float) -> float:
+    """A start time as the command line gives it: a duration back from ``now`` (``90s``,
+    ``10m``, ``24h``, ``7d``, ``2w``), epoch seconds or an ISO 8601 time with an offset."""
+    m = _AGO.match(text.strip())
+    if m:
+        return max(0.0, now - float(m[1]) * _UNITS[m[2]])
+    try:
+        return parse_time(text, "--since")
+    except CLIError:
+        raise CLIError(
+            f"--since {text[:80]!r} is neither a duration back from now (90s, 10m, 24h, 7d), an event's "
+            "cursor, 'now', epoch seconds nor an ISO 8601 time with an offset"
+        ) from None
+
+
+def _since(text: str | None, follow: bool):
+    """What ``Queue.events(since=...)`` takes for the option: a cursor as it is, else a time."""
+    if text is None:
+        return "now" if follow else time.time() - 3600
+    if text == "now" or re.match(r"^t\d", text):
+        return text
+    return parse_since(text, time.time())
+
+
+def event_line(e: TaskEvent, *, with_key: bool = True) -> str:
+    """One event as a line of text: time, kind, what it says."""
+    parts = [format_time(e.at), f"{e.kind:<16}"]
+    if with_key:
+        parts.append(printable(e.key))
+    parts.append(_what(e))
+    return printable(" ".join(p for p in parts if p))
+
+
+def _what(e: TaskEvent) -> str:
+    said = [f"queue={e.queue}" if e.kind in ("submitted", "moved") else ""]
+    said.append(f"attempt={e.attempt}" if e.kind != "submitted" else "")
+    said += [f"owner={e.owner}" if e.owner else "", f"outcome={e.outcome}" if e.outcome else ""]
+    said.append(f"waited={e.waited:.3f}s" if e.waited is not None else "")
+    said.append(f"ran={e.ran:.3f}s" if e.ran is not None else "")
+    said.append(f"due={format_time(e.due_at)}" if e.due_at is not None else "")
+    said.append(f"error={short_error(e.error)}" if e.error else "")
+    return " ".join(s for s in said if s)
+
+
+def timeline(entries: list[TaskEvent]) -> list[str]:
+    """The lines of a task's history, with a mark where its middle was trimmed."""
+    cut = trimmed_after(entries)
+    lines = []
+    for i, e in enumerate(entries):
+        lines.append("  " + event_line(e, with_key=False))
+        if i == cut:
+            lines.append("  ... (earlier attempts trimmed: a history keeps its first and last entries)")
+    return lines
+
+
+@click.command(short_help="Print task events (submitted, claimed, finished, ...).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing events as they happen (Ctrl-C ends).")
+@click.option(
+    "--since",
+    help="Where to start: 24h, 10m (back from now), an ISO time, epoch seconds, an event's cursor, or 'now'. "
+    "Default: 'now' with --follow, else 1h.",
+)
+@click.option("-q", "--queue", "queue_name", type=QUEUE, help="Only events of tasks of this queue.")
+@click.option("--tracked", is_flag=True, help="Only events of tracked tasks.")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(EVENT_KINDS), help="Only events of this kind.")
+@click.option("--key", help="Only events of this task.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per line, with its cursor (resume with --since CURSOR).",
+)
+@common_options(long_running=True)
+def events(
+    follow: bool,
+    since: str | None,
+    queue_name: str | None,
+    tracked: bool,
+    kinds: Iterable[str],
+    key: str | None,
+    fmt: str,
+) -> None:
+    """Print the events of tasks, oldest first: submitted, claimed, retried, finished, cancelled, moved..."""
+    with open_queue(settings()) as q:
+        stream = q.events(
+            since=_since(since, follow),
+            follow=follow,
+            queue=queue_name,
+            tracked=tracked,
+            kinds=list(kinds) or None,
+            key=key,
+        )
+        try:
+            for e in stream:
+                click.echo(json_text(e.to_dict()) if fmt == "json" else event_line(e))
+        except KeyboardInterrupt:
+            pass
+
+
+WORKER_COLUMNS = ["owner", "queues", "types", "version", "started_at", "last_seen", "held"]
+
+
+@click.command(short_help="List the live worker processes and what they hold.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@common_options
+def workers(fmt: str) -> None:
+    """List the worker processes seen within registry_timeout: host:pid, the queues and task types
+    they serve, their pq version, when they started and were last seen, the tasks they hold now."""
+    with open_queue(settings()) as q:
+        found = q.workers()
+    if fmt == "json":
+        print_json([w.to_dict() for w in found])
+        return
+    rows = [
+        w.to_dict()
+        | {
+            "queues": ",".join(w.queues),
+            "types": "(any)" if w.types is None else ",".join(w.types),
+            "started_at": format_time(w.started_at),
+            "last_seen": format_time(w.last_seen),
+        }
+        for w in found
+    ]
+    print_table(rows, WORKER_COLUMNS)
+    click.echo(f"{len(found)} {'worker' if len(found) == 1 else 'workers'}.")
+
+
+COMMANDS = (events, workers)

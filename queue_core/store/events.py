@@ -1,0 +1,219 @@
+"""The events of tasks (store layer): a row of ``<table>_events`` per state change after a task's
+submission, appended in the same transaction as the change, so that a change and its event
+commit together or not at all. A mixin of :class:`~queue_core.store.tasks.TaskStore`.
+
+Each transition of ``transitions.py`` names the event it writes (``Transition.event``); its
+store method calls :meth:`TaskEvents.record` (rows in hand: the claim) or
+:meth:`TaskEvents.record_ids` (the rows it changed, read back in the same statement where the
+database can: INSERT ... SELECT) only for the rows its own statement changed, never for rows an
+earlier run of a retried transaction committed (their events committed with them).
+
+A task's history is bounded: past :data:`HISTORY_TRIM_AT` rows, a retry or release keeps its
+first :data:`HISTORY_FIRST` and last :data:`HISTORY_LAST` events. Events are deleted with their
+task (purge, key reuse, a run's cleared group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from .database import Database
+
+#: a task's history keeps its first and its last events (``docs/operations.md``)
+HISTORY_FIRST = 10
+HISTORY_LAST = 40
+#: trimmed back to HISTORY_FIRST + HISTORY_LAST once it holds more than this many
+HISTORY_TRIM_AT = 60
+#: the longest error text an event keeps (the task row keeps the whole of its last one)
+DETAIL_LENGTH = 1000
+#: the columns of an event row, in the order :func:`event_columns` gives them
+COLUMNS = (
+    *("task_id", "key", "queue", "type", "kind", "at", "attempt"),
+    *("owner", "outcome", "detail", "waited", "ran", "due_at", "tracked"),
+)
+
+
+def event_columns(t: sa.Table, kind: str, at: float, detail: Any = None) -> list:
+    """The SELECT list (over the task table ``t``, as a change left its row) of the event
+    ``kind`` at ``at``: what each kind keeps of the row besides its identity and attempt."""
+    ended = kind in ("finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed")
+    failed = sa.case((t.c.outcome == "failure", sa.func.substr(t.c.error, 1, DETAIL_LENGTH)), else_=None)
+    again = kind in ("retried", "released", "promoted", "reopened", "requeued")
+    ran = sa.case((t.c.started_at.is_(None), None), else_=sa.literal(at) - t.c.started_at)
+    error: Any = sa.func.substr(t.c.error, 1, DETAIL_LENGTH) if detail is None else sa.literal(detail)
+    return [
+        t.c.id,
+        t.c.key,
+        t.c.queue,
+        t.c.type,
+        sa.literal(kind),
+        sa.literal(at),
+        t.c.attempts,
+        t.c.owner if kind == "finished" else sa.null(),
+        t.c.outcome if ended else sa.null(),
+        error
+        if detail is not None or kind in ("retried", "gave_up", "set_aside")
+        else failed
+        if kind == "finished"
+        else sa.null(),
+        sa.null(),
+        ran if kind in ("finished", "retried", "gave_up") else sa.null(),
+        t.c.timeout if again else sa.null(),
+        t.c.tracked,
+    ]
+
+
+def claimed_events(rows: Iterable[dict], at: float, owner: str) -> list[dict]:
+    """The events of a claim of ``rows`` (as they were before it): ``claimed`` for each, after
+    an ``expired`` for each whose lease had expired (its holder was silent past its lease)."""
+    out = []
+    for r in rows:
+        base = {"task_id": r["id"], "key": r["key"], "queue": r["queue"], "type": r["type"], "at": at}
+        base["tracked"] = r["tracked"]
+        none = dict.fromkeys(("outcome", "detail", "ran", "due_at"))
+        if r["leased"]:
+            out.append(base | none | {"kind": "expired", "attempt": r["attempts"], "owner": r["owner"], "waited": None})
+        waited = max(0.0, at - r["timeout"])
+        out.append(base | none | {"kind": "claimed", "attempt": r["attempts"] + 1, "owner": owner, "waited": waited})
+    return out
+
+
+class TaskEvents:
+    """Needs ``t`` (the task table), ``events_t`` (the event table), ``db`` and ``channel``."""
+
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    events_t: sa.Table
+    db: Database
+    channel: str | None
+
+    def record(self, conn, events: Sequence[dict]) -> None:
+        """Append ``events`` (dicts of every column of :data:`COLUMNS`); announce those of
+        tracked tasks (:meth:`_announce`)."""
+        if events:
+            conn.execute(sa.insert(self.events_t), list(events))
+            self._announce(conn, [e["tracked"] for e in events])
+
+    def record_ids(self, conn, kind: str, ids: Sequence[int], at: float, detail: Any = None) -> None:
+        """Append the event ``kind`` of each of the rows ``ids`` (changed by the caller's statement
+        in this transaction: read as it left them)."""
+        t = self.t
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            self._record_selected(
+                conn, sa.select(*event_columns(t, kind, at, detail)).where(t.c.id.in_(ids[i : i + 500]))
+            )
+
+    def record_key(self, conn, kind: str, key: str, at: float, detail: Any = None) -> None:
+        """The same for the row of ``key`` (a change an operator made by key)."""
+        t = self.t
+        self._record_selected(conn, sa.select(*event_columns(t, kind, at, detail)).where(t.c.key == key))
+
+    def _record_selected(self, conn, rows: sa.Select) -> None:
+        returning = "tracked" if self.channel else ""
+        self._announce(conn, self.db.dialect.insert_selected(conn, self.events_t, COLUMNS, rows, returning))
+
+    def _announce(self, conn, tracked: Sequence[int]) -> None:
+        """Tell the listeners (PostgreSQL NOTIFY on :attr:`channel`, sent as the transaction
+        commits) when a tracked task changed: followers of the event stream read at once. Other
+        changes reach them at their next poll: a NOTIFY in every claim would serialise the
+        commits of all workers."""
+        if self.channel and any(tracked):
+            self.db.dialect.notify(conn, self.channel)
+
+    def trim_history(self, conn, ids: Sequence[int]) -> None:
+        """Cut the histories of ``ids`` that grew past HISTORY_TRIM_AT back to their first and
+        last events (a task retried or released over and over)."""
+        e = self.events_t
+        long = (
+            sa.select(e.c.task_id)
+            .where(e.c.task_id.in_(list(ids)))
+            .group_by(e.c.task_id)
+            .having(sa.func.count() > HISTORY_TRIM_AT)
+        )
+        for (task_id,) in conn.execute(long).all():
+            kept = [r[0] for r in conn.execute(sa.select(e.c.id).where(e.c.task_id == task_id).order_by(e.c.id))]
+            cut = kept[HISTORY_FIRST : len(kept) - HISTORY_LAST]
+            conn.execute(sa.delete(e).where(e.c.id.in_(cut)))
+
+    def forget_events(self, conn, ids: Sequence[int]) -> None:
+        """Delete the events of the tasks ``ids`` (deleted in the same transaction)."""
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            conn.execute(sa.delete(self.events_t).where(self.events_t.c.task_id.in_(ids[i : i + 500])))
+
+    def events_of(self, conn, task_id: int) -> list[dict]:
+        """The events of task ``task_id``, oldest first."""
+        e = self.events_t
+        stmt = sa.select(e).where(e.c.task_id == task_id).order_by(e.c.id)
+        return [dict(r._mapping) for r in conn.execute(stmt)]
+
+    def history_rows(self, key: str) -> tuple[dict, list[dict]] | None:
+        """The row of task ``key`` and its events, oldest first, read together (None: no such task)."""
+        t = self.t
+
+        def read(conn):
+            row = conn.execute(sa.select(t).where(t.c.key == key)).first()
+            return None if row is None else (dict(row._mapping), self.events_of(conn, row.id))
+
+        return self.db.run(read, write=False, what="history")
+
+    # -- the event stream: both sources by id ---------------------------------------------------
+    def _source(self, name: str) -> tuple[sa.Table, list]:
+        """The table of a stream source and the columns a reader takes: ``tasks`` (their
+        submissions: the rows themselves) or ``events`` (every later change)."""
+        if name == "tasks":
+            t = self.t
+            return t, [t.c.id, t.c.key, t.c.queue, t.c.type, t.c.created_at, t.c.run_at, t.c.tracked]
+        return self.events_t, list(self.events_t.c)
+
+    def stream_rows(self, source: str, after: int, missing: Sequence[int], limit: int) -> list[dict]:
+        """Rows of stream ``source``: those of ``missing`` (ids a reader passed over, that may
+        have committed since) that exist now, then up to ``limit`` of those after ``after``, in
+        id order (each read through the primary key)."""
+        table, cols = self._source(source)
+        id_ = table.c.id
+
+        def read(conn) -> list[dict]:
+            late = []
+            if missing:
+                late = conn.execute(sa.select(*cols).where(id_.in_(list(missing))).order_by(id_)).all()
+            page = conn.execute(sa.select(*cols).where(id_ > after).order_by(id_).limit(limit)).all()
+            return [dict(r._mapping) for r in (*late, *page)]
+
+        return self.db.run(read, write=False, what="read events")
+
+    def stream_start(self, source: str, since: float) -> int:
+        """The position in ``source`` before its first row at or after ``since`` (epoch seconds):
+        a binary search over the ids, whose times grow with them (to within a transaction's
+        length)."""
+        table, _ = self._source(source)
+        id_, at = table.c.id, table.c.created_at if source == "tasks" else table.c.at
+
+        def read(conn) -> int:
+            lo = conn.execute(sa.select(sa.func.min(id_))).scalar()
+            hi = conn.execute(sa.select(sa.func.max(id_))).scalar()
+            if lo is None:
+                return 0
+            first_at = sa.select(id_, at).where(id_ >= sa.bindparam("from")).order_by(id_).limit(1)
+            end = hi
+            while lo < hi:  # the least x whose first row at or after id x is at or after since
+                mid = (lo + hi) // 2
+                row = conn.execute(first_at, {"from": mid}).one()
+                lo, hi = (lo, mid) if row[1] >= since else (row[0] + 1, hi)
+            row = conn.execute(first_at, {"from": lo}).first()
+            return end if row is None or row[1] < since else row[0] - 1
+
+        return self.db.run(read, write=False, what="find events since")
+
+    def stream_end(self, source: str) -> int:
+        """The highest id of ``source`` now (a reader that starts now starts after it)."""
+        table, _ = self._source(source)
+        return self.db.run(
+            lambda c: c.execute(sa.select(sa.func.max(table.c.id))).scalar() or 0,
+            write=False,
+            what="find the end of the events",
+        )

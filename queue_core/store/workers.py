@@ -1,0 +1,107 @@
+"""The registry of workers (store layer): a row of ``<table>_workers`` per claiming process,
+keyed by the owner it writes on the rows it leases (host:pid). A mixin of
+:class:`~queue_core.store.tasks.TaskStore`.
+
+A worker writes its row when it starts, renews ``last_seen`` while it runs (a renewal that
+finds no row, swept while the worker was cut off, writes it again), and deletes it when it
+stops. A row silent past the limit is not listed, and deleted by the next sweep (cleanup).
+The registry is not a lease: nothing is fenced by it, and a row left behind only misleads a
+reader until the sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from ..row_states import LIVE
+from .database import Database
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """What a worker's registry row says of it besides its times."""
+
+    #: the owner it writes on the rows it leases (host:pid)
+    owner: str
+    host: str
+    pid: int
+    #: the queues it serves, best first, and the task types (None: any), as JSON lists
+    queues: str
+    types: str | None
+    version: str
+
+
+def _columns(worker: WorkerIdentity, started_at: float, last_seen: float) -> dict:
+    return {
+        "owner": worker.owner,
+        "host": worker.host,
+        "pid": worker.pid,
+        "queues": worker.queues,
+        "types": worker.types,
+        "version": worker.version,
+        "started_at": started_at,
+        "last_seen": last_seen,
+    }
+
+
+class WorkerRows:
+    """Needs ``t`` (the task table), ``workers_t`` (the registry) and ``db``."""
+
+    # what the store this is mixed into provides (declared only: no class attribute is made)
+    t: sa.Table
+    workers_t: sa.Table
+    db: Database
+
+    def register_worker(self, worker: WorkerIdentity, now: float) -> None:
+        """Write the row of a worker that starts at ``now`` (or starts again: its old row replaced)."""
+        w = self.workers_t
+
+        def work(conn) -> None:
+            conn.execute(sa.delete(w).where(w.c.owner == worker.owner))
+            conn.execute(sa.insert(w).values(**_columns(worker, now, now)))
+
+        self.db.run(work, what="register worker")
+
+    def renew_worker(self, worker: WorkerIdentity, started_at: float, now: float) -> None:
+        """Renew ``last_seen`` of a running worker; write its row again when it is gone (swept
+        while the worker was cut off from the database)."""
+        w = self.workers_t
+        renew = sa.update(w).where(w.c.owner == worker.owner).values(last_seen=now)
+
+        def work(conn) -> None:
+            if conn.execute(renew).rowcount == 0:
+                conn.execute(sa.delete(w).where(w.c.owner == worker.owner))  # (MySQL: 0 when unchanged)
+                conn.execute(sa.insert(w).values(**_columns(worker, started_at, now)))
+
+        self.db.run(work, what="renew worker")
+
+    def remove_worker(self, owner: str) -> None:
+        w = self.workers_t
+        self.db.run(lambda c: c.execute(sa.delete(w).where(w.c.owner == owner)), what="unregister worker")
+
+    def sweep_workers(self, silent_since: float) -> int:
+        """Delete the rows of workers not seen since ``silent_since``; how many."""
+        w = self.workers_t
+        return self.db.run(
+            lambda c: c.execute(sa.delete(w).where(w.c.last_seen < silent_since)).rowcount, what="sweep workers"
+        )
+
+    def worker_rows(self, seen_since: float, now: float) -> list[dict]:
+        """The workers seen since ``seen_since``, oldest first, each with ``held``: how many tasks
+        it holds a lease on at ``now``."""
+        w, t = self.workers_t, self.t
+        held = (
+            sa.select(t.c.owner, sa.func.count().label("n"))
+            .where(t.c.state == LIVE, t.c.leased == 1, t.c.timeout > now)
+            .group_by(t.c.owner)
+        )
+
+        def read(conn) -> list[dict]:
+            rows = conn.execute(sa.select(w).where(w.c.last_seen >= seen_since).order_by(w.c.started_at, w.c.owner))
+            found = [dict(r._mapping) for r in rows]
+            counts = dict(conn.execute(held).all()) if found else {}
+            return [r | {"held": int(counts.get(r["owner"], 0))} for r in found]
+
+        return self.db.run(read, write=False, what="list workers")
