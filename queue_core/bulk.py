@@ -37,6 +37,8 @@ class QueueBulk:
         how many (with ``dry_run``: how many would be). Tasks of workflow runs are left to
         ``pqflow retry``."""
         queue, type, tag = _checked(queue, type, tag)
+        if error is not None:
+            check_name(error, "error class")
         batch = check_int(batch, "batch", minimum=1)
         now = self.now(now)
         total, after = 0, 0

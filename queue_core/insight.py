@@ -156,7 +156,13 @@ def _kinds(kinds: Iterable[str] | None) -> frozenset[str] | None:
         return None
     if isinstance(kinds, str):
         kinds = [kinds]
-    out = frozenset(kinds)
+    try:
+        listed = list(kinds)
+    except TypeError:
+        raise ValidationError(f"kinds must be a list of event kinds, not {type(kinds).__name__}") from None
+    if not all(isinstance(k, str) for k in listed):
+        raise ValidationError("kinds must be a list of event kinds (strings)")
+    out = frozenset(listed)
     unknown = sorted(k for k in out if k not in EVENT_KINDS)
     if unknown:
         raise ValidationError(f"unknown event kind {unknown[0]!r}; kinds: {', '.join(EVENT_KINDS)}")

@@ -12,7 +12,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .app import make_runner
@@ -36,16 +35,8 @@ class TaskMonitor(threading.Thread):
     its ``kill(reason)``, when its task was cancelled or its lease taken over.
     """
 
-    def __init__(
-        self,
-        settings: dict,
-        beat_fd: int | None = None,
-        settler: Settler | None = None,
-        on_beat: Callable[[], None] | None = None,
-    ):
+    def __init__(self, settings: dict, beat_fd: int | None = None, settler: Settler | None = None):
         super().__init__(name="pq-task-monitor", daemon=True)
-        #: called at every turn of the monitor (the worker registry's renewal, which keeps its own pace)
-        self.on_beat = on_beat
         self.interval = settings["task_heartbeat_interval"]
         self.child_interval = settings["child_heartbeat_interval"]
         self.alive_time = settings["alive_time"]
@@ -76,8 +67,6 @@ class TaskMonitor(threading.Thread):
                 next_hb = now + self.interval
             if self.settler is not None and self.settler.due():
                 self.settler.flush()
-            if self.on_beat is not None:
-                self.on_beat()
             if self.beat_fd is not None and now >= next_beat:
                 try:
                     os.write(self.beat_fd, b"\0")

@@ -77,7 +77,7 @@ class Processor:
         self.settler = Settler(self.queue)
         names = list(self.queue.served_queues[0])
         self.registration = registration_of(self.queue, names, None if self.types is None else list(self.types))
-        self.monitor = TaskMonitor(settings, beat_fd, self.settler, on_beat=self.registration.renew)
+        self.monitor = TaskMonitor(settings, beat_fd, self.settler)
         self.settler.release = self.monitor.drop
         self.control = LoopControl()
         self.processed = 0

@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import weakref
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -66,12 +67,17 @@ def pq_version() -> str:
 
 class Registration:
     """The registry row of one queue's claiming process, shared by its processors (thread mode:
-    several): written when the first joins, renewed at most every ``registry_interval`` seconds
-    by any of them, removed when the last leaves. A database error is logged once, never raised:
-    the registry must not stop a worker."""
+    several): written when the first joins, renewed every ``registry_interval`` seconds by a
+    thread of its own while any is running, removed when the last leaves. Never on a thread that
+    heartbeats leases: a registry write that waits (its row locked by someone else, a slow
+    database) must not let a running task's lease expire. A database error is logged once, never
+    raised: the registry must not stop a worker."""
 
     def __init__(self, queue: Any, queues: list[str], types: list[str] | None):
-        self.queue = queue
+        # weak: the queue keeps its registration (queue.__dict__), and a cycle would leave a queue
+        # nobody closed to the cyclic collector, whose order of finalizing leaves pooled
+        # connections unclosed
+        self._queue = weakref.ref(queue)
         self.interval = queue.config["registry_interval"]
         self.worker = WorkerIdentity(
             owner=queue.owner[:255],
@@ -83,38 +89,50 @@ class Registration:
         )
         self.started_at = 0.0
         self._members = 0
-        self._next = 0.0
         self._lock = threading.Lock()
         self._failed: str | None = None
+        self._halt = threading.Event()
+        self._renewer: threading.Thread | None = None
 
     def join(self) -> None:
         with self._lock:
             self._members += 1
-            if self._members == 1:
-                self._write("register", self._register)
-
-    def renew(self) -> None:
-        """Renew the row if its interval has passed (called often: by every processor's monitor)."""
-        try:
-            now = self.queue.now()
-        except TaskError:  # a server clock never read yet: the next call tries again
-            return
-        with self._lock:
-            if not self._members or now < self._next:
+            if self._members > 1:
                 return
-            self._next = now + self.interval
-        self._write("renew", lambda: self.queue.store.renew_worker(self.worker, self.started_at, now))
+            self._halt = threading.Event()
+            self._renewer = threading.Thread(target=self._run, args=(self._halt,), name="pq-registry", daemon=True)
+            self._renewer.start()
 
     def leave(self) -> None:
         with self._lock:
             self._members -= 1
-            if self._members == 0:
-                self._write("unregister", lambda: self.queue.store.remove_worker(self.worker.owner))
+            if self._members > 0:
+                return
+            self._halt.set()
+            renewer = self._renewer
+        if renewer is not None:
+            renewer.join(self.interval + 5)
+        self._write("unregister", lambda: self.queue.store.remove_worker(self.worker.owner))
+
+    def _run(self, halt: threading.Event) -> None:
+        self._write("register", self._register)
+        while not halt.wait(self.interval):
+            self._write("renew", self._renew)
+
+    @property
+    def queue(self) -> Any:
+        queue = self._queue()
+        if queue is None:
+            raise TaskError("the queue of this worker was closed")
+        return queue
 
     def _register(self) -> None:
         now = self.queue.now()
         self.queue.store.register_worker(self.worker, now)
-        self.started_at, self._next = now, now + self.interval
+        self.started_at = now
+
+    def _renew(self) -> None:
+        self.queue.store.renew_worker(self.worker, self.started_at or self.queue.now(), self.queue.now())
 
     def _write(self, what: str, write) -> None:
         try:
@@ -123,6 +141,9 @@ class Registration:
             if str(exc) != self._failed:
                 log.warning("worker registry: %s failed (logged once): %s", what, exc)
             self._failed = str(exc)
+            return
+        except Exception:  # noqa: BLE001 - the registry must never stop a worker
+            log.exception("worker registry: %s crashed", what)
             return
         if self._failed is not None:
             log.info("worker registry works again")

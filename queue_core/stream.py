@@ -30,7 +30,9 @@ from .history import TaskEvent, recorded_event, submitted_event
 SOURCES = ("tasks", "events")
 #: the most ids a position remembers as missing per source (the oldest are forgotten first)
 MAX_MISSING = 1000
-_CURSOR = re.compile(r"^t(\d{1,19})((?:-\d{1,19})*)\.e(\d{1,19})((?:-\d{1,19})*)$")
+_CURSOR = re.compile(r"t([0-9]{1,19})((?:-[0-9]{1,19})*)\.e([0-9]{1,19})((?:-[0-9]{1,19})*)", re.ASCII)
+#: the largest id a cursor may name (a 64-bit signed id column's)
+MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -57,13 +59,13 @@ class Cursor:
     @classmethod
     def parse(cls, text: str) -> Cursor:
         """The cursor a :attr:`TaskEvent.cursor` string names; ValidationError otherwise."""
-        m = _CURSOR.match(text) if isinstance(text, str) and len(text) < 50_000 else None
+        m = _CURSOR.fullmatch(text) if isinstance(text, str) and len(text) < 50_000 else None
         if m is None:
             raise ValidationError(f"not an event cursor: {str(text)[:80]!r} (expected the cursor of an event)")
 
         def position(after: str, missing: str) -> Position:
             ids = tuple(sorted({int(x) for x in missing.split("-")[1:]}))
-            if len(ids) > MAX_MISSING or (ids and ids[-1] >= int(after)):
+            if int(after) > MAX_ID or len(ids) > MAX_MISSING or (ids and ids[-1] >= int(after)):
                 raise ValidationError(
                     f"not an event cursor: {text[:80]!r} (its missing ids are not before its position)"
                 )

@@ -139,7 +139,9 @@ def test_submit_list_show_stats(ready):
     assert json.loads(fields["data"]) == {"to": "a@example.com", "n": [1, 2]}
     assert set(fields) >= {"outcome", "attempts", "created_at", "error", "max_attempts", "started_at",
                            "finished_at", "owner", "cancel_requested", "group", "max_running", "timeout"}
-    assert pq.json("show", "k1") == k1
+    shown_json = pq.json("show", "k1")
+    assert [e["kind"] for e in shown_json.pop("history")] == ["submitted"]  # show adds the history
+    assert shown_json == k1
 
     st = pq.json("stats")
     assert (st["pending"], st["waiting"], st["running"], st["finished"], st["total"]) == (0, 2, 0, 0, 2)

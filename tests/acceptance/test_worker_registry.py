@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -59,3 +60,33 @@ def test_a_worker_killed_outright_is_dropped_once_silent_past_the_limit(wq):
     assert wq.workers(now=later) == []
     wq.cleanup(now=later)
     assert registry_rows(wq) == 0
+
+
+@pytest.mark.parametrize("backend", ["mysql", "postgres"], indirect=True)
+def test_a_registry_row_locked_by_another_transaction_never_stops_task_heartbeats(wq, tmp_path, db_url):
+    """While a renewal of the registry waits for a lock (an operator's open transaction), the
+    running task's lease is still heartbeated: the renewal has a thread of its own (review 15b:
+    in the monitor's thread, the lease expired and the task ran twice)."""
+    log = tmp_path / "runs.log"
+    wq.submit("slow", "handler", {"log": str(log), "sleep": 15})
+    worker = start_worker(wq.config["url"], wq.table, processors=1, alive_time=3, task_heartbeat_interval=0.3,
+                          registry_interval=0.3)
+    engine = sa.create_engine(db_url)
+    conn = engine.connect()
+    taken = None
+    try:
+        wait_for(lambda: wq.workers() and wq["slow"].metadata().status == "running", timeout=60,
+                 what="the worker running the task")
+        tx = conn.begin()
+        conn.execute(sa.select(wq.store.workers_t).with_for_update()).all()
+        try:
+            time.sleep(7)  # more than twice alive_time: heartbeats every 0.3 s keep the lease
+            taken = wq.poll(alive_time=60)
+        finally:
+            tx.rollback()
+    finally:
+        conn.close()
+        engine.dispose()
+        worker.terminate()
+        code, out = finish(worker, timeout=60)
+    assert taken is None, "the running task's lease expired while its worker was alive:\n" + out[-2000:]
