@@ -28,6 +28,16 @@ class ThreadWorker:
         self.listener: WakeupListener | None = None
         self.restart_pending = False  # the processors stop for a restart: start new ones once they did
         self.signals: Signals | None = None
+        self.queue = None  # the processors' queue (one pool), closed when they are done
+
+    def close(self) -> None:
+        """Close the queue of the processors (they are done): its pooled connections with it."""
+        if self.listener is not None:
+            self.listener.stop()
+            self.listener = None
+        if self.queue is not None:
+            self.queue.close()
+            self.queue = None
 
     def run(self) -> int:
         """The main thread only waits for signals (acting on them) until the processors are done."""
@@ -48,12 +58,14 @@ class ThreadWorker:
             return EXIT_OK
         finally:
             self.signals.close()
+            self.close()
 
     def _running(self) -> bool:
         return any(t.is_alive() for t in self.threads)
 
     def _start(self) -> None:
-        q = open_queue(self.settings)
+        self.close()  # the queue of processors that are done (a restart)
+        q = self.queue = open_queue(self.settings)
         self.processors = [
             Processor(self.target, self.settings, burst=self.burst, queue=q, name=f"thread-{i}")
             for i in range(self.settings["processors"])
@@ -61,8 +73,6 @@ class ThreadWorker:
         self.threads = [
             threading.Thread(target=p.run, kwargs={"listen": False}, name=p.name, daemon=True) for p in self.processors
         ]
-        if self.listener is not None:
-            self.listener.stop()
         processors = self.processors
 
         def wake_all() -> None:

@@ -27,6 +27,7 @@ def test_thread_worker_keeps_its_config_when_the_reloaded_one_cannot_be_opened(q
         tw._stop()
         for t in tw.threads:
             t.join(10)
+        tw.close()
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the processor thread's ConfigError
@@ -59,5 +60,4 @@ def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backen
         tw._stop()
         for t in tw.threads:
             t.join(10)
-        if tw.listener is not None:
-            tw.listener.stop()
+        tw.close()
