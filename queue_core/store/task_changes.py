@@ -56,16 +56,29 @@ class TaskChanges:
         t = self.t
         extra = {} if data is None else {"data": data}
 
+        def extend(at: float) -> sa.Update:
+            held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token, now=at))
+            return held.values(timeout=at + alive, **extra)
+
+        def alone(conn) -> float | None:
+            at = now()
+            return at + alive if conn.execute(extend(at).where(t.c.cancel_requested == 0)).rowcount == 1 else None
+
         def work(conn) -> tuple[float, bool]:
             at = now()
-            held = sa.update(t).where(t.c.id == id_, *task_where(t, "heartbeat", token=token, now=at))
-            held = held.values(timeout=at + alive, **extra)
-            if conn.execute(held.where(t.c.cancel_requested == 0)).rowcount == 1:
+            if conn.execute(extend(at).where(t.c.cancel_requested == 0)).rowcount == 1:
                 return at + alive, False
-            if conn.execute(held).rowcount == 1:
+            if conn.execute(extend(at)).rowcount == 1:
                 return at + alive, True
             self._diagnose(conn, id_, token, "heartbeat")
 
+        # The common case is one statement in autocommit: it holds no lock between statements. On
+        # SQLite a transaction of several statements holds the database's write lock until its
+        # COMMIT, which waits for the GIL: a handler holding the GIL in a C call stalled every
+        # worker's writes (and leases) for as long as it ran. A cancel or a refusal is the
+        # transaction, which also diagnoses.
+        if (until := self.db.run(alone, what="heartbeat", autocommit=True)) is not None:
+            return until, False
         return self.db.run(work, what="heartbeat")
 
     def finish(

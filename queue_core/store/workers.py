@@ -56,26 +56,28 @@ class WorkerRows:
 
     def register_worker(self, worker: WorkerIdentity, now: float) -> None:
         """Write the row of a worker that starts at ``now`` (or starts again: its old row replaced)."""
-        w = self.workers_t
-
-        def work(conn) -> None:
-            conn.execute(sa.delete(w).where(w.c.owner == worker.owner))
-            conn.execute(sa.insert(w).values(**_columns(worker, now, now)))
-
-        self.db.run(work, what="register worker")
+        self._write_worker_row(worker, now, now)
 
     def renew_worker(self, worker: WorkerIdentity, started_at: float, now: float) -> None:
         """Renew ``last_seen`` of a running worker; write its row again when it is gone (swept
         while the worker was cut off from the database)."""
         w = self.workers_t
         renew = sa.update(w).where(w.c.owner == worker.owner).values(last_seen=now)
+        if self.db.run(lambda c: c.execute(renew).rowcount, what="renew worker", autocommit=True) == 0:
+            self._write_worker_row(worker, started_at, now)  # (MySQL: also 0 when unchanged)
 
-        def work(conn) -> None:
-            if conn.execute(renew).rowcount == 0:
-                conn.execute(sa.delete(w).where(w.c.owner == worker.owner))  # (MySQL: 0 when unchanged)
-                conn.execute(sa.insert(w).values(**_columns(worker, started_at, now)))
-
-        self.db.run(work, what="renew worker")
+    def _write_worker_row(self, worker: WorkerIdentity, started_at: float, last_seen: float) -> None:
+        """Replace the row of ``worker``: two statements, each in autocommit. The registry is
+        written by a thread of a worker whose handler may hold the GIL in a C call for minutes:
+        on SQLite a transaction of several statements would hold the database's write lock until
+        its COMMIT got the GIL back, stalling every worker's claims and lease heartbeats. Between
+        the two statements the worker is briefly unlisted, which its next renewal repairs."""
+        w = self.workers_t
+        self.db.run(
+            lambda c: c.execute(sa.delete(w).where(w.c.owner == worker.owner)), what="register worker", autocommit=True
+        )
+        insert = sa.insert(w).values(**_columns(worker, started_at, last_seen))
+        self.db.run(lambda c: c.execute(insert), what="register worker", autocommit=True)
 
     def remove_worker(self, owner: str) -> None:
         w = self.workers_t

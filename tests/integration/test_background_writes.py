@@ -1,0 +1,132 @@
+"""The writes of a worker's background threads hold no lock between statements.
+
+A handler may hold the GIL for minutes in a C call that never releases it. A background thread
+of the same process (the lease heartbeat, the worker registry) caught between two statements of
+a transaction cannot reach its COMMIT until the GIL comes back; on SQLite its transaction holds
+the database's write lock all that time, so every other worker's claims and heartbeats stalled
+and their leases expired (the reliability scenario ``long_tasks`` saw a CPU-bound task run twice
+and starved tasks not taken over). So the common writes of those threads are one statement in
+autocommit: the statement commits as it ends, before its thread waits for the GIL again.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from queue_core import CancelRequestedError, PreemptedError
+from queue_core.store.workers import WorkerIdentity
+from reliability.handlers import hold_gil
+
+WORKER = WorkerIdentity(owner="h:1", host="h", pid=1, queues=json.dumps(["default"]), types=None, version="t")
+
+
+class _Statements:
+    """The statements every engine of the process sends while recording (both pools of MySQL)."""
+
+    def __init__(self):
+        self.sent: list[str] = []
+
+    def __call__(self, _conn, _cursor, statement, *_args) -> None:
+        self.sent.append(statement.split()[0].upper())
+
+    def __enter__(self):
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", self)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", self)
+
+
+def test_a_heartbeat_of_a_held_lease_is_one_statement_in_autocommit(queue, mysql_commands):
+    queue.submit("k", "t")
+    task = queue.poll(alive_time=10)
+    task.heartbeat(alive_time=10)  # the pools' first connections made before recording
+    if mysql_commands is not None:
+        mysql_commands.clear()
+    with _Statements() as statements:
+        task.heartbeat(alive_time=30)
+    assert statements.sent == ["UPDATE"]  # no BEGIN (SQLite), no second statement
+    if mysql_commands is not None:
+        assert mysql_commands == ["UPDATE"]  # no COMMIT: the statement committed itself
+    assert queue["k"].metadata().timeout == pytest.approx(queue.now() + 30)
+
+
+def test_a_heartbeat_still_reports_a_cancel_and_refuses_a_lost_lease(queue, clock):
+    queue.submit("a", "t")
+    queue.submit("b", "t")
+    a = queue.poll(alive_time=10)
+    queue[a.key].cancel_request()
+    with pytest.raises(CancelRequestedError):  # the transaction's path: extended, the cancel seen
+        a.heartbeat(alive_time=10, now=clock.now() + 5)
+    assert a.cancel_requested and queue[a.key].metadata().timeout == clock.now() + 15
+    b = queue.poll(alive_time=10)
+    clock.advance(11)
+    with pytest.raises(PreemptedError):
+        b.heartbeat(alive_time=10)
+
+
+def test_a_registry_renewal_is_one_statement_and_a_gone_row_is_written_again(queue, mysql_commands):
+    store = queue.store
+    store.register_worker(WORKER, 100.0)
+    with _Statements() as statements:
+        store.renew_worker(WORKER, 100.0, 200.0)
+    assert statements.sent == ["UPDATE"]
+    store.remove_worker(WORKER.owner)  # swept while cut off
+    with _Statements() as statements:
+        store.renew_worker(WORKER, 100.0, 300.0)
+    assert "BEGIN" not in statements.sent
+    rows = store.worker_rows(0.0, 300.0)
+    assert [(r["owner"], r["started_at"], r["last_seen"]) for r in rows] == [("h:1", 100.0, 300.0)]
+
+
+_OTHER_WRITER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=0.1, isolation_level=None)
+db.execute("CREATE TABLE IF NOT EXISTS other_writer (n INTEGER)")
+print("ready", flush=True)
+locked, deadline = 0, time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    try:
+        db.execute("INSERT INTO other_writer VALUES (1)")
+    except sqlite3.OperationalError:
+        locked += 1
+    time.sleep(0.005)
+print(locked, flush=True)
+"""
+
+
+def test_a_sqlite_heartbeat_never_holds_the_write_lock_while_its_process_holds_the_gil(queue, backend, db_url):
+    """The real interleaving: a thread heartbeats in a loop while the main thread holds the GIL
+    in a C call, again and again; another process writes with a short busy timeout meanwhile
+    and must never find the database locked."""
+    if backend != "sqlite":
+        pytest.skip("the write lock of a whole database is SQLite's")
+    queue.submit("k", "t")
+    task = queue.poll(alive_time=600)
+    other = subprocess.Popen([sys.executable, "-c", _OTHER_WRITER, db_url.removeprefix("sqlite:///"), "4"],
+                             stdout=subprocess.PIPE, text=True)
+    assert other.stdout.readline().strip() == "ready"
+    stop = threading.Event()
+
+    def beat():
+        while not stop.is_set():
+            task.heartbeat(alive_time=600)
+
+    thread = threading.Thread(target=beat)
+    thread.start()
+    try:
+        for _ in range(10):
+            hold_gil(0.25)
+            time.sleep(0.02)  # the heartbeat thread runs again
+    finally:
+        stop.set()
+        thread.join()
+    out, _ = other.communicate(timeout=30)
+    assert int(out.strip()) == 0
