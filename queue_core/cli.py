@@ -12,7 +12,7 @@ import click
 
 from .cli_bulk import COMMANDS as BULK_COMMANDS
 from .cli_insight import COMMANDS as INSIGHT_COMMANDS
-from .cli_insight import timeline
+from .cli_insight import print_statistics, timeline
 from .cli_queues import COMMANDS as QUEUE_COMMANDS
 from .cli_queues import QUEUE
 from .cli_tags import COMMANDS as TAG_COMMANDS
@@ -211,9 +211,20 @@ def show(key: str, fmt: str) -> None:
 @cli.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("-q", "--queue", "queue_name", type=QUEUE, help="Only tasks of this queue.")
+@click.option(
+    "--since",
+    help="Statistics of what ran since then (24h, 90m, 7d, epoch seconds, ISO time): started, "
+    "succeeded, failed, retried, wait and run times per queue and type.",
+)
+@click.option("--type", "type_", help="With --since: only tasks of this type.")
 @common_options
-def stats(fmt: str, queue_name: str | None) -> None:
-    """Count tasks by status, type and outcome."""
+def stats(fmt: str, queue_name: str | None, since: str | None, type_: str | None) -> None:
+    """Count tasks by status, type and outcome; with --since, the statistics of that time."""
+    if since is not None:
+        print_statistics(since, queue_name, type_, fmt)
+        return
+    if type_ is not None:
+        raise CLIError("--type goes with --since (statistics of a type)", 2)
     with open_queue(settings()) as q:
         st = q.stats(queue=queue_name)
     if fmt == "json":

@@ -23,9 +23,10 @@ _AGO = re.compile(r"^(\d{1,9}(?:\.\d{1,6})?)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_since(text: str, now: float) -> float:
+def parse_since(text: str, now: float, *, or_cursor: bool = True) -> float:
     """A start time as the command line gives it: a duration back from ``now`` (``90s``,
-    ``10m``, ``24h``, ``7d``, ``2w``), epoch seconds or an ISO 8601 time with an offset."""
+    ``10m``, ``24h``, ``7d``, ``2w``), epoch seconds or an ISO 8601 time with an offset
+    (``or_cursor``: the error says that an event's cursor would do too)."""
     m = _AGO.match(text.strip())
     if m:
         return max(0.0, now - float(m[1]) * _UNITS[m[2]])
@@ -33,8 +34,9 @@ def parse_since(text: str, now: float) -> float:
         return parse_time(text, "--since")
     except CLIError:
         raise CLIError(
-            f"--since {text[:80]!r} is neither a duration back from now (90s, 10m, 24h, 7d), an event's "
-            "cursor, 'now', epoch seconds nor an ISO 8601 time with an offset"
+            f"--since {text[:80]!r} is neither a duration back from now (90s, 10m, 24h, 7d), "
+            + ("an event's cursor, 'now', " if or_cursor else "")
+            + "epoch seconds nor an ISO 8601 time with an offset"
         ) from None
 
 
@@ -150,6 +152,33 @@ def workers(fmt: str) -> None:
     ]
     print_table(rows, WORKER_COLUMNS)
     click.echo(f"{len(found)} {'worker' if len(found) == 1 else 'workers'}.")
+
+
+_STATS_COLUMNS = ["queue", "type", "started", "succeeded", "failed", "cancelled", "retried"]
+_TIMES = [f"{d}_{m}" for d in ("wait", "run") for m in ("mean", "p50", "p95", "p99")]
+
+
+def print_statistics(since: str, queue: str | None, type_: str | None, fmt: str) -> None:
+    """``stats --since``: the statistics per queue and type (json: also per bucket of time)."""
+    with open_queue(settings()) as q:
+        st = q.statistics(parse_since(since, time.time(), or_cursor=False), queue=queue, type=type_)
+    if fmt == "json":
+        print_json(st.to_dict())
+        return
+    rows = []
+    for (queue_name, type_name), tally in st.totals().items():
+        times = {
+            f"{d}_{m}": _seconds(getattr(tally, d).summary()[m])
+            for d in ("wait", "run")
+            for m in ("mean", "p50", "p95", "p99")
+        }
+        rows.append({"queue": queue_name, "type": type_name, **tally.to_dict(), **times})
+    click.echo(f"since {format_time(st.since)} (buckets of {st.span // 60} min)")
+    print_table(rows, [*_STATS_COLUMNS, *_TIMES])
+
+
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}s"
 
 
 COMMANDS = (events, workers)

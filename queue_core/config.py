@@ -32,6 +32,12 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
         "how long a reader of the event stream waits for an event whose id it passed over (s): "
         "longer than any transaction that changes tasks lasts",
     ),
+    "stats_interval": (
+        10.0,
+        "float0",
+        "how often a worker rolls the events up into the statistics (s); 0 = only at cleanup",
+    ),
+    "stats_retention": (30 * 86400.0, "float+", "how long hourly statistics are kept (s); minutes are kept 2 days"),
     "registry_interval": (10.0, "float+", "how often a worker renews its row in the worker registry (s)"),
     "registry_timeout": (
         60.0,

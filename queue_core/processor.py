@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import math
 import os
-import random
 import threading
 import time
 from typing import Any
 
 from . import policy
 from .app import served_types
+from .chores import Chore
 from .config import DEFAULTS
 from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskError
 from .listener import start_listener
@@ -83,7 +83,7 @@ class Processor:
         self.processed = 0
         self.db_backoff = OutageWait()
         self._avg_task_time: float | None = None
-        self._cleanup_error: str | None = None  # the last cleanup failure logged
+        self.chores = self._chores()
         #: the current batch's tasks whose handler has not started; taken under the lock, by the
         #: loop to start the next one or by an immediate stop to give them back
         self._unstarted: list = []
@@ -94,6 +94,15 @@ class Processor:
         self._given_back = threading.Event()
         #: what the last claim noted (rate_wait: seconds until a rate limit lets a held-back task start)
         self._notes: dict = {}
+
+    def _chores(self) -> list[Chore]:
+        """The purge of finished rows past retention (with the roll-up of the statistics before
+        it) and the roll-up alone, more often."""
+        cleanup = Chore("cleanup", self.settings["cleanup_interval"], self.queue.cleanup)
+        cleanup.done = lambda n: f"purged {n} finished tasks past retention" if n else None
+        if not self.settings.get("stats_interval"):
+            return [cleanup]
+        return [cleanup, Chore("statistics roll-up", self.settings["stats_interval"], self.queue.roll_up_stats)]
 
     @property
     def stopping(self) -> bool:
@@ -141,11 +150,9 @@ class Processor:
 
     def _loop(self) -> int:
         limit = self.settings.get("max_request_per_child")
-        next_cleanup = time.monotonic() + random.uniform(0, self.settings["cleanup_interval"])
         while not self.stopping:
-            if time.monotonic() >= next_cleanup:
-                self._cleanup()
-                next_cleanup = time.monotonic() + self.settings["cleanup_interval"]
+            for chore in self.chores:
+                chore.run_if_due()
             tasks = self._claim()
             rate_wait = self._notes.get("rate_wait")
             if tasks:
@@ -229,22 +236,6 @@ class Processor:
             self.settler.flush()  # waits for a flush under way in the monitor thread
         finally:
             self._given_back.set()
-
-    def _cleanup(self) -> None:
-        """Purge finished rows past retention. A failure is logged once, not at every try (an
-        account without DELETE fails at each one): again only when it changes or ends."""
-        try:
-            n = self.queue.cleanup()
-        except TaskError as exc:
-            if str(exc) != self._cleanup_error:
-                log.warning("cleanup failed (tried again every cleanup_interval, logged once): %s", exc)
-            self._cleanup_error = str(exc)
-            return
-        if self._cleanup_error is not None:
-            log.info("cleanup works again")
-            self._cleanup_error = None
-        if n:
-            log.info("purged %d finished tasks past retention", n)
 
     def _release(self, tasks) -> None:
         """Give back the batch's tasks not started (stopping), in one statement."""

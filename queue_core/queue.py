@@ -26,6 +26,7 @@ from .errors import (
 )
 from .insight import QueueInsight
 from .queue_controls import QueueControls, QueueInfo  # noqa: F401 - QueueInfo: part of this module's API
+from .queue_stats import QueueStatistics
 from .store.database import Database
 from .store.rowcheck import name as check_name_problem
 from .store.runs import RunRows
@@ -69,7 +70,7 @@ T = TypeVar("T")
 
 
 # -- the queue --------------------------------------------------------------------------
-class Queue(QueueControls, QueueInsight, QueueBulk):
+class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics):
     """A task queue stored in one table, its tasks in named queues. Thread-safe; open one per
     process after fork."""
 
@@ -472,11 +473,14 @@ class Queue(QueueControls, QueueInsight, QueueBulk):
             )
 
     def cleanup(self, *, now: float | None = None) -> int:
-        """Purge the finished tasks whose retention ended (with their tags and history), and the
-        registry rows of workers silent past ``registry_timeout``; how many tasks were purged."""
+        """Purge the finished tasks whose retention ended (with their tags and history: their
+        events are rolled up into the statistics first), the registry rows of workers silent past
+        ``registry_timeout`` and the statistics past their retention; how many tasks were purged."""
         now = self.now(now)
+        self.roll_up_stats(now=now)
         purged = self.store.cleanup(now)
         self.store.sweep_workers(now - self.config["registry_timeout"])
+        self.prune_stats(now=now)
         return purged
 
     # -- transactions ---------------------------------------------------------------------

@@ -105,7 +105,7 @@ def downgrade(store, columns, version: int) -> None:
     on them), record ``version``; below version 3 (named queues), also drop the queue settings
     and start tables and give the task table the indexes it had then; below version 4 (tags),
     also drop the tag table and the ``tracked`` column; below version 5 (events, workers), the
-    event and worker tables."""
+    event and worker tables; below version 6 (statistics), the statistics table and its position."""
     name = store.t.name
     if version < 4 and hasattr(store, "tags_t"):
         columns = [*columns, *(["tracked"] if "tracked" not in columns else [])]
@@ -118,6 +118,9 @@ def downgrade(store, columns, version: int) -> None:
                 conn.exec_driver_sql(f"DROP INDEX {prep.quote(ix['name'])}{on}")
         for col in columns:
             conn.exec_driver_sql(f"ALTER TABLE {prep.quote(name)} DROP COLUMN {prep.quote(col)}")
+        if version < 6 and hasattr(store, "stats_t"):
+            store.stats_t.drop(conn, checkfirst=True)
+            conn.execute(sa.delete(store.meta).where(store.meta.c.name == "stats_after"))
         if version < 5 and hasattr(store, "events_t"):
             for extra in (store.events_t, store.workers_t):
                 extra.drop(conn, checkfirst=True)

@@ -35,7 +35,7 @@ from sqlalchemy.types import TypeDecorator
 from ..errors import ConfigError
 from ..validate import MAX_TAG_LENGTH
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
@@ -55,6 +55,8 @@ SCHEDULE_MAX_DELAY = 366 * 86400
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 MAX_KEY_LENGTH = 255
+#: the counters of a statistics bucket (statistics.COUNTS: tests/unit/test_statistics.py keeps them equal)
+STATS_COUNTS = ("started", "succeeded", "failed", "cancelled", "retried")
 #: MySQL: the character set of every table pq makes, whatever the database's default (latin1 or
 #: utf8mb3 there would store what they cannot hold as '?': INSERT IGNORE only warns)
 MYSQL_CHARSET = "utf8mb4"
@@ -342,6 +344,29 @@ def worker_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         sa.Column("version", sa.String(32), nullable=False),
         sa.Column("started_at", sa.Double(), nullable=False),
         sa.Column("last_seen", sa.Double(), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
+
+
+def stats_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """Statistics of tasks (``<table>_stats``): a row per bucket of time (``span`` seconds from
+    ``start``: a minute, an hour; span 0 is all time), queue and type, rolled up from the events
+    (``store/stats.py``) and kept apart from the tasks' own retention."""
+    counts = [sa.Column(n, sa.BigInteger(), nullable=False, server_default="0") for n in STATS_COUNTS]
+    return sa.Table(
+        f"{task_table_name}_stats",
+        metadata,
+        sa.Column("span", sa.Integer(), primary_key=True, autoincrement=False),
+        sa.Column("start", sa.Double(), primary_key=True),
+        sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), primary_key=True),
+        sa.Column("type", ExactString(), primary_key=True),
+        *counts,
+        # the distributions of seconds waited (due -> start) and run (start -> end): a JSON list
+        # of counts per bucket of statistics.BOUNDS, and their sum
+        sa.Column("wait_counts", sa.Text(), nullable=False),
+        sa.Column("wait_sum", sa.Double(), nullable=False),
+        sa.Column("run_counts", sa.Text(), nullable=False),
+        sa.Column("run_sum", sa.Double(), nullable=False),
         mysql_charset=MYSQL_CHARSET,
     )
 

@@ -37,11 +37,13 @@ from .schema import (
     meta_table,
     queue_table,
     start_table,
+    stats_table,
     tag_table,
     task_table,
     worker_table,
 )
 from .screen import ClaimScreen
+from .stats import POSITION, TaskStatistics
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
 from .tags import TaskTags
 from .task_changes import TaskChanges
@@ -82,6 +84,7 @@ class TaskStore(
     TaskTags,
     TaskEvents,
     WorkerRows,
+    TaskStatistics,
     BulkChanges,
     NamedQueues,
     ClaimScreen,
@@ -89,7 +92,8 @@ class TaskStore(
     VersionedTables,
 ):
     current_version = SCHEMA_VERSION
-    meta_rows = (("fair_lock", ""),)  # the row capped fair-share claims lock
+    # the row capped fair-share claims lock; the position of the statistics roll-up
+    meta_rows = (("fair_lock", ""), (POSITION, "0"))
     added_columns = ADDED_COLUMNS
     dropped_indexes = DROPPED_INDEXES
     #: what the claim reads of this store are limited to: every queue here, one in :meth:`in_queue`'s views
@@ -104,6 +108,7 @@ class TaskStore(
         self.tags_t = tag_table(metadata, table)
         self.events_t = event_table(metadata, table)
         self.workers_t = worker_table(metadata, table)
+        self.stats_t = stats_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")

@@ -1,0 +1,88 @@
+"""Statistics of tasks as the queue API gives them (queue layer), mixed into
+:class:`~queue_core.queue.Queue`: the roll-up of the events into buckets (workers do it every
+``stats_interval`` and before each purge), the pruning of old buckets, and reads of them.
+
+A read is answered from minute buckets while they are kept (:data:`statistics.MINUTE_KEEP`),
+else from hour buckets; the all-time buckets feed the metrics' counters. Counting lags behind
+the events by the roll-up's horizon (``event_gap_timeout``, at most the retention of finished
+tasks: a task's events must be counted before it is purged with them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from . import statistics
+from .errors import ValidationError
+from .statistics import Bucket, Statistics
+from .store.tasks import TaskStore
+from .validate import check_name, check_queue, check_time
+
+
+class QueueStatistics:
+    """Needs ``store``, ``config`` and ``now()`` (the queue's)."""
+
+    store: TaskStore
+    config: dict
+    now: Callable[..., float]
+
+    def stats_horizon(self) -> float:
+        """How old an event must be before the roll-up counts it: ``event_gap_timeout`` (an
+        id passed over may commit until then), but never more than a finished task is kept."""
+        c = self.config
+        kept = [c["retention_time"], *([] if c["failure_retention"] is None else [c["failure_retention"]])]
+        return min(c["event_gap_timeout"], *kept)
+
+    def roll_up_stats(self, *, now: float | None = None) -> int:
+        """Count the events old enough (:meth:`stats_horizon`) that are not counted yet; how
+        many (0 while another process rolls up)."""
+        return self.store.roll_up(self.now(now) - self.stats_horizon())
+
+    def prune_stats(self, *, now: float | None = None) -> int:
+        """Delete minute buckets older than two days and hour buckets older than
+        ``stats_retention``; how many."""
+        now = self.now(now)
+        return self.store.prune_stats(
+            [(statistics.MINUTE, now - statistics.MINUTE_KEEP), (statistics.HOUR, now - self.config["stats_retention"])]
+        )
+
+    def statistics(
+        self,
+        since: Any = None,
+        *,
+        until: Any = None,
+        queue: str | None = None,
+        type: str | None = None,
+        now: float | None = None,
+        roll_up: bool = True,
+    ) -> Statistics:
+        """Tasks started, succeeded, failed, cancelled and retried, with their wait and run
+        times, per bucket of time (a minute, or an hour for reads reaching back more than two
+        days) and summed per queue and type (``Statistics.totals``), from ``since`` (epoch
+        seconds or an aware datetime; default: an hour ago) until ``until`` (default: now).
+        ``roll_up``: count what the workers have not rolled up yet first (needs write access)."""
+        now = self.now(now)
+        start = now - 3600 if since is None else _time(since, "since")
+        end = now if until is None else _time(until, "until")
+        queue = None if queue is None else check_queue(queue)
+        type = None if type is None else check_name(type, "task type")
+        if roll_up:
+            self.roll_up_stats(now=now)
+        span = statistics.read_span(start, now)
+        rows = self.store.stats_rows(span, start, end, queue, type)
+        buckets = tuple(Bucket(k[2], k[3], k[0], k[1], tally) for k, tally in rows)
+        return Statistics(start, end, span, buckets)
+
+    def stats_totals(self) -> list[Bucket]:
+        """The all-time buckets, one per queue and type (what the metrics' counters show)."""
+        return [Bucket(k[2], k[3], k[0], k[1], tally) for k, tally in self.store.stats_totals()]
+
+
+def _time(value: Any, what: str) -> float:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ValidationError(f"{what}: give a datetime with a timezone (an aware datetime)")
+        value = value.timestamp()
+    return check_time(value, what)

@@ -1,0 +1,228 @@
+"""Statistics of tasks per time bucket (pure): what the roll-up adds to ``<table>_stats`` for a
+batch of events, and what a read of buckets says.
+
+A bucket counts, for one queue and task type and one span of time (a minute, an hour, or all
+time), the tasks started, succeeded, failed, cancelled and retried, and two distributions: the
+wait (due -> start, from ``claimed`` events) and the run (start -> end, from ``finished``,
+``retried`` and ``gave_up`` events). A distribution is a count per fixed bucket of seconds
+(:data:`BOUNDS`) and a sum, so that buckets add up exactly (a minute's into an hour's, many
+into a read's) and percentiles are interpolated inside the bucket they fall in.
+
+The roll-up (``store/stats.py``) reads the events in id order and adds only those older than a
+horizon (:func:`rollable`): an event whose id is passed over may still commit, and a reader that
+stops at the first event newer than ``event_gap_timeout`` misses only a transaction open longer
+than that (as the event stream does).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: upper bounds (seconds) of the distributions' buckets; a last bucket holds what is above
+BOUNDS: tuple[float, ...] = (
+    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5),
+    *(1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 150.0, 300.0, 600.0),
+    *(1800.0, 3600.0, 10800.0, 43200.0, 86400.0),
+)
+MINUTE, HOUR, ALL_TIME = 60, 3600, 0
+#: the spans every event is added to (ALL_TIME: one bucket per queue and type, never pruned)
+SPANS = (MINUTE, HOUR, ALL_TIME)
+#: the counters of a bucket, in the order the table and the CLI show them
+COUNTS = ("started", "succeeded", "failed", "cancelled", "retried")
+#: how long minute buckets are kept (older reads are answered from hour buckets)
+MINUTE_KEEP = 2 * 86400.0
+_ENDED = frozenset({"finished", "gave_up", "force_finished", "cancelled", "set_aside"})
+_BY_OUTCOME = {"success": "succeeded", "failure": "failed", "cancelled": "cancelled"}
+_RAN = frozenset({"finished", "retried", "gave_up"})
+
+
+class StatsRowError(ValueError):
+    """A distribution column that pq never writes (edited by hand)."""
+
+
+@dataclass
+class Distribution:
+    """Seconds counted per bucket of :data:`BOUNDS`, with their sum."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS) + 1))
+    total: float = 0.0
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def add(self, seconds: float) -> None:
+        seconds = max(0.0, float(seconds))
+        self.counts[bisect.bisect_left(BOUNDS, seconds)] += 1
+        self.total += seconds
+
+    def merge(self, other: Distribution) -> None:
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.total += other.total
+
+    @property
+    def mean(self) -> float | None:
+        n = self.count
+        return self.total / n if n else None
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q`` quantile, interpolated linearly inside its bucket (the last, unbounded
+        bucket answers its lower bound); None when empty."""
+        n = self.count
+        if not n:
+            return None
+        rank, seen = q * n, 0
+        for i, c in enumerate(self.counts):
+            if c and seen + c >= rank:
+                low = BOUNDS[i - 1] if i else 0.0
+                if i == len(BOUNDS):
+                    return low
+                return low + (BOUNDS[i] - low) * max(0.0, rank - seen) / c
+            seen += c
+        return BOUNDS[-1]
+
+    def summary(self) -> dict:
+        return {
+            "count": self.count,
+            "mean": self.mean,
+            "p50": self.quantile(0.5),
+            "p95": self.quantile(0.95),
+            "p99": self.quantile(0.99),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.counts, separators=(",", ":"))
+
+    @classmethod
+    def from_columns(cls, counts_json: str, total: float) -> Distribution:
+        """The distribution a row holds; StatsRowError for one pq never writes."""
+        try:
+            counts = json.loads(counts_json)
+        except (TypeError, ValueError):
+            counts = None
+        ok = isinstance(counts, list) and len(counts) == len(BOUNDS) + 1
+        if not ok or not all(type(c) is int and c >= 0 for c in counts):
+            raise StatsRowError(f"a distribution of {len(BOUNDS) + 1} counts, not {str(counts_json)[:80]!r}")
+        if not isinstance(total, int | float) or not math.isfinite(total) or total < 0:
+            raise StatsRowError(f"a sum of seconds, not {total!r}")
+        return cls(list(counts), float(total))
+
+
+@dataclass
+class Tally:
+    """What one bucket counts."""
+
+    started: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    retried: int = 0
+    wait: Distribution = field(default_factory=Distribution)
+    run: Distribution = field(default_factory=Distribution)
+
+    def add_event(self, event: Mapping) -> bool:
+        """Count ``event`` (a row of ``<table>_events``); whether it counts for anything."""
+        kind, counted = event["kind"], False
+        if kind == "claimed":
+            self.started += 1
+            if event["waited"] is not None:
+                self.wait.add(event["waited"])
+            counted = True
+        elif kind == "retried":
+            self.retried += 1
+            counted = True
+        elif kind in _ENDED and (name := _BY_OUTCOME.get(event["outcome"])) is not None:
+            setattr(self, name, getattr(self, name) + 1)
+            counted = True
+        if kind in _RAN and event["ran"] is not None:
+            self.run.add(event["ran"])
+        return counted
+
+    def merge(self, other: Tally) -> None:
+        for name in COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.wait.merge(other.wait)
+        self.run.merge(other.run)
+
+    def to_dict(self) -> dict:
+        return {**{n: getattr(self, n) for n in COUNTS}, "wait": self.wait.summary(), "run": self.run.summary()}
+
+
+#: a bucket's identity: (span, start, queue, type)
+BucketKey = tuple[int, float, str, str]
+
+
+def bucket_start(span: int, at: float) -> float:
+    """The start of the bucket of ``span`` seconds that ``at`` falls in (0 for ALL_TIME)."""
+    return 0.0 if span == ALL_TIME else math.floor(at / span) * float(span)
+
+
+def rollable(events: Sequence[Mapping], before: float) -> Sequence[Mapping]:
+    """The first ``events`` (in id order) up to the first one at or after ``before``: later
+    ones wait, for an id passed over may still commit with an earlier time."""
+    for i, e in enumerate(events):
+        if e["at"] >= before:
+            return events[:i]
+    return events
+
+
+def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
+    """What ``events`` add to each bucket of every span."""
+    out: dict[BucketKey, Tally] = {}
+    for e in events:
+        one = Tally()
+        if not one.add_event(e) and not one.run.count:
+            continue
+        for span in SPANS:
+            key = (span, bucket_start(span, e["at"]), e["queue"], e["type"])
+            out.setdefault(key, Tally()).merge(one)
+    return out
+
+
+def read_span(since: float, now: float) -> int:
+    """The span a read from ``since`` is answered from: minutes while they are kept, else hours."""
+    return MINUTE if now - since <= MINUTE_KEEP else HOUR
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One bucket of a read: its queue and type, its span and start, what it counts."""
+
+    queue: str
+    type: str
+    span: int
+    start: float
+    tally: Tally
+
+    def to_dict(self) -> dict:
+        return {"queue": self.queue, "type": self.type, "span": self.span, "start": self.start, **self.tally.to_dict()}
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """A read of statistics: its buckets (oldest first) and their sums per queue and type."""
+
+    since: float
+    until: float
+    span: int
+    buckets: tuple[Bucket, ...]
+
+    def totals(self) -> dict[tuple[str, str], Tally]:
+        """The buckets summed per (queue, type), in that order."""
+        out: dict[tuple[str, str], Tally] = {}
+        for b in self.buckets:
+            out.setdefault((b.queue, b.type), Tally()).merge(b.tally)
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict:
+        return {
+            "since": self.since,
+            "until": self.until,
+            "span": self.span,
+            "totals": [{"queue": q, "type": t, **tally.to_dict()} for (q, t), tally in self.totals().items()],
+            "buckets": [b.to_dict() for b in self.buckets],
+        }

@@ -1,0 +1,106 @@
+"""The pure core of the statistics: distributions, what each event counts, buckets, the horizon."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from queue_core import statistics
+from queue_core.statistics import BOUNDS, Distribution, StatsRowError, Tally, rollable, tally_events
+from queue_core.store.schema import STATS_COUNTS
+
+
+def _event(kind, at=100.0, *, outcome=None, waited=None, ran=None, queue="q", type_="t", id_=1):
+    return {"id": id_, "kind": kind, "at": at, "queue": queue, "type": type_, "outcome": outcome,
+            "waited": waited, "ran": ran}
+
+
+def test_the_table_and_the_core_name_the_same_counters():
+    assert statistics.COUNTS == STATS_COUNTS
+
+
+def test_each_event_counts_what_it_says():
+    tally = Tally()
+    assert tally.add_event(_event("claimed", waited=0.3))
+    assert tally.add_event(_event("finished", outcome="success", ran=2.0))
+    assert tally.add_event(_event("finished", outcome="failure", ran=0.2))
+    assert tally.add_event(_event("retried", ran=1.0))
+    assert tally.add_event(_event("gave_up", outcome="failure"))
+    assert tally.add_event(_event("cancelled", outcome="cancelled"))
+    assert tally.add_event(_event("force_finished", outcome="success"))
+    assert not tally.add_event(_event("moved"))
+    assert not tally.add_event(_event("released"))
+    assert not tally.add_event(_event("finished", outcome="skipped"))  # a step that never ran
+    assert (tally.started, tally.succeeded, tally.failed, tally.cancelled, tally.retried) == (1, 2, 2, 1, 1)
+    assert tally.wait.count == 1 and tally.run.count == 3
+    assert tally.run.total == pytest.approx(3.2)
+
+
+def test_every_event_lands_in_its_minute_its_hour_and_all_time():
+    tallies = tally_events([_event("claimed", at=3661.5, waited=1.0), _event("claimed", at=3719.0, waited=1.0,
+                                                                           queue="other")])
+    assert set(tallies) == {
+        (60, 3660.0, "q", "t"), (3600, 3600.0, "q", "t"), (0, 0.0, "q", "t"),
+        (60, 3660.0, "other", "t"), (3600, 3600.0, "other", "t"), (0, 0.0, "other", "t"),
+    }
+    assert all(t.started == 1 for t in tallies.values())
+
+
+def test_events_that_count_nothing_make_no_bucket():
+    assert tally_events([_event("moved"), _event("cancel_requested"), _event("adopted")]) == {}
+
+
+def test_the_roll_up_stops_at_the_first_event_inside_the_horizon():
+    events = [_event("claimed", at=10, id_=1), _event("claimed", at=50, id_=2), _event("claimed", at=20, id_=3)]
+    assert [e["id"] for e in rollable(events, 40)] == [1]  # 3 is older but comes after 2, which is too new
+    assert [e["id"] for e in rollable(events, 60)] == [1, 2, 3]
+    assert list(rollable([], 60)) == []
+
+
+def test_quantiles_interpolate_inside_their_bucket():
+    d = Distribution()
+    for _ in range(100):
+        d.add(0.3)  # bucket (0.25, 0.5]
+    assert 0.25 <= d.quantile(0.5) <= 0.5
+    assert d.mean == pytest.approx(0.3)
+    d.add(10**6)  # above the last bound: its lower bound is the answer
+    assert d.quantile(1.0) == BOUNDS[-1]
+    assert Distribution().quantile(0.5) is None and Distribution().mean is None
+
+
+@given(st.lists(st.floats(min_value=0, max_value=2e5, allow_nan=False), min_size=1, max_size=200))
+def test_quantiles_are_ordered_and_within_the_bounds_of_what_was_added(values):
+    d = Distribution()
+    for v in values:
+        d.add(v)
+    p50, p95, p99 = d.quantile(0.5), d.quantile(0.95), d.quantile(0.99)
+    assert p50 <= p95 <= p99
+    low = max([0.0, *[b for b in BOUNDS if b < min(values)]])
+    assert low <= p50 and p99 <= max(max(values), BOUNDS[-1])
+    assert d.count == len(values)
+
+
+def test_distributions_add_up_exactly():
+    a, b, both = Distribution(), Distribution(), Distribution()
+    for i, v in enumerate([0.001, 0.5, 3.0, 99.0, 7200.0, 0.0]):
+        (a if i % 2 else b).add(v)
+        both.add(v)
+    a.merge(b)
+    assert a.counts == both.counts and a.total == pytest.approx(both.total)
+
+
+def test_a_distribution_column_pq_never_writes_is_refused():
+    good = Distribution()
+    good.add(1.0)
+    assert Distribution.from_columns(good.to_json(), 1.0).counts == good.counts
+    for counts, total in (("[1,2]", 0.0), ("not json", 0.0), (None, 0.0), ("[" + ",".join(["-1"] * 24) + "]", 0.0),
+                          ("[" + ",".join(["1.5"] * 24) + "]", 0.0), (good.to_json(), float("nan")),
+                          (good.to_json(), -1.0), (good.to_json(), "1")):
+        with pytest.raises(StatsRowError):
+            Distribution.from_columns(counts, total)
+
+
+def test_reads_use_minutes_while_they_are_kept_then_hours():
+    assert statistics.read_span(1000.0, 1000.0 + 86400) == statistics.MINUTE
+    assert statistics.read_span(1000.0, 1000.0 + 3 * 86400) == statistics.HOUR
