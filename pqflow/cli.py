@@ -25,7 +25,6 @@ from queue_core.clikit.settings import open_queue, settings
 from queue_core.clikit.worker_command import run_worker_command, worker_options
 from queue_core.errors import ConfigError, TaskError
 from queue_core.queue import check_name
-from queue_core.row_states import FINISHED
 
 from . import logic
 from .dag import NAME_PATTERN, Workflow, registered_workflows
@@ -33,7 +32,7 @@ from .engine import check_run_id
 from .errors import FlowError, UnknownRunError, UnknownWorkflowError
 from .render import FORMATS
 from .rows import RunState
-from .runs import Run, cancel_run, get_run, list_runs, retry_run
+from .runs import Run, cancel_run, get_run, list_runs, retry_run, run_status
 from .runtime import Decider
 
 PROG = "pqflow"
@@ -274,15 +273,10 @@ def _run_summary(row: dict) -> dict:
     """One line of ``runs`` for a run row."""
     state = RunState.load(row.get("workflow"))
     if state is None:  # not picked up by a decider (yet, or ever: cancelled before)
-        status = (
-            "running"
-            if row["state"] != FINISHED
-            else {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
-        )
         return {
             "run": row["key"],
             "workflow": row["type"],
-            "status": status,
+            "status": run_status(row),
             "steps": "-",
             "succeeded": 0,
             "total": 0,

@@ -240,6 +240,17 @@ def list_runs(q: queue_core.Queue, *, workflow: str | None = None) -> list[dict]
     return sorted(q.transaction(read, what="list runs"), key=lambda r: r["id"])
 
 
+def run_status(row: dict) -> str:
+    """The status of a run from its row (as ``list_runs`` returns it): its state's, or for a run
+    no decider picked up (yet, or ever: cancelled before), running until its row ended."""
+    state = RunState.load(row.get("workflow"))
+    if state is not None:
+        return state.status
+    if row["state"] != FINISHED:
+        return "running"
+    return {"cancelled": "cancelled", "success": "succeeded"}.get(row["outcome"] or "", "failed")
+
+
 # -- operator actions ----------------------------------------------------------------------------
 def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> Run:
     """Submit nothing new, cancel waiting steps and items, tell running ones; the run ends

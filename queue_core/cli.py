@@ -13,6 +13,7 @@ import click
 from .cli_bulk import COMMANDS as BULK_COMMANDS
 from .cli_insight import COMMANDS as INSIGHT_COMMANDS
 from .cli_insight import print_statistics, timeline
+from .cli_metrics import COMMANDS as METRICS_COMMANDS
 from .cli_queues import COMMANDS as QUEUE_COMMANDS
 from .cli_queues import QUEUE
 from .cli_tags import COMMANDS as TAG_COMMANDS
@@ -264,7 +265,7 @@ def run(target: str, **options: Any) -> None:
     run_worker_command(target, **options)
 
 
-for _command in (*QUEUE_COMMANDS, *TAG_COMMANDS, *INSIGHT_COMMANDS, *BULK_COMMANDS):
+for _command in (*QUEUE_COMMANDS, *TAG_COMMANDS, *INSIGHT_COMMANDS, *BULK_COMMANDS, *METRICS_COMMANDS):
     cli.add_command(_command)
 
 main = main_wrapper(cli, PROG)

@@ -248,3 +248,18 @@ class ScheduleStore(VersionedTables):
     def count_due(self, now: float) -> int:
         stmt = sa.select(sa.func.count()).select_from(self.t).where(*self._due(now))
         return int(self.db.run(lambda c: c.execute(stmt).scalar_one(), write=False, what="count schedules"))
+
+
+def due_times(db: Database, table: str) -> builtins.list[tuple[str, float, str | None]]:
+    """Every schedule of ``table`` as (key, due time of its next occurrence, why it is set aside
+    or None), by key; none when the table does not exist. A plain read for the metrics: no store
+    is made (each would add a check before every statement of ``db``)."""
+    t = schedule_table(sa.MetaData(), table)
+    read = sa.select(t.c.key, t.c.next_run_time, t.c.error).order_by(t.c.key)
+
+    def rows(conn) -> builtins.list[tuple[str, float, str | None]]:
+        if not sa.inspect(conn).has_table(t.name):
+            return []
+        return [(r[0], r[1], r[2]) for r in conn.execute(read)]
+
+    return db.run(rows, write=False, what="read schedules")

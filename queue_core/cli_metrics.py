@@ -1,0 +1,75 @@
+"""``perfectqueue metrics``: the Prometheus metrics of the queue, served over HTTP (``--listen``)
+or printed once (``--once``). Registered on the ``perfectqueue`` group by :mod:`queue_core.cli`."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import click
+
+from .clikit.exits import CLIError
+from .clikit.options import common_options
+from .clikit.settings import open_queue, settings
+from .service import Intent, Signals
+
+_LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):([0-9]{1,5})$")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9187`` for IPv6) as (host, port); CLIError (usage) otherwise."""
+    m = _LISTEN.match(text)
+    if m is None or not 0 < int(m[2]) < 65536:
+        raise CLIError(f"--listen {text[:80]!r} is not HOST:PORT (e.g. 127.0.0.1:9187)", 2)
+    return m[1].strip("[]"), int(m[2])
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the signature wsgiref calls
+        pass  # a scrape every 15 s is not worth a log line
+
+
+class _Server(WSGIServer):
+    """A WSGI server on an IPv4 or IPv6 address, as --listen names it."""
+
+    def __init__(self, address, handler, bind_and_activate=True):
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, handler, bind_and_activate)
+
+
+@click.command(short_help="Serve (or print) the Prometheus metrics.")
+@click.option("--listen", default="127.0.0.1:9187", show_default=True, help="HOST:PORT to serve /metrics on.")
+@click.option("--once", is_flag=True, help="Print the metrics once on stdout and exit.")
+@click.option("--schedule-table", default=None, help="The schedule table whose lag to report (default pq_schedules).")
+@common_options
+def metrics(listen: str, once: bool, schedule_table: str | None) -> None:
+    """Serve the metrics of the queue (tasks by status, oldest waiting age, started/finished/
+    retried counters, wait and run histograms, workers, paused queues, schedule lag, workflow runs)
+    in Prometheus's text format until SIGTERM or Ctrl-C."""
+    from . import metrics as metrics_mod
+
+    host, port = parse_listen(listen)
+    options = {"schedule_table": schedule_table}
+    with open_queue(settings()) as q:
+        if once:
+            click.echo(metrics_mod.exposition(q, options).decode(), nl=False)
+            return
+        app = metrics_mod.wsgi_app(q, options)
+        try:
+            server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+        except OSError as exc:
+            raise CLIError(f"cannot listen on {listen}: {exc.strerror or exc}", 1) from None
+
+        stop = {Intent.STOP: server.shutdown, Intent.STOP_NOW: server.shutdown}
+        signals = Signals({signal.SIGTERM: Intent.STOP, signal.SIGINT: Intent.STOP}, stop).act_in_thread()
+        click.echo(f"serving metrics on http://{listen}/metrics", err=True)
+        try:
+            server.serve_forever(poll_interval=0.5)
+        finally:
+            signals.close()
+            server.server_close()
+
+
+COMMANDS = (metrics,)
