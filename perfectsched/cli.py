@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from queue_core.cli_queues import QUEUE
+from queue_core.cli_tags import TAG
 from queue_core.clikit.exits import EXIT_CODES_HELP, CLIError
 from queue_core.clikit.group import PQGroup, main_wrapper
 from queue_core.clikit.options import CLIState, common_options
@@ -192,6 +193,7 @@ def init(force: bool) -> None:
 )
 @click.option("--offset", metavar="DURATION", help="An interval's offset from the epoch (@every:1h --offset 15m).")
 @click.option("-q", "--queue", "queue_name", type=QUEUE, default="default", show_default=True, help="Its tasks' queue.")
+@click.option("--tag", "tags", multiple=True, type=TAG, help="A tag its tasks carry (repeat for more).")
 @sched_options
 def add(
     key: str,
@@ -206,6 +208,7 @@ def add(
     dst: str,
     offset: str | None,
     queue_name: str,
+    tags: tuple[str, ...],
 ) -> None:
     """Add a schedule firing TYPE tasks at CRON (5 fields, e.g. '0 * * * *', or an interval,
     '@every:15m', aligned to the epoch plus --offset).
@@ -234,6 +237,7 @@ def add(
             catchup=catchup,
             dst=dst,
             queue=queue_name,
+            tags=tags,
         )
         click.echo(_summary(s.metadata()))
 
@@ -290,6 +294,8 @@ def _show_value(name: str, value: Any, zone: str) -> str:
         return f"{_time(value, zone)} ({value})"
     if name == "data":
         return _data_text(value)
+    if name == "tags":
+        return printable(",".join(value)) or "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     return printable(str(value)).replace("\n", "\\n").replace("\r", "\\r")
@@ -331,6 +337,8 @@ def delete(key: str) -> None:
 @click.option("--catchup", type=CATCHUP_CHOICE, help="New catch-up policy.")
 @click.option("--dst", type=DST_CHOICE, help="New daylight-saving policy.")
 @click.option("-q", "--queue", "queue_name", type=QUEUE, help="New queue of its tasks.")
+@click.option("--tag", "tags", multiple=True, type=TAG, help="New tags of its tasks (repeat; replaces them all).")
+@click.option("--no-tags", is_flag=True, help="Its tasks carry no tags any more.")
 @sched_options
 def modify(
     key: str,
@@ -342,6 +350,8 @@ def modify(
     catchup: str | None,
     dst: str | None,
     queue_name: str | None,
+    tags: tuple[str, ...],
+    no_tags: bool,
 ) -> None:
     """Change a schedule. A new cron, timezone, delay or dst recomputes next_time from now.
 
@@ -351,10 +361,13 @@ def modify(
     Prints the key and the (new) next_time/next_run_time.
     """
     check_name(key, "schedule key")  # before it reaches the database driver
-    if all(v is None for v in (cron_expr, sched_type, data, delay, tz, catchup, dst, queue_name)):
+    if tags and no_tags:
+        raise click.UsageError("--tag and --no-tags contradict each other")
+    new_tags = () if no_tags else tags or None
+    if all(v is None for v in (cron_expr, sched_type, data, delay, tz, catchup, dst, queue_name, new_tags)):
         raise click.UsageError(
             "nothing to change: give at least one of --cron, --type, --data, --delay, --timezone, --catchup, --dst, "
-            "--queue"
+            "--queue, --tag, --no-tags"
         )
     payload = parse_json_object(data, "--data") if data is not None else None
     if cron_expr is not None:
@@ -371,6 +384,7 @@ def modify(
             catchup=catchup,
             dst=dst,
             queue=queue_name,
+            tags=new_tags,
         )
     click.echo(_summary(meta))
 

@@ -12,6 +12,7 @@ schedule's, never the database's."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from queue_core import errors as qe
 from queue_core import strict_json
 from queue_core.store import rowcheck
-from queue_core.validate import check_name, check_queue, check_time, encode_data
+from queue_core.validate import check_name, check_queue, check_tags, check_time, encode_data
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
@@ -83,6 +84,7 @@ class Checked:
     next_time: int
     next_run_time: float
     queue: str = "default"
+    tags: tuple[str, ...] = ()
 
 
 def _data(text: Any, limit: int) -> dict:
@@ -104,6 +106,17 @@ def _column(name: str, check: Callable[[Any], Any], value: Any) -> Any:
         raise
     except CANNOT_COMPUTE as exc:
         raise ValidationError(f"column {name}: {reason(exc)}") from None
+
+
+def _tags(text: Any) -> tuple[str, ...]:
+    """A schedule's tags as stored (JSON list text, or NULL: none)."""
+    return () if text is None else check_tags(strict_json.loads(text), "column tags")
+
+
+def tags_text(tags: Any) -> str | None:
+    """Tags as a schedule stores them: a sorted JSON list, or None for none."""
+    checked = check_tags(tags)
+    return json.dumps(list(checked)) if checked else None
 
 
 def _whole_time(value: Any) -> int:
@@ -128,6 +141,7 @@ def check(row: Mapping, max_data_size: int) -> Checked:
         next_time=next_time,
         next_run_time=_column("next_run_time", lambda v: check_time(v, "next_run_time"), row["next_run_time"]),
         queue=_column("queue", check_queue, row["queue"]),
+        tags=_column("tags", _tags, row.get("tags")),
     )
     found = rowcheck.problem(row, rowcheck.SCHEDULE_COLUMNS)
     if found is not None:
@@ -189,7 +203,10 @@ def tick_plan(row: Mapping, now: float, *, grace: float, max_data_size: int, new
         todo, after = catchup_mod.plan(r.spec, r.next_time, now, grace=grace)
         delay = r.spec["delay"]
         runs = [(o, r.next_run_time if o == r.next_time else o + delay) for o in todo]
-        tasks = [new_task(key=f"{r.key}.{o}", type=r.type, data=r.data, run_at=at, queue=r.queue) for o, at in runs]
+        tasks = [
+            new_task(key=f"{r.key}.{o}", type=r.type, data=r.data, run_at=at, queue=r.queue, tags=r.tags)
+            for o, at in runs
+        ]
         return Fire(_advance(r, after), tasks)
     except CANNOT_COMPUTE as exc:
         return SetAside(row["key"], row["next_time"], reason(exc))

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -59,8 +60,9 @@ class ScheduleMetadata:
     catchup: str
     dst: str
     timeout: float = 0.0
-    #: the queue its occurrences' tasks are submitted to
+    #: the queue its occurrences' tasks are submitted to, and the tags they carry
     queue_name: str = "default"
+    tags: tuple[str, ...] = ()
     leased: bool = False
     #: ``active``, or ``set_aside``: it cannot be computed and never fires until modified or resumed
     status: str = "active"
@@ -90,6 +92,15 @@ def _shown_data(text: str) -> dict:
         return {"value": text}
 
 
+def _shown_tags(text: str | None) -> tuple[str, ...]:
+    """The tags as stored; text that is not a list of text (a row edited by hand) as it is."""
+    try:
+        tags = [] if text is None else json.loads(text)
+    except (ValueError, RecursionError):
+        return (str(text),)
+    return tuple(str(t) for t in tags) if isinstance(tags, list) else (str(text),)
+
+
 def _meta(row: Mapping, problem: str | None) -> ScheduleMetadata:
     return ScheduleMetadata(
         key=row["key"],
@@ -108,6 +119,7 @@ def _meta(row: Mapping, problem: str | None) -> ScheduleMetadata:
         error=row["error"],
         problem=problem,
         queue_name=row["queue"],
+        tags=_shown_tags(row.get("tags")),
     )
 
 
@@ -323,9 +335,10 @@ class Scheduler:
         dst: str = "vixie",
         now: float | None = None,
         queue: str = "default",
+        tags: Iterable[str] = (),
     ) -> Schedule:
-        """Add a schedule submitting a ``type`` task to ``queue`` at each occurrence of ``cron``
-        (five fields, or an interval ``@every:15m+5m``)."""
+        """Add a schedule submitting a ``type`` task to ``queue`` (carrying ``tags``) at each
+        occurrence of ``cron`` (five fields, or an interval ``@every:15m+5m``)."""
         now = self.now(now)
         rows_mod.check_key(key)
         check_name(type, "schedule type")
@@ -346,6 +359,7 @@ class Scheduler:
             catchup=catchup,
             dst=dst,
             queue=queue,
+            tags=rows_mod.tags_text(tags),
         )
         if not self.db.run(lambda c: self.store.add(c, new, now), what="add schedule"):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
@@ -364,6 +378,7 @@ class Scheduler:
         dst: str | None = None,
         now: float | None = None,
         queue: str | None = None,
+        tags: Iterable[str] | None = None,
     ) -> ScheduleMetadata:
         """Change a schedule; a new cron, timezone, delay or dst policy recomputes next_time from
         now, and so does any change of a set-aside schedule (which brings it back). A change that
@@ -376,7 +391,8 @@ class Scheduler:
             check_queue(queue)
         data_text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
         spec = {"cron": cron, "timezone": timezone, "delay": delay, "catchup": catchup, "dst": dst}
-        other = {"type": type, "data": data_text, "queue": queue}
+        tags_text = None if tags is None else rows_mod.tags_text(tags) or "[]"
+        other = {"type": type, "data": data_text, "queue": queue, "tags": tags_text}
 
         def work(conn):
             row = self.store.lock(conn, key)

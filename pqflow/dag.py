@@ -31,7 +31,7 @@ import networkx as nx
 from pqflow.errors import UnknownWorkflowError, WorkflowDefinitionError
 from pqflow.runs import Run, start_run
 from queue_core.errors import ValidationError
-from queue_core.validate import check_queue
+from queue_core.validate import check_queue, check_tags
 
 __all__ = [
     "DEFAULT_TRIGGER",
@@ -87,6 +87,13 @@ def _check_queue(queue: object) -> str:
         raise WorkflowDefinitionError(str(exc)) from None
 
 
+def _check_tags(tags: object) -> tuple[str, ...]:
+    try:
+        return check_tags(tags)
+    except ValidationError as exc:
+        raise WorkflowDefinitionError(str(exc)) from None
+
+
 def _check_trigger(trigger: object) -> str:
     if trigger not in TRIGGERS:
         raise WorkflowDefinitionError(f"unknown trigger {trigger!r}; valid triggers: {', '.join(TRIGGERS)}")
@@ -138,6 +145,8 @@ class StepDef:
     allow_failed_items: bool = False
     #: the queue its tasks go to (None: its workflow's)
     queue: str | None = None
+    #: tags its tasks carry besides its workflow's
+    tags: tuple[str, ...] = ()
 
     @property
     def effective_retries(self) -> int:
@@ -154,6 +163,11 @@ class StepDef:
         """The queue of this step's tasks, falling back to the workflow's."""
         return self.workflow.queue if self.queue is None else self.queue
 
+    @property
+    def effective_tags(self) -> tuple[str, ...]:
+        """The tags of this step's tasks: its workflow's and its own."""
+        return _check_tags((*self.workflow.tags, *self.tags))
+
 
 class Workflow:
     """A named DAG of steps. The name is global: see :func:`get_workflow`."""
@@ -167,6 +181,7 @@ class Workflow:
         retention: float = 7 * 86400,
         priority: int = 0,
         queue: str = "default",
+        tags: Any = (),
     ) -> None:
         self._name = _check_name("workflow", name)
         self._retries = _check_retries("retries", retries)
@@ -176,6 +191,7 @@ class Workflow:
             raise WorkflowDefinitionError(f"priority must be an integer, not {priority!r}")
         self._priority = priority
         self._queue = _check_queue(queue)
+        self._tags = _check_tags(tags)
         self._steps: dict[str, StepDef] = {}
         self._version = 0
         self._validated_version = -1
@@ -219,6 +235,11 @@ class Workflow:
         return self._queue
 
     @property
+    def tags(self) -> tuple[str, ...]:
+        """The tags of its run row and of every step's tasks."""
+        return self._tags
+
+    @property
     def priority(self) -> int:
         return self._priority
 
@@ -246,6 +267,7 @@ class Workflow:
         max_parallel: int | None = None,
         allow_failed_items: bool = False,
         queue: str | None = None,
+        tags: Any = (),
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator declaring a step; returns the function unchanged.
 
@@ -269,6 +291,7 @@ class Workflow:
             _check_name("step", name)
         if queue is not None:
             _check_queue(queue)
+        step_tags = _check_tags(tags)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             if not callable(fn):
@@ -300,6 +323,7 @@ class Workflow:
                 max_parallel=max_parallel,
                 allow_failed_items=allow_failed_items,
                 queue=queue,
+                tags=step_tags,
             )
             fn.__pqflow_step__ = sd  # type: ignore[attr-defined]
             self._steps[step_name] = sd
@@ -472,6 +496,7 @@ class Workflow:
             "retention": self._retention,
             "priority": self._priority,
             "queue": self._queue,
+            **({"tags": list(self._tags)} if self._tags else {}),
             "steps": {
                 sd.name: {
                     "after": list(sd.after),
@@ -480,6 +505,7 @@ class Workflow:
                     "retry_wait": sd.effective_retry_wait,
                     "inputs": list(sd.inputs),
                     "queue": sd.effective_queue,
+                    **({"tags": list(sd.effective_tags)} if sd.effective_tags else {}),
                     **(
                         {"map": sd.map, "max_parallel": sd.max_parallel, "allow_failed_items": sd.allow_failed_items}
                         if sd.map

@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import strict_json
-from ..errors import CorruptRowError
+from ..errors import CorruptRowError, ValidationError
 from ..row_states import FINISHED, LIVE, PENDING
-from ..validate import INT32_MAX, MAX_TIME, QUEUE_NAME
+from ..validate import INT32_MAX, MAX_TIME, QUEUE_NAME, check_tags
 from .schema import (
     FOREVER,
     MAX_KEY_LENGTH,
@@ -92,6 +92,19 @@ def json_object(value: Any) -> str | None:
     if wrong is None and not isinstance(decoded, dict):
         return f"{_shown(value)}, not a JSON object"
     return wrong
+
+
+def tag_list(value: Any) -> str | None:
+    """A JSON list of tags, each valid, sorted, once (a schedule's tags)."""
+    decoded, wrong = _json(value)
+    if wrong is not None:
+        return wrong
+    try:
+        if not isinstance(decoded, list) or list(check_tags(decoded)) != decoded:
+            return f"{_shown(value)}, not a sorted JSON list of tags"
+    except ValidationError as exc:
+        return f"{_shown(value)}: {exc}"
+    return None
 
 
 def integer(low: int, high: int) -> Check:
@@ -194,6 +207,7 @@ SCHEDULE_COLUMNS: dict[str, Check] = {
     "updated_at": epoch(),
     "error": optional(text),  # why it was set aside (schema version 2)
     "queue": queue_name,
+    "tags": optional(tag_list),  # schema version 4
 }
 
 

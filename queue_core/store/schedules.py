@@ -37,6 +37,7 @@ class NewSchedule:
     catchup: str
     dst: str
     queue: str = DEFAULT_QUEUE
+    tags: str | None = None  # JSON list of tags (None: none)
 
 
 class ScheduleStore(VersionedTables):
@@ -97,9 +98,11 @@ class ScheduleStore(VersionedTables):
         data: str | None = None,
         catchup: str | None = None,
         queue: str | None = None,
+        tags: str | None = None,
     ) -> bool:
-        """New type, data (JSON text), catch-up policy or queue (None: unchanged); times and lease stay."""
-        given = {"type": type, "data": data, "catchup": catchup, "queue": queue}
+        """New type, data (JSON text), catch-up policy, queue or tags (JSON text) (None:
+        unchanged); times and lease stay."""
+        given = {"type": type, "data": data, "catchup": catchup, "queue": queue, "tags": tags}
         return self._write(
             conn, key, "configure", {k: v for k, v in given.items() if v is not None} | {"updated_at": now}
         )
@@ -119,10 +122,11 @@ class ScheduleStore(VersionedTables):
         data: str | None = None,
         catchup: str | None = None,
         queue: str | None = None,
+        tags: str | None = None,
     ) -> bool:
         """New times: due at ``next_time + delay``, any lease dropped (its holder is fenced out),
         a set-aside schedule brought back (its error cleared)."""
-        given = {"type": type, "data": data, "catchup": catchup, "queue": queue}
+        given = {"type": type, "data": data, "catchup": catchup, "queue": queue, "tags": tags}
         return self._write(
             conn,
             key,

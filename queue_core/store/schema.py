@@ -45,7 +45,7 @@ OUTCOMES = ("success", "failure", "cancelled", "skipped")
 #: the purge time of a finished row that must not be purged yet (a row of an unfinished
 #: workflow run); the one constant for "never", also the due time of rows never due by time
 FOREVER = 1e15
-SCHEDULE_SCHEMA_VERSION = 3
+SCHEDULE_SCHEMA_VERSION = 4
 #: values of a schedule's catchup and dst columns, and its largest delay (perfectsched's own
 #: constants: tests/unit/test_rowcheck.py keeps them equal)
 SCHEDULE_CATCHUP = ("all", "latest", "skip")
@@ -199,7 +199,7 @@ ADDED_COLUMNS: dict[int, tuple[str, ...]] = {
 #: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
 DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
 #: the same for the schedule table
-SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",), 3: ("queue",)}
+SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",), 3: ("queue",), 4: ("tags",)}
 
 
 def meta_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
@@ -395,6 +395,8 @@ def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("error", sa.Text(), nullable=True),
         # the queue its occurrences' tasks are submitted to
         sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False, server_default=DEFAULT_QUEUE),
+        # the tags its occurrences' tasks carry: a JSON list of tags (NULL: none)
+        sa.Column("tags", sa.Text(), nullable=True),
         mysql_charset=MYSQL_CHARSET,
     )
     sa.Index(f"ix_{name}_due", t.c.timeout)

@@ -240,15 +240,15 @@ def test_init_upgrades_a_version_1_schedule_table(sched):
 
     sched.add("old", "t", cron="0 * * * *", data={"a": 1}, now=T0 - 1)
     store = sched.store
-    downgrade(store, ["error", "queue"], 1)
+    downgrade(store, ["error", "queue", "tags"], 1)
     assert store.schema_version() == 1
     with pytest.raises(queue_core.SchemaError, match="run 'init' to upgrade it"):  # perfectsched run's probe
         sched.check_tables()
     sched.init()
     sched.check_tables()
-    assert store.schema_version() == 3
+    assert store.schema_version() == 4
     m = sched["old"].metadata()
-    assert m.queue_name == "default"
+    assert m.queue_name == "default" and m.tags == ()
     assert (m.data, m.status, m.error, m.next_time) == ({"a": 1}, "active", None, T0)
     edit(sched, "old", timezone="Mars/Olympus_Mons")
     assert sched.tick(now=T0) == 0 and sched["old"].metadata().status == "set_aside"
