@@ -18,6 +18,8 @@ def samples(queue: Any, now: float, options: dict) -> Iterator[Sample]:
     ``pq_schedules``) in ``queue``'s database; none when it does not exist."""
     table = options.get("schedule_table") or EXTRA_KEYS["schedule_table"][0]
     for key, due, error in due_times(queue.db, table):
+        if isinstance(due, bool) or not isinstance(due, int | float):
+            continue  # a row edited by hand (or not a schedule table's): its lag is unknown
         labels = {"schedule": str(key)}
         late = max(0.0, now - due) if error is None else 0.0
         yield Sample("schedule_lag_seconds", "How late the next occurrence of a schedule is", labels, late)

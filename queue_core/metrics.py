@@ -126,8 +126,9 @@ class QueueCollector:
         for add in self.added:
             try:
                 samples = list(add(self.queue, now, self.options))
-            except TaskError as exc:  # a table of theirs missing or unreadable: their metrics left out
-                log.warning("metrics of %s left out: %s", getattr(add, "__module__", add), exc)
+            except Exception as exc:  # noqa: BLE001 - a broken or unreadable addition: only its metrics left out
+                text = str(exc) if isinstance(exc, TaskError) else f"{type(exc).__name__}: {exc}"
+                log.warning("metrics of %s left out: %s", getattr(add, "__module__", add), text)
                 continue
             for s in samples:
                 family = families.get(s.name)

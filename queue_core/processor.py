@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from . import policy
+from . import policy, tracing
 from .app import served_types
 from .chores import Chore
 from .config import DEFAULTS
@@ -272,12 +272,14 @@ class Processor:
             self.monitor.drop(task)
             return self._settle(task, None, 0.0, started=False)
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
-        started = time.monotonic()
-        error = run_handler(self.target, task, self.monitor)  # KeyboardInterrupt included: the task's error
-        elapsed = time.monotonic() - started
-        avg = self._avg_task_time
-        self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
-        self._settle(task, error, elapsed)
+        with tracing.attempt_span(task) as span:
+            started = time.monotonic()
+            error = run_handler(self.target, task, self.monitor)  # KeyboardInterrupt included: the task's error
+            elapsed = time.monotonic() - started
+            avg = self._avg_task_time
+            self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
+            self._settle(task, error, elapsed)
+            tracing.ended(span, task, error)
 
     def _settle(self, task, error, elapsed, started: bool = True) -> None:
         try:

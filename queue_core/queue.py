@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from . import config as config_mod
 from . import deferred as deferred_mod
-from . import policy
+from . import policy, tracing
 from .bulk import QueueBulk
 from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
@@ -195,6 +195,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics):
             group=group,
             queue=queue,
             tags=tags,
+            trace=tracing.context_text(),
         )
 
     def submit(
@@ -473,11 +474,10 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics):
             )
 
     def cleanup(self, *, now: float | None = None) -> int:
-        """Purge the finished tasks whose retention ended (with their tags and history: their
-        events are rolled up into the statistics first), the registry rows of workers silent past
+        """Purge the finished tasks whose retention ended (with their tags and history: events
+        not counted yet are counted first), the registry rows of workers silent past
         ``registry_timeout`` and the statistics past their retention; how many tasks were purged."""
         now = self.now(now)
-        self.roll_up_stats(now=now)
         purged = self.store.cleanup(now)
         self.store.sweep_workers(now - self.config["registry_timeout"])
         self.prune_stats(now=now)

@@ -3,9 +3,8 @@
 ``stats_interval`` and before each purge), the pruning of old buckets, and reads of them.
 
 A read is answered from minute buckets while they are kept (:data:`statistics.MINUTE_KEEP`),
-else from hour buckets; the all-time buckets feed the metrics' counters. Counting lags behind
-the events by the roll-up's horizon (``event_gap_timeout``, at most the retention of finished
-tasks: a task's events must be counted before it is purged with them).
+else from hour buckets; the all-time buckets feed the metrics' counters. An event is counted by
+the first roll-up after it commits, or by the delete that removes it (``store/stats.py``).
 """
 
 from __future__ import annotations
@@ -28,17 +27,10 @@ class QueueStatistics:
     config: dict
     now: Callable[..., float]
 
-    def stats_horizon(self) -> float:
-        """How old an event must be before the roll-up counts it: ``event_gap_timeout`` (an
-        id passed over may commit until then), but never more than a finished task is kept."""
-        c = self.config
-        kept = [c["retention_time"], *([] if c["failure_retention"] is None else [c["failure_retention"]])]
-        return min(c["event_gap_timeout"], *kept)
-
     def roll_up_stats(self, *, now: float | None = None) -> int:
-        """Count the events old enough (:meth:`stats_horizon`) that are not counted yet; how
-        many (0 while another process rolls up)."""
-        return self.store.roll_up(self.now(now) - self.stats_horizon())
+        """Count the events not counted yet (ids passed over before included, until
+        ``event_gap_timeout``); how many (0 while another process rolls up)."""
+        return self.store.roll_up(self.now(now), self.config["event_gap_timeout"])
 
     def prune_stats(self, *, now: float | None = None) -> int:
         """Delete minute buckets older than two days and hour buckets older than

@@ -8,10 +8,8 @@ wait (due -> start, from ``claimed`` events) and the run (start -> end, from ``f
 (:data:`BOUNDS`) and a sum, so that buckets add up exactly (a minute's into an hour's, many
 into a read's) and percentiles are interpolated inside the bucket they fall in.
 
-The roll-up (``store/stats.py``) reads the events in id order and adds only those older than a
-horizon (:func:`rollable`): an event whose id is passed over may still commit, and a reader that
-stops at the first event newer than ``event_gap_timeout`` misses only a transaction open longer
-than that (as the event stream does).
+The roll-up (``store/stats.py``) reads the events in id order; the ids it passes over
+(:func:`passed_over`) may still commit, and are looked for again until ``event_gap_timeout``.
 """
 
 from __future__ import annotations
@@ -35,6 +33,8 @@ SPANS = (MINUTE, HOUR, ALL_TIME)
 COUNTS = ("started", "succeeded", "failed", "cancelled", "retried")
 #: how long minute buckets are kept (older reads are answered from hour buckets)
 MINUTE_KEEP = 2 * 86400.0
+#: the largest count a bucket holds (a count beyond it was edited by hand: the row is refused)
+MAX_COUNT = 2**62
 _ENDED = frozenset({"finished", "gave_up", "force_finished", "cancelled", "set_aside"})
 _BY_OUTCOME = {"success": "succeeded", "failure": "failed", "cancelled": "cancelled"}
 _RAN = frozenset({"finished", "retried", "gave_up"})
@@ -161,13 +161,14 @@ def bucket_start(span: int, at: float) -> float:
     return 0.0 if span == ALL_TIME else math.floor(at / span) * float(span)
 
 
-def rollable(events: Sequence[Mapping], before: float) -> Sequence[Mapping]:
-    """The first ``events`` (in id order) up to the first one at or after ``before``: later
-    ones wait, for an id passed over may still commit with an earlier time."""
-    for i, e in enumerate(events):
-        if e["at"] >= before:
-            return events[:i]
-    return events
+def passed_over(after: int, ids: Sequence[int]) -> list[int]:
+    """The ids a read of the events after ``after`` that found ``ids`` (ascending) skipped."""
+    out: list[int] = []
+    last = after
+    for i in ids:
+        out.extend(range(last + 1, i))
+        last = i
+    return out
 
 
 def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
@@ -185,7 +186,7 @@ def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
 
 def read_span(since: float, now: float) -> int:
     """The span a read from ``since`` is answered from: minutes while they are kept, else hours."""
-    return MINUTE if now - since <= MINUTE_KEEP else HOUR
+    return MINUTE if now - since <= MINUTE_KEEP - MINUTE else HOUR  # (the bucket of ``since`` still kept)
 
 
 @dataclass(frozen=True)

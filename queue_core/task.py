@@ -222,6 +222,10 @@ class AcquiredTask:
         self.queue_name: str = row["queue"]
         #: JSON bookkeeping of the workflow run this row belongs to (None for plain tasks)
         self.workflow: str | None = row.get("workflow")
+        #: the submitter's trace context (``tracing.py``), None without one
+        self.trace: str | None = row.get("trace")
+        #: when this process leased it
+        self.claimed_at = now
         self.status = "running"
         self.outcome: str | None = None
         self.finished_at: float | None = None

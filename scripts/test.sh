@@ -30,4 +30,16 @@ if ! . scripts/start-databases.sh; then
   if [ -n "${CI:-}" ]; then echo "databases could not be started (CI): failing" >&2; exit 1; fi
   echo "databases could not be started: their tests will be skipped" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+# The whole suite in two phases. First the suites that run in the test process (every test has
+# tables and files of its own): in parallel, a file's tests in one pytest-xdist worker. Then the
+# suites of real worker, scheduler and server processes, faults and timings, one test at a time
+# (their leases and deadlines are measured in seconds: they get the machine to themselves).
+parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py)
+serial=(tests/acceptance tests/reliability tests/test_benchmarks_quick.py)
+first=0
+.venv/bin/python -m pytest -n "${PQ_TEST_WORKERS:-3}" --dist loadfile "${parallel[@]}" || first=$?
+.venv/bin/python -m pytest "${serial[@]}" || exit $?
+exit "$first"

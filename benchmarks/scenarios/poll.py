@@ -8,7 +8,10 @@ one by one (median):
 * a **claiming poll** — ``q.poll()`` that returns one of those due tasks;
 * an **empty poll** — ``q.poll()`` once none is due, returning None (what an idle worker does).
 
-The ratio loaded / empty is taken within the run.
+The ratio loaded / empty is taken within the run. Section ``insight`` (issue 15) times, on the
+same two tables, a scrape of the Prometheus metrics (``queue_core.metrics.exposition``: what
+``perfectqueue metrics`` serves) and a read of the last hour's statistics (median of
+``poll_count // 10``), after a roll-up.
 """
 
 from __future__ import annotations
@@ -72,9 +75,20 @@ def timed_polls(q, n: int, kind: str, **poll) -> tuple[float, float]:
     return statistics.median(timed_calls(claim, n)) * 1000, statistics.median(timed_calls(idle, n)) * 1000
 
 
+def timed_insight(q, n: int) -> tuple[float, float]:
+    """Median ms of a metrics scrape and of a read of the last hour's statistics (``n`` each)."""
+    from queue_core import metrics
+
+    q.roll_up_stats()
+    scrape = statistics.median(timed_calls(lambda: metrics.exposition(q), n)) * 1000
+    read = statistics.median(timed_calls(lambda: q.statistics(roll_up=False), n)) * 1000
+    return scrape, read
+
+
 class PollCost(Scenario):
     name = "poll"
     title = "5. Poll cost at scale"
+    also = {"insight": "14. Metrics scrape and statistics read at scale"}
 
     def setup(self, ctx: Context) -> None:
         self.tables = {"empty": ctx.table("poll_empty"), "loaded": ctx.table("poll_loaded")}
@@ -91,3 +105,8 @@ class PollCost(Scenario):
             out.metric("poll", f"{what}_loaded_ms", medians[what, "loaded"], f"{label}, loaded table", "ms")
             out.metric("poll", f"{what}_ratio", medians[what, "loaded"] / medians[what, "empty"],
                        f"{label}: loaded / empty", "x")
+        for kind, table in self.tables.items():
+            with queue_core.open(ctx.url("poll"), table) as q:
+                scrape, stats = timed_insight(q, max(5, ctx.sizes.poll_count // 10))
+            out.metric("insight", f"scrape_{kind}_ms", scrape, f"metrics scrape, {kind} table", "ms")
+            out.metric("insight", f"stats_{kind}_ms", stats, f"statistics of the last hour, {kind} table", "ms")

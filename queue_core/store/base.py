@@ -98,9 +98,11 @@ class VersionedTables:
             self.check_tables(conn, (self.meta,))  # the main table again: it may have appeared since
             if drop:
                 self.metadata.drop_all(conn, checkfirst=True)
-            self.metadata.create_all(conn, checkfirst=True)
+            existing = set(sa.inspect(conn).get_table_names())  # one look, not one per table and index
+            tables = self.metadata.sorted_tables
+            self.metadata.create_all(conn, tables=[t for t in tables if t.name not in existing], checkfirst=False)
             self._write_meta(conn)  # upgrades first: new indexes may need its columns
-            self._add_missing_indexes(conn)
+            self._add_missing_indexes(conn, [t for t in tables if t.name in existing])
 
         try:
             self.db.run(lambda c: create(c, force), what=f"init {self.name}")
@@ -112,12 +114,15 @@ class VersionedTables:
             # Two processes racing on CREATE TABLE: the loser sees "already exists"; look again.
             self.db.run(lambda c: create(c, False), what=f"init {self.name}")
 
-    def _add_missing_indexes(self, conn) -> None:
-        """Indexes a later release added to tables created before it (create_all skips a
-        table that exists, with its indexes)."""
-        for table in self.metadata.sorted_tables:
+    def _add_missing_indexes(self, conn, tables: list[sa.Table]) -> None:
+        """Indexes a later release added to ``tables``, made by an earlier one (create_all made
+        the others with all their indexes)."""
+        inspector = sa.inspect(conn)
+        for table in tables:
+            have = {ix["name"] for ix in inspector.get_indexes(table.name)}
             for index in table.indexes:
-                index.create(conn, checkfirst=True)
+                if index.name not in have:
+                    index.create(conn)
 
     def missing_indexes(self, conn) -> set[str]:
         """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""

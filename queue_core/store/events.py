@@ -15,7 +15,7 @@ task (purge, key reuse, a run's cleared group).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -89,6 +89,7 @@ class TaskEvents:
     events_t: sa.Table
     db: Database
     channel: str | None
+    count_before_delete: Callable[[Any, Any], None]  # TaskStatistics
 
     def record(self, conn, events: Sequence[dict]) -> None:
         """Append ``events`` (dicts of every column of :data:`COLUMNS`); announce those of
@@ -137,13 +138,16 @@ class TaskEvents:
         for (task_id,) in conn.execute(long).all():
             kept = [r[0] for r in conn.execute(sa.select(e.c.id).where(e.c.task_id == task_id).order_by(e.c.id))]
             cut = kept[HISTORY_FIRST : len(kept) - HISTORY_LAST]
+            self.count_before_delete(conn, e.c.id.in_(cut))
             conn.execute(sa.delete(e).where(e.c.id.in_(cut)))
 
     def forget_events(self, conn, ids: Sequence[int]) -> None:
         """Delete the events of the tasks ``ids`` (deleted in the same transaction)."""
         ids = list(ids)
         for i in range(0, len(ids), 500):
-            conn.execute(sa.delete(self.events_t).where(self.events_t.c.task_id.in_(ids[i : i + 500])))
+            of_these = self.events_t.c.task_id.in_(ids[i : i + 500])
+            self.count_before_delete(conn, of_these)
+            conn.execute(sa.delete(self.events_t).where(of_these))
 
     def events_of(self, conn, task_id: int) -> list[dict]:
         """The events of task ``task_id``, oldest first."""

@@ -165,6 +165,8 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False, server_default=DEFAULT_QUEUE),
         # 1: an operator tracks the task (listed by list --tracked; its changes are followed)
         sa.Column("tracked", sa.SmallInteger(), nullable=False, server_default="0"),
+        # the submitter's trace context (W3C headers as JSON: OpenTelemetry), NULL without one
+        sa.Column("trace", sa.String(1024), nullable=True),
         sa.UniqueConstraint("key", name=f"uq_{name}_key"),
         mysql_charset=MYSQL_CHARSET,
         # SQLite: never a purged row's id for a new row (the wake-up probe watches the highest id)
@@ -195,6 +197,7 @@ ADDED_COLUMNS: dict[int, tuple[str, ...]] = {
     2: ("result", "workflow", "definition"),
     3: ("queue",),
     4: ("tracked",),
+    6: ("trace",),
 }
 #: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
 DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
@@ -367,6 +370,18 @@ def stats_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         sa.Column("wait_sum", sa.Double(), nullable=False),
         sa.Column("run_counts", sa.Text(), nullable=False),
         sa.Column("run_sum", sa.Double(), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
+
+
+def stats_gap_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The event ids the statistics roll-up passed over (``<table>_stats_gaps``): not committed
+    when it read past them, counted when they appear, forgotten after ``event_gap_timeout``."""
+    return sa.Table(
+        f"{task_table_name}_stats_gaps",
+        metadata,
+        sa.Column("id", _id_type(), primary_key=True, autoincrement=False),
+        sa.Column("missed_at", sa.Double(), nullable=False),
         mysql_charset=MYSQL_CHARSET,
     )
 

@@ -1,18 +1,27 @@
 """Statistics of tasks (store layer): the roll-up of the events into ``<table>_stats`` and the
 reads of its buckets. A mixin of :class:`~queue_core.store.tasks.TaskStore`.
 
-The roll-up is the one writer of the statistics: it reads the events after its position (the
-``stats_after`` row of ``<table>_meta``, locked for the transaction, so that rollers in many
-processes take turns and a roller that finds it locked leaves the work to the one holding it),
-adds those older than a horizon to their buckets, and moves its position past them, all in one
-transaction: a batch is counted once, also when a COMMIT's acknowledgement is lost and the
-transaction runs again (it then finds the position moved). Nothing is written on the path of a
-claim or a finish: the events are already there.
+Each event is counted exactly once, by whichever comes first:
+
+* the roll-up: it reads the events after its position (the ``stats_after`` row of
+  ``<table>_meta``) and those it passed over before (``<table>_stats_gaps``: ids handed out to
+  transactions that had not committed yet, read again at every roll-up until they appear or
+  ``event_gap_timeout`` has passed), counts them, and moves its position, all in one transaction
+  holding the position's lock (rollers in many processes take turns; one that finds it locked
+  leaves the work to the holder; a COMMIT whose acknowledgement was lost runs again and finds
+  the position moved);
+* a delete of events (a purge, a key taken again, a history trimmed, a run started again): it
+  counts those of its events that no roll-up has counted yet (after the position, or passed
+  over) in its own transaction, under the same lock (it waits for a roll-up under way), before
+  it deletes them.
+
+Nothing is written on the path of a claim or a finish: the events are already there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -25,43 +34,81 @@ from .database import Database
 #: the meta row holding the id of the last event rolled up
 POSITION = "stats_after"
 #: events rolled up per transaction
-BATCH = 5000
+BATCH = 2000
+#: the most passed-over ids the roll-up remembers (the oldest are forgotten first)
+MAX_GAPS = 10_000
 
 
 class TaskStatistics:
-    """Needs ``t``, ``events_t``, ``stats_t``, ``meta`` and ``db``."""
+    """Needs ``t``, ``events_t``, ``stats_t``, ``gaps_t``, ``meta`` and ``db``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
     events_t: sa.Table
     stats_t: sa.Table
+    gaps_t: sa.Table
     meta: sa.Table
     db: Database
 
-    def roll_up(self, before: float, batch: int = BATCH) -> int:
-        """Add the events older than ``before`` that no roll-up has added yet to their buckets;
-        how many were added (0 when another process is rolling up now)."""
+    def _event_columns(self) -> tuple:
+        e = self.events_t
+        return (e.c.id, e.c.kind, e.c.at, e.c.queue, e.c.type, e.c.outcome, e.c.waited, e.c.ran)
+
+    def roll_up(self, now: float, gap_timeout: float, batch: int = BATCH) -> int:
+        """Count the events no roll-up or delete has counted yet; how many (0 while another
+        process rolls up). An id passed over is looked for again until ``gap_timeout``."""
         total = 0
         while True:
-            n = self.db.run(lambda c: self._roll_batch(c, before, batch), what="roll up statistics")
+            n, more = self.db.run(lambda c: self._roll_batch(c, now, gap_timeout, batch), what="roll up statistics")
             total += n
-            if n < batch:
+            if not more:
                 return total
 
-    def _roll_batch(self, conn, before: float, batch: int) -> int:
-        m, e = self.meta, self.events_t
+    def _roll_batch(self, conn, now: float, gap_timeout: float, batch: int) -> tuple[int, bool]:
+        m, e, g = self.meta, self.events_t, self.gaps_t
         position = self.db.dialect.lock_candidates(sa.select(m.c.value).where(m.c.name == POSITION))
         after = conn.execute(position).scalar()
         if after is None:  # another roller holds it (or a table init never finished: nothing to add to)
-            return 0
-        cols = (e.c.id, e.c.kind, e.c.at, e.c.queue, e.c.type, e.c.outcome, e.c.waited, e.c.ran)
-        page = conn.execute(sa.select(*cols).where(e.c.id > int(after)).order_by(e.c.id).limit(batch)).all()
-        ready = statistics.rollable([r._mapping for r in page], before)
-        if not ready:
-            return 0
-        self._add(conn, statistics.tally_events(ready))
-        conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(ready[-1]["id"])))
-        return len(ready)
+            return 0, False
+        after = int(after)
+        gaps = dict(conn.execute(sa.select(g.c.id, g.c.missed_at)).all())
+        late = self._events_where(conn, e.c.id.in_(list(gaps))) if gaps else []
+        page = conn.execute(sa.select(*self._event_columns()).where(e.c.id > after).order_by(e.c.id).limit(batch))
+        new = [r._mapping for r in page]
+        self._add(conn, statistics.tally_events([*late, *new]))
+        found = {r["id"] for r in late}
+        passed = statistics.passed_over(after, [r["id"] for r in new])
+        self._move(conn, gaps, found, passed, now - gap_timeout, new[-1]["id"] if new else after, now)
+        return len(late) + len(new), len(new) == batch
+
+    def _events_where(self, conn, which) -> list:
+        return [r._mapping for r in conn.execute(sa.select(*self._event_columns()).where(which))]
+
+    def _move(self, conn, gaps: dict, found: set, passed: Sequence[int], forget_before: float, to: int, now: float):
+        """Forget the passed-over ids found or too old, remember the new ones (at most
+        MAX_GAPS, the newest), and move the position to ``to``."""
+        m, g = self.meta, self.gaps_t
+        keep = {i: at for i, at in gaps.items() if i not in found and at >= forget_before}
+        keep.update({i: now for i in passed})
+        keep = dict(sorted(keep.items())[-MAX_GAPS:])
+        gone = [i for i in gaps if i not in keep]
+        for i in range(0, len(gone), 500):
+            conn.execute(sa.delete(g).where(g.c.id.in_(gone[i : i + 500])))
+        added = [{"id": i, "missed_at": at} for i, at in keep.items() if i not in gaps]
+        if added:
+            conn.execute(sa.insert(g), added)
+        conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(to)))
+
+    def count_before_delete(self, conn, which: Any) -> None:
+        """Count the events ``which`` selects that no roll-up has counted yet (after its position,
+        or passed over by it), before the caller deletes them in this transaction: under the
+        position's lock, waiting for a roll-up under way, so that none counts them too."""
+        m, e, g = self.meta, self.events_t, self.gaps_t
+        after = conn.execute(self.db.dialect.lock_rows(sa.select(m.c.value).where(m.c.name == POSITION))).scalar()
+        if after is None:  # a table whose init did not finish: no statistics to keep
+            return
+        uncounted = sa.or_(e.c.id > int(after), e.c.id.in_(sa.select(g.c.id)))
+        self._add(conn, statistics.tally_events(self._events_where(conn, sa.and_(which, uncounted))))
 
     def _add(self, conn, tallies: dict[BucketKey, Tally]) -> None:
         """Add ``tallies`` to their rows (made when missing)."""
@@ -93,8 +140,12 @@ class TaskStatistics:
                 f"type {row['type']!r}) holds what pq never writes: {exc}; delete it"
             ) from None
         counts = {n: row[n] for n in statistics.COUNTS}
-        if not all(type(v) is int and v >= 0 for v in counts.values()):
-            raise CorruptRowError(f"a row of {self.stats_t.name} holds a count pq never writes: {counts}; delete it")
+        wrong = {n: v for n, v in counts.items() if type(v) is not int or not 0 <= v <= statistics.MAX_COUNT}
+        if wrong or wait.count > statistics.MAX_COUNT or run.count > statistics.MAX_COUNT:
+            raise CorruptRowError(
+                f"a row of {self.stats_t.name} (span {row['span']}, start {row['start']}, queue {row['queue']!r}, "
+                f"type {row['type']!r}) holds a count pq never writes: {wrong or 'a distribution'}; delete it"
+            )
         return Tally(**counts, wait=wait, run=run)
 
     def stats_rows(

@@ -33,6 +33,7 @@ class NewTask:
     definition: str | None = None  # a workflow run row's DAG snapshot (JSON)
     queue: str = DEFAULT_QUEUE
     tags: tuple[str, ...] = ()  # validated, sorted (``<table>_tags``: store/tags.py)
+    trace: str | None = None  # the submitter's trace context (tracing.py)
 
 
 class TaskSubmits:
@@ -69,6 +70,7 @@ class TaskSubmits:
             "workflow": task.workflow,
             "definition": task.definition,
             "queue": task.queue,
+            "trace": task.trace,
         }
 
     def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:

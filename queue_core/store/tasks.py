@@ -37,6 +37,7 @@ from .schema import (
     meta_table,
     queue_table,
     start_table,
+    stats_gap_table,
     stats_table,
     tag_table,
     task_table,
@@ -109,6 +110,7 @@ class TaskStore(
         self.events_t = event_table(metadata, table)
         self.workers_t = worker_table(metadata, table)
         self.stats_t = stats_table(metadata, table)
+        self.gaps_t = stats_gap_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")

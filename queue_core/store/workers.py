@@ -73,11 +73,21 @@ class WorkerRows:
         its COMMIT got the GIL back, stalling every worker's claims and lease heartbeats. Between
         the two statements the worker is briefly unlisted, which its next renewal repairs."""
         w = self.workers_t
+        row = _columns(worker, started_at, last_seen)
         self.db.run(
             lambda c: c.execute(sa.delete(w).where(w.c.owner == worker.owner)), what="register worker", autocommit=True
         )
-        insert = sa.insert(w).values(**_columns(worker, started_at, last_seen))
-        self.db.run(lambda c: c.execute(insert), what="register worker", autocommit=True)
+        # insert if absent: an insert run again after a lost acknowledgement, or a renewal racing
+        # this one, finds the row there, and then the row is brought up to date instead
+        insert = self.db.dialect.insert_if_absent(w, "owner")
+        put = self.db.run(
+            lambda c: self.db.dialect.execute_insert(c, insert, [row], w.c.owner),
+            what="register worker",
+            autocommit=True,
+        )
+        if put == 0:
+            update = sa.update(w).where(w.c.owner == worker.owner).values(**row)
+            self.db.run(lambda c: c.execute(update), what="register worker", autocommit=True)
 
     def remove_worker(self, owner: str) -> None:
         w = self.workers_t

@@ -70,8 +70,16 @@ def _count(path, step):
         fh.write(f"{now} {max(most, now)}")
 
 
+def traced(task):
+    """Records the trace id current while it runs (OpenTelemetry's API: the submitter's trace)."""
+    from opentelemetry import trace
+
+    _record(task, f"trace={trace.get_current_span().get_span_context().trace_id:032x}")
+
+
 class Worker(queue_core.Dispatch):
-    routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain), ("concurrent", concurrent)]
+    routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain), ("concurrent", concurrent),
+              ("traced", traced)]
 
 
 class Invoices(queue_core.Dispatch):

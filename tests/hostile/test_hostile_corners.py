@@ -253,7 +253,7 @@ def _snapshot(url: str, name: str) -> tuple:
     try:
         with engine.connect() as conn:
             inspector = sa.inspect(conn)
-            return (sorted(inspector.get_table_names()),
+            return (sorted(n for n in inspector.get_table_names() if n.startswith(name)),  # (others: other tests')
                     sorted(i["name"] for i in inspector.get_indexes(name)),
                     [c["name"] for c in inspector.get_columns(name)])
     finally:

@@ -14,9 +14,9 @@ ROW = {"key": "s", "type": "t", "cron": "0 * * * *", "timezone": "UTC", "delay":
 OPTS = {"grace": 60.0, "max_data_size": 1000}
 
 
-def new_task(key, type, data, run_at, queue):
+def new_task(key, type, data, run_at, queue, tags):
     """What Transaction.new_task checks, without a queue."""
-    assert queue == "default"
+    assert queue == "default" and tags == ()
     check_name(key, "task key")
     check_name(type, "task type")
     return key, type, data, check_time(run_at, "run_at")

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queue_core import statistics
-from queue_core.statistics import BOUNDS, Distribution, StatsRowError, Tally, rollable, tally_events
+from queue_core.statistics import BOUNDS, Distribution, StatsRowError, Tally, passed_over, tally_events
 from queue_core.store.schema import STATS_COUNTS
 
 
@@ -51,11 +51,9 @@ def test_events_that_count_nothing_make_no_bucket():
     assert tally_events([_event("moved"), _event("cancel_requested"), _event("adopted")]) == {}
 
 
-def test_the_roll_up_stops_at_the_first_event_inside_the_horizon():
-    events = [_event("claimed", at=10, id_=1), _event("claimed", at=50, id_=2), _event("claimed", at=20, id_=3)]
-    assert [e["id"] for e in rollable(events, 40)] == [1]  # 3 is older but comes after 2, which is too new
-    assert [e["id"] for e in rollable(events, 60)] == [1, 2, 3]
-    assert list(rollable([], 60)) == []
+def test_the_ids_a_read_passed_over_are_those_missing_between_what_it_found():
+    assert passed_over(10, [11, 14, 15, 18]) == [12, 13, 16, 17]
+    assert passed_over(10, []) == [] and passed_over(0, [1, 2, 3]) == []
 
 
 def test_quantiles_interpolate_inside_their_bucket():
@@ -103,4 +101,5 @@ def test_a_distribution_column_pq_never_writes_is_refused():
 
 def test_reads_use_minutes_while_they_are_kept_then_hours():
     assert statistics.read_span(1000.0, 1000.0 + 86400) == statistics.MINUTE
+    assert statistics.read_span(1000.0, 1000.0 + 2 * 86400) == statistics.HOUR  # its first minute may be pruned
     assert statistics.read_span(1000.0, 1000.0 + 3 * 86400) == statistics.HOUR

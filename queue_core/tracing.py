@@ -1,0 +1,111 @@
+"""Tracing with OpenTelemetry (the ``tracing`` extra: ``opentelemetry-api``), used only when it
+is installed; without it every function here is a no-op.
+
+A submission stores the trace context current in the submitting thread (W3C ``traceparent`` and
+``tracestate``, as the globally configured propagator writes them) in the task's ``trace``
+column. The worker runs each attempt in a ``CONSUMER`` span ``pq <type>`` whose parent is that
+context: a trace goes on from the request that submitted the task to the handler that ran it,
+across processes and hosts, and what the handler submits continues it. The first attempt's span
+starts when the task was submitted (it covers the wait too: a span from submit to finish); a
+later attempt's when it was claimed. Its attributes name the queue, key, type, attempt and the
+outcome; an attempt that raised has the status ERROR and the exception recorded.
+
+Without an SDK configured (``opentelemetry-sdk`` and an exporter) the API's spans record nothing
+and no context is stored: the cost is a function call per submission and per attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_api: Any = None  # the opentelemetry modules once looked up; False: not installed
+#: the longest trace context a task stores (its column holds 1024 characters)
+MAX_CONTEXT = 1024
+
+
+def _otel() -> Any:
+    global _api
+    if _api is None:
+        try:
+            from opentelemetry import propagate, trace
+
+            _api = (propagate, trace)
+        except ImportError:
+            _api = False
+    return _api or None
+
+
+def context_text() -> str | None:
+    """The trace context current in this thread as a task stores it (None: no OpenTelemetry, no
+    recording span, or a context too long to keep)."""
+    api = _otel()
+    if api is None:
+        return None
+    headers: dict[str, str] = {}
+    api[0].inject(headers)
+    text = json.dumps(headers, separators=(",", ":"), sort_keys=True) if headers else None
+    return text if text is not None and len(text) <= MAX_CONTEXT else None
+
+
+def _parent(text: str | None) -> Any:
+    """The context a stored trace context names; None (a new trace) for none or one that is
+    not what :func:`context_text` writes (a row edited by hand)."""
+    api = _otel()
+    try:
+        headers = json.loads(text) if text else None
+    except ValueError:
+        headers = None
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        return None
+    return api[0].extract(headers)
+
+
+@contextmanager
+def attempt_span(task: Any) -> Iterator[Any]:
+    """The span of one attempt of ``task`` (an AcquiredTask), current while it runs; None
+    without OpenTelemetry. :func:`ended` says how the attempt ended."""
+    api = _otel()
+    if api is None:
+        yield None
+        return
+    trace = api[1]
+    start = task.created_at if task.attempts <= 1 else task.claimed_at
+    attributes = {
+        "messaging.system": "pq",
+        "messaging.destination.name": task.queue_name,
+        "pq.task.key": task.key,
+        "pq.task.type": task.type,
+        "pq.task.attempt": task.attempts,
+    }
+    tracer = trace.get_tracer("queue_core")
+    with tracer.start_as_current_span(
+        f"pq {task.type}",
+        context=_parent(task.trace),
+        kind=trace.SpanKind.CONSUMER,
+        start_time=int(start * 1e9),
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span
+
+
+def ended(span: Any, task: Any, error: BaseException | None) -> None:
+    """Record on ``span`` (of :func:`attempt_span`) how the attempt of ``task`` ended: its
+    outcome (``success`` also for a success written with the next batch), ``retry``, or
+    ``lease_lost``; the handler's error (status ERROR, the exception recorded)."""
+    if span is None:
+        return
+    if getattr(task, "lost", False):
+        outcome = "lease_lost"
+    elif task.outcome is not None:
+        outcome = task.outcome
+    else:
+        outcome = "success" if error is None else "retry"
+    span.set_attribute("pq.task.outcome", outcome)
+    if error is not None:
+        span.record_exception(error)
+        span.set_status(_otel()[1].Status(_otel()[1].StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
