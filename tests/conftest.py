@@ -48,6 +48,28 @@ def _server_url(backend: str) -> str:
     return url
 
 
+def _utf8(text: str) -> str:
+    """``text`` as UTF-8 can carry it: lone surrogates (a hostile key's bytes, as the tests give
+    them) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under pytest-xdist (scripts/test.sh), a report goes to the controller as UTF-8: the
+    captured output and the failure text of a test of hostile strings may hold lone surrogates,
+    which crashed the whole run; they are escaped."""
+    outcome = yield
+    if not hasattr(item.config, "workerinput"):
+        return
+    report = outcome.get_result()
+    report.sections = [(name, _utf8(text)) for name, text in report.sections]
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        if _utf8(text) != text:
+            report.longrepr = _utf8(text)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
     return request.param
