@@ -110,7 +110,10 @@ def _column(name: str, check: Callable[[Any], Any], value: Any) -> Any:
 
 def _tags(text: Any) -> tuple[str, ...]:
     """A schedule's tags as stored (JSON list text, or NULL: none)."""
-    return () if text is None else check_tags(strict_json.loads(text), "column tags")
+    try:
+        return () if text is None else check_tags(strict_json.loads(text))
+    except qe.ValidationError as exc:
+        raise ValidationError(f"column tags: {exc}") from None
 
 
 def tags_text(tags: Any) -> str | None:

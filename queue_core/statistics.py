@@ -161,13 +161,34 @@ def bucket_start(span: int, at: float) -> float:
     return 0.0 if span == ALL_TIME else math.floor(at / span) * float(span)
 
 
-def passed_over(after: int, ids: Sequence[int]) -> list[int]:
-    """The ids a read of the events after ``after`` that found ``ids`` (ascending) skipped."""
-    out: list[int] = []
+#: a range of event ids, both ends included
+IdRange = tuple[int, int]
+
+
+def passed_over(after: int, ids: Sequence[int]) -> list[IdRange]:
+    """The ranges of ids a read of the events after ``after`` that found ``ids`` (ascending)
+    skipped (one range for a run of any length: a million ids purged make one)."""
+    out: list[IdRange] = []
     last = after
     for i in ids:
-        out.extend(range(last + 1, i))
+        if i > last + 1:
+            out.append((last + 1, i - 1))
         last = i
+    return out
+
+
+def without(ranges: Iterable[IdRange], found: Iterable[int]) -> list[IdRange]:
+    """``ranges`` less the ids ``found`` (a range split around each)."""
+    hits = sorted(set(found))
+    out: list[IdRange] = []
+    for first, last in ranges:
+        start = first
+        for i in hits[bisect.bisect_left(hits, first) : bisect.bisect_right(hits, last)]:
+            if i > start:
+                out.append((start, i - 1))
+            start = i + 1
+        if start <= last:
+            out.append((start, last))
     return out
 
 

@@ -42,8 +42,8 @@ def context_text() -> str | None:
     """The trace context current in this thread as a task stores it (None: no OpenTelemetry, no
     recording span, or a context too long to keep)."""
     api = _otel()
-    if api is None:
-        return None
+    if api is None or not api[1].get_current_span().get_span_context().is_valid:
+        return None  # no span: nothing to continue (baggage alone is not a trace)
     headers: dict[str, str] = {}
     api[0].inject(headers)
     text = json.dumps(headers, separators=(",", ":"), sort_keys=True) if headers else None
@@ -55,12 +55,12 @@ def _parent(text: str | None) -> Any:
     not what :func:`context_text` writes (a row edited by hand)."""
     api = _otel()
     try:
-        headers = json.loads(text) if text else None
-    except ValueError:
-        headers = None
-    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        headers = json.loads(text) if isinstance(text, str) and text else None
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            return None
+        return api[0].extract(headers)
+    except Exception:  # noqa: BLE001 - whatever a hand-edited column holds, the task runs (in a trace of its own)
         return None
-    return api[0].extract(headers)
 
 
 @contextmanager

@@ -3,12 +3,17 @@ check that a table of that name is one of ours before anything reads, writes or 
 
 from __future__ import annotations
 
+import time
+
 import sqlalchemy as sa
 
 from ..errors import DatabaseError, ForeignTableError, SchemaError
 from . import ownership
 from .database import Database
 from .schema import ADDED_COLUMNS, SCHEDULE_ADDED_COLUMNS, schedule_table, task_table
+
+#: how often ``init`` looks again after losing a race on CREATE TABLE
+INIT_TRIES = 5
 
 
 def _columns(make) -> frozenset[str]:
@@ -95,7 +100,9 @@ class VersionedTables:
         """Create the tables (idempotent); ``force`` drops and recreates them."""
 
         def create(conn, drop: bool):
-            self.check_tables(conn, (self.meta,))  # the main table again: it may have appeared since
+            # the main table again (it may have appeared since), and every table beside it: one of
+            # another program's named like ours is never written, nor dropped by ``force``
+            self.check_tables(conn, tuple(t for t in self.metadata.sorted_tables if t is not self.t))
             if drop:
                 self.metadata.drop_all(conn, checkfirst=True)
             existing = set(sa.inspect(conn).get_table_names())  # one look, not one per table and index
@@ -111,8 +118,18 @@ class VersionedTables:
         except DatabaseError:
             if force:
                 raise
-            # Two processes racing on CREATE TABLE: the loser sees "already exists"; look again.
-            self.db.run(lambda c: create(c, False), what=f"init {self.name}")
+            # Processes racing on CREATE TABLE: a loser sees "already exists" (MariaDB commits each
+            # table's DDL on its own, so a second look may meet the next table): look again.
+            for attempt in range(INIT_TRIES):
+                try:
+                    self.db.run(lambda c: create(c, False), what=f"init {self.name}")
+                    return
+                except SchemaError:
+                    raise
+                except DatabaseError:
+                    if attempt == INIT_TRIES - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
 
     def _add_missing_indexes(self, conn, tables: list[sa.Table]) -> None:
         """Indexes a later release added to ``tables``, made by an earlier one (create_all made

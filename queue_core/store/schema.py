@@ -375,12 +375,14 @@ def stats_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
 
 
 def stats_gap_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
-    """The event ids the statistics roll-up passed over (``<table>_stats_gaps``): not committed
-    when it read past them, counted when they appear, forgotten after ``event_gap_timeout``."""
+    """The event ids the statistics roll-up passed over (``<table>_stats_gaps``), as ranges
+    ``first_id..last_id``: not committed when it read past them, counted when they appear,
+    forgotten after ``event_gap_timeout``."""
     return sa.Table(
         f"{task_table_name}_stats_gaps",
         metadata,
-        sa.Column("id", _id_type(), primary_key=True, autoincrement=False),
+        sa.Column("first_id", _id_type(), primary_key=True, autoincrement=False),
+        sa.Column("last_id", _id_type(), nullable=False),
         sa.Column("missed_at", sa.Double(), nullable=False),
         mysql_charset=MYSQL_CHARSET,
     )

@@ -4,12 +4,12 @@ reads of its buckets. A mixin of :class:`~queue_core.store.tasks.TaskStore`.
 Each event is counted exactly once, by whichever comes first:
 
 * the roll-up: it reads the events after its position (the ``stats_after`` row of
-  ``<table>_meta``) and those it passed over before (``<table>_stats_gaps``: ids handed out to
-  transactions that had not committed yet, read again at every roll-up until they appear or
-  ``event_gap_timeout`` has passed), counts them, and moves its position, all in one transaction
-  holding the position's lock (rollers in many processes take turns; one that finds it locked
-  leaves the work to the holder; a COMMIT whose acknowledgement was lost runs again and finds
-  the position moved);
+  ``<table>_meta``) and those in the ranges of ids it passed over before (``<table>_stats_gaps``:
+  ids handed out to transactions that had not committed yet, or never will, read again at every
+  roll-up until they appear or ``event_gap_timeout`` has passed), counts them, and moves its
+  position, all in one transaction holding the position's lock (rollers in many processes take
+  turns; one that finds it locked leaves the work to the holder; a COMMIT whose acknowledgement
+  was lost runs again and finds the position moved);
 * a delete of events (a purge, a key taken again, a history trimmed, a run started again): it
   counts those of its events that no roll-up has counted yet (after the position, or passed
   over) in its own transaction, under the same lock (it waits for a roll-up under way), before
@@ -20,6 +20,7 @@ Nothing is written on the path of a claim or a finish: the events are already th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,15 +29,15 @@ import sqlalchemy as sa
 from .. import statistics
 from ..errors import CorruptRowError
 from ..row_states import LIVE, PENDING
-from ..statistics import BucketKey, Distribution, StatsRowError, Tally
+from ..statistics import BucketKey, Distribution, IdRange, StatsRowError, Tally
 from .database import Database
+
+log = logging.getLogger("queue_core.store")
 
 #: the meta row holding the id of the last event rolled up
 POSITION = "stats_after"
 #: events rolled up per transaction
 BATCH = 2000
-#: the most passed-over ids the roll-up remembers (the oldest are forgotten first)
-MAX_GAPS = 10_000
 
 
 class TaskStatistics:
@@ -49,10 +50,6 @@ class TaskStatistics:
     gaps_t: sa.Table
     meta: sa.Table
     db: Database
-
-    def _event_columns(self) -> tuple:
-        e = self.events_t
-        return (e.c.id, e.c.kind, e.c.at, e.c.queue, e.c.type, e.c.outcome, e.c.waited, e.c.ran)
 
     def roll_up(self, now: float, gap_timeout: float, batch: int = BATCH) -> int:
         """Count the events no roll-up or delete has counted yet; how many (0 while another
@@ -71,64 +68,81 @@ class TaskStatistics:
         if after is None:  # another roller holds it (or a table init never finished: nothing to add to)
             return 0, False
         after = int(after)
-        gaps = dict(conn.execute(sa.select(g.c.id, g.c.missed_at)).all())
-        late = self._events_where(conn, e.c.id.in_(list(gaps))) if gaps else []
+        gaps = {(r.first_id, r.last_id): r.missed_at for r in conn.execute(sa.select(g))}
+        late = self._events_in(conn, list(gaps))
         page = conn.execute(sa.select(*self._event_columns()).where(e.c.id > after).order_by(e.c.id).limit(batch))
         new = [r._mapping for r in page]
         self._add(conn, statistics.tally_events([*late, *new]))
-        found = {r["id"] for r in late}
         passed = statistics.passed_over(after, [r["id"] for r in new])
-        self._move(conn, gaps, found, passed, now - gap_timeout, new[-1]["id"] if new else after, now)
+        self._write_gaps(conn, gaps, [r["id"] for r in late], passed, now, now - gap_timeout)
+        to = new[-1]["id"] if new else after
+        conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(to)))
         return len(late) + len(new), len(new) == batch
+
+    def _write_gaps(self, conn, gaps: dict, found: list[int], passed: list[IdRange], now: float, expired: float):
+        """The ranges still awaited: the old ones less what was found and those missed before
+        ``expired`` (never committed), and the new ones ``passed``, missed ``now``."""
+        g = self.gaps_t
+        awaited: dict[IdRange, float] = {}
+        for (first, last), missed in gaps.items():
+            if missed >= expired:
+                awaited.update(dict.fromkeys(statistics.without([(first, last)], found), missed))
+        awaited.update(dict.fromkeys(passed, now))
+        if awaited == gaps:
+            return
+        conn.execute(sa.delete(g))
+        if awaited:
+            rows = [{"first_id": a, "last_id": b, "missed_at": at} for (a, b), at in awaited.items()]
+            conn.execute(sa.insert(g), rows)
+
+    def _event_columns(self) -> tuple:
+        e = self.events_t
+        return (e.c.id, e.c.kind, e.c.at, e.c.queue, e.c.type, e.c.outcome, e.c.waited, e.c.ran)
+
+    def _events_in(self, conn, ranges: Sequence[IdRange]) -> list:
+        """The events whose ids fall in ``ranges``."""
+        e, out = self.events_t, []
+        for i in range(0, len(ranges), 200):
+            out += self._events_where(conn, sa.or_(*(e.c.id.between(a, b) for a, b in ranges[i : i + 200])))
+        return out
 
     def _events_where(self, conn, which) -> list:
         return [r._mapping for r in conn.execute(sa.select(*self._event_columns()).where(which))]
 
-    def _move(self, conn, gaps: dict, found: set, passed: Sequence[int], forget_before: float, to: int, now: float):
-        """Forget the passed-over ids found or too old, remember the new ones (at most
-        MAX_GAPS, the newest), and move the position to ``to``."""
-        m, g = self.meta, self.gaps_t
-        keep = {i: at for i, at in gaps.items() if i not in found and at >= forget_before}
-        keep.update({i: now for i in passed})
-        keep = dict(sorted(keep.items())[-MAX_GAPS:])
-        gone = [i for i in gaps if i not in keep]
-        for i in range(0, len(gone), 500):
-            conn.execute(sa.delete(g).where(g.c.id.in_(gone[i : i + 500])))
-        added = [{"id": i, "missed_at": at} for i, at in keep.items() if i not in gaps]
-        if added:
-            conn.execute(sa.insert(g), added)
-        conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(to)))
-
     def count_before_delete(self, conn, which: Any) -> None:
         """Count the events ``which`` selects that no roll-up has counted yet (after its position,
         or passed over by it), before the caller deletes them in this transaction: under the
-        position's lock, waiting for a roll-up under way, so that none counts them too."""
+        position's lock, waiting for a roll-up under way, so that none counts them too. A
+        statistics row edited by hand never stops the delete (a purge, a retry, a submission):
+        those counts are left out, and said in the log."""
         m, e, g = self.meta, self.events_t, self.gaps_t
         after = conn.execute(self.db.dialect.lock_rows(sa.select(m.c.value).where(m.c.name == POSITION))).scalar()
         if after is None:  # a table whose init did not finish: no statistics to keep
             return
-        uncounted = sa.or_(e.c.id > int(after), e.c.id.in_(sa.select(g.c.id)))
-        self._add(conn, statistics.tally_events(self._events_where(conn, sa.and_(which, uncounted))))
+        uncounted = sa.or_(e.c.id > int(after), sa.exists().where(e.c.id.between(g.c.first_id, g.c.last_id)))
+        try:
+            self._add(conn, statistics.tally_events(self._events_where(conn, sa.and_(which, uncounted))))
+        except CorruptRowError as exc:
+            log.warning("statistics of deleted events left out: %s", exc)
 
     def _add(self, conn, tallies: dict[BucketKey, Tally]) -> None:
-        """Add ``tallies`` to their rows (made when missing)."""
+        """Add ``tallies`` to their rows (made when missing). Every row is read and checked before
+        any is written: a row edited by hand refuses the whole addition, nothing written."""
         s = self.stats_t
         key_cols = (s.c.span, s.c.start, s.c.queue, s.c.type)
         keys = list(tallies)
+        found: dict[BucketKey, Tally] = {}
         for i in range(0, len(keys), 200):
-            chunk = keys[i : i + 200]
-            have = conn.execute(sa.select(s).where(sa.tuple_(*key_cols).in_(chunk))).all()
-            found = {(r.span, r.start, r.queue, r.type): self._tally(r._mapping) for r in have}
-            for key in chunk:
-                tally = tallies[key]
-                if key in found:
-                    found[key].merge(tally)
-                    where = [c == v for c, v in zip(key_cols, key, strict=True)]
-                    conn.execute(sa.update(s).where(*where).values(**_values(found[key])))
-                else:
-                    span, start, queue, type_ = key
-                    row = dict(span=span, start=start, queue=queue, type=type_, **_values(tally))
-                    conn.execute(sa.insert(s).values(**row))
+            have = conn.execute(sa.select(s).where(sa.tuple_(*key_cols).in_(keys[i : i + 200]))).all()
+            found.update({(r.span, r.start, r.queue, r.type): self._tally(r._mapping) for r in have})
+        for key, tally in tallies.items():
+            if key in found:
+                found[key].merge(tally)
+                where = [c == v for c, v in zip(key_cols, key, strict=True)]
+                conn.execute(sa.update(s).where(*where).values(**_values(found[key])))
+            else:
+                span, start, queue, type_ = key
+                conn.execute(sa.insert(s).values(span=span, start=start, queue=queue, type=type_, **_values(tally)))
 
     def _tally(self, row) -> Tally:
         try:

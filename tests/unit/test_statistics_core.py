@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queue_core import statistics
-from queue_core.statistics import BOUNDS, Distribution, StatsRowError, Tally, passed_over, tally_events
+from queue_core.statistics import BOUNDS, Distribution, StatsRowError, Tally, passed_over, tally_events, without
 from queue_core.store.schema import STATS_COUNTS
 
 
@@ -51,9 +51,16 @@ def test_events_that_count_nothing_make_no_bucket():
     assert tally_events([_event("moved"), _event("cancel_requested"), _event("adopted")]) == {}
 
 
-def test_the_ids_a_read_passed_over_are_those_missing_between_what_it_found():
-    assert passed_over(10, [11, 14, 15, 18]) == [12, 13, 16, 17]
+def test_the_ids_a_read_passed_over_are_the_ranges_missing_between_what_it_found():
+    assert passed_over(10, [11, 14, 15, 18]) == [(12, 13), (16, 17)]
     assert passed_over(10, []) == [] and passed_over(0, [1, 2, 3]) == []
+    assert passed_over(0, [1_000_001]) == [(1, 1_000_000)]  # a million purged ids: one range
+
+
+def test_ranges_less_the_ids_found_are_split_around_them():
+    assert without([(1, 10)], [1, 5, 10]) == [(2, 4), (6, 9)]
+    assert without([(1, 3), (7, 7)], [7, 2, 99]) == [(1, 1), (3, 3)]
+    assert without([(5, 6)], []) == [(5, 6)]
 
 
 def test_quantiles_interpolate_inside_their_bucket():
