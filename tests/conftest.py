@@ -95,8 +95,11 @@ def drop_tables(url: str, *names: str) -> None:
         with eng.begin() as conn:
             found = [n for n in sa.inspect(conn).get_table_names()
                      if n in names or any(n.startswith(x + "_") for x in names)]
-            if found:
-                quote = conn.dialect.identifier_preparer.quote
+            quote = conn.dialect.identifier_preparer.quote
+            if found and conn.dialect.name == "sqlite":  # one table per DROP there
+                for n in found:
+                    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(n)}")
+            elif found:
                 cascade = " CASCADE" if conn.dialect.name == "postgresql" else ""
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {', '.join(quote(n) for n in found)}{cascade}")
     finally:
