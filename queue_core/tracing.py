@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 _api: Any = None  # the opentelemetry modules once looked up; False: not installed
@@ -66,37 +66,51 @@ def _parent(text: str | None) -> Any:
 @contextmanager
 def attempt_span(task: Any) -> Iterator[Any]:
     """The span of one attempt of ``task`` (an AcquiredTask), current while it runs; None
-    without OpenTelemetry. :func:`ended` says how the attempt ended."""
+    without OpenTelemetry. :func:`ended` says how the attempt ended. Tracing never stops a
+    worker: a span that cannot be made or ended is left out."""
     api = _otel()
-    if api is None:
+    opened = _open(api, task) if api is not None else None
+    if opened is None:
         yield None
         return
-    trace = api[1]
-    start = task.created_at if task.attempts <= 1 else task.claimed_at
-    attributes = {
-        "messaging.system": "pq",
-        "messaging.destination.name": task.queue_name,
-        "pq.task.key": task.key,
-        "pq.task.type": task.type,
-        "pq.task.attempt": task.attempts,
-    }
-    tracer = trace.get_tracer("queue_core")
-    with tracer.start_as_current_span(
-        f"pq {task.type}",
-        context=_parent(task.trace),
-        kind=trace.SpanKind.CONSUMER,
-        start_time=int(start * 1e9),
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    manager, span = opened
+    try:
         yield span
+    finally:
+        with suppress(Exception):
+            manager.__exit__(None, None, None)
+
+
+def _open(api: Any, task: Any) -> tuple[Any, Any] | None:
+    trace = api[1]
+    try:
+        start = task.created_at if task.attempts <= 1 else task.claimed_at
+        attributes = {
+            "messaging.system": "pq",
+            "messaging.destination.name": task.queue_name,
+            "pq.task.key": task.key,
+            "pq.task.type": task.type,
+            "pq.task.attempt": task.attempts,
+        }
+        manager = trace.get_tracer("queue_core").start_as_current_span(
+            f"pq {task.type}",
+            context=_parent(task.trace),
+            kind=trace.SpanKind.CONSUMER,
+            start_time=int(start * 1e9),
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        return manager, manager.__enter__()
+    except Exception:  # noqa: BLE001 - tracing must never stop a worker
+        return None
 
 
 def ended(span: Any, task: Any, error: BaseException | None) -> None:
     """Record on ``span`` (of :func:`attempt_span`) how the attempt of ``task`` ended: its
     outcome (``success`` also for a success written with the next batch), ``retry``, or
-    ``lease_lost``; the handler's error (status ERROR, the exception recorded)."""
+    ``lease_lost``; the handler's error (status ERROR, the exception recorded). An error whose
+    text cannot be made (a hostile ``__str__``) is named by its class."""
     if span is None:
         return
     if getattr(task, "lost", False):
@@ -105,7 +119,16 @@ def ended(span: Any, task: Any, error: BaseException | None) -> None:
         outcome = task.outcome
     else:
         outcome = "success" if error is None else "retry"
-    span.set_attribute("pq.task.outcome", outcome)
-    if error is not None:
-        span.record_exception(error)
-        span.set_status(_otel()[1].Status(_otel()[1].StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+    with suppress(Exception):
+        span.set_attribute("pq.task.outcome", outcome)
+        if error is not None:
+            status = _otel()[1].Status(_otel()[1].StatusCode.ERROR, _described(error))
+            span.set_status(status)
+            span.record_exception(error)
+
+
+def _described(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"[:500]
+    except Exception:  # noqa: BLE001 - a hostile __str__
+        return type(error).__name__[:500]
