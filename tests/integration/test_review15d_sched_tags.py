@@ -8,6 +8,7 @@ import os
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from workflow_faults.fault_support import drive
 
 import pqflow
 from perfectsched.cli import cli as sched_cli
@@ -67,23 +68,14 @@ class Decider(pqflow.Decider):
     workflows = [wf]
 
 
-def _drive(q):
-    for _ in range(500):
-        task = q.poll(alive_time=30)
-        if task is None:
-            return
-        Decider(task).run()
-        if task.deferred is not None:
-            assert q.finish_many([task]) == []
-
 
 def test_a_retried_run_keeps_the_tags_of_its_rows_and_items(queue):
     wf.start("r", {"fail": True}, queue=queue)
-    _drive(queue)
+    drive(queue, Decider)
     run = pqflow.get_run("r", queue=queue)
     assert run.status == "failed", run.status
     before = sorted(m.key for m in queue.list(tag="mapped"))
     pqflow.retry_run(queue, "r")
-    _drive(queue)
+    drive(queue, Decider)
     assert sorted(m.key for m in queue.list(tag="mapped")) == before
     assert sorted(m.key for m in queue.list(tag="wf")) == sorted(m.key for m in queue.list())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from workflow_faults.fault_support import drive
 
 import pqflow
 from pqflow import WorkflowDefinitionError
@@ -36,15 +37,6 @@ def load(ctx, crunch):
 class Decider(pqflow.Decider):
     workflows = [tagged]
 
-
-def drive(q):
-    for _ in range(1000):
-        task = q.poll(alive_time=30)
-        if task is None:
-            return
-        Decider(task).run()
-        if task.deferred is not None:
-            assert q.finish_many([task]) == []
 
 
 def keys(q, tag):
@@ -90,7 +82,7 @@ def test_a_tags_column_edited_by_hand_sets_the_schedule_aside_naming_the_column(
 
 def test_a_workflows_tags_go_on_its_run_and_every_step_and_item(queue):
     tagged.start("r1", {}, queue=queue)
-    drive(queue)
+    drive(queue, Decider)
     assert pqflow.get_run("r1", queue=queue).status == "succeeded"
     assert keys(queue, "etl") == ["r1", "r1#crunch", "r1#crunch#0", "r1#crunch#1", "r1#extract", "r1#load"]
     assert keys(queue, "customer:acme") == keys(queue, "etl")
