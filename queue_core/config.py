@@ -35,7 +35,7 @@ DEFAULTS: dict[str, tuple[Any, str, str]] = {
     "stats_interval": (
         10.0,
         "float0",
-        "how often a worker rolls the events up into the statistics (s); 0 = only at cleanup",
+        "how often a worker rolls the events up into the statistics (s); 0 = never (reads of the statistics do)",
     ),
     "stats_retention": (30 * 86400.0, "float+", "how long hourly statistics are kept (s); minutes are kept 2 days"),
     "registry_interval": (10.0, "float+", "how often a worker renews its row in the worker registry (s)"),

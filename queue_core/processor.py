@@ -96,8 +96,8 @@ class Processor:
         self._notes: dict = {}
 
     def _chores(self) -> list[Chore]:
-        """The purge of finished rows past retention (with the roll-up of the statistics before
-        it) and the roll-up alone, more often."""
+        """The purge of finished rows past retention (the events it deletes counted first) and,
+        more often, the roll-up of the statistics."""
         cleanup = Chore("cleanup", self.settings["cleanup_interval"], self.queue.cleanup)
         cleanup.done = lambda n: f"purged {n} finished tasks past retention" if n else None
         if not self.settings.get("stats_interval"):
