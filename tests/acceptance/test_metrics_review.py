@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -33,25 +34,31 @@ def L(**labels) -> tuple:  # noqa: N802
     return tuple(sorted(labels.items()))
 
 
-def test_a_foreign_schedule_table_does_not_break_the_scrape(queue, db_url, table_name, backend):
-    """A table of that name that is not perfectsched's (its next_run_time may be NULL): the
-    schedule gauges may be left out, the queue's own metrics must still be served."""
-    name = table_name + "_f"
+@contextmanager
+def foreign_schedule_table(db_url: str, name: str, backend: str):
+    """Another program's table named as a schedule table: key, a NULL next_run_time, error."""
     eng = sa.create_engine(db_url)
     try:
         with eng.begin() as c:
             key = "`key`" if backend == "mysql" else '"key"'
             c.exec_driver_sql(f"CREATE TABLE {name} ({key} VARCHAR(20), next_run_time FLOAT NULL, error TEXT)")
             c.exec_driver_sql(f"INSERT INTO {name} VALUES ('x', NULL, NULL)")
-        queue.submit("k", "t")
-        import perfectsched.metrics as psm
-
-        got = scrape_with(queue, added=[psm.samples], schedule_table=name)
-        assert got[("pq_tasks", L(queue="default", status="waiting", type="t"))] == 1
+        yield name
     finally:
         with eng.begin() as c:
             c.exec_driver_sql(f"DROP TABLE {name}")
         eng.dispose()
+
+
+def test_a_foreign_schedule_table_does_not_break_the_scrape(queue, db_url, table_name, backend):
+    """A table of that name that is not perfectsched's (its next_run_time may be NULL): the
+    schedule gauges may be left out, the queue's own metrics must still be served."""
+    import perfectsched.metrics as psm
+
+    with foreign_schedule_table(db_url, table_name + "_f", backend) as name:
+        queue.submit("k", "t")
+        got = scrape_with(queue, added=[psm.samples], schedule_table=name)
+        assert got[("pq_tasks", L(queue="default", status="waiting", type="t"))] == 1
 
 
 def test_an_added_collector_that_crashes_is_left_out(queue):
@@ -132,20 +139,10 @@ def test_upgrade_counts_retained_events_once(queue, clock, db_url, table_name):
 
 def test_metrics_once_with_a_foreign_schedule_table(ready, db_url, table_name, backend):
     """`perfectqueue metrics --once --schedule-table X` where X is not perfectsched's table."""
-    name = table_name + "_f"
-    eng = sa.create_engine(db_url)
-    try:
-        with eng.begin() as c:
-            key = "`key`" if backend == "mysql" else '"key"'
-            c.exec_driver_sql(f"CREATE TABLE {name} ({key} VARCHAR(20), next_run_time FLOAT NULL, error TEXT)")
-            c.exec_driver_sql(f"INSERT INTO {name} VALUES ('x', NULL, NULL)")
+    with foreign_schedule_table(db_url, table_name + "_f", backend) as name:
         result = ready("metrics", "--once", "--schedule-table", name)
         assert result.exit_code == 0 and "# TYPE pq_tasks gauge" in result.stdout, (
             result.exit_code, result.stderr[-300:], repr(result.exception))
-    finally:
-        with eng.begin() as c:
-            c.exec_driver_sql(f"DROP TABLE {name}")
-        eng.dispose()
 
 
 # -- the command line -------------------------------------------------------------------------
