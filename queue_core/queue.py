@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from . import config as config_mod
 from . import deferred as deferred_mod
 from . import policy, tracing
+from .browse import QueueBrowse
 from .bulk import QueueBulk
 from .clock import Clock, ServerClock, SystemClock, resolve_now
 from .errors import (
@@ -70,7 +71,7 @@ T = TypeVar("T")
 
 
 # -- the queue --------------------------------------------------------------------------
-class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics):
+class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse):
     """A task queue stored in one table, its tasks in named queues. Thread-safe; open one per
     process after fork."""
 

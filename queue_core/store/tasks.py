@@ -23,6 +23,7 @@ from .. import policy
 from ..errors import DatabaseError
 from ..row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
 from .base import VersionedTables
+from .browse import TaskBrowse
 from .bulk import BulkChanges
 from .database import Database
 from .events import TaskEvents, claimed_events
@@ -87,6 +88,7 @@ class TaskStore(
     WorkerRows,
     TaskStatistics,
     BulkChanges,
+    TaskBrowse,
     NamedQueues,
     ClaimScreen,
     TypedReads,

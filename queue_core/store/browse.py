@@ -1,0 +1,80 @@
+"""Pages of tasks for an operator's browser (store layer): the tasks matching filters, newest
+first, after a keyset cursor (the last id shown); never an OFFSET, never a count of the table.
+A mixin of :class:`~queue_core.store.tasks.TaskStore`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..row_states import FINISHED
+from .database import Database
+
+#: the columns a page leaves out: what a task carries (read one task for them)
+_HEAVY = frozenset({"data", "result", "workflow", "definition"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrowseFilter:
+    """What a page of tasks matches (each None: anything)."""
+
+    queue: str | None = None
+    type: str | None = None
+    #: waiting, running, pending, finished (``TaskReads.status_clause``)
+    status: str | None = None
+    #: success, failure, cancelled, ... (finished tasks)
+    outcome: str | None = None
+    user: str | None = None
+    tag: str | None = None
+    key_prefix: str | None = None
+
+
+class TaskBrowse:
+    """Needs ``t``, ``tags_t``, ``db``, ``with_tags`` and ``status_clause`` of the store."""
+
+    t: sa.Table
+    tags_t: sa.Table
+    db: Database
+    with_tags: Any
+    status_clause: Any
+
+    def browse_page(self, f: BrowseFilter, *, before_id: int | None, limit: int, now: float) -> list[dict]:
+        """Up to ``limit`` task rows matching ``f`` with an id below ``before_id`` (None: from
+        the newest), newest first, with their ``tags`` and without data and results. Walks the
+        primary key backwards (with ``tag``: the tag's range of the tag table) and stops at
+        ``limit`` rows: one statement, however large the table."""
+        t = self.t
+        stmt, order = self._browse_base(f, [c for c in t.c if c.name not in _HEAVY])
+        stmt = stmt.where(*self._browse_where(f, now))
+        if before_id is not None:
+            stmt = stmt.where(order < before_id)
+        stmt = stmt.order_by(order.desc()).limit(limit)
+        return self.db.run(
+            lambda c: self.with_tags(c, [dict(r._mapping) for r in c.execute(stmt)]), write=False, what="browse"
+        )
+
+    def _browse_base(self, f: BrowseFilter, cols: list) -> tuple[sa.Select, Any]:
+        t, tg = self.t, self.tags_t
+        if f.tag is None:
+            return sa.select(*cols), t.c.id
+        joined = sa.select(*cols).select_from(tg.join(t, t.c.id == tg.c.task_id)).where(tg.c.tag == f.tag)
+        return joined, tg.c.task_id
+
+    def _browse_where(self, f: BrowseFilter, now: float) -> list:
+        t = self.t
+        where = [col == value for col, value in self._browse_equal(f) if value is not None]
+        if f.status is not None:
+            where.append(self.status_clause(f.status, now))
+        if f.outcome is not None:
+            where += [t.c.state == FINISHED, t.c.outcome == f.outcome]
+        if f.key_prefix:
+            where.append(t.c.key.startswith(f.key_prefix, autoescape=True))
+            if self.db.dialect.name == "sqlite":  # its LIKE folds ASCII case
+                where.append(sa.func.substr(t.c.key, 1, len(f.key_prefix)) == f.key_prefix)
+        return where
+
+    def _browse_equal(self, f: BrowseFilter) -> list[tuple[Any, Any]]:
+        t = self.t
+        return [(t.c.queue, f.queue), (t.c.type, f.type), (t.c.resource, f.user)]
