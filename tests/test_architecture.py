@@ -37,8 +37,16 @@ def test_queue_core_never_imports_the_upper_layers():
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
+def test_nothing_below_imports_pqweb():
+    """pqweb (the dashboard) is the top layer: it reads the other three, none of them reads it."""
+    for pkg in ("queue_core", "perfectsched", "pqflow"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            bad = {n for n in _imports(path) if n.split(".")[0] == "pqweb"}
+            assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
 # -- no import circles ----------------------------------------------------------------------------
-PACKAGES = ("queue_core", "perfectsched", "pqflow")
+PACKAGES = ("queue_core", "perfectsched", "pqflow", "pqweb")
 
 
 def _module_name(path: Path) -> str:

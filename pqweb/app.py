@@ -1,0 +1,81 @@
+"""The dashboard as an ASGI application: :func:`create_app` builds it around one open Queue
+(thread-safe: its engine's pool serves the threads that run the page handlers)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from queue_core.errors import DatabaseError, NotFoundError, TaskError, ValidationError
+from queue_core.queue import Queue
+
+from .errors import WebError
+from .render import render, templates
+from .security import Guard, SessionKeys
+from .settings import WebSettings
+from .views import auth, failures, overview, task, tasks, workers
+
+log = logging.getLogger("pqweb")
+STATIC = Path(__file__).parent / "static"
+
+
+def create_app(queue: Queue, web: WebSettings | None = None, *, secret: bytes | None = None) -> Starlette:
+    """The dashboard of ``queue`` (closed by the caller)."""
+    web = web or WebSettings()
+    app = Starlette(
+        routes=_routes(),
+        middleware=[Middleware(Guard, keys=SessionKeys(secret, secure=web.secure_cookie))],
+        exception_handlers={WebError: _error_page, TaskError: _error_page, HTTPException: _error_page},
+    )
+    app.state.queue = queue
+    app.state.web = web
+    app.state.templates = templates(web)
+    return app
+
+
+def _routes() -> list:
+    return [
+        *overview.ROUTES,
+        *tasks.ROUTES,
+        *task.ROUTES,
+        *failures.ROUTES,
+        *workers.ROUTES,
+        *auth.ROUTES,
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+
+
+#: (error class, HTTP status, title) in the order they are matched
+_STATUSES: tuple[tuple[type, int, str], ...] = (
+    (NotFoundError, 404, "Not found"),
+    (ValidationError, 400, "Not accepted"),
+    (DatabaseError, 503, "Database unavailable"),
+    (TaskError, 409, "Not done"),
+)
+
+
+def _error_page(request: Request, exc: Exception) -> Response:
+    status, title, message = _described(exc)
+    return render(request, "error.html", {"title": title, "message": message}, status)
+
+
+def _described(exc: Exception) -> tuple[int, str, str]:
+    if isinstance(exc, WebError):
+        return exc.status, "Refused", exc.message
+    if isinstance(exc, HTTPException):
+        return exc.status_code, str(exc.detail), ""
+    for cls, status, title in _STATUSES:
+        if isinstance(exc, cls):
+            if status == 503:  # the detail may name hosts: it goes to the log, not the page
+                log.warning("database error: %s", exc)
+                return status, title, "The database cannot be reached or refused the read; try again shortly."
+            return status, title, str(exc)
+    return 500, "Error", "The dashboard failed on this page; its log says why."

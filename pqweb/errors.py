@@ -1,0 +1,31 @@
+"""The errors of the dashboard: each becomes a page with its HTTP status (``pqweb/app.py``)."""
+
+from __future__ import annotations
+
+
+class WebError(Exception):
+    """A request the dashboard refuses; ``status`` is the HTTP status of its page."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class ReadOnlyError(WebError):
+    """An action while actions are off (the default): start with --allow-actions."""
+
+    status = 403
+
+
+class LoginRequiredError(WebError):
+    """An action without a logged-in session."""
+
+    status = 401
+
+
+class CSRFError(WebError):
+    """A POST without the session's CSRF token, or with another."""
+
+    status = 403

@@ -1,0 +1,151 @@
+"""The dashboard's guard: the signed session cookie (its CSRF token, whether it logged in with
+the token), the check every POST passes, and the headers every response carries.
+
+The session is a cookie signed with a key made at start (a restart logs everyone out), HttpOnly
+and SameSite=Strict. A POST carries the session's CSRF token in the form field ``csrf`` or the
+header ``X-CSRF-Token``; tokens are compared with :func:`hmac.compare_digest`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import CSRFError, LoginRequiredError, ReadOnlyError
+
+log = logging.getLogger("pqweb")
+COOKIE = "pqweb_session"
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-csrf-token"
+#: how long a session lasts (seconds)
+SESSION_AGE = 12 * 3600
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+HEADERS = (
+    ("content-security-policy", CSP),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("x-frame-options", "DENY"),
+    ("cache-control", "no-store"),
+)
+
+
+@dataclass
+class Session:
+    """One browser's session: its CSRF token and whether it logged in."""
+
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    authenticated: bool = False
+    #: whether the cookie must be (re)sent
+    changed: bool = True
+
+    def login(self) -> None:
+        """Logged in: a new CSRF token (one seen before the login is worth nothing after)."""
+        self.csrf, self.authenticated, self.changed = secrets.token_urlsafe(32), True, True
+
+    def logout(self) -> None:
+        self.csrf, self.authenticated, self.changed = secrets.token_urlsafe(32), False, True
+
+
+class SessionKeys:
+    """Signs and reads session cookies with a key of this process."""
+
+    def __init__(self, secret: bytes | None = None, *, secure: bool = False):
+        self._signer = URLSafeTimedSerializer(secret or secrets.token_bytes(32), salt="pqweb-session")
+        self.secure = secure
+
+    def load(self, cookie: str | None) -> Session:
+        """The session of ``cookie``; a new one when it is missing, forged or too old."""
+        if not cookie:
+            return Session()
+        try:
+            value = self._signer.loads(cookie, max_age=SESSION_AGE)
+        except BadSignature:
+            return Session()
+        if not isinstance(value, dict) or not isinstance(value.get("c"), str):
+            return Session()
+        return Session(value["c"], value.get("a") is True, changed=False)
+
+    def cookie(self, session: Session) -> str:
+        """The Set-Cookie value of ``session``."""
+        value = self._signer.dumps({"c": session.csrf, "a": session.authenticated})
+        secure = "; Secure" if self.secure else ""
+        return f"{COOKIE}={value}; Path=/; Max-Age={SESSION_AGE}; HttpOnly; SameSite=Strict{secure}"
+
+
+class Guard:
+    """ASGI middleware: loads the session into ``request.state.session``, and adds the security
+    headers (and the session cookie when it changed) to every response."""
+
+    def __init__(self, app: ASGIApp, keys: SessionKeys):
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        session = self.keys.load(Request(scope).cookies.get(COOKIE))
+        scope.setdefault("state", {})["session"] = session
+
+        started = False
+
+        async def send_guarded(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = MutableHeaders(scope=message)
+                for name, value in HEADERS:
+                    headers[name] = value
+                if session.changed:
+                    headers.append("set-cookie", self.keys.cookie(session))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_guarded)
+        except Exception:
+            log.exception("error in a page")
+            if started:
+                raise
+            await PlainTextResponse("The dashboard failed on this page; its log says why.", 500)(
+                scope, receive, send_guarded
+            )
+
+
+def session_of(request: Request) -> Session:
+    return request.state.session
+
+
+def check_token(given: Any, expected: str | None) -> bool:
+    """Whether ``given`` is the dashboard's token (never when none is set)."""
+    if not expected or not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
+def check_csrf(request: Request, form: Mapping[str, Any]) -> None:
+    """CSRFError unless the POST carries the session's CSRF token (form field or header)."""
+    given = form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER) or ""
+    if not isinstance(given, str) or not hmac.compare_digest(given.encode(), session_of(request).csrf.encode()):
+        raise CSRFError("this form has expired or was not sent by the dashboard (CSRF token missing or wrong)")
+
+
+def check_action(request: Request, form: Mapping[str, Any], allow_actions: bool) -> None:
+    """What every action passes: actions on, a logged-in session, its CSRF token."""
+    if not allow_actions:
+        raise ReadOnlyError("the dashboard is read-only: start it with --allow-actions to change tasks and queues")
+    if not session_of(request).authenticated:
+        raise LoginRequiredError("log in with the dashboard's token to change tasks and queues")
+    check_csrf(request, form)

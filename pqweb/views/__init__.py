@@ -1,0 +1,1 @@
+"""The pages of the dashboard, one module per screen; each exports ``ROUTES``."""
