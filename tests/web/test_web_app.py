@@ -175,7 +175,7 @@ def test_hostile_strings_are_shown_escaped(queue, hostile):
     )
     queue.submit("long", "t", {"v": "x" * 100_000, "s": "\udc80\ud800 lone"}, queue="q1")
     queue.submit("e", "err", queue="q1")
-    queue.poll(types=["err"]).fail(f"ValueError: {hostile}")
+    queue.poll(types=["err"], queues="q1").fail(f"ValueError: {hostile}")
     c = client(queue)
     login(c)
     pages = [c.get(p).text for p in ("/", "/tasks", "/failures")]
