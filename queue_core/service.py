@@ -37,6 +37,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from . import policy
+from .apart import CheckApart
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .exit_codes import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE
 from .wakeup import Wakeup
@@ -349,7 +350,7 @@ _NO_DRAW = _NoDraw()
 
 
 def reload_settings(
-    loader: Callable[[], dict] | None, current: dict, opens: Callable[[dict], Any] | None = None
+    loader: Callable[[], dict] | None, current: dict, opens: Callable[[dict], Any] | None = None, *, apart: bool = False
 ) -> dict:
     """The settings ``loader`` reads now; ``current`` itself without a loader or when the new
     configuration is broken (logged: the service keeps running as it was). ``opens`` is how the
@@ -357,12 +358,15 @@ def reload_settings(
     unknown driver, a URL option the driver refuses, a table not its own, a read-only database)
     is broken too; one whose database only cannot be used now (unreachable, its table not made
     yet) is taken, and the service keeps trying it as it does from its start. What ``opens``
-    returns is closed at once."""
+    returns is closed at once. ``apart``: check in a child process (a process that forks must
+    not connect itself: :mod:`queue_core.apart`)."""
     if loader is None:
         return current
     try:
         new = loader()
-        if opens is not None:
+        if opens is not None and apart:
+            CheckApart(lambda: opens(new).close(), WORKER_SIGNALS).result(RELOAD_CHECK_TIME)
+        elif opens is not None:
             _check_in_time(opens, new, RELOAD_CHECK_TIME)
     except TimeoutError as exc:
         log.warning("config reloaded; %s (retried as at start)", exc)

@@ -125,7 +125,7 @@ class Supervisor:
 
     def _reload(self) -> None:
         old_n = self.settings["processors"]
-        self.settings = reload_settings(self.config_loader, self.settings, opens=open_checked)
+        self.settings = reload_settings(self.config_loader, self.settings, opens=open_checked, apart=True)
         for slot in range(old_n, self.settings["processors"]):
             self.spawn(slot)
 

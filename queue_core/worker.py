@@ -28,10 +28,10 @@ import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
+from .apart import CheckApart
 from .app import describe_types, served_types
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
 from .loader import load_target
@@ -40,7 +40,6 @@ from .processor import Processor, open_checked, stop_at_once
 from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
-from .wakeup import Wakeup
 
 log = logging.getLogger("queue_core.worker")
 
@@ -68,65 +67,51 @@ def check_database(settings: dict, *, burst: bool = False) -> None:
     transaction or file; a grant missing). A worker could only fail at every poll there. Any
     other failure (an outage, a table ``init`` has not made yet) is left to the processors,
     which poll through it; but a ``burst`` worker, which ends once nothing is due, raises
-    SchemaError for a missing table rather than wait for ever for one. The check may wait for
-    the database (a locked SQLite file): meanwhile the worker obeys its signals, a stop ending it
-    at once (it has started nothing)."""
-    outcome: list[Exception | None] = []
+    SchemaError for a missing table rather than wait for ever for one. The check connects in a
+    child process of its own (:mod:`queue_core.apart`: the processors forked later inherit no
+    database client state) and may wait for the database (a locked SQLite file): meanwhile the
+    worker obeys its signals, a stop ending it at once (it has started nothing)."""
     refused = (ForeignTableError, AccessDeniedError, SchemaError) if burst else (ForeignTableError, AccessDeniedError)
-    done = Wakeup()  # set by the checker as it ends: the start waits for it, not for a poll interval
-    checker = threading.Thread(
-        target=_check_writable, args=(settings, outcome, refused, done), name="pq-start-check", daemon=True
-    )
-    signals = Signals(WORKER_SIGNALS, _BEFORE_START)
+    if not hasattr(os, "fork"):
+        _check(settings, refused)
+        return
+    checker = CheckApart(functools.partial(_check, settings, refused), WORKER_SIGNALS)
+    signals = Signals(WORKER_SIGNALS, _before_start(checker))
     try:
-        checker.start()
-        while checker.is_alive():
-            signals.wait(0.2, fds=[done.read_fd])
+        checker.result(wait=signals.wait)
     finally:
         signals.close()
-        checker.join(0.2)  # it set done as its last act: it is ending now
-        done.close()
-    if outcome and outcome[0] is not None:
-        raise outcome[0]
+        checker.kill()
 
 
-def _check_writable(
-    settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...], done: Wakeup
-) -> None:
-    try:
-        _check(settings, outcome, refused)
-    finally:
-        done.set()
-
-
-def _check(settings: dict, outcome: list[Exception | None], refused: tuple[type[Exception], ...]) -> None:
+def _check(settings: dict, refused: tuple[type[Exception], ...]) -> None:
+    """Open and check the database; raise what ``refused`` names or a ConfigError (a URL the
+    driver refuses); another database error is only logged."""
     try:
         open_checked(settings).close()
-        outcome.append(None)
-    except refused as exc:
-        outcome.append(exc)
+    except refused:
+        raise
     except DatabaseError as exc:
         log.warning("database check at start failed (the processors will keep trying): %s", exc)
-        outcome.append(None)
-    except Exception as exc:  # noqa: BLE001 - a ConfigError (a URL the driver refuses): raised by the main thread
-        outcome.append(exc)
 
 
-def _exit_before_start(what: str) -> Callable[[], None]:
+def _exit_before_start(what: str, checker: CheckApart) -> Callable[[], None]:
     def stop() -> None:
+        checker.kill()
         exit_now(EXIT_OK, f"worker pid={os.getpid()}: {what}: exiting (before its start-up check ended)")
 
     return stop
 
 
-#: what the signals of a worker do while it checks its database, before it starts anything
-_BEFORE_START: dict[Intent, Callable[[], None]] = {
-    Intent.STOP: _exit_before_start("stop"),
-    Intent.STOP_NOW: _exit_before_start("immediate stop"),
-    Intent.RESTART: lambda: None,  # nothing started yet: the start reads the configuration anyway
-    Intent.RESTART_NOW: lambda: None,
-    Intent.REOPEN_LOGS: reopen_logs,
-}
+def _before_start(checker: CheckApart) -> dict[Intent, Callable[[], None]]:
+    """What the signals of a worker do while ``checker`` checks its database, before it starts anything."""
+    return {
+        Intent.STOP: _exit_before_start("stop", checker),
+        Intent.STOP_NOW: _exit_before_start("immediate stop", checker),
+        Intent.RESTART: lambda: None,  # nothing started yet: the start reads the configuration anyway
+        Intent.RESTART_NOW: lambda: None,
+        Intent.REOPEN_LOGS: reopen_logs,
+    }
 
 
 def install_child_signals(proc: Processor) -> Signals:

@@ -57,7 +57,7 @@ def start_scheduler(url, table, schedule_table, target="occurrence", *, config_f
 def _python(code: str, env: dict | None = None) -> subprocess.Popen:
     """``code`` run by a Python process of its own session, stdout and stderr together (``env``:
     variables to add to its environment)."""
-    env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONFAULTHANDLER": "1", **(env or {})}
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)
 
@@ -87,10 +87,42 @@ def finish(proc, timeout=30):
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        out = _stacks_then_kill(proc)
+        raise AssertionError("worker did not exit:\n" + out.decode(errors="replace")[-12000:]) from None
+    return proc.returncode, out.decode(errors="replace")
+
+
+def _stacks_then_kill(proc) -> bytes:
+    """Kill ``proc`` and its children, after each printed the stacks of its threads (SIGABRT with
+    PYTHONFAULTHANDLER set): what a hung worker was waiting for is in the test's output. Its
+    processors are process groups of their own: each is sent the signal too."""
+    for pid in _children(proc.pid):
+        _send(pid, signal.SIGABRT)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGABRT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        raise AssertionError("worker did not exit:\n" + out.decode(errors="replace")[-3000:])
-    return proc.returncode, out.decode(errors="replace")
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # a child that outlived its supervisor
+    except ProcessLookupError:
+        pass
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is ``pid``."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in found.split()]
+
+
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def run_to_end(workers, timeout=120) -> None:

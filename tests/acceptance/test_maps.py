@@ -14,7 +14,7 @@ import pqflow
 
 sys.path.insert(0, str(Path(__file__).parent))
 import flows  # noqa: E402
-from procs import finish  # noqa: E402
+from procs import finish, run_to_end  # noqa: E402
 from test_workflows import drain, executions, kill_workers_until, worker  # noqa: E402
 
 FLOWS = str(Path(__file__).with_name("flows.py"))
@@ -48,10 +48,7 @@ def test_map_runs_each_item_once_in_item_order_within_max_parallel(wq, log):
     customers = [f"c{i}" for i in range(12)]
     flows.billing.start("m1", {"log": str(log), "customers": customers, "flaky": ["c4"], "item_sleep": 0.05},
                         queue=wq)
-    procs = [worker(wq, processors=2) for _ in range(3)]
-    for p in procs:
-        code, out = finish(p, timeout=120)
-        assert code == 0, out[-3000:]
+    run_to_end([worker(wq, processors=2) for _ in range(3)])
     run = pqflow.get_run("m1", queue=wq)
     assert run.status == "succeeded", run.statuses
     assert run.steps["report"].result == {"customers": customers, "total": 2 * 10 + 3 * 2}

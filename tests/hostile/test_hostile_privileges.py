@@ -166,10 +166,11 @@ def _has_open(pid: int, path: Path) -> bool:
 def test_a_worker_obeys_a_stop_while_its_start_up_check_waits_for_a_locked_database(tmp_path, sig, said):
     """The check at start writes (an UPDATE of no row), so on a SQLite file another process holds
     locked it waits (30 s, the busy timeout): a stop signal meanwhile ends the worker at once, exit
-    0, instead of killing it by the signal's default action or waiting for the lock."""
+    0, instead of killing it by the signal's default action or waiting for the lock. The check
+    runs in a child process of the worker (queue_core/apart.py): it is ended with the worker."""
     import sqlite3
 
-    from procs import start_worker, stop_and_time, wait_for
+    from procs import _children, start_worker, stop_and_time, wait_for
 
     path = (tmp_path / "q.db").resolve()
     with queue_core.open(f"sqlite:///{path}", "q") as q:
@@ -178,12 +179,14 @@ def test_a_worker_obeys_a_stop_while_its_start_up_check_waits_for_a_locked_datab
     blocker.execute("BEGIN EXCLUSIVE")
     try:
         p = start_worker(f"sqlite:///{path}", "q", processors=1)
-        wait_for(lambda: _has_open(p.pid, path) or p.poll() is not None, what="the start-up check connected")
+        checkers = wait_for(lambda: [k for k in _children(p.pid) if _has_open(k, path)] or p.poll() is not None,
+                            what="the start-up check connected")
         time.sleep(0.3)
-        assert p.poll() is None
+        assert p.poll() is None and not _has_open(p.pid, path)  # the worker itself never connects
         code, out, took = stop_and_time(p, sig)
     finally:
         blocker.close()
     assert code == 0, out
+    assert not any(os.path.exists(f"/proc/{k}") for k in checkers), "the check's process outlived the worker"
     assert f"{said}: exiting (before its start-up check ended)" in out and took < 5, (took, out)
     assert "Traceback" not in out
