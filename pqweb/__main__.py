@@ -1,0 +1,5 @@
+"""``python -m pqweb``: the ``pqweb`` command."""
+
+from .cli import main
+
+main()
