@@ -14,17 +14,19 @@ fi
 .venv/bin/python -c "import queue_core, psycopg, pytest" || { echo "install failed" >&2; exit 1; }
 [ -x .venv/bin/ruff ] && [ -x .venv/bin/mypy ] || { echo "install failed: ruff or mypy missing" >&2; exit 1; }
 # Graphviz renders pqflow graphs as SVG/PNG (optional for users); faketime shifts the clocks of
-# the clock-skew tests' processes. Installed here so their tests run.
+# the clock-skew tests' processes; chromium is the browser of the dashboard's browser tests
+# (driven by Playwright, never downloaded by it). Installed here so their tests run.
 missing=""
 command -v dot >/dev/null 2>&1 || missing="$missing graphviz"
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing="$missing faketime"
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null 2>&1
    apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1) || echo "not installed:$missing" >&2
 fi
 # Lint, format and type checks of the packages (configured in pyproject.toml): a finding fails the run.
-.venv/bin/ruff check queue_core perfectsched pqflow
-.venv/bin/ruff format --check queue_core perfectsched pqflow
+.venv/bin/ruff check queue_core perfectsched pqflow pqweb tests/web
+.venv/bin/ruff format --check queue_core perfectsched pqflow pqweb tests/web
 .venv/bin/mypy
 if ! . scripts/start-databases.sh; then
   if [ -n "${CI:-}" ]; then echo "databases could not be started (CI): failing" >&2; exit 1; fi
@@ -37,8 +39,9 @@ fi
 # tables and files of its own): in parallel, a file's tests in one pytest-xdist worker. Then the
 # suites of real worker, scheduler and server processes, faults and timings, one test at a time
 # (their leases and deadlines are measured in seconds: they get the machine to themselves).
-parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py)
-serial=(tests/acceptance tests/reliability tests/test_benchmarks_quick.py)
+parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
+          tests/web/test_web_app.py tests/web/test_web_browse.py)
+serial=(tests/acceptance tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser.py)
 first=0
 .venv/bin/python -m pytest -n "${PQ_TEST_WORKERS:-3}" --dist loadfile "${parallel[@]}" || first=$?
 .venv/bin/python -m pytest "${serial[@]}" || exit $?
