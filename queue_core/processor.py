@@ -153,12 +153,14 @@ class Processor:
         while not self.stopping:
             for chore in self.chores:
                 chore.run_if_due()
+            written = self.settler.writes
             tasks = self._claim()
             rate_wait = self._notes.get("rate_wait")
             if tasks:
                 self._run_batch(tasks)
             elif tasks is not None and self.burst and rate_wait is None:
-                return EXIT_OK
+                if not self.settler.wrote_since(written):  # else what those set off may be due: claim again
+                    return EXIT_OK
             elif tasks is not None:  # a rate limit held tasks back: wait for its window, not a poll
                 self.control.idle(min(self.settings["poll_interval"], rate_wait or math.inf))
             if limit and self.processed >= limit:

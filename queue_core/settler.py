@@ -44,6 +44,9 @@ class Settler:
         self._lock = threading.Lock()
         #: held while a batch is written: a flush waits for one under way in another thread
         self._writing = threading.Lock()
+        #: how many batches were written on their own (by the monitor thread or a flush), not
+        #: with a claim: a burst processor's empty claim may have begun before one committed
+        self.writes = 0
 
     def add(self, task, elapsed: float) -> None:
         with self._lock:
@@ -89,7 +92,17 @@ class Settler:
             for task, _ in items:
                 self.release(task)
             return
+        self.writes += 1
         self.report(items)
+
+    def wrote_since(self, writes: int) -> bool:
+        """Whether successes were written on their own since :attr:`writes` was ``writes``, or
+        still wait to be (after waiting for a write under way, and writing what waits): what
+        they set off (a workflow's next steps) may be due where a claim begun before saw nothing."""
+        self.flush()
+        with self._lock:
+            waiting = bool(self._items)
+        return waiting or self.writes != writes
 
     def report(self, items: list[tuple[Any, float]]) -> None:
         """Once ``items`` were written (here or with a claim): log each, and end any backoff."""
