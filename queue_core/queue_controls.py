@@ -7,7 +7,7 @@ each claim, so a pause or a limit holds from the next claim on, and survives res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,8 @@ class QueueInfo:
     waiting: int
     running: int
     pending: int
-    finished: int
+    #: None: not counted (``queues(finished=False)``)
+    finished: int | None
     #: how long its longest-due waiting task has been due (seconds; None: none is due)
     oldest_waiting_age: float | None
 
@@ -54,17 +55,23 @@ class QueueControls:
     store: TaskStore
     now: Callable[[float | None], float]
 
-    def queues(self, *, now: float | None = None) -> list[QueueInfo]:
-        """Every queue that has tasks or settings, by name."""
+    def queues(self, *, now: float | None = None, finished: bool = True, also: Iterable[str] = ()) -> list[QueueInfo]:
+        """Every queue that has tasks or settings (and those named in ``also``), by name.
+        ``finished=False``: without counting the finished rows (their count is None, and a queue
+        that has only finished rows and no settings is left out unless named in ``also``): read
+        through the indexes only, as cheap on a table of a million finished rows as on an empty
+        one (a dashboard asks every few seconds)."""
         now = self.now(now)
-        counts = self.store.queue_counts(now)
+        counts = self.store.queue_counts(now) if finished else self.store.live_queue_counts(now)
         settings = self.store.all_settings()
-        return [self._info(name, settings.get(name), counts.get(name), now) for name in sorted({*counts, *settings})]
+        blank = {**dict.fromkeys(QUEUE_STATUSES, 0), "finished": 0 if finished else None, "oldest_due": None}
+        names = sorted({*counts, *settings, *also})
+        return [self._info(name, settings.get(name), counts.get(name, blank), now) for name in names]
 
     @staticmethod
-    def _info(name: str, settings: QueueSettings | None, counts: dict | None, now: float) -> QueueInfo:
+    def _info(name: str, settings: QueueSettings | None, counts: dict, now: float) -> QueueInfo:
         s = settings or QueueSettings(name)
-        c = counts or {**dict.fromkeys(QUEUE_STATUSES, 0), "oldest_due": None}
+        c = counts
         oldest = c["oldest_due"]
         return QueueInfo(
             name=name,
@@ -73,7 +80,10 @@ class QueueControls:
             rate_limit=s.rate_limit,
             rate_window=s.rate_window,
             rate_key=s.rate_key,
-            **{st: int(c.get(st, 0)) for st in QUEUE_STATUSES},
+            waiting=int(c.get("waiting", 0)),
+            running=int(c.get("running", 0)),
+            pending=int(c.get("pending", 0)),
+            finished=None if c.get("finished", 0) is None else int(c.get("finished", 0)),
             oldest_waiting_age=None if oldest is None else max(0.0, now - oldest),
         )
 

@@ -33,8 +33,8 @@ def overview_data(queue: Queue) -> dict:
     """What the overview shows, read in 5 statements (6 with workers alive): the queues'
     counts and settings, an hour of statistics, the workers."""
     now = queue.now()
-    infos = queue.queues(now=now)
     stats = queue.statistics(now=now, roll_up=False)
+    infos = queue.queues(now=now, finished=False, also={b.queue for b in stats.buckets})
     workers = queue.workers(now=now)
     rows = [_row(info, stats, now) for info in infos]
     return {"queues": rows, "workers_alive": len(workers), "now": now}

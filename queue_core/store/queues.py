@@ -394,3 +394,17 @@ class NamedQueues:
             return out
 
         return self.db.run(read, write=False, what="queue counts")
+
+    def live_queue_counts(self, now: float) -> dict[str, dict[str, Any]]:
+        """:meth:`queue_counts` without the finished rows (``finished`` None: not counted), read
+        through the indexes only (``live_counts``): it costs the same on a table of a million
+        finished rows as on an empty one, for a page that asks every few seconds."""
+        out: dict[str, dict[str, Any]] = {}
+        for (queue, _type), c in self.live_counts(now).items():  # type: ignore[attr-defined]
+            per = out.setdefault(queue, {**dict.fromkeys(QUEUE_STATUSES, 0), "finished": None, "oldest_due": None})
+            per["waiting"] += c["waiting"] + c["scheduled"]
+            per["running"] += c["running"]
+            per["pending"] += c["pending"]
+            if c["oldest_due"] is not None:
+                per["oldest_due"] = min(c["oldest_due"], per["oldest_due"] or c["oldest_due"])
+        return out

@@ -325,3 +325,29 @@ def test_a_claim_held_back_by_a_rate_notes_when_its_window_lets_one_start(queue)
     assert queue.poll_multi(5, now=T0 + 4, queues="default", notes=notes) == [] and notes == {}
     notes = {}
     assert keys(queue.poll_multi(5, now=T0 + 10, queues="api", notes=notes)) == ["b"] and notes == {}
+
+
+def test_queues_without_finished_counts_read_the_same_live_counts(queue):
+    """``queues(finished=False)``, what a dashboard reads every few seconds through the indexes:
+    the same waiting (due or later), running, pending counts and oldest wait as ``queues()``,
+    the finished count not read (None); a queue with only finished rows is listed when named."""
+    submit(queue, "a1", "alpha", now=T0 - 30)
+    submit(queue, "a2", "alpha", now=T0 - 20)
+    queue.submit("a3", "t", {}, queue="alpha", run_at=T0 + 60, now=T0 - 5)
+    submit(queue, "b1", "beta")
+    submit(queue, "c1", "gamma")
+    running = queue.poll(queues="beta", alive_time=30, now=T0)
+    done = queue.poll(queues="gamma", alive_time=30, now=T0)
+    done.finish(now=T0)
+    full = {i.name: i for i in queue.queues(now=T0)}
+    live = {i.name: i for i in queue.queues(now=T0, finished=False)}
+    assert set(full) == {"alpha", "beta", "gamma"} and set(live) == {"alpha", "beta"}
+    for name in live:
+        f, lv = full[name], live[name]
+        assert (lv.waiting, lv.running, lv.pending, lv.oldest_waiting_age) == (
+            f.waiting, f.running, f.pending, f.oldest_waiting_age), name
+        assert lv.finished is None and f.finished == 0
+    assert (live["alpha"].waiting, live["alpha"].oldest_waiting_age) == (3, 30.0)
+    assert live["beta"].running == 1 and running is not None
+    named = {i.name: i for i in queue.queues(now=T0, finished=False, also=["gamma", "nowhere"])}
+    assert (named["gamma"].waiting, named["gamma"].finished) == (0, None) and "nowhere" in named
