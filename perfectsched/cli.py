@@ -29,7 +29,7 @@ from queue_core.queue import check_name
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
-from . import every
+from . import every, preview
 from .runner import open_scheduler
 from .scheduler import EXTRA_KEYS, ScheduleMetadata
 
@@ -51,7 +51,7 @@ LIST_COLUMNS = [
 TIME_FIELDS = ("next_time", "next_run_time", "timeout")
 CATCHUP_CHOICE = click.Choice(list(catchup_mod.POLICIES))
 DST_CHOICE = click.Choice(list(cronlib.DST_POLICIES))
-MARKS = {"shifted": "shifted (DST gap)", "repeated": "repeated (DST fold)"}
+MARKS = preview.MARKS
 
 
 @click.group(name=PROG, cls=PQGroup, epilog=EXIT_CODES_HELP)
@@ -487,24 +487,17 @@ def next_cmd(
     cron_expr = cronlib.validate_cron(cron_expr)
     start = parse_time(from_, "--from") if from_ is not None else time.time()
     zone = _zone(tz) if tz is not None else _config_zone()
-    occs = cronlib.occurrences(cron_expr, start, count, zone, dst)
+    fires = preview.fires_after(cron_expr, start, count, zone, dst)
     if fmt == "json":
         print_json(
             [
-                {
-                    "time": o.time,
-                    "local": o.local.isoformat(),
-                    "utc": _utc(o.time),
-                    "shifted": o.shifted,
-                    "repeated": o.repeated,
-                }
-                for o in occs
+                {"time": f.time, "local": f.local, "utc": f.utc, "shifted": f.shifted, "repeated": f.repeated}
+                for f in fires
             ]
         )
         return
-    for o in occs:
-        mark = MARKS["shifted"] if o.shifted else MARKS["repeated"] if o.repeated else ""
-        click.echo(f"{o.local.isoformat()}  {_utc(o.time)}  {mark}".rstrip())
+    for f in fires:
+        click.echo(f"{f.local}  {f.utc}  {f.mark}".rstrip())
 
 
 def _config_zone() -> str:
@@ -513,10 +506,6 @@ def _config_zone() -> str:
         return _zone(name)
     except ValueError as exc:
         raise ConfigError(f"config timezone: {exc}") from None
-
-
-def _utc(ts: int) -> str:
-    return format_time(ts).replace("+00:00", "Z")
 
 
 main = main_wrapper(cli, PROG)

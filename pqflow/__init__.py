@@ -15,6 +15,7 @@ from typing import Any
 
 from .dag import StepDef, Workflow, get_workflow, registered_workflows
 from .errors import FlowError, StepResultError, UnknownRunError, UnknownWorkflowError, WorkflowDefinitionError
+from .listing import RUN_STATUSES, RunsPage, RunSummary, runs_page
 from .runs import ItemInfo, MapInfo, Run, StepInfo, cancel_run, get_run, list_runs, retry_run
 from .runtime import Decider, StepContext
 
@@ -38,7 +39,10 @@ __all__ = [
     "FlowError",
     "ItemInfo",
     "MapInfo",
+    "RUN_STATUSES",
     "Run",
+    "RunSummary",
+    "RunsPage",
     "StepContext",
     "StepDef",
     "StepInfo",
@@ -53,5 +57,6 @@ __all__ = [
     "graph",
     "list_runs",
     "retry_run",
+    "runs_page",
     "registered_workflows",
 ]

@@ -1,0 +1,112 @@
+"""Runs a page at a time, newest first, by workflow and status: what a dashboard lists. Bounded
+however many runs the table holds: keyset pages of the queue's run rows (``Queue.browse`` by
+workflow type, the workflows recorded in the table), no OFFSET and no count.
+
+:func:`pqflow.list_runs` reads every run, oldest first (the CLI's ``pqflow runs``); this reads
+``limit`` of them, older than a cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import queue_core
+from queue_core.errors import ValidationError
+from queue_core.task import TaskMetadata
+from queue_core.validate import check_int, check_name
+
+from .rows import RUNS_GROUP, SEP, RunState
+from .runs import run_status
+
+#: what a run's status can be
+RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
+#: pages of run rows read at most to fill one page of a status filter (the rest: on the next)
+MAX_BATCHES = 10
+MAX_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as a list shows it: ``steps_*`` are None for a run no decider has picked up."""
+
+    id: int
+    run_id: str
+    workflow: str
+    status: str
+    created_at: float
+    finished_at: float | None
+    steps_total: int | None = None
+    steps_succeeded: int | None = None
+    steps_failed: int | None = None
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    runs: tuple[RunSummary, ...]
+    #: what ``runs_page(cursor=...)`` takes for the next (older) page; None: this is the last
+    next_cursor: int | None
+
+
+def summary(row: dict) -> RunSummary:
+    """A run row (as ``Transaction.runs.read`` returns it) as a :class:`RunSummary`."""
+    state = RunState.load(row.get("workflow"))
+    counts = (state.total, state.succeeded, state.failed) if state is not None else (None, None, None)
+    finished = state.finished_at if state is not None else row.get("finished_at")
+    return RunSummary(row["id"], row["key"], row["type"], run_status(row), row["created_at"], finished, *counts)
+
+
+def runs_page(
+    q: queue_core.Queue,
+    *,
+    workflow: str | None = None,
+    status: str | None = None,
+    cursor: int | None = None,
+    limit: int = 50,
+) -> RunsPage:
+    """Runs newest first, of ``workflow`` (else of every workflow recorded in the table) and in
+    ``status`` (one of :data:`RUN_STATUSES`), older than ``cursor``. A status filter reads at
+    most :data:`MAX_BATCHES` pages of runs for one page (fewer runs then, and a cursor)."""
+    _check(workflow, status, cursor, limit)
+    names = [workflow] if workflow else q.transaction(lambda tx: tx.runs.registered(tx.conn, "workflow"))
+    found: list[RunSummary] = []
+    for _ in range(MAX_BATCHES):
+        batch, cursor = _newest(q, names, cursor, limit - len(found))
+        found += [r for r in batch if status is None or r.status == status]
+        if len(found) >= limit or cursor is None:
+            break
+    return RunsPage(tuple(found), cursor)
+
+
+def _check(workflow: str | None, status: str | None, cursor: int | None, limit: int) -> None:
+    check_name(workflow, "workflow", optional=True)
+    if status is not None and status not in RUN_STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
+    if cursor is not None:
+        check_int(cursor, "cursor", minimum=0)
+    if not 1 <= check_int(limit, "limit") <= MAX_LIMIT:
+        raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}")
+
+
+def _newest(
+    q: queue_core.Queue, names: Sequence[str], cursor: int | None, limit: int
+) -> tuple[list[RunSummary], int | None]:
+    """The newest ``limit`` runs of ``names`` older than ``cursor``, and the cursor after them."""
+    pages = [q.browse(type=name, cursor=cursor, limit=limit) for name in names]
+    ends = [p.next_cursor for p in pages if p.next_cursor is not None]
+    horizon = max(ends) if ends else None  # every run at or above it was read, of every workflow
+    keys = [t.key for p in pages for t in p.tasks if _is_run(t)]
+    rows = q.transaction(lambda tx: tx.runs.read(tx.conn, keys), what="list runs") if keys else {}
+    ordered = sorted((r for r in rows.values() if horizon is None or r["id"] >= horizon), key=lambda r: -r["id"])
+    taken = ordered[:limit]
+    more = len(ordered) > limit or horizon is not None
+    return [summary(r) for r in taken], (_cursor(taken, horizon) if more else None)
+
+
+def _cursor(taken: Iterable[dict], horizon: int | None) -> int | None:
+    ids = [r["id"] for r in taken]
+    return min(ids) if ids else horizon
+
+
+def _is_run(task: TaskMetadata) -> bool:
+    """A run row: the run's own key (no '#'), in the runs group, or in none (not picked up yet)."""
+    return SEP not in task.key and task.group in (None, RUNS_GROUP)
