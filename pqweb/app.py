@@ -14,6 +14,8 @@ from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
+from perfectsched import Scheduler
+from pqflow.errors import UnknownRunError, UnknownStepError
 from queue_core.errors import DatabaseError, NotFoundError, TaskError, ValidationError
 from queue_core.queue import Queue
 
@@ -21,14 +23,16 @@ from .errors import WebError
 from .render import render, templates
 from .security import Guard, SessionKeys
 from .settings import WebSettings
-from .views import auth, failures, overview, task, tasks, workers
+from .views import auth, failures, glance, overview, runs, schedules, task, tasks, workers
 
 log = logging.getLogger("pqweb")
 STATIC = Path(__file__).parent / "static"
 
 
-def create_app(queue: Queue, web: WebSettings | None = None, *, secret: bytes | None = None) -> Starlette:
-    """The dashboard of ``queue`` (closed by the caller)."""
+def create_app(
+    queue: Queue, web: WebSettings | None = None, *, secret: bytes | None = None, scheduler: Scheduler | None = None
+) -> Starlette:
+    """The dashboard of ``queue`` and of ``scheduler``'s schedules, if given (both closed by the caller)."""
     web = web or WebSettings()
     app = Starlette(
         routes=_routes(),
@@ -36,6 +40,7 @@ def create_app(queue: Queue, web: WebSettings | None = None, *, secret: bytes | 
         exception_handlers={WebError: _error_page, TaskError: _error_page, HTTPException: _error_page},
     )
     app.state.queue = queue
+    app.state.scheduler = scheduler
     app.state.web = web
     app.state.templates = templates(web)
     return app
@@ -48,6 +53,9 @@ def _routes() -> list:
         *task.ROUTES,
         *failures.ROUTES,
         *workers.ROUTES,
+        *schedules.ROUTES,
+        *runs.ROUTES,
+        *glance.ROUTES,
         *auth.ROUTES,
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
@@ -56,6 +64,8 @@ def _routes() -> list:
 #: (error class, HTTP status, title) in the order they are matched
 _STATUSES: tuple[tuple[type, int, str], ...] = (
     (NotFoundError, 404, "Not found"),
+    (UnknownRunError, 404, "Not found"),
+    (UnknownStepError, 404, "Not found"),
     (ValidationError, 400, "Not accepted"),
     (DatabaseError, 503, "Database unavailable"),
     (TaskError, 409, "Not done"),

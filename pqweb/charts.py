@@ -42,3 +42,47 @@ def per_minute(pairs: Sequence[tuple[float, float]], *, since: float, minutes: i
         if 0 <= i < minutes:
             out[i] += count
     return out
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One step on a timeline: ``x`` and ``width`` in the chart's units (SVG attributes, not styles)."""
+
+    name: str
+    status: str
+    y: int
+    x: float
+    width: float
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    width: int
+    height: int
+    row: int
+    bars: tuple[Bar, ...]
+    #: seconds from the first start to the last end (or now)
+    span: float
+
+
+def timeline(
+    steps: Sequence[tuple[str, str, float | None, float | None]], now: float, *, width: int = 600, row: int = 20
+) -> Timeline:
+    """A Gantt chart of ``(name, status, started, finished)``: a bar per step from its start to its
+    end (to ``now`` while it runs), on one scale; a step that never started has no width."""
+    starts = [s for _, _, s, _ in steps if s is not None]
+    t0 = min(starts, default=now)
+    ends = [f if f is not None else now for _, _, s, f in steps if s is not None]
+    span = max(max(ends, default=t0) - t0, 1e-9)
+    bars = tuple(_bar(i, step, t0, span, now, width, row) for i, step in enumerate(steps))
+    return Timeline(width, row * max(1, len(steps)), row, bars, span if starts else 0.0)
+
+
+def _bar(i: int, step: tuple, t0: float, span: float, now: float, width: int, row: int) -> Bar:
+    name, status, start, end = step
+    if start is None:
+        return Bar(name, status, i * row, 0.0, 0.0, None)
+    stop = end if end is not None else now
+    x = (start - t0) / span * width
+    return Bar(name, status, i * row, round(x, 1), round(max(1.0, (stop - start) / span * width), 1), stop - start)

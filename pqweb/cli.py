@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
+from perfectsched.runner import open_scheduler
 from queue_core.clikit.exits import EXIT_CODES_HELP, exit_code_for
 from queue_core.clikit.group import report_error
 from queue_core.clikit.options import CLIState, common_options, state_of
-from queue_core.clikit.settings import open_queue, settings
+from queue_core.clikit.settings import open_queue, settings, short_lived_retries
 from queue_core.errors import ConfigError
 
 from .settings import EXTRA_KEYS, TOKEN_ENV, WebSettings
@@ -78,14 +79,20 @@ def refuse_token(value: Any) -> None:
 @click.option(
     "--allow-actions", is_flag=True, default=None, help=f"Let users logged in with the token ({TOKEN_ENV}) act."
 )
+@click.option(
+    "--schedule-table",
+    metavar="NAME",
+    help="The schedule table shown (config schedule_table, env PQ_SCHEDULE_TABLE; default: pq_schedules).",
+)
 @click.option("--token", hidden=True)
 @click.version_option(package_name="pq", prog_name=PROG, message="%(prog)s %(version)s")
 @common_options(own_logging=True, long_running=True)
-def cli(listen: str, allow_actions: bool | None, token: str | None) -> None:
+def cli(listen: str, allow_actions: bool | None, schedule_table: str | None, token: str | None) -> None:
     """Serve the pq dashboard (read-only unless --allow-actions)."""
     refuse_token(token)
     host, port = parse_listen(listen)
-    cfg = settings(extra_keys=EXTRA_KEYS, overrides={"web_allow_actions": allow_actions})
+    overrides = {"web_allow_actions": allow_actions, "schedule_table": schedule_table or None}
+    cfg = settings(extra_keys=EXTRA_KEYS, overrides=overrides)
     web = WebSettings(
         allow_actions=bool(cfg["web_allow_actions"]),
         token=os.environ.get(TOKEN_ENV) or cfg["web_token"],
@@ -103,10 +110,10 @@ def serve(cfg: Any, web: WebSettings, host: str, port: int, *, verbose: bool = F
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
     if not is_loopback(host):
         log.warning("pqweb listens on %s, beyond this host: put it behind HTTPS and a firewall", host)
-    with open_queue(cfg) as queue:
+    with open_queue(cfg) as queue, open_scheduler(dict(cfg), **short_lived_retries(cfg)) as sched:
         click.echo(f"{PROG}: serving {queue.url} table {queue.table} on http://{host}:{port}/", err=True)
         uvicorn.run(
-            create_app(queue, web),
+            create_app(queue, web, scheduler=sched),
             host=host,
             port=port,
             log_level="info" if verbose else "warning",

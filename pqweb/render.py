@@ -23,6 +23,11 @@ DONE = {
     "moved": "Task moved.",
     "bulk-retried": "Tasks retried.",
     "bulk-cancelled": "Tasks cancelled.",
+    "schedule-added": "Schedule added.",
+    "schedule-modified": "Schedule changed.",
+    "schedule-deleted": "Schedule deleted (the tasks it submitted stay).",
+    "run-cancelled": "Run cancelled: nothing new starts, running steps are told to stop.",
+    "run-retried": "Run retried: what did not succeed runs again.",
     "logged-in": "Logged in: actions are enabled.",
     "logged-out": "Logged out.",
 }

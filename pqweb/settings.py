@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfectsched.scheduler import EXTRA_KEYS as SCHEDULE_KEYS
 from queue_core.errors import ConfigError
 
 #: the config keys of the dashboard, ``{key: (default, kind, help)}`` as queue_core's settings take
-#: them (the environment sets each as ``PQ_<KEY>``; the token also as ``PQWEB_TOKEN``)
+#: them (the environment sets each as ``PQ_<KEY>``; the token also as ``PQWEB_TOKEN``); perfectsched's
+#: too (``schedule_table``, ``timezone``...): the dashboard shows the schedules of the same file
 EXTRA_KEYS: dict[str, tuple] = {
+    **SCHEDULE_KEYS,
     "web_allow_actions": (False, "bool", "let logged-in users retry, cancel, move tasks and pause queues"),
     "web_token": (None, "opt-str", "the token a user logs in with (never on the command line)"),
     "web_refresh": (2.0, "float+", "seconds between the live updates of a page"),

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 
+from queue_core.errors import ValidationError
 from queue_core.queue import Queue
 
 from ..security import check_action
@@ -60,3 +61,12 @@ def see_other(path: str, **query: Any) -> RedirectResponse:
     """A 303 redirect to ``path`` (a path of this dashboard) with ``query``."""
     qs = query_string(query)
     return RedirectResponse(f"{path}?{qs}" if qs else path, status_code=303)
+
+
+def int_param(value: str | None, what: str) -> int | None:
+    """A whole number >= 0 of a query (None when missing); ValidationError when it is not one."""
+    if value is None or value == "":
+        return None
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:
+        raise ValidationError(f"{what} must be a whole number")
+    return int(value)

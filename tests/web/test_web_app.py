@@ -10,7 +10,7 @@ import re
 import markupsafe
 import pytest
 import sqlalchemy as sa
-from web_support import HOSTILE, TOKEN, client, csrf_of, login
+from web_support import HOSTILE, TOKEN, client, csrf_of, login, statements
 
 import queue_core
 from pqweb.security import CSP
@@ -228,21 +228,6 @@ def test_an_unreachable_database_is_a_503_page_without_its_password(tmp_path):
         q.close()
 
 
-def _statements(queue, fn) -> int:
-    seen: list[str] = []
-
-    def spy(conn, cursor, statement, *rest):
-        if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK", "SET", "SAVEPOINT", "RELEASE")):
-            seen.append(statement)
-
-    sa.event.listen(queue.db.engine, "before_cursor_execute", spy)
-    try:
-        fn()
-    finally:
-        sa.event.remove(queue.db.engine, "before_cursor_execute", spy)
-    return len(seen)
-
-
 #: the statements a page costs, as docs/dashboard.md states them
 BUDGET = {
     "/": 6,
@@ -260,5 +245,5 @@ def test_the_statements_a_page_costs_are_bounded(queue):
     c = client(queue)
     c.get("/")  # the tables' metadata read once
     for path, most in BUDGET.items():
-        n = _statements(queue, lambda p=path: c.get(p))
+        n = statements(queue, lambda p=path: c.get(p))
         assert n <= most, f"{path}: {n} statements"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import warnings
 
+import sqlalchemy as sa
+
 from pqweb.app import create_app
 from pqweb.settings import WebSettings
 
@@ -19,9 +21,10 @@ HOSTILE = ("<script>alert(1)</script>", '"onmouseover=alert(1) x="', "</textarea
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"|"X-CSRF-Token": "([^"]+)"')
 
 
-def client(queue, *, actions: bool = True, page_size: int = 50) -> TestClient:
+def client(queue, *, actions: bool = True, page_size: int = 50, scheduler=None) -> TestClient:
     web = WebSettings(allow_actions=actions, token=TOKEN if actions else None, page_size=page_size)
-    return TestClient(create_app(queue, web), raise_server_exceptions=True, follow_redirects=False)
+    app = create_app(queue, web, scheduler=scheduler)
+    return TestClient(app, raise_server_exceptions=True, follow_redirects=False)
 
 
 def csrf_of(c: TestClient, path: str = "/login") -> str:
@@ -35,3 +38,19 @@ def login(c: TestClient) -> str:
     r = c.post("/login", data={"csrf": csrf_of(c), "token": TOKEN})
     assert r.status_code == 303, r.text
     return csrf_of(c, "/")
+
+
+def statements(queue, fn) -> int:
+    """How many statements ``fn()`` sends through ``queue``'s engine (transaction control left out)."""
+    seen: list[str] = []
+
+    def spy(conn, cursor, statement, *rest):
+        if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK", "SET", "SAVEPOINT", "RELEASE")):
+            seen.append(statement)
+
+    sa.event.listen(queue.db.engine, "before_cursor_execute", spy)
+    try:
+        fn()
+    finally:
+        sa.event.remove(queue.db.engine, "before_cursor_execute", spy)
+    return len(seen)
