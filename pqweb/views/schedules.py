@@ -15,7 +15,7 @@ from perfectsched import ScheduleMetadata, Scheduler, preview
 from perfectsched.catchup import POLICIES
 from perfectsched.cron import DST_POLICIES
 from perfectsched.history import latest_occurrences
-from queue_core.errors import AlreadyExistsError, NotFoundError, ValidationError
+from queue_core.errors import AlreadyExistsError, NotFoundError, SchemaError, ValidationError
 
 from ..render import render
 from .common import action_form, blocking, see_other
@@ -35,7 +35,7 @@ def scheduler_of(request: Request) -> Scheduler | None:
         return sched
     try:
         sched.check_tables()
-    except Exception:  # noqa: BLE001 - absent, or not readable yet: no schedules section
+    except SchemaError:  # absent (or made by an older release): no schedules section
         return None
     state.schedule_table_seen = True
     return sched
