@@ -61,7 +61,10 @@ def detail(request: Request) -> Response:
 
 
 def live(request: Request) -> Response:
-    return render(request, "_run_live.html", run_data(request))
+    """The run's live part; the DAG picture too (out of band) only when it changed since ``?v=``."""
+    data = run_data(request)
+    changed = request.query_params.get("v") != data["version"]
+    return render(request, "_run_live.html", {**data, "graph_changed": changed})
 
 
 def graph(request: Request) -> Response:

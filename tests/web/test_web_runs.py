@@ -94,6 +94,9 @@ def test_a_run_shows_its_steps_map_counts_timeline_and_dag(queue):
     assert "<svg" in svg.text and "square" in svg.text and "7/12 succeeded" in svg.text
     live = c.get("/live/run", params={"id": "r1"}).text
     assert "7/12 succeeded" in live and "<html" not in live
+    version = re.search(r"v=(\w+)", img)[1]
+    unchanged = c.get("/live/run", params={"id": "r1", "v": version}).text
+    assert "7/12 succeeded" in unchanged and "run-graph" not in unchanged  # the same picture: not sent again
     drive(queue)
     done = c.get("/live/run", params={"id": "r1"}).text
     assert "12/12 succeeded" in done and 'id="run-status"><span class="st st-succeeded">' in done
