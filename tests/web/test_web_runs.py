@@ -219,3 +219,15 @@ def test_the_statements_a_page_costs_are_bounded(sched):
     costs |= {p: statements(sched.queue, lambda p=p: c.get(p)) for p in SCHEDULE_BUDGET}
     over = {p: n for p, n in costs.items() if n > {**RUN_BUDGET, **SCHEDULE_BUDGET}[p]}
     assert not over, costs
+
+
+def test_a_run_no_decider_took_up_yet_says_so(queue):
+    queue.submit("plain", "web_flow", {"n": 1})
+    assert _rows(client(queue).get("/runs").text) == []  # listed once its workflow is recorded in the table
+    flow.start("started", queue=queue)
+    c = client(queue)
+    html = c.get("/run", params={"id": "plain"}).text
+    assert 'id="not-picked"' in html and 'id="run-graph"' not in html
+    assert _rows(c.get("/runs").text) == ["started", "plain"]
+    assert "not picked up yet" in c.get("/runs").text
+    assert c.get("/run/why", params={"id": "plain", "step": "fetch"}).status_code == 200
