@@ -132,13 +132,18 @@ def check_token(given: Any, expected: str | None) -> bool:
     """Whether ``given`` is the dashboard's token (never when none is set)."""
     if not expected or not isinstance(given, str):
         return False
-    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+    return hmac.compare_digest(_bytes(given), _bytes(expected))
+
+
+def _bytes(text: str) -> bytes:
+    """``text`` as bytes to compare (a lone surrogate sent by a hostile form is compared, not an error)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def check_csrf(request: Request, form: Mapping[str, Any]) -> None:
     """CSRFError unless the POST carries the session's CSRF token (form field or header)."""
     given = form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER) or ""
-    if not isinstance(given, str) or not hmac.compare_digest(given.encode(), session_of(request).csrf.encode()):
+    if not isinstance(given, str) or not hmac.compare_digest(_bytes(given), _bytes(session_of(request).csrf)):
         raise CSRFError("this form has expired or was not sent by the dashboard (CSRF token missing or wrong)")
 
 

@@ -10,15 +10,17 @@ starts when the task was submitted (it covers the wait too: a span from submit t
 later attempt's when it was claimed. Its attributes name the queue, key, type, attempt and the
 outcome; an attempt that raised has the status ERROR and the exception recorded.
 
-Without an SDK configured (``opentelemetry-sdk`` and an exporter) the API's spans record nothing
-and no context is stored: the cost is a function call per submission and per attempt.
+Without an SDK configured (``opentelemetry-sdk`` and an exporter) no span is made and no context
+is stored; an attempt of a task submitted in a trace runs in that trace's context (what its
+handler submits or logs carries it on): the cost of a task outside a trace is a function call per
+submission and per attempt.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
 _api: Any = None  # the opentelemetry modules once looked up; False: not installed
@@ -30,9 +32,9 @@ def _otel() -> Any:
     global _api
     if _api is None:
         try:
-            from opentelemetry import propagate, trace
+            from opentelemetry import context, propagate, trace
 
-            _api = (propagate, trace)
+            _api = (propagate, trace, context)
         except ImportError:
             _api = False
     return _api or None
@@ -63,13 +65,26 @@ def _parent(text: str | None) -> Any:
         return None
 
 
-@contextmanager
-def attempt_span(task: Any) -> Iterator[Any]:
+def attempt_span(task: Any) -> AbstractContextManager[Any]:
     """The span of one attempt of ``task`` (an AcquiredTask), current while it runs; None
     without OpenTelemetry. :func:`ended` says how the attempt ended. Tracing never stops a
-    worker: a span that cannot be made or ended is left out."""
+    worker: a span that cannot be made or ended is left out. Without a configured provider and
+    outside a trace (a no-op drain), a shared empty context: nothing made per attempt."""
     api = _otel()
-    opened = _open(api, task) if api is not None else None
+    if api is None:
+        return _NOTHING
+    if not _recording(api):
+        return _carried(api, task.trace) if task.trace else _NOTHING
+    return _span(api, task)
+
+
+#: what an attempt runs in when there is nothing to trace
+_NOTHING = nullcontext(None)
+
+
+@contextmanager
+def _span(api: Any, task: Any) -> Iterator[Any]:
+    opened = _open(api, task)
     if opened is None:
         yield None
         return
@@ -79,6 +94,33 @@ def attempt_span(task: Any) -> Iterator[Any]:
     finally:
         with suppress(Exception):
             manager.__exit__(None, None, None)
+
+
+@contextmanager
+def _carried(api: Any, text: str) -> Iterator[None]:
+    """The submitter's trace context (``text``) current while the attempt runs, without a span
+    of its own (no SDK: nothing would record it): what the handler submits or logs carries the
+    trace on."""
+    parent = _parent(text)
+    token = None
+    with suppress(Exception):
+        token = api[2].attach(parent) if parent is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            with suppress(Exception):
+                api[2].detach(token)
+
+
+def _recording(api: Any) -> bool:
+    """Whether a tracer provider is configured (an SDK's): without one the API's spans record
+    nothing, and making one for every attempt cost a quarter of a no-op drain's time."""
+    trace = api[1]
+    try:
+        return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    except Exception:  # noqa: BLE001 - tracing must never stop a worker
+        return False
 
 
 def _open(api: Any, task: Any) -> tuple[Any, Any] | None:

@@ -11,6 +11,7 @@ and which driver errors are transient.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -65,16 +66,18 @@ class Dialect:
                 made.append((res.lastrowid, row["key"]))
         return made
 
-    def insert_selected(
-        self, conn: sa.Connection, table: sa.Table, columns: Sequence[str], rows: sa.Select, returning: str = ""
-    ) -> list:
-        """Insert into ``table`` (its ``columns``) the rows ``rows`` selects: INSERT ... SELECT,
-        one statement; the values of column ``returning`` of the rows inserted ([] without)."""
+    def insert_selected(self, table: sa.Table, columns: Sequence[str], rows: sa.Select, returning: str = "") -> Any:
+        """How to insert into ``table`` (its ``columns``) the rows ``rows`` selects, run by
+        :meth:`run_insert_selected`: here one INSERT ... SELECT (returning the column
+        ``returning`` of the rows inserted, if named). Built once, run often."""
         stmt = sa.insert(table).from_select(list(columns), rows)
-        if not returning:
-            conn.execute(stmt)
-            return []
-        return list(conn.execute(stmt.returning(table.c[returning])).scalars())
+        return stmt.returning(table.c[returning]) if returning else stmt
+
+    def run_insert_selected(self, conn: sa.Connection, plan: Any, params: dict, returning: str = "") -> list:
+        """Run ``plan`` of :meth:`insert_selected` with ``params``: the values of its
+        ``returning`` column of the rows inserted ([] without)."""
+        result = conn.execute(plan, params)
+        return list(result.scalars()) if returning else []
 
     def insert_one(self, table: sa.Table, conflict_column: str, channel: str | None):
         """The statement of :meth:`inserted_one`: insert one row unless its ``conflict_column``

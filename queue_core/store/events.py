@@ -36,26 +36,31 @@ COLUMNS = (
 )
 
 
-def event_columns(t: sa.Table, kind: str, at: float, detail: Any = None) -> list:
+def event_columns(t: sa.Table, kind: str, with_detail: bool = False) -> list:
     """The SELECT list (over the task table ``t``, as a change left its row) of the event
-    ``kind`` at ``at``: what each kind keeps of the row besides its identity and attempt."""
+    ``kind``: what each kind keeps of the row besides its identity and attempt. Its time is the
+    bound parameter ``event_at``; with ``with_detail``, its detail is ``event_detail`` (else the
+    row's error, where the kind keeps one)."""
+    at: Any = sa.bindparam("event_at", type_=sa.Double())
     ended = kind in ("finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed")
     failed = sa.case((t.c.outcome == "failure", sa.func.substr(t.c.error, 1, DETAIL_LENGTH)), else_=None)
     again = kind in ("retried", "released", "promoted", "reopened", "requeued")
-    ran = sa.case((t.c.started_at.is_(None), None), else_=sa.literal(at) - t.c.started_at)
-    error: Any = sa.func.substr(t.c.error, 1, DETAIL_LENGTH) if detail is None else sa.literal(detail)
+    ran = sa.case((t.c.started_at.is_(None), None), else_=at - t.c.started_at)
+    error: Any = sa.func.substr(t.c.error, 1, DETAIL_LENGTH)
+    if with_detail:
+        error = sa.bindparam("event_detail", type_=sa.Text())
     return [
         t.c.id,
         t.c.key,
         t.c.queue,
         t.c.type,
         sa.literal(kind),
-        sa.literal(at),
+        at,
         t.c.attempts,
         t.c.owner if kind == "finished" else sa.null(),
         t.c.outcome if ended else sa.null(),
         error
-        if detail is not None or kind in ("retried", "gave_up", "set_aside")
+        if with_detail or kind in ("retried", "gave_up", "set_aside")
         else failed
         if kind == "finished"
         else sa.null(),
@@ -100,22 +105,41 @@ class TaskEvents:
 
     def record_ids(self, conn, kind: str, ids: Sequence[int], at: float, detail: Any = None) -> None:
         """Append the event ``kind`` of each of the rows ``ids`` (changed by the caller's statement
-        in this transaction: read as it left them)."""
-        t = self.t
+        in this transaction: read as it left them). One statement per 500 rows, built once per
+        kind (a claim's settle runs it at every batch)."""
+        stmt = self._event_insert(kind, "ids", detail is not None)
         ids = list(ids)
         for i in range(0, len(ids), 500):
-            self._record_selected(
-                conn, sa.select(*event_columns(t, kind, at, detail)).where(t.c.id.in_(ids[i : i + 500]))
-            )
+            self._record_selected(conn, stmt, {"event_ids": ids[i : i + 500], "event_at": at, "event_detail": detail})
 
     def record_key(self, conn, kind: str, key: str, at: float, detail: Any = None) -> None:
         """The same for the row of ``key`` (a change an operator made by key)."""
-        t = self.t
-        self._record_selected(conn, sa.select(*event_columns(t, kind, at, detail)).where(t.c.key == key))
+        stmt = self._event_insert(kind, "key", detail is not None)
+        self._record_selected(conn, stmt, {"event_key": key, "event_at": at, "event_detail": detail})
 
-    def _record_selected(self, conn, rows: sa.Select) -> None:
-        returning = "tracked" if self.channel else ""
-        self._announce(conn, self.db.dialect.insert_selected(conn, self.events_t, COLUMNS, rows, returning))
+    def _event_insert(self, kind: str, by: str, with_detail: bool):
+        """INSERT ... SELECT of the events ``kind`` of the task rows chosen ``by`` their ids (the
+        bound list ``event_ids``) or their key (``event_key``); returning ``tracked`` when changes
+        are announced. Built once per shape."""
+        shape = (kind, by, with_detail, bool(self.channel))
+        cache = self.__dict__.setdefault("_event_inserts", {})
+        if shape not in cache:
+            t = self.t
+            which = (
+                t.c.id.in_(sa.bindparam("event_ids", expanding=True))
+                if by == "ids"
+                else t.c.key == sa.bindparam("event_key")
+            )
+            rows = sa.select(*event_columns(t, kind, with_detail)).where(which)
+            cache[shape] = self.db.dialect.insert_selected(self.events_t, COLUMNS, rows, self._returning)
+        return cache[shape]
+
+    @property
+    def _returning(self) -> str:
+        return "tracked" if self.channel else ""
+
+    def _record_selected(self, conn, plan, params: dict) -> None:
+        self._announce(conn, self.db.dialect.run_insert_selected(conn, plan, params, self._returning))
 
     def _announce(self, conn, tracked: Sequence[int]) -> None:
         """Tell the listeners (PostgreSQL NOTIFY on :attr:`channel`, sent as the transaction

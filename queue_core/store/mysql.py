@@ -103,13 +103,17 @@ class MySQLDialect(Dialect):
     def inserted_one(self, conn, stmt, row):
         return conn.execute(stmt, row).rowcount == 1
 
-    def insert_selected(self, conn, table, columns, rows, returning=""):
+    def insert_selected(self, table, columns, rows, returning=""):
         # Read, then insert the values: an INSERT ... SELECT takes InnoDB's table-wide AUTO-INC
         # lock for its statement and may reserve more ids than it uses (gaps that readers of the
         # ids, the event stream, must wait out); an INSERT of known rows reserves exactly them.
-        found = [dict(zip(columns, r, strict=True)) for r in conn.execute(rows)]
+        return sa.insert(table), list(columns), rows
+
+    def run_insert_selected(self, conn, plan, params, returning=""):
+        insert, columns, rows = plan
+        found = [dict(zip(columns, r, strict=True)) for r in conn.execute(rows, params)]
         if found:
-            conn.execute(sa.insert(table), found)
+            conn.execute(insert, found)
         return [r[returning] for r in found] if returning else []
 
     def execute_insert(self, conn, stmt, rows, id_column):
