@@ -34,3 +34,13 @@ def test_queues_example_pauses_resumes_and_rate_limits_the_partner_api():
     assert "partner API calls: 12\n" in resumed and "most starts in any second: 4 (the limit: 4)" in resumed
     assert [line.split()[:6] for line in resumed.splitlines() if line.startswith("partner  ")] == [
         ["partner", "running", "0", "0", "0", "12"]]
+
+
+def test_the_tour_runs_a_schedule_of_workflow_runs_with_a_map_and_names_the_dashboard():
+    """README's first command (scripts/example.sh) runs this tour: the whole product on SQLite."""
+    out = _run("examples/tour/run.sh")
+    runs = [line.split() for line in out.splitlines() if line.startswith("billing.")]
+    assert len(runs) == 3 and all(r[1:4] == ["billing", "succeeded", "3/3"] for r in runs), out[-2000:]
+    assert "bill       succeeded (11/12 succeeded, 1 failed)" in out
+    assert "[map over customers: 11/12 succeeded, 1 failed]" in out
+    assert "then open http://127.0.0.1:8080/" in out and "tour finished in" in out
