@@ -113,9 +113,18 @@ def _stacks_then_kill(proc) -> bytes:
 
 
 def _children(pid: int) -> list[int]:
-    """The ids of the processes whose parent is ``pid``."""
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in found.split()]
+    """The ids of the processes whose parent is ``pid`` (from /proc: Linux)."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):  # not a process, or gone meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            kids.append(int(entry.name))
+    return kids
 
 
 def _send(pid: int, sig: int) -> None:
