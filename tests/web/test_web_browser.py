@@ -6,6 +6,7 @@ database tests do (tests/conftest.py). PQWEB_SCREENSHOTS=1 writes docs/dashboard
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,7 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_web_schedules import MARCH_5
 from web_support import TOKEN
+
+import pqflow
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -84,6 +88,8 @@ def server(wq, db_url):
         db_url,
         "--table",
         wq.table,
+        "--schedule-table",
+        wq.table + "_s",  # the sched fixture's
         "--allow-actions",
         "--listen",
         f"127.0.0.1:{port}",
@@ -213,3 +219,86 @@ def test_actions_are_refused_without_the_token(wq, server, page, backend):
     page.click("#action-cancel")
     expect(page.locator("h1")).to_have_text("Refused")
     assert wq["k"].metadata().status == "waiting"
+
+
+def test_a_run_step_goes_from_running_to_succeeded_live(wq, server, page, backend):
+    """A step held by a worker shows running; once it finishes the page shows it succeeded, by
+    the live update (no reload): the step is driven in this process between the assertions."""
+    from playwright.sync_api import expect
+    from test_web_runs import Decider, flow
+
+    flow.start("live-run", {"n": 3}, queue=wq)
+    page.goto(server + "/run?id=live-run")
+    page.evaluate("window.stillHere = true")
+    fetch_status = page.locator('tr[data-step="fetch"] td.status')
+    expect(fetch_status).to_have_text("waiting")
+    task = wq.poll(alive_time=60)  # a worker holds fetch: it runs
+    expect(fetch_status).to_have_text("running")
+    Decider(task).run()
+    if task.deferred is not None:
+        wq.finish_many([task])
+    expect(fetch_status).to_have_text("succeeded")
+    expect(page.locator('tr[data-step="square"] td.items')).to_contain_text("0/3 succeeded")
+    assert page.evaluate("window.stillHere") is True
+    while (task := wq.poll(alive_time=60)) is not None:
+        Decider(task).run()
+        if task.deferred is not None:
+            wq.finish_many([task])
+    expect(page.locator("#run-status")).to_have_text("succeeded")
+    expect(page.locator('tr[data-step="square"] td.items')).to_contain_text("3/3 succeeded")
+    page.click('tr[data-step="total"] button')
+    expect(page.locator("#why-text")).to_contain_text("total")
+    expect(page.locator("#run-graph")).to_have_attribute("src", re.compile(r"v=\w+"))
+    assert page.evaluate("document.getElementById('run-graph').naturalWidth") > 0  # the SVG was drawn
+    _shot(page, "run", backend)
+    page.goto(server + "/runs")
+    expect(page.locator("tr.run td.key").first).to_have_text("live-run")
+    _shot(page, "runs", backend)
+    assert page.csp_errors == []
+
+
+def test_retry_and_cancel_a_run_from_its_page(wq, server, page, backend):
+    from playwright.sync_api import expect
+    from test_web_runs import drive, flow
+
+    flow.start("broken", {"fail": True}, queue=wq)
+    drive(wq)
+    _login(page, server)
+    page.goto(server + "/run?id=broken")
+    expect(page.locator("#run-status")).to_have_text("failed")
+    page.click("#action-retry")
+    expect(page.locator(".done")).to_contain_text("Run retried")
+    assert pqflow.get_run("broken", queue=wq).status == "running"
+    page.click("#action-cancel")
+    expect(page.locator(".done")).to_contain_text("Run cancelled")
+    drive(wq)
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    assert pqflow.get_run("broken", queue=wq).status == "cancelled"
+    assert page.csp_errors == []
+
+
+def test_the_schedules_page_renders_and_adds_a_schedule(wq, sched, server, page, backend):
+    from playwright.sync_api import expect
+
+    sched.add("nightly", "report", cron="30 2 * * *", timezone="America/New_York", next_time=MARCH_5)
+    page.goto(server + "/schedules")
+    fires = page.locator('tr[data-key="nightly"] ol.fires li')
+    expect(fires).to_have_count(10)
+    expect(fires.nth(5)).to_contain_text("2024-03-10T03:00:00-04:00 shifted (DST gap)")
+    _shot(page, "schedules", backend)
+    _login(page, server)
+    page.goto(server + "/schedules")
+    page.fill("#add-schedule input[name=key]", "hourly")
+    page.fill("#add-schedule input[name=type]", "ping")
+    page.fill("#add-schedule input[name=cron]", "0 * * * *")
+    page.fill("#add-schedule input[name=timezone]", "Nowhere/Atlantis")
+    page.click("#action-add")
+    expect(page.locator("#form-error")).to_contain_text("Nowhere/Atlantis")
+    assert not sched["hourly"].exists()
+    page.fill("#add-schedule input[name=timezone]", "Europe/Berlin")
+    page.click("#action-add")
+    expect(page.locator(".done")).to_have_text("Schedule added.")
+    assert sched["hourly"].metadata().timezone == "Europe/Berlin"
+    page.goto(server + "/")
+    expect(page.locator("#due-next tr.due").first).to_be_visible()
+    assert page.csp_errors == []
