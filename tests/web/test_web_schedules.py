@@ -111,7 +111,7 @@ def test_schedule_actions_need_the_login_and_the_csrf_token(sched):
     assert sched["k"].exists() and sched["k"].metadata().cron == "0 1 * * *"
 
 
-def test_without_a_schedule_table_the_section_says_so(queue, sched):
+def test_without_a_schedule_table_the_section_says_so(queue, sched, db_url):
     for c in (client(queue), client(queue, scheduler=None)):
         r = c.get("/schedules")
         assert r.status_code == 200 and 'id="no-schedules"' in r.text
@@ -119,7 +119,7 @@ def test_without_a_schedule_table_the_section_says_so(queue, sched):
     sched.store.t.drop(sched.db.engine)  # configured, but the table is gone (or never made)
     import perfectsched
 
-    fresh = perfectsched.open(sched.queue.url, sched.table + "_none", sched.queue.table)
+    fresh = perfectsched.open(db_url, sched.table + "_none", sched.queue.table)
     try:
         r = client(queue, scheduler=fresh).get("/schedules")
         assert r.status_code == 200 and 'id="no-schedules"' in r.text
