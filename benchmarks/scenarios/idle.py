@@ -39,11 +39,6 @@ def cpu_by_process(pids) -> dict[int, float]:
     return out
 
 
-def cpu_seconds(pids) -> float:
-    """utime + stime of ``pids`` (those still alive), in seconds."""
-    return sum(cpu_by_process(pids).values())
-
-
 def cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
     """The CPU the processes spent between two readings: a process gone meanwhile (a database
     backend that ended) is not counted as negative, one that appeared counts from zero."""
@@ -95,14 +90,16 @@ class IdleLoad(Scenario):
         s = ctx.sizes
         workers = [pid for p in procs for pid in (p.pid, *descendants(p.pid))]
         names = SERVER_PROCESS.get(ctx.db, ())
-        before = (time.monotonic(), cpu_seconds(workers), cpu_by_process(named_processes(names)),
+        # per process: one that ends meanwhile (a worker's start-up check, run in a child process
+        # of its own, may still be running) is left out rather than counted as negative CPU
+        before = (time.monotonic(), cpu_by_process(workers), cpu_by_process(named_processes(names)),
                   statements(ctx.db, url))
         time.sleep(s.idle_seconds)
-        after = (time.monotonic(), cpu_seconds(workers), cpu_by_process(named_processes(names)),
+        after = (time.monotonic(), cpu_by_process(workers), cpu_by_process(named_processes(names)),
                  statements(ctx.db, url))
         elapsed, n = after[0] - before[0], s.idle_workers
         label = "polling only (wake_interval 0, before)" if mode == "before" else "defaults (after)"
-        out.metric("idle", f"worker_cpu_pct_{mode}", 100 * (after[1] - before[1]) / elapsed / n,
+        out.metric("idle", f"worker_cpu_pct_{mode}", 100 * cpu_spent(before[1], after[1]) / elapsed / n,
                    f"CPU per idle worker, % of a core, {label}", "%", zero_ok=True)
         if before[3] is not None:
             # the counter reads themselves: 1 statement each (MariaDB), 1 transaction each (PostgreSQL)
