@@ -57,21 +57,21 @@ def live(request: Request) -> Response:
     return render(request, "_overview_live.html", overview_data(queue_of(request)))
 
 
-async def pause(request: Request) -> Response:
-    form = await action_form(request)
-    await blocking(queue_of(request).pause, str(form.get("queue", "")))
-    return see_other("/", done="paused")
+def _queue_action(name: str, done: str):
+    """The POST handler calling ``Queue.<name>(queue)`` for the form's queue (pause, resume)."""
 
+    async def act(request: Request) -> Response:
+        form = await action_form(request)
+        queue = queue_of(request)
+        await blocking(getattr(queue, name), str(form.get("queue", "")))
+        return see_other("/", done=done)
 
-async def resume(request: Request) -> Response:
-    form = await action_form(request)
-    await blocking(queue_of(request).resume, str(form.get("queue", "")))
-    return see_other("/", done="resumed")
+    return act
 
 
 ROUTES = [
     Route("/", page),
     Route("/live/overview", live),
-    Route("/queues/pause", pause, methods=["POST"]),
-    Route("/queues/resume", resume, methods=["POST"]),
+    Route("/queues/pause", _queue_action("pause", "paused"), methods=["POST"]),
+    Route("/queues/resume", _queue_action("resume", "resumed"), methods=["POST"]),
 ]
