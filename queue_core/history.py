@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .attempt_events import CARRY_CLAIM, carries_claim, claims_to_show, started_at
 from .errors import NotFoundError
 
 
@@ -45,6 +46,8 @@ class TaskEvent:
 
 #: the events after which a row's run_at is no longer the one it was submitted with
 _MOVES_DUE = frozenset({"claimed", "retried", "released", "promoted", "reopened"})
+#: the state and lease of a row a worker holds (``store/schema.py``: live, leased)
+_LIVE, _HELD = 0, 1
 
 
 def submitted_event(row: Mapping, cursor: str = "") -> TaskEvent:
@@ -62,14 +65,38 @@ def submitted_event(row: Mapping, cursor: str = "") -> TaskEvent:
     )
 
 
-def first_due(row: Mapping, events: Sequence[Mapping]) -> float | None:
+def carried_claim(event: Mapping, cursor: str = "") -> TaskEvent | None:
+    """The claim the event row ``event`` carries (the start of the attempt it ends), as the
+    ``claimed`` event a tracked task records; None when it ends no holder's attempt. A release
+    gives its attempt back: the claim's attempt is one more than the release's."""
+    if not carries_claim(event):
+        return None
+    attempt = event["attempt"] + (1 if event["kind"] == "released" else 0)
+    return _claim(event, started_at(event), attempt, event["owner"], event["waited"], cursor)
+
+
+def running_claim(row: Mapping) -> TaskEvent | None:
+    """The claim of the attempt the task of ``row`` (a task row) is in now, if a worker holds it."""
+    if row["state"] != _LIVE or row["leased"] != _HELD or row["started_at"] is None:
+        return None
+    waited = max(0.0, row["started_at"] - row["run_at"])
+    return _claim(row, row["started_at"], row["attempts"], row["owner"], waited, "")
+
+
+def _claim(task: Mapping, at: float, attempt: int, owner: str | None, waited: float, cursor: str) -> TaskEvent:
+    """A ``claimed`` event of the task ``task`` names (its key, queue and type)."""
+    name = {"key": task["key"], "queue": task["queue"], "type": task["type"]}
+    return TaskEvent(kind="claimed", at=at, attempt=attempt, owner=owner, waited=waited, cursor=cursor, **name)
+
+
+def first_due(row: Mapping, entries: Sequence[TaskEvent]) -> float | None:
     """When the task was first due: the row's due time while no change has moved it; after its
     first claim, that claim's time less its wait; None when something else moved it first."""
-    first = next((e for e in events if e["kind"] in _MOVES_DUE), None)
+    first = next((e for e in entries if e.kind in _MOVES_DUE), None)
     if first is None:
         return row["run_at"]
-    if first["kind"] == "claimed" and first["waited"] is not None:
-        return first["at"] - first["waited"]
+    if first.kind == "claimed" and first.waited is not None:
+        return first.at - first.waited
     return None
 
 
@@ -93,11 +120,30 @@ def recorded_event(row: Mapping, cursor: str = "") -> TaskEvent:
 
 
 def history(row: Mapping, events: Sequence[Mapping]) -> list[TaskEvent]:
-    """The history of the task of ``row``: its submission, then its recorded events in order."""
+    """The history of the task of ``row``: its submission, then its recorded events in order,
+    each attempt's claim among them — recorded (a tracked task's), else carried by the event
+    that ended the attempt, or the row's own while a worker holds it — where its time puts it."""
+    entries: list[TaskEvent] = []
+    shown, open_claim = claims_to_show(events)
+    for e, show in zip(events, shown, strict=True):
+        if show and (claim := carried_claim(e)) is not None:
+            _place(entries, claim)
+        entries.append(recorded_event(e))
+    if not open_claim and (now := running_claim(row)) is not None:
+        _place(entries, now)
     submitted = submitted_event(row)
-    if (due := first_due(row, events)) != row["run_at"]:
+    if (due := first_due(row, entries)) != row["run_at"]:
         submitted = dataclasses.replace(submitted, due_at=due)
-    return [submitted, *(recorded_event(e) for e in events)]
+    return [submitted, *entries]
+
+
+def _place(entries: list[TaskEvent], claim: TaskEvent) -> None:
+    """Put ``claim`` into ``entries`` (the history so far) before the later entries of its own
+    attempt (an operator's change while it ran), never before an earlier attempt's end."""
+    i = len(entries)
+    while i and entries[i - 1].at > claim.at and entries[i - 1].kind not in CARRY_CLAIM | {"claimed"}:
+        i -= 1
+    entries.insert(i, claim)
 
 
 def trimmed_after(entries: list[TaskEvent]) -> int | None:

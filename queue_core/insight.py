@@ -7,6 +7,7 @@ Reads only: nothing here changes a task.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -87,7 +88,8 @@ class QueueInsight:
         interval = check_duration(
             poll_interval if poll_interval is not None else self.config["poll_interval"], "poll_interval", positive=True
         )
-        start = self._stream_start(since)
+        start, not_before = self._stream_start(since)
+        wanted = dataclasses.replace(wanted, not_before=not_before)
         return self._read_events(start, wanted, follow, interval, stop or threading.Event())
 
     def _read_events(
@@ -111,21 +113,23 @@ class QueueInsight:
         finally:
             done.set()
 
-    def _stream_start(self, since: Any) -> stream.Cursor:
+    def _stream_start(self, since: Any) -> tuple[stream.Cursor, float | None]:
+        """Where a read of the events ``since`` starts, and (since a time) the time before which
+        it delivers nothing."""
         if since is None:
-            return stream.Cursor()
+            return stream.Cursor(), None
         if isinstance(since, str):
             if since == "now":
                 ends = [self.store.stream_end(s) for s in stream.SOURCES]
-                return stream.Cursor(stream.Position(ends[0]), stream.Position(ends[1]))
-            return stream.Cursor.parse(since)
+                return stream.Cursor(stream.Position(ends[0]), stream.Position(ends[1])), None
+            return stream.Cursor.parse(since), None
         if isinstance(since, dt.datetime):
             if since.tzinfo is None:
                 raise ValidationError("since: give a datetime with a timezone (an aware datetime)")
             since = since.timestamp()
         at = check_time(since, "since")
         starts = [self.store.stream_start(s, at) for s in stream.SOURCES]
-        return stream.Cursor(stream.Position(starts[0]), stream.Position(starts[1]))
+        return stream.Cursor(stream.Position(starts[0]), stream.Position(starts[1])), at
 
     def _stream_waiter(self, stop: threading.Event, done: threading.Event) -> Callable[[float], Any]:
         """How a follower waits for more: until the next notification (PostgreSQL with notify

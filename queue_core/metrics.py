@@ -91,7 +91,9 @@ class QueueCollector:
     def _totals(self) -> Iterator:
         core = self.core
         labels = ["queue", "type"]
-        started = core.CounterMetricFamily("pq_tasks_started", "Tasks started (claimed)", labels=labels)
+        started = core.CounterMetricFamily(
+            "pq_tasks_started", "Attempts started (counted when they end)", labels=labels
+        )
         finished = core.CounterMetricFamily(
             "pq_tasks_finished", "Tasks finished, by outcome", labels=[*labels, "outcome"]
         )

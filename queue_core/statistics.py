@@ -3,8 +3,10 @@ batch of events, and what a read of buckets says.
 
 A bucket counts, for one queue and task type and one span of time (a minute, an hour, or all
 time), the tasks started, succeeded, failed, cancelled and retried, and two distributions: the
-wait (due -> start, from ``claimed`` events) and the run (start -> end, from ``finished``,
-``retried`` and ``gave_up`` events). A distribution is a count per fixed bucket of seconds
+wait (due -> start) and the run (start -> end, from ``finished``, ``retried`` and ``gave_up``
+events). An attempt is counted started, and its wait, from the event that ends it, which carries
+its claim (``attempt_events.carries_claim``), in the bucket of its start: a tracked task's ``claimed``
+event is not counted (its end is). A distribution is a count per fixed bucket of seconds
 (:data:`BOUNDS`) and a sum, so that buckets add up exactly (a minute's into an hour's, many
 into a read's) and percentiles are interpolated inside the bucket they fall in.
 
@@ -19,6 +21,8 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from .attempt_events import carries_claim, started_at
 
 #: upper bounds (seconds) of the distributions' buckets; a last bucket holds what is above
 BOUNDS: tuple[float, ...] = (
@@ -127,12 +131,7 @@ class Tally:
     def add_event(self, event: Mapping) -> bool:
         """Count ``event`` (a row of ``<table>_events``); whether it counts for anything."""
         kind, counted = event["kind"], False
-        if kind == "claimed":
-            self.started += 1
-            if event["waited"] is not None:
-                self.wait.add(event["waited"])
-            counted = True
-        elif kind == "retried":
+        if kind == "retried":
             self.retried += 1
             counted = True
         elif kind in _ENDED and (name := _BY_OUTCOME.get(event["outcome"])) is not None:
@@ -141,6 +140,14 @@ class Tally:
         if kind in _RAN and event["ran"] is not None:
             self.run.add(event["ran"])
         return counted
+
+    def add_start(self, event: Mapping) -> bool:
+        """Count the start of the attempt ``event`` ends, if it carries its claim."""
+        if not carries_claim(event):
+            return False
+        self.started += 1
+        self.wait.add(event["waited"])
+        return True
 
     def merge(self, other: Tally) -> None:
         for name in COUNTS:
@@ -196,13 +203,18 @@ def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
     """What ``events`` add to each bucket of every span."""
     out: dict[BucketKey, Tally] = {}
     for e in events:
-        one = Tally()
-        if not one.add_event(e) and not one.run.count:
-            continue
-        for span in SPANS:
-            key = (span, bucket_start(span, e["at"]), e["queue"], e["type"])
-            out.setdefault(key, Tally()).merge(one)
+        end, start = Tally(), Tally()
+        if end.add_event(e) or end.run.count:
+            _add(out, e, e["at"], end)
+        if start.add_start(e):
+            _add(out, e, started_at(e), start)
     return out
+
+
+def _add(out: dict[BucketKey, Tally], event: Mapping, at: float, tally: Tally) -> None:
+    for span in SPANS:
+        key = (span, bucket_start(span, at), event["queue"], event["type"])
+        out.setdefault(key, Tally()).merge(tally)
 
 
 def read_span(since: float, now: float) -> int:

@@ -24,23 +24,27 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ValidationError
-from .history import TaskEvent, recorded_event, submitted_event
+from .history import TaskEvent, carried_claim, carries_claim, recorded_event, submitted_event
 
 #: the sources of the stream, in the order a cursor names them
 SOURCES = ("tasks", "events")
 #: the most ids a position remembers as missing per source (the oldest are forgotten first)
 MAX_MISSING = 1000
-_CURSOR = re.compile(r"t([0-9]{1,19})((?:-[0-9]{1,19})*)\.e([0-9]{1,19})((?:-[0-9]{1,19})*)", re.ASCII)
+_CURSOR = re.compile(
+    r"t([0-9]{1,19})((?:-[0-9]{1,19})*)\.e([0-9]{1,19})((?:-[0-9]{1,19})*)(?:c([0-9]{1,19}))?", re.ASCII
+)
 #: the largest id a cursor may name (a 64-bit signed id column's)
 MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
 class Position:
-    """Where a reader is in one source: every id up to ``after`` delivered except ``missing``."""
+    """Where a reader is in one source: every id up to ``after`` delivered except ``missing``;
+    ``claim_of``: an event row not yet delivered whose carried claim was (0: none)."""
 
     after: int = 0
     missing: tuple[int, ...] = ()
+    claim_of: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ class Cursor:
 
     def __str__(self) -> str:
         def part(letter: str, p: Position) -> str:
-            return letter + str(p.after) + "".join(f"-{m}" for m in p.missing)
+            claim = f"c{p.claim_of}" if p.claim_of else ""
+            return letter + str(p.after) + "".join(f"-{m}" for m in p.missing) + claim
 
         return part("t", self.tasks) + "." + part("e", self.events)
 
@@ -63,15 +68,15 @@ class Cursor:
         if m is None:
             raise ValidationError(f"not an event cursor: {str(text)[:80]!r} (expected the cursor of an event)")
 
-        def position(after: str, missing: str) -> Position:
+        def position(after: str, missing: str, claim_of: str | None = None) -> Position:
             ids = tuple(sorted({int(x) for x in missing.split("-")[1:]}))
             if int(after) > MAX_ID or len(ids) > MAX_MISSING or (ids and ids[-1] >= int(after)):
                 raise ValidationError(
                     f"not an event cursor: {text[:80]!r} (its missing ids are not before its position)"
                 )
-            return Position(int(after), ids)
+            return Position(int(after), ids, min(int(claim_of or 0), MAX_ID))
 
-        return cls(position(m[1], m[2]), position(m[3], m[4]))
+        return cls(position(m[1], m[2]), position(m[3], m[4], m[5]))
 
 
 def passed_over(position: Position, ids: Sequence[int]) -> tuple[int, ...]:
@@ -131,12 +136,15 @@ def merged(tasks: Sequence[Mapping], events: Sequence[Mapping]) -> list[tuple[st
 
 @dataclass(frozen=True)
 class StreamFilter:
-    """What a reader wants: events of ``queue``, of tracked tasks, of these ``kinds``, of ``key``."""
+    """What a reader wants: events of ``queue``, of tracked tasks, of these ``kinds``, of ``key``,
+    at or after ``not_before`` (a read since a time: a claim carried by a later event, or a
+    change whose transaction committed late, may be older)."""
 
     queue: str | None = None
     tracked: bool = False
     kinds: frozenset[str] | None = None
     key: str | None = None
+    not_before: float | None = None
 
     def wants(self, event: TaskEvent, tracked: bool) -> bool:
         return (
@@ -144,6 +152,7 @@ class StreamFilter:
             and (not self.tracked or tracked)
             and (self.kinds is None or event.kind in self.kinds)
             and (self.key is None or event.key == self.key)
+            and (self.not_before is None or event.at >= self.not_before)
         )
 
 
@@ -184,11 +193,23 @@ def _deliver(got: dict, before: dict, ends: dict, wanted: StreamFilter) -> Itera
     (``ends``) one row at a time, the other source's stays where it is."""
     done = {name: _start(before[name], ends[name], got[name]) for name in SOURCES}
     for name, row in merged(got["tasks"], got["events"]):
+        if name == "events" and _shows_claim(row, done["events"]):
+            at_claim = Position(done["events"].after, done["events"].missing, row["id"])
+            claim = carried_claim(row, str(Cursor(done["tasks"], at_claim)))
+            if claim is not None and wanted.wants(claim, False):
+                yield claim
         done[name] = _after_row(done[name], row["id"], ends[name])
         cursor = str(Cursor(done["tasks"], done["events"]))
         event = submitted_event(row, cursor) if name == "tasks" else recorded_event(row, cursor)
         if wanted.wants(event, bool(row["tracked"])):
             yield event
+
+
+def _shows_claim(row: Mapping, position: Position) -> bool:
+    """Whether the event row ``row`` is delivered after the claim it carries: it ends an
+    attempt of an untracked task (a tracked one's claim is a row of its own), and the reader at
+    ``position`` has not had that claim yet (it resumed from the claim's cursor)."""
+    return carries_claim(row) and not row["tracked"] and position.claim_of != row["id"]
 
 
 def _start(before: Position, end: Position, rows: Sequence[Mapping]) -> Position:
@@ -197,7 +218,7 @@ def _start(before: Position, end: Position, rows: Sequence[Mapping]) -> Position
     yet to deliver."""
     late = {r["id"] for r in rows if r["id"] <= before.after}
     kept = {i for i in end.missing if i <= before.after}
-    return Position(before.after, tuple(sorted(kept | late)))
+    return Position(before.after, tuple(sorted(kept | late)), before.claim_of)
 
 
 def _after_row(pos: Position, id_: int, end: Position) -> Position:

@@ -450,6 +450,7 @@ STORE_MAY_IMPORT = {
     "queue_core.errors",
     "queue_core.policy",
     "queue_core.statistics",  # the pure rules of what an event counts, which the roll-up applies
+    "queue_core.attempt_events",  # the pure rules of which event carries an attempt's claim
     "queue_core.clock",
     "queue_core.row_states",
     "queue_core.strict_json",

@@ -8,9 +8,9 @@ store method calls :meth:`TaskEvents.record` (rows in hand: the claim) or
 database can: INSERT ... SELECT) only for the rows its own statement changed, never for rows an
 earlier run of a retried transaction committed (their events committed with them).
 
-A task's history is bounded: past :data:`HISTORY_TRIM_AT` rows, a retry or release keeps its
-first :data:`HISTORY_FIRST` and last :data:`HISTORY_LAST` events. Events are deleted with their
-task (purge, key reuse, a run's cleared group).
+A task's history is bounded: past :data:`HISTORY_TRIM_AT` entries, a retry or release keeps its
+first :data:`HISTORY_FIRST` and last :data:`HISTORY_LAST` entries (``attempt_events.trim_cut``).
+Events are deleted with their task (purge, key reuse, a run's cleared group).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..attempt_events import CARRY_CLAIM, trim_cut
 from .database import Database
 
 #: a task's history keeps its first and its last events (``docs/operations.md``)
@@ -36,11 +37,12 @@ COLUMNS = (
 )
 
 
-def event_columns(t: sa.Table, kind: str, with_detail: bool = False) -> list:
+def event_columns(t: sa.Table, kind: str, with_detail: bool = False, with_due: bool = False) -> list:
     """The SELECT list (over the task table ``t``, as a change left its row) of the event
     ``kind``: what each kind keeps of the row besides its identity and attempt. Its time is the
     bound parameter ``event_at``; with ``with_detail``, its detail is ``event_detail`` (else the
-    row's error, where the kind keeps one)."""
+    row's error, where the kind keeps one); with ``with_due``, the due time of the attempt it
+    ends is ``event_due`` (a change that moved the row's own: a retry, a release)."""
     at: Any = sa.bindparam("event_at", type_=sa.Double())
     ended = kind in ("finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed")
     failed = sa.case((t.c.outcome == "failure", sa.func.substr(t.c.error, 1, DETAIL_LENGTH)), else_=None)
@@ -49,6 +51,7 @@ def event_columns(t: sa.Table, kind: str, with_detail: bool = False) -> list:
     error: Any = sa.func.substr(t.c.error, 1, DETAIL_LENGTH)
     if with_detail:
         error = sa.bindparam("event_detail", type_=sa.Text())
+    carried = _carried_claim(t, kind, with_due)
     return [
         t.c.id,
         t.c.key,
@@ -57,33 +60,79 @@ def event_columns(t: sa.Table, kind: str, with_detail: bool = False) -> list:
         sa.literal(kind),
         at,
         t.c.attempts,
-        t.c.owner if kind == "finished" else sa.null(),
+        _owner(t, kind, with_due),
         t.c.outcome if ended else sa.null(),
         error
         if with_detail or kind in ("retried", "gave_up", "set_aside")
         else failed
         if kind == "finished"
         else sa.null(),
-        sa.null(),
-        ran if kind in ("finished", "retried", "gave_up") else sa.null(),
+        carried if carried is not None else sa.null(),
+        _ran(t, kind, ran),
         t.c.timeout if again else sa.null(),
         t.c.tracked,
     ]
 
 
+def _owner(t: sa.Table, kind: str, with_due: bool) -> Any:
+    """Who held the attempt an event ``kind`` ends: the row's owner, or the bound
+    ``event_owner`` where the change cleared it (``with_due``: a retry, a release)."""
+    if with_due:
+        return sa.bindparam("event_owner", type_=sa.String())
+    return t.c.owner if kind in ("finished", "force_finished") else sa.null()
+
+
+def _ran(t: sa.Table, kind: str, ran: Any) -> Any:
+    """The seconds the attempt an event ``kind`` ends ran (start -> the event), in SQL; a
+    force-finish's only when the row was held."""
+    if kind == "force_finished":
+        return sa.case((t.c.owner.is_(None), None), else_=ran)
+    return ran if kind in ("finished", "retried", "gave_up", "released") else sa.null()
+
+
+def _carried_claim(t: sa.Table, kind: str, with_due: bool) -> Any:
+    """The wait of the attempt an event ``kind`` ends, in SQL over the row as the change left it
+    (None: the kind carries no claim). The attempt's due time is the row's ``run_at`` (a claim
+    sets it) unless the change moved it (``with_due``: the bound ``event_due``); a force-finish
+    carries one only when the row was held (its owner is still on it)."""
+    if kind not in CARRY_CLAIM or kind == "expired":
+        return None
+    due: Any = sa.bindparam("event_due", type_=sa.Double()) if with_due else t.c.run_at
+    waited = sa.case((t.c.started_at.is_(None), None), else_=t.c.started_at - due)
+    if kind == "force_finished":
+        return sa.case((t.c.owner.is_(None), None), else_=waited)
+    return waited
+
+
 def claimed_events(rows: Iterable[dict], at: float, owner: str) -> list[dict]:
-    """The events of a claim of ``rows`` (as they were before it): ``claimed`` for each, after
-    an ``expired`` for each whose lease had expired (its holder was silent past its lease)."""
+    """The events of a claim of ``rows`` (as they were before it): an ``expired`` for each whose
+    lease had expired (its holder was silent past its lease: the end of that attempt, carrying
+    its claim), then ``claimed`` for each tracked one."""
+    out = expired_events(rows, at)
+    for r in rows:
+        if r["tracked"]:
+            waited = max(0.0, at - r["timeout"])
+            claim = {"kind": "claimed", "attempt": r["attempts"] + 1, "owner": owner, "waited": waited}
+            out.append(_event_base(r, at) | claim)
+    return out
+
+
+def expired_events(rows: Iterable[dict], at: float) -> list[dict]:
+    """The ``expired`` events of those of ``rows`` (as a claim found them) whose lease expired:
+    the attempt's owner, its wait (due -> start) and how long ago it started."""
     out = []
     for r in rows:
-        base = {"task_id": r["id"], "key": r["key"], "queue": r["queue"], "type": r["type"], "at": at}
-        base["tracked"] = r["tracked"]
-        none = dict.fromkeys(("outcome", "detail", "ran", "due_at"))
-        if r["leased"]:
-            out.append(base | none | {"kind": "expired", "attempt": r["attempts"], "owner": r["owner"], "waited": None})
-        waited = max(0.0, at - r["timeout"])
-        out.append(base | none | {"kind": "claimed", "attempt": r["attempts"] + 1, "owner": owner, "waited": waited})
+        if r["leased"] and r["started_at"] is not None:
+            waited = max(0.0, r["started_at"] - r["run_at"])
+            ran = max(0.0, at - r["started_at"])
+            end = {"kind": "expired", "attempt": r["attempts"], "owner": r["owner"], "waited": waited, "ran": ran}
+            out.append(_event_base(r, at) | end)
     return out
+
+
+def _event_base(r: dict, at: float) -> dict:
+    base = {"task_id": r["id"], "key": r["key"], "queue": r["queue"], "type": r["type"], "at": at}
+    return base | dict.fromkeys(("outcome", "detail", "ran", "due_at")) | {"tracked": r["tracked"]}
 
 
 class TaskEvents:
@@ -103,25 +152,48 @@ class TaskEvents:
             conn.execute(sa.insert(self.events_t), list(events))
             self._announce(conn, [e["tracked"] for e in events])
 
-    def record_ids(self, conn, kind: str, ids: Sequence[int], at: float, detail: Any = None) -> None:
+    def record_ids(
+        self, conn, kind: str, ids: Sequence[int], at: float, detail: Any = None, due: tuple | None = None
+    ) -> None:
         """Append the event ``kind`` of each of the rows ``ids`` (changed by the caller's statement
-        in this transaction: read as it left them). One statement per 500 rows, built once per
-        kind (a claim's settle runs it at every batch)."""
-        stmt = self._event_insert(kind, "ids", detail is not None)
+        in this transaction: read as it left them). ``due``: when the attempt the change ended
+        was due and who held it, for a change that moved the row's due time and cleared its
+        owner (:meth:`attempt_dues`). One statement per 500 rows, built once per kind (a
+        claim's settle runs it at every batch)."""
+        stmt = self._event_insert(kind, "ids", detail is not None, due is not None)
         ids = list(ids)
+        run_at, owner = due if due is not None else (None, None)
+        params = {"event_at": at, "event_detail": detail, "event_due": run_at, "event_owner": owner}
         for i in range(0, len(ids), 500):
-            self._record_selected(conn, stmt, {"event_ids": ids[i : i + 500], "event_at": at, "event_detail": detail})
+            self._record_selected(conn, stmt, params | {"event_ids": ids[i : i + 500]})
 
     def record_key(self, conn, kind: str, key: str, at: float, detail: Any = None) -> None:
         """The same for the row of ``key`` (a change an operator made by key)."""
-        stmt = self._event_insert(kind, "key", detail is not None)
+        stmt = self._event_insert(kind, "key", detail is not None, False)
         self._record_selected(conn, stmt, {"event_key": key, "event_at": at, "event_detail": detail})
 
-    def _event_insert(self, kind: str, by: str, with_detail: bool):
+    def attempt_dues(self, conn, ids: Sequence[int]) -> dict[int, tuple]:
+        """When the running attempts of the rows ``ids`` were due (their ``run_at``, which a claim
+        sets) and who holds them, read before a change that moves the one and clears the other
+        (a retry, a release) so that its event still carries the attempt's claim."""
+        t = self.t
+        rows = conn.execute(sa.select(t.c.id, t.c.run_at, t.c.owner).where(t.c.id.in_(list(ids))))
+        return {r.id: (r.run_at, r.owner) for r in rows}
+
+    def record_moved(self, conn, kind: str, dues: dict[int, tuple], ids: Sequence[int], at: float) -> None:
+        """:meth:`record_ids` of the rows ``ids`` whose change moved their due time: each with the
+        due time and holder of the attempt it ended (``dues``, from :meth:`attempt_dues`)."""
+        by_due: dict[tuple | None, list[int]] = {}
+        for i in ids:
+            by_due.setdefault(dues.get(i, (None, None)), []).append(i)
+        for due, some in by_due.items():
+            self.record_ids(conn, kind, some, at, due=due)
+
+    def _event_insert(self, kind: str, by: str, with_detail: bool, with_due: bool):
         """INSERT ... SELECT of the events ``kind`` of the task rows chosen ``by`` their ids (the
         bound list ``event_ids``) or their key (``event_key``); returning ``tracked`` when changes
         are announced. Built once per shape."""
-        shape = (kind, by, with_detail, bool(self.channel))
+        shape = (kind, by, with_detail, with_due, bool(self.channel))
         cache = self.__dict__.setdefault("_event_inserts", {})
         if shape not in cache:
             t = self.t
@@ -130,7 +202,7 @@ class TaskEvents:
                 if by == "ids"
                 else t.c.key == sa.bindparam("event_key")
             )
-            rows = sa.select(*event_columns(t, kind, with_detail)).where(which)
+            rows = sa.select(*event_columns(t, kind, with_detail, with_due)).where(which)
             cache[shape] = self.db.dialect.insert_selected(self.events_t, COLUMNS, rows, self._returning)
         return cache[shape]
 
@@ -153,15 +225,17 @@ class TaskEvents:
         """Cut the histories of ``ids`` that grew past HISTORY_TRIM_AT back to their first and
         last events (a task retried or released over and over)."""
         e = self.events_t
-        long = (
+        long = (  # a row shows at most two entries (its attempt's claim and itself)
             sa.select(e.c.task_id)
             .where(e.c.task_id.in_(list(ids)))
             .group_by(e.c.task_id)
-            .having(sa.func.count() > HISTORY_TRIM_AT)
+            .having(sa.func.count() > HISTORY_TRIM_AT // 2)
         )
         for (task_id,) in conn.execute(long).all():
-            kept = [r[0] for r in conn.execute(sa.select(e.c.id).where(e.c.task_id == task_id).order_by(e.c.id))]
-            cut = kept[HISTORY_FIRST : len(kept) - HISTORY_LAST]
+            rows = conn.execute(sa.select(e.c.id, e.c.kind, e.c.waited).where(e.c.task_id == task_id).order_by(e.c.id))
+            cut = trim_cut([r._mapping for r in rows], HISTORY_FIRST, HISTORY_LAST, HISTORY_TRIM_AT)
+            if not cut:
+                continue
             self.count_before_delete(conn, e.c.id.in_(cut))
             conn.execute(sa.delete(e).where(e.c.id.in_(cut)))
 

@@ -335,9 +335,10 @@ class RunRows:
         t = self.t
         values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
         retry = task_where(t, "retry", token=token)
+        dues = self.tasks.attempt_dues(conn, [id_])
         res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
         if res.rowcount == 1:
-            self.tasks._record_again(conn, "retried", [id_], now)
+            self.tasks._record_again(conn, "retried", [id_], now, dues)
         elif not self.tasks._applied_before(conn, id_, token, "retry"):
             self._refused(conn, id_, token, "retry")  # unless its own earlier run committed it
 

@@ -13,13 +13,14 @@ edited before it was locked.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 
 from .. import policy
 from ..row_states import FINISHED
 from . import rowcheck
+from .events import expired_events
 from .transitions import TASK_EVENTS, task_where
 
 log = logging.getLogger("queue_core.store")
@@ -33,6 +34,7 @@ class ClaimScreen:
     name: str
     purge_time: Callable[[float], sa.Case]
     record_ids: Callable[..., None]  # TaskEvents
+    record: Callable[..., None]  # TaskEvents
     #: how long a row the claim ends is kept (the queue sets its config's retention_time and
     #: failure_retention)
     retention_time: float = 300.0
@@ -52,11 +54,12 @@ class ClaimScreen:
                 cancel_requested=bool(r["cancel_requested"]),
                 owned=r["workflow"] is not None,
             )
+            ended = expired_events([r], now)  # its last attempt's, when its lease expired
             if verdict is policy.OnClaim.CANCEL:
-                self._finish_row(conn, r["id"], "give_up", "cancelled", r["error"], now)
+                self._finish_row(conn, r["id"], "give_up", "cancelled", r["error"], now, ended)
             elif verdict is policy.OnClaim.GIVE_UP:
                 error = policy.give_up_error(r["error"], r["attempts"])
-                self._finish_row(conn, r["id"], "give_up", "failure", error, now)
+                self._finish_row(conn, r["id"], "give_up", "failure", error, now, ended)
             else:
                 deliver.append(r)
         return deliver, len(picked) - len(deliver)
@@ -68,7 +71,11 @@ class ClaimScreen:
         if self._finish_row(conn, row["id"], "set_aside", "failure", "set aside by the claim: " + error, now):
             log.error("claim set aside: %s", error)
 
-    def _finish_row(self, conn, id_: int, transition: str, outcome: str, error: str | None, now: float) -> bool:
+    def _finish_row(
+        self, conn, id_: int, transition: str, outcome: str, error: str | None, now: float, ended: Sequence[dict] = ()
+    ) -> bool:
+        """End the due row ``id_`` at claim (``transition``), after the events ``ended`` (of the
+        attempt its expired lease ended); whether it did."""
         t = self.t
         done = conn.execute(
             sa.update(t)
@@ -85,6 +92,7 @@ class ClaimScreen:
         )
         if done.rowcount != 1:
             return False
+        self.record(conn, ended)
         self.record_ids(conn, TASK_EVENTS[transition], [id_], now)
         return True
 

@@ -40,6 +40,8 @@ class TaskChanges:
     db: Database
     purge_time: Callable[[float], sa.Case]
     record_ids: Callable[..., None]  # TaskEvents
+    record_moved: Callable[..., None]  # TaskEvents
+    attempt_dues: Callable[..., dict]  # TaskEvents
     record_key: Callable[..., None]  # TaskEvents
     trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
 
@@ -118,10 +120,12 @@ class TaskChanges:
         values = self._released(now)
 
         def work(conn) -> list[int]:
-            held = [r[0] for r in conn.execute(self.db.dialect.lock_rows(sa.select(t.c.id).where(*where)))]
+            lock = self.db.dialect.lock_rows(sa.select(t.c.id, t.c.run_at, t.c.owner).where(*where))
+            dues = {r.id: (r.run_at, r.owner) for r in conn.execute(lock)}
+            held = sorted(dues)
             if held:
                 conn.execute(sa.update(t).where(t.c.id.in_(held), *where[1:]).values(**values))
-                self._record_again(conn, "released", held, now)
+                self._record_again(conn, "released", held, now, dues)
             return held
 
         return self.db.run(work, what="release")
@@ -143,8 +147,9 @@ class TaskChanges:
         )
 
         def work(conn) -> str:
+            dues = self.attempt_dues(conn, [id_])
             if conn.execute(release).rowcount == 1:
-                self._record_again(conn, "released", [id_], now)
+                self._record_again(conn, "released", [id_], now, dues)
                 return "released"
             if self._applied_before(conn, id_, token, "release"):
                 return "released"
@@ -163,10 +168,11 @@ class TaskChanges:
         nobody took): waiting, due ``now``, no owner, its attempt given back."""
         return dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
 
-    def _record_again(self, conn, kind: str, ids: Sequence[int], now: float) -> None:
+    def _record_again(self, conn, kind: str, ids: Sequence[int], now: float, dues: dict[int, tuple]) -> None:
         """The events of rows given back to run again (retried, released), whose histories may
-        grow without end: trimmed to their first and last entries."""
-        self.record_ids(conn, kind, ids, now)
+        grow without end: trimmed to their first and last entries. ``dues``: when each one's
+        attempt was due, read before the change moved it (:meth:`attempt_dues`)."""
+        self.record_moved(conn, kind, dues, ids, now)
         self.trim_history(conn, ids)
 
     def _attempts_after(self, end: policy.LeaseEnd) -> dict:
@@ -184,11 +190,12 @@ class TaskChanges:
         kind = TASK_EVENTS[name]
 
         def work(c) -> None:
+            dues = {} if name == "finish" else self.attempt_dues(c, [id_])
             if c.execute(stmt).rowcount == 1:
                 if name == "finish":
                     self.record_ids(c, kind, [id_], now)
                 else:
-                    self._record_again(c, kind, [id_], now)
+                    self._record_again(c, kind, [id_], now, dues)
             elif not self._applied_before(c, id_, token, name):
                 self._diagnose(c, id_, token, name)
 

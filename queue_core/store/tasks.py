@@ -386,13 +386,14 @@ class TaskStore(
             res = conn.execute(
                 sa.update(t)
                 .where(t.c.id.in_(ids), *task_where(t, "claim", now=now))
-                .values(
-                    leased=1,
-                    lease_token=token,
-                    timeout=expires,
-                    attempts=t.c.attempts + 1,
-                    started_at=now,
-                    owner=owner[:255],
+                .ordered_values(  # run_at first: MySQL reads ``timeout`` as the SETs before left it
+                    (t.c.run_at, t.c.timeout),  # the attempt's due time (its wait: started_at - run_at)
+                    (t.c.leased, 1),
+                    (t.c.lease_token, token),
+                    (t.c.timeout, expires),
+                    (t.c.attempts, t.c.attempts + 1),
+                    (t.c.started_at, now),
+                    (t.c.owner, owner[:255]),
                 )
             )
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
@@ -401,6 +402,7 @@ class TaskStore(
             self.record(conn, claimed_events(deliver, now, owner[:255]))
             for r in deliver:
                 r.update(
+                    run_at=r["timeout"],
                     leased=1,
                     lease_token=token,
                     timeout=expires,

@@ -93,7 +93,7 @@ def test_a_task_out_of_attempts_gives_up_at_claim_with_its_error(db_url, table_n
         q.poll(now=T0)
         assert q.poll(now=T0 + 6) is None  # its one lease expired: it ends instead of running again
         h = q["k"].history()
-    assert [e.kind for e in h] == ["submitted", "claimed", "gave_up"]
+    assert [e.kind for e in h] == ["submitted", "claimed", "expired", "gave_up"]  # its lease ended it first
     assert h[-1].outcome == "failure" and "attempt" in h[-1].error
 
 

@@ -123,14 +123,14 @@ def test_an_event_whose_transaction_is_still_open_is_counted_once_it_commits(que
     queue.submit("slow", "t")
     queue.submit("fast", "t")
     e = store.events_t
-    row = {"key": "slow", "queue": "default", "type": "t", "kind": "claimed", "attempt": 1, "waited": 1.0,
-           "tracked": 0}
+    row = {"key": "slow", "queue": "default", "type": "t", "kind": "finished", "attempt": 1, "outcome": "success",
+           "waited": 1.0, "ran": 0.5, "tracked": 0}  # an attempt's end, carrying its claim
     engine = sa.create_engine(db_url)
     try:
         with engine.connect() as open_conn:
             tx = open_conn.begin()
             open_conn.execute(sa.insert(e).values(task_id=1, at=clock.now() + 30, **row))
-            assert queue.poll(alive_time=60) is not None  # a later event commits, with an earlier time
+            queue.poll(alive_time=60).finish()  # a later event commits, with an earlier time
             assert queue.roll_up_stats() == 1  # that one; the open one's id is passed over
             clock.advance(GAP / 2)
             assert queue.roll_up_stats() == 0
@@ -228,7 +228,7 @@ def test_a_statistics_row_edited_by_hand_is_a_typed_error(queue, clock):
     with pytest.raises(CorruptRowError, match="delete it"):
         queue.statistics(since=clock.now() - 3600, roll_up=False)
     queue.submit("later", "t")
-    queue.poll(alive_time=60)
+    queue.poll(alive_time=60).finish()  # its end (carrying its claim) is an event to add
     clock.advance(GAP + 1)
     with pytest.raises(CorruptRowError):  # the roll-up adds to that row: refused, nothing written
         queue.roll_up_stats()

@@ -22,7 +22,7 @@ def test_the_table_and_the_core_name_the_same_counters():
 
 def test_each_event_counts_what_it_says():
     tally = Tally()
-    assert tally.add_event(_event("claimed", waited=0.3))
+    assert not tally.add_event(_event("claimed", waited=0.3))  # a tracked task's: its end counts it
     assert tally.add_event(_event("finished", outcome="success", ran=2.0))
     assert tally.add_event(_event("finished", outcome="failure", ran=0.2))
     assert tally.add_event(_event("retried", ran=1.0))
@@ -32,19 +32,39 @@ def test_each_event_counts_what_it_says():
     assert not tally.add_event(_event("moved"))
     assert not tally.add_event(_event("released"))
     assert not tally.add_event(_event("finished", outcome="skipped"))  # a step that never ran
-    assert (tally.started, tally.succeeded, tally.failed, tally.cancelled, tally.retried) == (1, 2, 2, 1, 1)
-    assert tally.wait.count == 1 and tally.run.count == 3
+    assert (tally.started, tally.succeeded, tally.failed, tally.cancelled, tally.retried) == (0, 2, 2, 1, 1)
+    assert tally.wait.count == 0 and tally.run.count == 3
     assert tally.run.total == pytest.approx(3.2)
 
 
+def test_an_attempt_is_counted_started_with_its_wait_by_the_event_that_ends_it():
+    tally = Tally()
+    for e in (_event("finished", outcome="success", waited=0.3, ran=2.0), _event("retried", waited=1.0, ran=1.0),
+              _event("released", waited=0.5, ran=0.1), _event("expired", waited=2.0, ran=30.0),
+              _event("force_finished", outcome="success", waited=0.2, ran=1.0)):
+        assert tally.add_start(e)
+    assert not tally.add_start(_event("claimed", waited=0.3))  # counted by its end, never twice
+    assert not tally.add_start(_event("finished", outcome="skipped"))  # never claimed: no wait
+    assert not tally.add_start(_event("gave_up", outcome="failure", waited=1.0))  # its expiry counted it
+    assert tally.started == 5 and tally.wait.count == 5 and tally.wait.total == pytest.approx(4.0)
+
+
 def test_every_event_lands_in_its_minute_its_hour_and_all_time():
-    tallies = tally_events([_event("claimed", at=3661.5, waited=1.0), _event("claimed", at=3719.0, waited=1.0,
-                                                                           queue="other")])
+    tallies = tally_events([_event("cancelled", at=3661.5, outcome="cancelled"),
+                            _event("cancelled", at=3719.0, outcome="cancelled", queue="other")])
     assert set(tallies) == {
         (60, 3660.0, "q", "t"), (3600, 3600.0, "q", "t"), (0, 0.0, "q", "t"),
         (60, 3660.0, "other", "t"), (3600, 3600.0, "other", "t"), (0, 0.0, "other", "t"),
     }
-    assert all(t.started == 1 for t in tallies.values())
+    assert all(t.cancelled == 1 for t in tallies.values())
+
+
+def test_a_start_lands_in_the_minute_it_started_and_its_end_in_the_minute_it_ended():
+    tallies = tally_events([_event("finished", at=3725.0, outcome="success", waited=1.0, ran=65.0)])
+    started, ended = tallies[(60, 3660.0, "q", "t")], tallies[(60, 3720.0, "q", "t")]
+    assert (started.started, started.succeeded, started.wait.count, started.run.count) == (1, 0, 1, 0)
+    assert (ended.started, ended.succeeded, ended.wait.count, ended.run.count) == (0, 1, 0, 1)
+    assert (tallies[(3600, 3600.0, "q", "t")].started, tallies[(3600, 3600.0, "q", "t")].succeeded) == (1, 1)
 
 
 def test_events_that_count_nothing_make_no_bucket():
