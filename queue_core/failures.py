@@ -49,24 +49,26 @@ class FailureGroup:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
-def group_failures(rows: Iterable[Mapping]) -> list[FailureGroup]:
-    """The groups of failed task rows (key, queue, type, error, finished_at, in_run), the largest
-    first (then by queue, type and class)."""
+def group_failures(heads: Iterable[Mapping], samples: Mapping[int, Mapping]) -> list[FailureGroup]:
+    """The groups of the failed tasks counted per queue, type and error head (``heads``: rows of
+    ``TaskStore.failure_heads``), the heads that name no class together; each group's message
+    and sample key are those of the newest task of its latest head (``samples``: by id). The
+    largest group first (then by queue, type and class)."""
     groups: dict[tuple[str, str, str], FailureGroup] = {}
-    for r in rows:
-        at = r["finished_at"] or 0.0
-        k = (r["queue"], r["type"], error_class(r["error"]))
+    for h in heads:
+        k = (h["queue"], h["type"], error_class(h["head"] + ":") if h["head"] else NO_CLASS)
+        sample = samples.get(h["newest"], {"key": "", "error": ""})
         g = groups.get(k)
-        latest = g is None or at >= g.last_seen
+        latest = g is None or h["last_seen"] >= g.last_seen
         groups[k] = FailureGroup(
             queue=k[0],
             type=k[1],
             error_class=k[2],
-            message=first_line(r["error"]) if latest else g.message,  # type: ignore[union-attr]
-            count=1 if g is None else g.count + 1,
-            first_seen=at if g is None else min(g.first_seen, at),
-            last_seen=at if g is None else max(g.last_seen, at),
-            sample_key=r["key"] if latest else g.sample_key,  # type: ignore[union-attr]
-            in_runs=(0 if g is None else g.in_runs) + bool(r["in_run"]),
+            message=first_line(sample["error"]) if latest else g.message,  # type: ignore[union-attr]
+            count=h["count"] + (0 if g is None else g.count),
+            first_seen=h["first_seen"] if g is None else min(g.first_seen, h["first_seen"]),
+            last_seen=h["last_seen"] if g is None else max(g.last_seen, h["last_seen"]),
+            sample_key=sample["key"] if latest else g.sample_key,  # type: ignore[union-attr]
+            in_runs=int(h["in_runs"] or 0) + (0 if g is None else g.in_runs),
         )
     return sorted(groups.values(), key=lambda g: (-g.count, g.queue, g.type, g.error_class))

@@ -47,11 +47,8 @@ class QueueInsight:
             None if type is None else check_name(type, "task type"),
             None if tag is None else check_tag(tag),
         )
-        rows, after = [], 0
-        while page := self.store.failed_page(queue=queue, type=type, tag=tag, after_id=after, limit=2000):
-            rows += page
-            after = page[-1]["id"]
-        return group_failures(rows)
+        heads = self.store.failure_heads(queue=queue, type=type, tag=tag)
+        return group_failures(heads, self.store.failure_samples([h["newest"] for h in heads]))
 
     def history(self, key: str) -> list[TaskEvent]:
         """What happened to task ``key``, oldest first (``Task.history``)."""

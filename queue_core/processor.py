@@ -94,6 +94,7 @@ class Processor:
         self._given_back = threading.Event()
         #: what the last claim noted (rate_wait: seconds until a rate limit lets a held-back task start)
         self._notes: dict = {}
+        self._settled_with_claim = False  # the last claim also wrote successes (their hooks ran after it read)
 
     def _chores(self) -> list[Chore]:
         """The purge of finished rows past retention (the events it deletes counted first) and,
@@ -155,17 +156,27 @@ class Processor:
                 chore.run_if_due()
             written = self.settler.writes
             tasks = self._claim()
-            rate_wait = self._notes.get("rate_wait")
             if tasks:
                 self._run_batch(tasks)
-            elif tasks is not None and self.burst and rate_wait is None:
-                if not self.settler.wrote_since(written):  # else what those set off may be due: claim again
-                    return EXIT_OK
-            elif tasks is not None:  # a rate limit held tasks back: wait for its window, not a poll
-                self.control.idle(min(self.settings["poll_interval"], rate_wait or math.inf))
+            elif tasks is not None and self._after_empty_claim(written):
+                return EXIT_OK
             if limit and self.processed >= limit:
                 return EXIT_RECYCLE
         return EXIT_OK
+
+    def _after_empty_claim(self, written: int) -> bool:
+        """After a claim that leased nothing: whether a burst processor is done (else it waits
+        for a poll, or a rate limit's window, and claims again). Not done while more may be due
+        that the claim could not see: rows it only ended (more are due behind them), successes
+        it wrote (what their after-commit hooks submit), successes written on their own since
+        ``written`` (what they set off: a workflow's next steps)."""
+        rate_wait = self._notes.get("rate_wait")
+        if self._notes.get("ended_rows"):
+            return False  # claim again at once
+        if self.burst and rate_wait is None:
+            return not self._settled_with_claim and not self.settler.wrote_since(written)
+        self.control.idle(min(self.settings["poll_interval"], rate_wait or math.inf))
+        return False
 
     def _claim(self) -> list | None:
         """Lease the next batch, finishing the waiting successes in the same transaction: the
@@ -200,6 +211,7 @@ class Processor:
             raise
         self.db_backoff.succeeded()
         self.settler.report(settled)
+        self._settled_with_claim = bool(settled)
         return tasks
 
     def _run_batch(self, tasks: list) -> None:

@@ -15,7 +15,7 @@ import threading
 from .listener import WakeupListener, start_listener
 from .logs import reopen_logs
 from .processor import Processor, open_checked, open_queue, stop_at_once
-from .service import EXIT_OK, WORKER_SIGNALS, Intent, Signals, reload_settings
+from .service import EXIT_OK, EXIT_RECYCLE, WORKER_SIGNALS, Intent, Signals, reload_settings
 
 log = logging.getLogger("queue_core.worker")
 
@@ -66,14 +66,12 @@ class ThreadWorker:
     def _start(self) -> None:
         self.close()  # the queue of processors that are done (a restart)
         q = self.queue = open_queue(self.settings)
-        self.processors = [
-            Processor(self.target, self.settings, burst=self.burst, queue=q, name=f"thread-{i}")
-            for i in range(self.settings["processors"])
-        ]
+        self.processors = [self._processor(i) for i in range(self.settings["processors"])]
         self.threads = [
-            threading.Thread(target=p.run, kwargs={"listen": False}, name=p.name, daemon=True) for p in self.processors
+            threading.Thread(target=self._serve, args=(i,), name=p.name, daemon=True)
+            for i, p in enumerate(self.processors)
         ]
-        processors = self.processors
+        processors = self.processors  # its slots are refilled in place when a processor recycles
 
         def wake_all() -> None:
             for p in processors:
@@ -83,6 +81,22 @@ class ThreadWorker:
         for t in self.threads:
             t.start()
         log.info("worker started: %d thread processors pid=%d", len(self.threads), os.getpid())
+
+    def _processor(self, i: int) -> Processor:
+        return Processor(self.target, self.settings, burst=self.burst, queue=self.queue, name=f"thread-{i}")
+
+    def _serve(self, i: int) -> None:
+        """Run processor ``i``; one that recycles (``max_request_per_child`` tasks done) is
+        replaced by a new one in the same thread, as a process worker replaces its child, unless
+        the worker is stopping or restarting."""
+        while self.processors[i].run(listen=False) == EXIT_RECYCLE and not self._winding_down():
+            p = self.processors[i] = self._processor(i)
+            if self._winding_down():  # a stop that began meanwhile may have stopped the old one only
+                p.stop()
+
+    def _winding_down(self) -> bool:
+        stopping = self.signals is not None and self.signals.stopping
+        return stopping or self.restart_pending
 
     def _stop(self) -> None:
         for p in self.processors:

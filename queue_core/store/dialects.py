@@ -123,6 +123,14 @@ class Dialect:
         ]
         return conn.execute(stmt, params).rowcount
 
+    #: the events of a batch of successes are built from the rows the holder has in hand rather
+    #: than read back by an INSERT ... SELECT (MySQL: see its dialect)
+    events_in_hand = False
+
+    def position_of(self, text: Any, part: str) -> Any:
+        """SQL: where ``part`` first starts in ``text`` (1-based; 0: nowhere)."""
+        return sa.func.instr(text, part)
+
     def lock_rows(self, stmt: sa.Select) -> sa.Select:
         """A blocking row lock (for serialising decisions about one row)."""
         return stmt.with_for_update()

@@ -13,6 +13,9 @@ class PostgreSQLDialect(Dialect):
     column_names_fold_case = False
     install_hint = "pip install 'psycopg[binary]' (or the project's [postgres] extra)"
 
+    def position_of(self, text, part):
+        return sa.func.strpos(text, part)
+
     def connect_args(self, connect_timeout):
         return {"connect_timeout": int(max(1, connect_timeout))}
 

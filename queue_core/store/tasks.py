@@ -26,7 +26,8 @@ from .base import VersionedTables
 from .browse import TaskBrowse
 from .bulk import BulkChanges
 from .database import Database
-from .events import TaskEvents, claimed_events
+from .events import HeldRow, TaskEvents, claimed_events, finished_events
+from .failures import FailureReads
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
 from .schema import (
     ADDED_COLUMNS,
@@ -67,12 +68,14 @@ def _as_sql_orders(value: Any) -> tuple:
 
 @dataclass(frozen=True)
 class Settled:
-    """A held task whose outcome is decided and waits to be written with the next batch."""
+    """A held task whose outcome is decided and waits to be written with the next batch;
+    ``held``: its row as the holder's claim left it (what its ``finished`` event says of it)."""
 
     id: int
     token: int
     purge_at: float
     outcome: str = "success"
+    held: HeldRow | None = None
 
 
 def new_token() -> int:
@@ -81,6 +84,7 @@ def new_token() -> int:
 
 class TaskStore(
     TaskSubmits,
+    FailureReads,
     TaskChanges,
     TaskReads,
     TaskTags,
@@ -240,7 +244,8 @@ class TaskStore(
         ``queues``: the queues to lease from, best first (a queue's tasks are taken before the
         next queue's; paused ones are passed over, limited ones give at most their free slots:
         ``store/queues.py``, which also fills ``notes``). ``types``: lease only rows of these task
-        types (exact, validated strings); None: any.
+        types (exact, validated strings); None: any. ``notes["ended_rows"]``: nothing leased
+        after four rounds that only ended rows (given up, set aside): more may be due, claim again.
 
         Settling the previous batch together with the next claim makes a drain cost one
         transaction per batch instead of two per task, with the same fencing as ``finish``:
@@ -278,6 +283,8 @@ class TaskStore(
             pending, also = [], None
             if rows or not consumed:
                 return rows
+        if notes is not None:  # only ended rows, four times: more may be due behind them
+            notes["ended_rows"] = True
         return []
 
     def _leased_under(self, conn, token: int, expires: float) -> list[dict]:
@@ -328,13 +335,23 @@ class TaskStore(
                 .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at))
             )
             if res.rowcount == len(ids):
-                self.record_ids(conn, "finished", ids, now)
+                self._record_finished(conn, group, now)
             else:
                 short.append((res.rowcount, group))
         gone: list[Settled] = []
         for written, group in short:
             gone += self._settled_short(conn, written, group, now)
         return gone
+
+    def _record_finished(self, conn, group: Sequence[Settled], now: float) -> None:
+        """The ``finished`` events of the settled ``group`` (all of them written): built from the
+        rows the holder had in hand where the dialect prefers that to reading them back (MySQL),
+        else selected from the rows as the finish left them."""
+        held = [s.held for s in group if s.held is not None and s.outcome == "success"]
+        if self.db.dialect.events_in_hand and len(held) == len(group):
+            self.record(conn, finished_events(held, now))
+        else:
+            self.record_ids(conn, "finished", [s.id for s in group], now)
 
     def _settled_short(self, conn, written: int, group: Sequence[Settled], now: float) -> list[Settled]:
         """Of a settled ``group`` (one token) whose finish wrote ``written`` of its rows, those whose

@@ -176,6 +176,18 @@ def test_max_request_per_child_recycles(wq, log):
     assert len(runs(log)) == 6 and len(pids) == 3
 
 
+def test_max_request_per_child_replaces_a_thread_processor(wq, log):
+    """Thread mode: a processor that reached max_request_per_child is replaced by a new one in its
+    thread (it used to end, leaving the rest due while a burst worker exited 0)."""
+    for i in range(5):
+        wq.submit(f"k{i}", "plain", {"log": str(log)})
+    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, max_request_per_child=2,
+                                    processor_type="thread"))
+    assert code == 0, out
+    assert sorted(k for k, _ in runs(log)) == [f"k{i}" for i in range(5)]
+    assert wq.stats()["outcomes"]["success"] == 5
+
+
 def test_silent_child_is_killed_and_replaced(wq, log):
     p = start_worker(wq.config["url"], wq.table, child_heartbeat_limit=1.5, alive_time=2)
     try:

@@ -45,6 +45,26 @@ def test_failures_are_grouped_by_queue_type_and_error_class(queue):
     assert [g.count for g in queue.failures(type="u")] == [1]
 
 
+def test_the_database_names_the_same_error_class_as_the_pure_rule(queue):
+    """The groups are counted in the database by the error's text before its first colon; the
+    class that text names is the pure rule's (``failures.error_class``), whatever the text."""
+    from queue_core.failures import error_class
+
+    errors = ["ValueError: a", "requests.exceptions.HTTPError: 503", "no colon at all", "two words: here",
+              "first line\nSecond: line", ":leading colon", "Ünïcode: non-ASCII", "X" * 199 + ": long class",
+              "<script>alert(1)</script>: x", "a;b: DROP TABLE x", "ValueError:", "  Spaced: lead"]
+    for i, text in enumerate(errors):
+        fail(queue, f"e{i}", text, now=T0 + i)
+    want: dict[str, int] = {}
+    for text in errors:
+        want[error_class(text)] = want.get(error_class(text), 0) + 1
+    got = {g.error_class: g.count for g in queue.failures()}
+    assert got == want
+    none = next(g for g in queue.failures() if g.error_class == "(no class)")
+    assert (none.first_seen, none.last_seen) == (T0 + 3, T0 + 12)  # merged from several heads
+    assert none.sample_key == "e11" and none.message == "Spaced: lead"  # the newest of the latest head
+
+
 def test_a_bulk_retry_requeues_each_match_once_in_batches(queue):
     for i in range(5):
         fail(queue, f"v{i}", ValueError("api down"), now=T0 + i, tags=["customer:acme"] if i < 4 else [])

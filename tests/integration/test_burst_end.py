@@ -68,3 +68,63 @@ def test_a_burst_worker_with_nothing_written_ends_at_its_first_empty_claim(wq):
     delivered = _write_after_the_claim(proc)
     assert proc.run() == 0
     assert delivered == [0]
+
+
+# -- found by the review of the fix (session 15) ---------------------------------------------------
+after_hook = pqflow.Workflow("it_burst_after_hook", retry_wait=0)
+
+
+@after_hook.step()
+def only(ctx):
+    return 2
+
+
+class ChainingDecider(pqflow.Decider):
+    """Its ``on_run_finished`` hook (run after the deciding transaction committed) starts the
+    next run: a task this worker serves, made due by a success written with a claim that had read
+    the table before the hook ran."""
+
+    workflows = [chain, after_hook]
+
+    def on_run_finished(self, run_id, status):
+        if run_id == "r1":
+            after_hook.start("r2", {}, queue=self.queue)
+
+
+def test_a_burst_worker_claims_again_after_the_hooks_of_successes_written_with_its_claim(wq):
+    chain.start("r1", {}, queue=wq)
+    s = config.build({"url": wq.config["url"], "table": wq.table, "poll_interval": 0.05})
+    assert Processor(ChainingDecider, s, burst=True, queue=wq).run() == 0
+    assert pqflow.get_run("r1", queue=wq).status == "succeeded"
+    r2 = pqflow.get_run("r2", queue=wq)
+    assert r2 is not None and r2.status == "succeeded", r2 and r2.statuses
+
+
+class Recorder:
+    served_types = ["t"]
+    ran: list[str] = []
+
+    def __init__(self, task):
+        self.task = task
+
+    def run(self):
+        Recorder.ran.append(self.task.key)
+
+
+def test_a_burst_worker_goes_on_past_claims_that_only_ended_rows(wq):
+    """More rows out of attempts (their leases expired) than four claims end ahead of a due task:
+    the claim returns nothing, noting that it ended rows, and the burst worker claims again."""
+    past = wq.now() - 1000
+    for i in range(20):
+        wq.submit(f"dead{i}", "t", {}, max_attempts=1, priority=5, now=past)
+    held = 0
+    while held < 20:  # held, then silent: expired (a batch ends at a row with max_attempts)
+        got = wq.poll_multi(20, alive_time=1, now=past)
+        assert got
+        held += len(got)
+    wq.submit("live", "t", {}, now=past)
+    Recorder.ran = []
+    s = config.build({"url": wq.config["url"], "table": wq.table, "poll_interval": 0.05})
+    assert Processor(Recorder, s, burst=True, queue=wq).run() == 0
+    assert Recorder.ran == ["live"]
+    assert {t.status for t in wq.list()} == {"finished"}
