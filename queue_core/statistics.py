@@ -211,22 +211,32 @@ def counts_at_end(event: Mapping) -> bool:
 
 
 def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
-    """What ``events`` add to each bucket of every span (each event added straight to its
-    buckets: a roll-up of a busy minute reads tens of thousands)."""
-    out: dict[BucketKey, Tally] = {}
+    """What ``events`` add to each bucket of every span: each event added to its minute (a
+    roll-up of a busy minute reads tens of thousands), the minutes then merged into their hours
+    and into all time."""
+    minutes: dict[BucketKey, Tally] = {}
     for e in events:
         if counts_at_end(e):
-            for tally in _buckets(out, e, e["at"]):
-                tally.add_event(e)
+            _minute(minutes, e, e["at"]).add_event(e)
         if carries_claim(e):
-            for tally in _buckets(out, e, started_at(e)):
-                tally.add_start(e)
+            _minute(minutes, e, started_at(e)).add_start(e)
+    out = dict(minutes)
+    for (_, start, queue, type_), tally in minutes.items():
+        for span in SPANS[1:]:
+            key = (span, bucket_start(span, start), queue, type_)
+            if key not in out:
+                out[key] = Tally()
+            out[key].merge(tally)
     return out
 
 
-def _buckets(out: dict[BucketKey, Tally], event: Mapping, at: float) -> list[Tally]:
-    """The tallies of ``out`` that an event of ``event``'s queue and type at ``at`` adds to."""
-    return [out.setdefault((span, bucket_start(span, at), event["queue"], event["type"]), Tally()) for span in SPANS]
+def _minute(minutes: dict[BucketKey, Tally], event: Mapping, at: float) -> Tally:
+    """The tally of the minute of ``at`` for ``event``'s queue and type (made when missing)."""
+    key = (MINUTE, bucket_start(MINUTE, at), event["queue"], event["type"])
+    tally = minutes.get(key)
+    if tally is None:
+        tally = minutes[key] = Tally()
+    return tally
 
 
 def read_span(since: float, now: float) -> int:
