@@ -19,6 +19,7 @@ class Sizes:
     poll_finished: int                 # 5: finished rows and future rows of the loaded table
     poll_future: int
     poll_count: int                    #    polls timed per kind
+    dash_count: int                    # 15: requests timed per dashboard page (on the poll table's sizes)
     fair_tasks: int                    # 6: tasks per user
     fair_caps: tuple[int, ...]         #    max_running of the users
     fair_workers: int                  #    worker processes (supervisors) ...
@@ -57,7 +58,7 @@ FULL = Sizes(
     runs=3, raw_seconds=3.0, enqueue_tasks=20_000, enqueue_batch=1000,
     drain_tasks=20_000, drain_processes=(1, 2, 4),
     latency_tasks=500, latency_rate=50.0, latency_intervals=(1.0, 0.1),
-    poll_finished=1_000_000, poll_future=100_000, poll_count=200,
+    poll_finished=1_000_000, poll_future=100_000, poll_count=200, dash_count=20,
     fair_tasks=5000, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=20.0,
     sched_due=10_000, sched_processes=(1, 3), sched_idle=100_000, sched_idle_ticks=50,
@@ -72,7 +73,7 @@ QUICK = Sizes(
     runs=1, raw_seconds=0.5, enqueue_tasks=300, enqueue_batch=100,
     drain_tasks=300, drain_processes=(2,),
     latency_tasks=30, latency_rate=50.0, latency_intervals=(1.0,),
-    poll_finished=20_000, poll_future=2000, poll_count=30,
+    poll_finished=20_000, poll_future=2000, poll_count=30, dash_count=3,
     fair_tasks=60, fair_caps=(1, 2, 4), fair_workers=2, fair_processors=4, fair_sleep=0.02,
     fair_window=1.5,
     sched_due=300, sched_processes=(3,), sched_idle=2000, sched_idle_ticks=10,

@@ -56,11 +56,12 @@ class TableNames:
 
 
 def drop_tables(url: str, names: Iterable[str]) -> None:
-    """Drop the tables ``names`` and their ``_meta`` companions, if they exist."""
-    wanted = set(names) | {n + "_meta" for n in names}
+    """Drop the tables ``names`` and their companions (``<name>_meta``, ``_events``, ``_tags``,
+    ``_stats``, a scheduler's ``<name>_s`` ...: every table named ``<name>_...``), if they exist."""
+    names = set(names)
     with engine(url).begin() as conn:
         md = sa.MetaData()
-        md.reflect(conn, only=lambda n, _m: n in wanted)
+        md.reflect(conn, only=lambda n, _m: n in names or any(n.startswith(x + "_") for x in names))
         md.drop_all(conn)
 
 

@@ -1,8 +1,9 @@
-"""The pq scenarios of issues 5, 11, 13 and 14, in the order a run measures them."""
+"""The pq scenarios of issues 5, 11, 13, 14 and 16, in the order a run measures them."""
 
 from __future__ import annotations
 
 from .base import Context, Sample, Scenario
+from .dashboard import Dashboard
 from .drain import Drain
 from .enqueue import Enqueue
 from .fairness import Fairness
@@ -18,7 +19,7 @@ from .workflow import Workflow
 
 #: run order: the raw limit first; drain before workflow (the workflow overhead uses it)
 SCENARIOS: tuple[type[Scenario], ...] = (Raw, Enqueue, Drain, Latency, PollCost, Fairness, Scheduler, Workflow,
-                                         Maps, IdleLoad, Startup, NamedQueues)
+                                         Maps, IdleLoad, Startup, NamedQueues, Dashboard)
 
 #: every results section, in report order, with its title
 TITLES: dict[str, str] = {name: title for cls in SCENARIOS for name, title in ((cls.name, cls.title), *cls.also.items())}
