@@ -42,7 +42,7 @@ def trim_cut(rows: Sequence[Mapping], first: int, last: int, most: int) -> list[
     waited) so that its history shows its first ``first`` and last ``last`` entries, once it
     would show more than ``most`` (a row that carries a claim no recorded ``claimed`` shows
     counts two entries: ``history.history``)."""
-    weights = [2 if shown else 1 for shown in claims_to_show(rows)[0]]
+    weights = _weights(rows)
     if sum(weights) <= most:
         return []
     head = tail = 0
@@ -50,4 +50,11 @@ def trim_cut(rows: Sequence[Mapping], first: int, last: int, most: int) -> list[
         head += 1
     while tail < len(rows) - head and sum(weights[len(rows) - tail - 1 :]) <= last:
         tail += 1
+    while tail and sum(_weights([*rows[:head], *rows[len(rows) - tail :]])) > first + last:
+        tail -= 1  # the cut parted a recorded claim from the end that carries it: one more entry
     return [r["id"] for r in rows[head : len(rows) - tail]]
+
+
+def _weights(rows: Sequence[Mapping]) -> list[int]:
+    """The entries a history shows for each of ``rows``: two for a row whose claim it shows."""
+    return [2 if shown else 1 for shown in claims_to_show(rows)[0]]
