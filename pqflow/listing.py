@@ -1,18 +1,17 @@
 """Runs a page at a time, newest first, by workflow and status: what a dashboard lists. Bounded
-however many runs the table holds: keyset pages of the queue's run rows (``Queue.browse`` by
-workflow type, the workflows recorded in the table), no OFFSET and no count.
+however many runs the table holds: keyset pages of the run rows (the runs group's index walked by
+id, and the live rows no decider has taken up yet), no OFFSET and no count.
 
 :func:`pqflow.list_runs` reads every run, oldest first (the CLI's ``pqflow runs``); this reads
 ``limit`` of them, older than a cursor."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import queue_core
 from queue_core.errors import ValidationError
-from queue_core.task import TaskMetadata
 from queue_core.validate import check_int, check_name
 
 from .rows import RUNS_GROUP, SEP, RunState
@@ -91,22 +90,10 @@ def _newest(
     q: queue_core.Queue, names: Sequence[str], cursor: int | None, limit: int
 ) -> tuple[list[RunSummary], int | None]:
     """The newest ``limit`` runs of ``names`` older than ``cursor``, and the cursor after them."""
-    pages = [q.browse(type=name, cursor=cursor, limit=limit) for name in names]
-    ends = [p.next_cursor for p in pages if p.next_cursor is not None]
-    horizon = max(ends) if ends else None  # every run at or above it was read, of every workflow
-    keys = [t.key for p in pages for t in p.tasks if _is_run(t)]
-    rows = q.transaction(lambda tx: tx.runs.read(tx.conn, keys), what="list runs") if keys else {}
-    ordered = sorted((r for r in rows.values() if horizon is None or r["id"] >= horizon), key=lambda r: -r["id"])
-    taken = ordered[:limit]
-    more = len(ordered) > limit or horizon is not None
-    return [summary(r) for r in taken], (_cursor(taken, horizon) if more else None)
-
-
-def _cursor(taken: Iterable[dict], horizon: int | None) -> int | None:
-    ids = [r["id"] for r in taken]
-    return min(ids) if ids else horizon
-
-
-def _is_run(task: TaskMetadata) -> bool:
-    """A run row: the run's own key (no '#'), in the runs group, or in none (not picked up yet)."""
-    return SEP not in task.key and task.group in (None, RUNS_GROUP)
+    if not names:
+        return [], None
+    rows = q.transaction(
+        lambda tx: tx.runs.newest_runs(tx.conn, RUNS_GROUP, names, cursor, limit + 1, SEP), what="list runs"
+    )
+    taken = rows[:limit]
+    return [summary(r) for r in taken], (taken[-1]["id"] if len(rows) > limit else None)

@@ -87,6 +87,23 @@ class RunRows:
             out.update({r.key: dict(r._mapping) for r in conn.execute(stmt)})
         return out
 
+    def newest_runs(
+        self, conn, group: str, types: Sequence[str], before_id: int | None, limit: int, sep: str
+    ) -> list[dict]:
+        """Up to ``limit`` run rows of the workflows ``types`` with an id below ``before_id`` (None:
+        from the newest), newest first: the rows of the runs ``group`` (its index walked by id)
+        and the live rows of no group no decider has taken up yet (a run submitted as a plain
+        task); keys holding ``sep`` (a step's) are not runs."""
+        t = self.t
+        where = [t.c.type.in_(list(types)), sa.not_(t.c.key.contains(sep, autoescape=True))]
+        if before_id is not None:
+            where.append(t.c.id < before_id)
+        cols = self._cols(False, False)
+        adopted = sa.select(*cols).where(t.c.grp == group, *where)
+        unpicked = sa.select(*cols).where(t.c.state == LIVE, t.c.grp.is_(None), *where)
+        rows = [dict(r._mapping) for s in (adopted, unpicked) for r in conn.execute(_newest(s, t, limit))]
+        return sorted(rows, key=lambda r: -r["id"])[:limit]
+
     def read_group(self, conn, group: str, *, data: bool = False, result: bool = False) -> list[dict]:
         """The rows of a group (a run's steps, a map's items), by id."""
         t = self.t
@@ -436,3 +453,7 @@ class RunRows:
         if changed:
             self.tasks.record_ids(conn, kind, ids, now)
         return changed == len(ids)
+
+
+def _newest(stmt: sa.Select, t: sa.Table, limit: int) -> sa.Select:
+    return stmt.order_by(t.c.id.desc()).limit(limit)
