@@ -13,13 +13,23 @@ from dataclasses import dataclass
 _CLASS = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):")
 #: the class of an error text that names none (a text given to ``retry(error=...)``)
 NO_CLASS = "(no class)"
+#: the longest class name an error text is grouped by (``store/failures.py`` counts heads up to it)
+CLASS_LENGTH = 200
 MESSAGE_LENGTH = 200
 
 
 def error_class(error: str | None) -> str:
-    """The exception class an error text names, or NO_CLASS."""
+    """The exception class an error text names (at most CLASS_LENGTH characters), or NO_CLASS."""
     m = _CLASS.match(error or "")
-    return m[1] if m else NO_CLASS
+    return m[1] if m and len(m[1]) <= CLASS_LENGTH else NO_CLASS
+
+
+def _text(value: str | bytes | None) -> str:
+    """A text the database gave as UTF-8 bytes (bytes that are not UTF-8: a hand edit, kept
+    as lone surrogates)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    return value or ""
 
 
 def first_line(error: str | None) -> str:
@@ -56,8 +66,10 @@ def group_failures(heads: Iterable[Mapping], samples: Mapping[int, Mapping]) -> 
     largest group first (then by queue, type and class)."""
     groups: dict[tuple[str, str, str], FailureGroup] = {}
     for h in heads:
-        k = (h["queue"], h["type"], error_class(h["head"] + ":") if h["head"] else NO_CLASS)
-        sample = samples.get(h["newest"], {"key": "", "error": ""})
+        head = _text(h["head"])
+        k = (h["queue"], h["type"], error_class(head + ":") if head else NO_CLASS)
+        found = samples.get(h["newest"], {})
+        sample = {"key": found.get("key", ""), "error": _text(found.get("error"))}
         g = groups.get(k)
         latest = g is None or h["last_seen"] >= g.last_seen
         groups[k] = FailureGroup(

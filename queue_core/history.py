@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .attempt_events import CARRY_CLAIM, carries_claim, claims_to_show, started_at
+from .attempt_events import CARRY_CLAIM, carries_claim, claim_open, started_at
 from .errors import NotFoundError
 
 
@@ -124,12 +124,11 @@ def history(row: Mapping, events: Sequence[Mapping]) -> list[TaskEvent]:
     each attempt's claim among them — recorded (a tracked task's), else carried by the event
     that ended the attempt, or the row's own while a worker holds it — where its time puts it."""
     entries: list[TaskEvent] = []
-    shown, open_claim = claims_to_show(events)
-    for e, show in zip(events, shown, strict=True):
-        if show and (claim := carried_claim(e)) is not None:
+    for e in events:
+        if (claim := carried_claim(e)) is not None:
             _place(entries, claim)
         entries.append(recorded_event(e))
-    if not open_claim and (now := running_claim(row)) is not None:
+    if not claim_open(events) and (now := running_claim(row)) is not None:
         _place(entries, now)
     submitted = submitted_event(row)
     if (due := first_due(row, entries)) != row["run_at"]:

@@ -4,11 +4,11 @@ batch of events, and what a read of buckets says.
 A bucket counts, for one queue and task type and one span of time (a minute, an hour, or all
 time), the tasks started, succeeded, failed, cancelled and retried, and two distributions: the
 wait (due -> start) and the run (start -> end, from ``finished``, ``retried`` and ``gave_up``
-events). An attempt is counted started, and its wait, from the event that ends it, which carries
-its claim (``attempt_events.carries_claim``), in the bucket of its start: a tracked task's ``claimed``
-event is not counted (its end is). A distribution is a count per fixed bucket of seconds
-(:data:`BOUNDS`) and a sum, so that buckets add up exactly (a minute's into an hour's, many
-into a read's) and percentiles are interpolated inside the bucket they fall in.
+events). An attempt is counted started, with its wait, in the bucket of its start, from the one
+event that tells it (``attempt_events.starts_attempt``): a tracked task's ``claimed`` row, else the
+event that ended the attempt and carries its claim. A distribution is a count per fixed bucket
+of seconds (:data:`BOUNDS`) and a sum, so that buckets add up exactly (a minute's into an hour's,
+many into a read's) and percentiles are interpolated inside the bucket they fall in.
 
 The roll-up (``store/stats.py``) reads the events in id order; the ids it passes over
 (:func:`passed_over`) may still commit, and are looked for again until ``event_gap_timeout``.
@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .attempt_events import carries_claim, started_at
+from .attempt_events import started_at, starts_attempt
 
 #: upper bounds (seconds) of the distributions' buckets; a last bucket holds what is above
 BOUNDS: tuple[float, ...] = (
@@ -142,8 +142,9 @@ class Tally:
         return counted
 
     def add_start(self, event: Mapping) -> bool:
-        """Count the start of the attempt ``event`` ends, if it carries its claim."""
-        if not carries_claim(event):
+        """Count the start of an attempt, if ``event`` tells one (its claim, or the end that
+        carries it)."""
+        if not starts_attempt(event):
             return False
         self.started += 1
         self.wait.add(event["waited"])
@@ -218,7 +219,7 @@ def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
     for e in events:
         if counts_at_end(e):
             _minute(minutes, e, e["at"]).add_event(e)
-        if carries_claim(e):
+        if starts_attempt(e):
             _minute(minutes, e, started_at(e)).add_start(e)
     out = dict(minutes)
     for (_, start, queue, type_), tally in minutes.items():

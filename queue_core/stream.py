@@ -31,7 +31,7 @@ SOURCES = ("tasks", "events")
 #: the most ids a position remembers as missing per source (the oldest are forgotten first)
 MAX_MISSING = 1000
 _CURSOR = re.compile(
-    r"t([0-9]{1,19})((?:-[0-9]{1,19})*)\.e([0-9]{1,19})((?:-[0-9]{1,19})*)(?:c([0-9]{1,19}))?", re.ASCII
+    r"t([0-9]{1,19})((?:-[0-9]{1,19})*)\.e([0-9]{1,19})((?:-[0-9]{1,19})*)((?:c[0-9]{1,19}){0,8})", re.ASCII
 )
 #: the largest id a cursor may name (a 64-bit signed id column's)
 MAX_ID = 2**63 - 1
@@ -40,11 +40,12 @@ MAX_ID = 2**63 - 1
 @dataclass(frozen=True)
 class Position:
     """Where a reader is in one source: every id up to ``after`` delivered except ``missing``;
-    ``claim_of``: an event row not yet delivered whose carried claim was (0: none)."""
+    ``claims``: event rows not yet delivered whose carried claims were (a reader stopped between
+    a claim and the end that carries it; at most a few)."""
 
     after: int = 0
     missing: tuple[int, ...] = ()
-    claim_of: int = 0
+    claims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class Cursor:
 
     def __str__(self) -> str:
         def part(letter: str, p: Position) -> str:
-            claim = f"c{p.claim_of}" if p.claim_of else ""
-            return letter + str(p.after) + "".join(f"-{m}" for m in p.missing) + claim
+            claims = "".join(f"c{c}" for c in p.claims)
+            return letter + str(p.after) + "".join(f"-{m}" for m in p.missing) + claims
 
         return part("t", self.tasks) + "." + part("e", self.events)
 
@@ -68,13 +69,13 @@ class Cursor:
         if m is None:
             raise ValidationError(f"not an event cursor: {str(text)[:80]!r} (expected the cursor of an event)")
 
-        def position(after: str, missing: str, claim_of: str | None = None) -> Position:
+        def position(after: str, missing: str, claims: str = "") -> Position:
             ids = tuple(sorted({int(x) for x in missing.split("-")[1:]}))
             if int(after) > MAX_ID or len(ids) > MAX_MISSING or (ids and ids[-1] >= int(after)):
                 raise ValidationError(
                     f"not an event cursor: {text[:80]!r} (its missing ids are not before its position)"
                 )
-            return Position(int(after), ids, min(int(claim_of or 0), MAX_ID))
+            return Position(int(after), ids, tuple(sorted({min(int(c), MAX_ID) for c in claims.split("c")[1:]})))
 
         return cls(position(m[1], m[2]), position(m[3], m[4], m[5]))
 
@@ -194,9 +195,10 @@ def _deliver(got: dict, before: dict, ends: dict, wanted: StreamFilter) -> Itera
     done = {name: _start(before[name], ends[name], got[name]) for name in SOURCES}
     for name, row in merged(got["tasks"], got["events"]):
         if name == "events" and _shows_claim(row, done["events"]):
-            at_claim = Position(done["events"].after, done["events"].missing, row["id"])
+            at = done["events"]
+            at_claim = Position(at.after, at.missing, tuple(sorted({*at.claims, row["id"]})))
             claim = carried_claim(row, str(Cursor(done["tasks"], at_claim)))
-            if claim is not None and wanted.wants(claim, False):
+            if claim is not None and wanted.wants(claim, bool(row["tracked"])):
                 yield claim
         done[name] = _after_row(done[name], row["id"], ends[name])
         cursor = str(Cursor(done["tasks"], done["events"]))
@@ -207,9 +209,9 @@ def _deliver(got: dict, before: dict, ends: dict, wanted: StreamFilter) -> Itera
 
 def _shows_claim(row: Mapping, position: Position) -> bool:
     """Whether the event row ``row`` is delivered after the claim it carries: it ends an
-    attempt of an untracked task (a tracked one's claim is a row of its own), and the reader at
-    ``position`` has not had that claim yet (it resumed from the claim's cursor)."""
-    return carries_claim(row) and not row["tracked"] and position.claim_of != row["id"]
+    attempt whose claim has no row of its own, and the reader at ``position`` has not had that
+    claim yet (it resumed from the claim's cursor)."""
+    return carries_claim(row) and row["id"] not in position.claims
 
 
 def _start(before: Position, end: Position, rows: Sequence[Mapping]) -> Position:
@@ -218,13 +220,15 @@ def _start(before: Position, end: Position, rows: Sequence[Mapping]) -> Position
     yet to deliver."""
     late = {r["id"] for r in rows if r["id"] <= before.after}
     kept = {i for i in end.missing if i <= before.after}
-    return Position(before.after, tuple(sorted(kept | late)), before.claim_of)
+    return Position(before.after, tuple(sorted(kept | late)), before.claims)
 
 
 def _after_row(pos: Position, id_: int, end: Position) -> Position:
     """The position once the row ``id_`` is delivered too (a source's rows come in the order
-    the reader took them: late ones, then new ones by id, the ids between them missing)."""
+    the reader took them: late ones, then new ones by id, the ids between them missing); the
+    claims of rows still to come stay named."""
+    claims = tuple(c for c in pos.claims if c != id_)
     if id_ <= pos.after:
-        return Position(pos.after, tuple(i for i in pos.missing if i != id_))
+        return Position(pos.after, tuple(i for i in pos.missing if i != id_), claims)
     skipped = {i for i in end.missing if pos.after < i < id_}
-    return Position(id_, tuple(sorted(set(pos.missing) | skipped)))
+    return Position(id_, tuple(sorted(set(pos.missing) | skipped)), claims)

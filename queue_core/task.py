@@ -16,7 +16,6 @@ from . import policy
 from .errors import CancelRequestedError, NotFoundError, ValidationError
 from .history import TaskEvent
 from .store import rowcheck
-from .store.events import HeldRow
 from .store.schema import OUTCOMES
 from .store.task_changes import UNSET
 from .store.tasks import FINISHED, PENDING, TaskStore
@@ -223,8 +222,6 @@ class AcquiredTask:
         self.queue_name: str = row["queue"]
         #: JSON bookkeeping of the workflow run this row belongs to (None for plain tasks)
         self.workflow: str | None = row.get("workflow")
-        #: whether it was tracked when claimed (its ``claimed`` event was recorded then)
-        self.tracked = bool(row["tracked"])
         #: the submitter's trace context (``tracing.py``), None without one
         self.trace: str | None = row.get("trace")
         #: when this process leased it
@@ -245,22 +242,6 @@ class AcquiredTask:
 
     def __repr__(self) -> str:
         return f"<AcquiredTask {self.key!r} type={self.type!r} attempt={self.attempts}>"
-
-    def held_row(self) -> HeldRow | None:
-        """Its row as the claim left it (what the ``finished`` event of its success says)."""
-        if self.started_at is None:
-            return None
-        return HeldRow(
-            self._id,
-            self.key,
-            self.queue_name,
-            self.type,
-            self.attempts,
-            self.owner,
-            self.started_at,
-            self.run_at,
-            self.tracked,
-        )
 
     @property
     def lease_token(self) -> int:

@@ -26,6 +26,8 @@ class BulkChanges:
     db: Database
     purge_time: Callable[[float], Any]
     record_ids: Callable[..., None]
+    record: Callable[..., None]
+    ended_events: Callable[..., list]
 
     def _page(self, where: list, tag: str | None, after_id: int, limit: int) -> list[dict]:
         t = self.t
@@ -105,14 +107,23 @@ class BulkChanges:
         kind = TASK_EVENTS[name]
 
         def work(conn) -> list[int]:
-            lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.id.in_(list(ids)), *where))
-            changed = [r[0] for r in conn.execute(lock)]
+            lock = self.db.dialect.lock_rows(
+                sa.select(*[t.c[n] for n in _ENDED_COLUMNS]).where(t.c.id.in_(list(ids)), *where)
+            )
+            rows = [dict(r._mapping) for r in conn.execute(lock)]
+            changed = [r["id"] for r in rows]
             if changed:
+                ended = self.ended_events(conn, rows, now)  # attempts whose lease expired unseen
                 conn.execute(sa.update(t).where(t.c.id.in_(changed), *where).values(**values))
+                self.record(conn, ended)
                 self.record_ids(conn, kind, changed, now)
             return changed
 
         return self.db.run(work, what=name)
+
+
+#: what an ``expired`` event needs of a row (``events.expired_events``)
+_ENDED_COLUMNS = ("id", "key", "queue", "type", "attempts", "owner", "started_at", "run_at", "tracked", "leased")
 
 
 def _filters(t: sa.Table, queue: str | None, type_: str | None) -> list:

@@ -123,9 +123,10 @@ class Dialect:
         ]
         return conn.execute(stmt, params).rowcount
 
-    #: the events of a batch of successes are built from the rows the holder has in hand rather
-    #: than read back by an INSERT ... SELECT (MySQL: see its dialect)
-    events_in_hand = False
+    def as_bytes(self, text: Any) -> Any:
+        """SQL: the UTF-8 bytes of ``text`` (grouped and compared byte for byte, whatever the
+        column's collation; bytes a hand edit left that are not UTF-8 come back as they are)."""
+        return sa.cast(text, sa.LargeBinary)
 
     def position_of(self, text: Any, part: str) -> Any:
         """SQL: where ``part`` first starts in ``text`` (1-based; 0: nowhere)."""

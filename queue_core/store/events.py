@@ -15,8 +15,7 @@ Events are deleted with their task (purge, key reuse, a run's cleared group).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,12 +37,13 @@ COLUMNS = (
 )
 
 
-def event_columns(t: sa.Table, kind: str, with_detail: bool = False, with_due: bool = False) -> list:
-    """The SELECT list (over the task table ``t``, as a change left its row) of the event
-    ``kind``: what each kind keeps of the row besides its identity and attempt. Its time is the
-    bound parameter ``event_at``; with ``with_detail``, its detail is ``event_detail`` (else the
-    row's error, where the kind keeps one); with ``with_due``, the due time of the attempt it
-    ends is ``event_due`` (a change that moved the row's own: a retry, a release)."""
+def event_columns(t: sa.Table, e: sa.Table, kind: str, with_detail: bool = False, with_due: bool = False) -> list:
+    """The SELECT list (over the task table ``t``, as a change left its row; ``e``: the event
+    table) of the event ``kind``: what each kind keeps of the row besides its identity and
+    attempt. Its time is the bound parameter ``event_at``; with ``with_detail``, its detail is
+    ``event_detail`` (else the row's error, where the kind keeps one); with ``with_due``, the due
+    time of the attempt it ends is ``event_due`` (a change that moved the row's own: a retry, a
+    release)."""
     at: Any = sa.bindparam("event_at", type_=sa.Double())
     ended = kind in ("finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed")
     failed = sa.case((t.c.outcome == "failure", sa.func.substr(t.c.error, 1, DETAIL_LENGTH)), else_=None)
@@ -52,7 +52,7 @@ def event_columns(t: sa.Table, kind: str, with_detail: bool = False, with_due: b
     error: Any = sa.func.substr(t.c.error, 1, DETAIL_LENGTH)
     if with_detail:
         error = sa.bindparam("event_detail", type_=sa.Text())
-    carried = _carried_claim(t, kind, with_due)
+    carried = _carried_claim(t, e, kind, with_due)
     return [
         t.c.id,
         t.c.key,
@@ -91,25 +91,28 @@ def _ran(t: sa.Table, kind: str, ran: Any) -> Any:
     return ran if kind in ("finished", "retried", "gave_up", "released") else sa.null()
 
 
-def _carried_claim(t: sa.Table, kind: str, with_due: bool) -> Any:
+def _carried_claim(t: sa.Table, e: sa.Table, kind: str, with_due: bool) -> Any:
     """The wait of the attempt an event ``kind`` ends, in SQL over the row as the change left it
-    (None: the kind carries no claim). The attempt's due time is the row's ``run_at`` (a claim
-    sets it) unless the change moved it (``with_due``: the bound ``event_due``); a force-finish
-    carries one only when the row was held (its owner is still on it)."""
+    (None: the kind carries no claim, or the attempt's claim has a row of its own: the task was
+    tracked when claimed). The attempt's due time is the row's ``run_at`` (a claim sets it)
+    unless the change moved it (``with_due``: the bound ``event_due``); a force-finish carries
+    one only when the row was held (its owner is still on it)."""
     if kind not in CARRY_CLAIM or kind == "expired":
         return None
     due: Any = sa.bindparam("event_due", type_=sa.Double()) if with_due else t.c.run_at
-    waited = sa.case((t.c.started_at.is_(None), None), else_=t.c.started_at - due)
+    recorded = sa.exists().where(e.c.task_id == t.c.id, e.c.kind == "claimed", e.c.at == t.c.started_at)
+    waited = sa.case((t.c.started_at.is_(None), None), (recorded, None), else_=t.c.started_at - due)
     if kind == "force_finished":
         return sa.case((t.c.owner.is_(None), None), else_=waited)
     return waited
 
 
-def claimed_events(rows: Iterable[dict], at: float, owner: str) -> list[dict]:
+def claimed_events(rows: Iterable[dict], at: float, owner: str, recorded: Collection[int] = ()) -> list[dict]:
     """The events of a claim of ``rows`` (as they were before it): an ``expired`` for each whose
     lease had expired (its holder was silent past its lease: the end of that attempt, carrying
-    its claim), then ``claimed`` for each tracked one."""
-    out = expired_events(rows, at)
+    its claim unless its task id is in ``recorded``), then ``claimed`` for each tracked one."""
+    rows = list(rows)
+    out = expired_events(rows, at, recorded)
     for r in rows:
         if r["tracked"]:
             waited = max(0.0, at - r["timeout"])
@@ -118,47 +121,19 @@ def claimed_events(rows: Iterable[dict], at: float, owner: str) -> list[dict]:
     return out
 
 
-def expired_events(rows: Iterable[dict], at: float) -> list[dict]:
-    """The ``expired`` events of those of ``rows`` (as a claim found them) whose lease expired:
-    the attempt's owner, its wait (due -> start) and how long ago it started."""
+def expired_events(rows: Iterable[dict], at: float, recorded: Collection[int] = ()) -> list[dict]:
+    """The ``expired`` events of those of ``rows`` (as a claim or a change found them) whose
+    lease expired: the attempt's owner, how long ago it started, and its wait (due -> start)
+    unless its claim has a row of its own (its task id in ``recorded``:
+    :meth:`TaskEvents.recorded_claims`)."""
     out = []
     for r in rows:
         if r["leased"] and r["started_at"] is not None:
-            waited = max(0.0, r["started_at"] - r["run_at"])
+            waited = None if r["id"] in recorded else max(0.0, r["started_at"] - r["run_at"])
             ran = max(0.0, at - r["started_at"])
             end = {"kind": "expired", "attempt": r["attempts"], "owner": r["owner"], "waited": waited, "ran": ran}
             out.append(_event_base(r, at) | end)
     return out
-
-
-@dataclass(frozen=True)
-class HeldRow:
-    """What a holder knows of the row it leased, as its claim left it: enough for the
-    ``finished`` event of a success without reading the row back (:func:`finished_events`)."""
-
-    id: int
-    key: str
-    queue: str
-    type: str
-    attempt: int
-    owner: str | None
-    started_at: float
-    due_at: float
-    tracked: bool
-
-
-def finished_events(rows: Iterable[HeldRow], at: float) -> list[dict]:
-    """The ``finished`` events of successes of ``rows`` at ``at``: the same values as the
-    INSERT ... SELECT of :func:`event_columns` (``tests/integration/test_one_event_per_attempt.py``
-    checks them on every database)."""
-    none = dict.fromkeys(("detail", "due_at"))
-    return [
-        {"task_id": r.id, "key": r.key, "queue": r.queue, "type": r.type, "kind": "finished", "at": at}
-        | {"attempt": r.attempt, "owner": r.owner, "outcome": "success", "waited": r.started_at - r.due_at}
-        | {"ran": at - r.started_at, "tracked": int(r.tracked)}
-        | none
-        for r in rows
-    ]
 
 
 def _event_base(r: dict, at: float) -> dict:
@@ -175,6 +150,21 @@ class TaskEvents:
     db: Database
     channel: str | None
     count_before_delete: Callable[[Any, Any], None]  # TaskStatistics
+
+    def recorded_claims(self, conn, rows: Sequence[dict]) -> set[int]:
+        """The ids of those of the task ``rows`` holding a lease whose claim has an event row of
+        its own (the task was tracked when claimed): its ``at`` is the row's ``started_at``."""
+        held = {r["id"]: r["started_at"] for r in rows if r["leased"] and r["started_at"] is not None}
+        if not held:
+            return set()
+        e = self.events_t
+        found = conn.execute(sa.select(e.c.task_id, e.c.at).where(e.c.task_id.in_(list(held)), e.c.kind == "claimed"))
+        return {task_id for task_id, at in found if held[task_id] == at}
+
+    def ended_events(self, conn, rows: Sequence[dict], at: float) -> list[dict]:
+        """The ``expired`` events of those of ``rows`` (task rows as read before a change that
+        ends them) whose lease expired: their last attempt ended unseen."""
+        return expired_events(rows, at, self.recorded_claims(conn, rows))
 
     def record(self, conn, events: Sequence[dict]) -> None:
         """Append ``events`` (dicts of every column of :data:`COLUMNS`); announce those of
@@ -233,7 +223,7 @@ class TaskEvents:
                 if by == "ids"
                 else t.c.key == sa.bindparam("event_key")
             )
-            rows = sa.select(*event_columns(t, kind, with_detail, with_due)).where(which)
+            rows = sa.select(*event_columns(t, self.events_t, kind, with_detail, with_due)).where(which)
             cache[shape] = self.db.dialect.insert_selected(self.events_t, COLUMNS, rows, self._returning)
         return cache[shape]
 

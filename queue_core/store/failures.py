@@ -14,7 +14,7 @@ from ..row_states import FINISHED
 from .database import Database
 from .events import DETAIL_LENGTH
 
-#: the longest error head counted (a longer one names no class: ``failures.NO_CLASS``)
+#: the longest error head counted (``failures.CLASS_LENGTH``: a longer one names no class)
 HEAD_LENGTH = 200
 
 
@@ -29,11 +29,11 @@ class FailureReads:
         """Per queue, type and error head of the failed tasks (of ``queue``, ``type``, ``tag`` if
         given): ``count``, ``first_seen`` and ``last_seen`` (their finish times), ``in_runs``
         (how many are workflow rows) and ``newest`` (the highest id). One statement; the rows
-        themselves never leave the database."""
+        themselves never leave the database. The head is UTF-8 bytes, grouped byte for byte."""
         t = self.t
         colon = self.db.dialect.position_of(t.c.error, ":")
         whole = sa.and_(colon > 1, colon <= HEAD_LENGTH + 1)
-        head = sa.case((whole, sa.func.substr(t.c.error, 1, colon - 1)), else_="")
+        head = self.db.dialect.as_bytes(sa.case((whole, sa.func.substr(t.c.error, 1, colon - 1)), else_=""))
         stmt = (
             sa.select(
                 t.c.queue,
@@ -51,9 +51,10 @@ class FailureReads:
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="failures")
 
     def failure_samples(self, ids: Sequence[int]) -> dict[int, dict]:
-        """The key and error (cut at DETAIL_LENGTH) of the tasks ``ids``, by id."""
+        """The key and error (cut at DETAIL_LENGTH, as UTF-8 bytes) of the tasks ``ids``, by id."""
         t = self.t
-        cols = (t.c.id, t.c.key, sa.func.substr(t.c.error, 1, DETAIL_LENGTH).label("error"))
+        error = self.db.dialect.as_bytes(sa.func.substr(t.c.error, 1, DETAIL_LENGTH))
+        cols = (t.c.id, t.c.key, error.label("error"))
         stmt = sa.select(*cols).where(t.c.id.in_(list(ids)))
         return self.db.run(lambda c: {r.id: dict(r._mapping) for r in c.execute(stmt)}, write=False, what="failures")
 

@@ -48,10 +48,7 @@ class MySQLDialect(Dialect):
     name = "mysql"
     install_hint = "pip install PyMySQL"
     autocommit_pool = True  # PyMySQL sends SET AUTOCOMMIT both ways and a COMMIT even in autocommit
-    # An INSERT ... SELECT takes InnoDB's AUTO-INC table lock and may leave gaps in the ids (which
-    # the event stream waits out): read-then-insert costs a round trip and PyMySQL's decoding of
-    # every row; a batch of successes is inserted from what the holder has in hand instead.
-    events_in_hand = True
+
     # 1205 lock wait timeout, 1213 deadlock, 2003 can't connect, 2006 gone away,
     # 2013 lost connection, 1040 too many connections, 1053 server shutdown,
     # 1927 connection killed, 4031 idle disconnect, 2014 commands out of sync

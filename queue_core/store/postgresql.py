@@ -13,6 +13,9 @@ class PostgreSQLDialect(Dialect):
     column_names_fold_case = False
     install_hint = "pip install 'psycopg[binary]' (or the project's [postgres] extra)"
 
+    def as_bytes(self, text):
+        return sa.func.convert_to(text, "UTF8")  # a cast to bytea would read backslash escapes
+
     def position_of(self, text, part):
         return sa.func.strpos(text, part)
 

@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from .. import policy
 from ..row_states import FINISHED
 from . import rowcheck
-from .events import expired_events
 from .transitions import TASK_EVENTS, task_where
 
 log = logging.getLogger("queue_core.store")
@@ -35,6 +34,7 @@ class ClaimScreen:
     purge_time: Callable[[float], sa.Case]
     record_ids: Callable[..., None]  # TaskEvents
     record: Callable[..., None]  # TaskEvents
+    ended_events: Callable[..., list]  # TaskEvents
     #: how long a row the claim ends is kept (the queue sets its config's retention_time and
     #: failure_retention)
     retention_time: float = 300.0
@@ -54,7 +54,7 @@ class ClaimScreen:
                 cancel_requested=bool(r["cancel_requested"]),
                 owned=r["workflow"] is not None,
             )
-            ended = expired_events([r], now)  # its last attempt's, when its lease expired
+            ended = self.ended_events(conn, [r], now)  # its last attempt's, when its lease expired
             if verdict is policy.OnClaim.CANCEL:
                 self._finish_row(conn, r["id"], "give_up", "cancelled", r["error"], now, ended)
             elif verdict is policy.OnClaim.GIVE_UP:

@@ -42,6 +42,8 @@ class TaskChanges:
     record_ids: Callable[..., None]  # TaskEvents
     record_moved: Callable[..., None]  # TaskEvents
     attempt_dues: Callable[..., dict]  # TaskEvents
+    ended_events: Callable[..., list]  # TaskEvents
+    record: Callable[..., None]  # TaskEvents
     record_key: Callable[..., None]  # TaskEvents
     trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
 
@@ -126,6 +128,11 @@ class TaskChanges:
             if held:
                 conn.execute(sa.update(t).where(t.c.id.in_(held), *where[1:]).values(**values))
                 self._record_again(conn, "released", held, now, dues)
+            elif self.db.last_run_retried():  # an earlier run committed, its acknowledgement lost
+                mine = sa.select(t.c.id).where(
+                    t.c.id.in_(list(ids)), t.c.lease_token == token, t.c.leased == 0, t.c.timeout == now
+                )
+                held = [r[0] for r in conn.execute(mine)]
             return held
 
         return self.db.run(work, what="release")
@@ -283,11 +290,7 @@ class TaskChanges:
         t = self.t
 
         def work(c):
-            row = c.execute(
-                self.db.dialect.lock_rows(
-                    sa.select(t.c.id, t.c.state, t.c.leased, t.c.timeout, t.c.workflow, t.c.grp).where(t.c.key == key)
-                )
-            ).first()
+            row = c.execute(self.db.dialect.lock_rows(sa.select(t).where(t.c.key == key))).first()
             _check_cancellable(self.name, key, row)
             running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
@@ -308,6 +311,7 @@ class TaskChanges:
                     cancel_requested=1,
                 ),
                 now,
+                ended=self.ended_events(c, [dict(row._mapping)], now),
                 now=now,
             )
             return "cancelled"
@@ -316,12 +320,16 @@ class TaskChanges:
             return work(conn)
         return self.db.run(work, what="cancel")
 
-    def _by_id(self, conn, id_: int, name: str, values: dict, at: float, **params: Any) -> bool:
-        """The transition ``name`` of row ``id_`` at ``at``, with its event; whether it applied."""
+    def _by_id(
+        self, conn, id_: int, name: str, values: dict, at: float, ended: Sequence[dict] = (), **params: Any
+    ) -> bool:
+        """The transition ``name`` of row ``id_`` at ``at``, with its event, after the events
+        ``ended`` (of the attempt an expired lease ended); whether it applied."""
         t = self.t
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, **params)).values(**values)
         if conn.execute(stmt).rowcount != 1:
             return False
+        self.record(conn, ended)
         self.record_ids(conn, TASK_EVENTS[name], [id_], at)
         return True
 

@@ -26,7 +26,7 @@ from .base import VersionedTables
 from .browse import TaskBrowse
 from .bulk import BulkChanges
 from .database import Database
-from .events import HeldRow, TaskEvents, claimed_events, finished_events
+from .events import TaskEvents, claimed_events
 from .failures import FailureReads
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
 from .schema import (
@@ -68,14 +68,12 @@ def _as_sql_orders(value: Any) -> tuple:
 
 @dataclass(frozen=True)
 class Settled:
-    """A held task whose outcome is decided and waits to be written with the next batch;
-    ``held``: its row as the holder's claim left it (what its ``finished`` event says of it)."""
+    """A held task whose outcome is decided and waits to be written with the next batch."""
 
     id: int
     token: int
     purge_at: float
     outcome: str = "success"
-    held: HeldRow | None = None
 
 
 def new_token() -> int:
@@ -335,23 +333,13 @@ class TaskStore(
                 .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at))
             )
             if res.rowcount == len(ids):
-                self._record_finished(conn, group, now)
+                self.record_ids(conn, "finished", ids, now)
             else:
                 short.append((res.rowcount, group))
         gone: list[Settled] = []
         for written, group in short:
             gone += self._settled_short(conn, written, group, now)
         return gone
-
-    def _record_finished(self, conn, group: Sequence[Settled], now: float) -> None:
-        """The ``finished`` events of the settled ``group`` (all of them written): built from the
-        rows the holder had in hand where the dialect prefers that to reading them back (MySQL),
-        else selected from the rows as the finish left them."""
-        held = [s.held for s in group if s.held is not None and s.outcome == "success"]
-        if self.db.dialect.events_in_hand and len(held) == len(group):
-            self.record(conn, finished_events(held, now))
-        else:
-            self.record_ids(conn, "finished", [s.id for s in group], now)
 
     def _settled_short(self, conn, written: int, group: Sequence[Settled], now: float) -> list[Settled]:
         """Of a settled ``group`` (one token) whose finish wrote ``written`` of its rows, those whose
@@ -416,7 +404,7 @@ class TaskStore(
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
                 got = {i for (i,) in conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids), t.c.lease_token == token))}
                 deliver = [r for r in deliver if r["id"] in got]
-            self.record(conn, claimed_events(deliver, now, owner[:255]))
+            self.record(conn, claimed_events(deliver, now, owner[:255], self.recorded_claims(conn, deliver)))
             for r in deliver:
                 r.update(
                     run_at=r["timeout"],

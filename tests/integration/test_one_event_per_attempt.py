@@ -126,3 +126,85 @@ def test_a_reader_resuming_at_a_carried_claim_gets_its_end_once(queue):
     assert [e.kind for e in queue.events(since=claim.cursor)] == ["finished"]
     assert [e.kind for e in queue.events(since=everything[0].cursor)] == ["claimed", "finished"]
     assert [e.kind for e in queue.events(since=T0 + 1.5)] == ["finished"]  # its claim is older
+
+
+# -- found by the review of this change (session 15): a claim told once, whatever happened -------
+def _stream_claims(q, key):
+    return [(e.attempt, e.owner) for e in q.events(key=key) if e.kind == "claimed"]
+
+
+def test_tracking_changed_while_it_runs_tells_the_claim_once_in_the_stream(queue):
+    queue.submit("on", "t", now=T0)
+    queue.submit("off", "t", now=T0)
+    queue["off"].track()
+    on, off = queue.poll_multi(2, now=T0 + 1)
+    queue["on"].track()  # its claim has no row: its end carries it
+    queue["off"].untrack()  # its claim has a row: its end carries none
+    on.fail("ValueError: x", now=T0 + 2)
+    off.retry(5, now=T0 + 2, error="x")
+    for key in ("on", "off"):
+        assert _stream_claims(queue, key) == [(1, queue.owner)], key
+        assert [e.kind for e in queue[key].history()].count("claimed") == 1, key
+    stats = queue.statistics(since=T0 - 60, now=T0 + 3600).totals()[("default", "t")]
+    assert (stats.started, stats.wait.count) == (2, 2)
+
+
+def test_a_cancel_of_an_expired_lease_keeps_that_attempts_claim(db_url, table_name, backend, clock):
+    from conftest import own_queue
+
+    with own_queue(db_url, table_name, backend, alive_time=10) as q:
+        q.clock = clock
+        clock.set(T0)
+        for k in ("one", "bulk"):
+            q.submit(k, "t", now=T0)
+        q.poll_multi(2, now=T0 + 1)  # held until T0 + 11, then silent
+        clock.set(T0 + 20)
+        assert q["one"].cancel(now=T0 + 20) == "finished"
+        assert q.cancel_waiting(now=T0 + 20) == 1
+        for key in ("one", "bulk"):
+            kinds = [e.kind for e in q[key].history()]
+            assert kinds == ["submitted", "claimed", "expired", "cancelled"], (key, kinds)
+        clock.set(T0 + 3600)
+        assert q.statistics(since=T0 - 60).totals()[("default", "t")].started == 2
+
+
+def test_a_reader_resuming_at_a_claim_gets_a_late_commit_once(queue, db_url, backend):
+    """An event id held open by a transaction while a later end (carrying its claim) commits and
+    is read; the reader resumes from that claim's cursor after the late row commits."""
+    import pytest
+
+    if backend == "sqlite":
+        pytest.skip("SQLite has one writer: no later event commits while a transaction is open")
+    queue.submit("late", "t", now=T0)
+    queue.submit("k", "t", now=T0)
+    late, k = queue.poll_multi(2, now=T0 + 1)
+    e = queue.store.events_t
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            tx = conn.begin()
+            conn.execute(sa.insert(e).values(
+                task_id=late.row_id, key="late", queue="default", type="t", kind="finished", at=T0 + 2, attempt=1,
+                owner="x:1", outcome="success", waited=1.0, ran=1.0, tracked=0))
+            k.finish(now=T0 + 3)  # a higher id, committed first
+            first = list(queue.events())
+            assert [(x.kind, x.key) for x in first] == [
+                ("submitted", "late"), ("submitted", "k"), ("claimed", "k"), ("finished", "k")]
+            tx.commit()
+    finally:
+        engine.dispose()
+    rest = list(queue.events(since=first[2].cursor))
+    assert sorted((x.kind, x.key) for x in rest) == [("claimed", "late"), ("finished", "k"), ("finished", "late")]
+    for i, ev in enumerate(rest):
+        assert [(x.kind, x.key) for x in queue.events(since=ev.cursor)] == [(x.kind, x.key) for x in rest[i + 1 :]]
+
+
+def test_a_release_many_whose_acknowledgement_was_lost_counts_what_it_released(queue):
+    from integration.test_history import commit_ack_lost_once
+
+    queue.submit("d", "t", now=T0)
+    held = queue.poll_multi(1, now=T0 + 1)
+    with commit_ack_lost_once(queue) as state:
+        assert queue.release_many(held, now=T0 + 2) == 1
+    assert state["fired"] == 1
+    assert [(r["kind"], r["owner"], r["waited"]) for r in event_rows(queue)] == [("released", queue.owner, 1.0)]

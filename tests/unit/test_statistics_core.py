@@ -43,10 +43,11 @@ def test_an_attempt_is_counted_started_with_its_wait_by_the_event_that_ends_it()
               _event("released", waited=0.5, ran=0.1), _event("expired", waited=2.0, ran=30.0),
               _event("force_finished", outcome="success", waited=0.2, ran=1.0)):
         assert tally.add_start(e)
-    assert not tally.add_start(_event("claimed", waited=0.3))  # counted by its end, never twice
+    assert tally.add_start(_event("claimed", waited=0.3))  # a tracked task's claim: its end carries none
+    assert not tally.add_start(_event("finished", outcome="success", ran=1.0))  # that end
     assert not tally.add_start(_event("finished", outcome="skipped"))  # never claimed: no wait
     assert not tally.add_start(_event("gave_up", outcome="failure", waited=1.0))  # its expiry counted it
-    assert tally.started == 5 and tally.wait.count == 5 and tally.wait.total == pytest.approx(4.0)
+    assert tally.started == 6 and tally.wait.count == 6 and tally.wait.total == pytest.approx(4.3)
 
 
 def test_every_event_lands_in_its_minute_its_hour_and_all_time():
