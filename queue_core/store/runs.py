@@ -101,7 +101,10 @@ class RunRows:
         cols = self._cols(False, False)
         adopted = sa.select(*cols).where(t.c.grp == group, *where)
         unpicked = sa.select(*cols).where(t.c.state == LIVE, t.c.grp.is_(None), *where)
-        rows = [dict(r._mapping) for s in (adopted, unpicked) for r in conn.execute(_newest(s, t, limit))]
+        # The unpicked ones are sorted by an expression of the id: a planner that may walk the
+        # primary key newest first (matching nothing, past every row) reads the live rows instead.
+        reads = (adopted.order_by(t.c.id.desc()), unpicked.order_by((t.c.id + 0).desc()))
+        rows = [dict(r._mapping) for s in reads for r in conn.execute(s.limit(limit))]
         return sorted(rows, key=lambda r: -r["id"])[:limit]
 
     def read_group(self, conn, group: str, *, data: bool = False, result: bool = False) -> list[dict]:
@@ -453,7 +456,3 @@ class RunRows:
         if changed:
             self.tasks.record_ids(conn, kind, ids, now)
         return changed == len(ids)
-
-
-def _newest(stmt: sa.Select, t: sa.Table, limit: int) -> sa.Select:
-    return stmt.order_by(t.c.id.desc()).limit(limit)
