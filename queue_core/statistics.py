@@ -129,17 +129,13 @@ class Tally:
     run: Distribution = field(default_factory=Distribution)
 
     def add_event(self, event: Mapping) -> bool:
-        """Count ``event`` (a row of ``<table>_events``); whether it counts for anything."""
-        kind, counted = event["kind"], False
-        if kind == "retried":
-            self.retried += 1
-            counted = True
-        elif kind in _ENDED and (name := _BY_OUTCOME.get(event["outcome"])) is not None:
+        """Count ``event`` (a row of ``<table>_events``); whether it counts a task's end or retry."""
+        name, ran = _end_counts(event)
+        if name is not None:
             setattr(self, name, getattr(self, name) + 1)
-            counted = True
-        if kind in _RAN and event["ran"] is not None:
-            self.run.add(event["ran"])
-        return counted
+        if ran is not None:
+            self.run.add(ran)
+        return name is not None
 
     def add_start(self, event: Mapping) -> bool:
         """Count the start of an attempt, if ``event`` tells one (its claim, or the end that
@@ -200,15 +196,18 @@ def without(ranges: Iterable[IdRange], found: Iterable[int]) -> list[IdRange]:
     return out
 
 
+def _end_counts(event: Mapping) -> tuple[str | None, float | None]:
+    """What ``event`` counts in the bucket of its time: the counter it adds one to (``retried``,
+    or the outcome of an end), and the seconds an attempt ran (None: nothing)."""
+    kind = event["kind"]
+    name = "retried" if kind == "retried" else _BY_OUTCOME.get(event["outcome"]) if kind in _ENDED else None
+    return name, (event["ran"] if kind in _RAN else None)
+
+
 def counts_at_end(event: Mapping) -> bool:
     """Whether ``event`` counts for anything in the bucket of its time: a retry, an end with an
     outcome that is counted, or a run time."""
-    kind = event["kind"]
-    return (
-        kind == "retried"
-        or (kind in _ENDED and event["outcome"] in _BY_OUTCOME)
-        or (kind in _RAN and event["ran"] is not None)
-    )
+    return _end_counts(event) != (None, None)
 
 
 def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
