@@ -9,6 +9,7 @@ stderr, nothing on stdout, no traceback, and the tables unchanged. Click's own u
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -314,6 +315,13 @@ url_parts = st.fixed_dictionaries({
 @hostile(40)
 @given(parts=url_parts, command=st.sampled_from(["list", "init", "stats"]))
 def test_hostile_database_urls_fail_in_one_line_and_never_show_the_password(tmp_path, parts, command):
+    try:
+        check_hostile_database_url(parts, command)
+    finally:  # the driver's leaked socket is collected here, under this test's filter, not in a later test
+        gc.collect()
+
+
+def check_hostile_database_url(parts, command):
     if parts["scheme"].startswith("sqlite"):  # files only under tmp_path (the current directory)
         url = f"{parts['scheme']}:///{parts['db'].replace('/', '_')}{parts['query']}"
     else:
