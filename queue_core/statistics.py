@@ -10,7 +10,11 @@ event that ended the attempt and carries its claim. A distribution is a count pe
 of seconds (:data:`BOUNDS`) and a sum, so that buckets add up exactly (a minute's into an hour's,
 many into a read's) and percentiles are interpolated inside the bucket they fall in.
 
-The roll-up (``store/stats.py``) reads the events in id order; the ids it passes over
+The roll-up (``store/stats.py``) reads the events in id order, grouped in the database by what
+the rules read of them (:class:`EventGroup`: queue, type, kind, outcome, the minutes of the event
+and of its attempt's start, the buckets of its wait and run), so that a batch of thousands of
+events crosses the wire as a few dozen groups; :func:`group_of` is the reference of that grouping,
+:func:`tally_groups` the one place the rules are applied. The ids it passes over
 (:func:`passed_over`) may still commit, and are looked for again until ``event_gap_timeout``.
 """
 
@@ -44,6 +48,13 @@ _BY_OUTCOME = {"success": "succeeded", "failure": "failed", "cancelled": "cancel
 _RAN = frozenset({"finished", "retried", "gave_up"})
 
 
+def bucket_of(seconds: float) -> int:
+    """The bucket of :data:`BOUNDS` that ``seconds`` falls in: the first whose upper bound is at
+    or above it (a negative value counts as 0; the last bucket holds what is above every bound).
+    The roll-up asks the database the same (``store/stats.py``: ``bucket_in_sql``)."""
+    return bisect.bisect_left(BOUNDS, max(0.0, float(seconds)))
+
+
 class StatsRowError(ValueError):
     """A distribution column that pq never writes (edited by hand)."""
 
@@ -60,9 +71,12 @@ class Distribution:
         return sum(self.counts)
 
     def add(self, seconds: float) -> None:
-        seconds = max(0.0, float(seconds))
-        self.counts[bisect.bisect_left(BOUNDS, seconds)] += 1
-        self.total += seconds
+        self.add_many(bucket_of(seconds), 1, max(0.0, float(seconds)))
+
+    def add_many(self, bucket: int, count: int, total: float) -> None:
+        """Add ``count`` values of the bucket ``bucket`` (:func:`bucket_of`) summing to ``total``."""
+        self.counts[bucket] += count
+        self.total += total
 
     def merge(self, other: Distribution) -> None:
         self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
@@ -128,24 +142,6 @@ class Tally:
     wait: Distribution = field(default_factory=Distribution)
     run: Distribution = field(default_factory=Distribution)
 
-    def add_event(self, event: Mapping) -> bool:
-        """Count ``event`` (a row of ``<table>_events``); whether it counts a task's end or retry."""
-        name, ran = _end_counts(event)
-        if name is not None:
-            setattr(self, name, getattr(self, name) + 1)
-        if ran is not None:
-            self.run.add(ran)
-        return name is not None
-
-    def add_start(self, event: Mapping) -> bool:
-        """Count the start of an attempt, if ``event`` tells one (its claim, or the end that
-        carries it)."""
-        if not starts_attempt(event):
-            return False
-        self.started += 1
-        self.wait.add(event["waited"])
-        return True
-
     def merge(self, other: Tally) -> None:
         for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -196,30 +192,94 @@ def without(ranges: Iterable[IdRange], found: Iterable[int]) -> list[IdRange]:
     return out
 
 
-def _end_counts(event: Mapping) -> tuple[str | None, float | None]:
+def _end_counts(event: Mapping) -> tuple[str | None, bool]:
     """What ``event`` counts in the bucket of its time: the counter it adds one to (``retried``,
-    or the outcome of an end), and the seconds an attempt ran (None: nothing)."""
+    or the outcome of an end, or None), and whether it adds the seconds its attempt ran."""
     kind = event["kind"]
     name = "retried" if kind == "retried" else _BY_OUTCOME.get(event["outcome"]) if kind in _ENDED else None
-    return name, (event["ran"] if kind in _RAN else None)
+    return name, kind in _RAN and event["ran"] is not None
 
 
 def counts_at_end(event: Mapping) -> bool:
     """Whether ``event`` counts for anything in the bucket of its time: a retry, an end with an
     outcome that is counted, or a run time."""
-    return _end_counts(event) != (None, None)
+    return _end_counts(event) != (None, False)
+
+
+@dataclass(frozen=True)
+class EventGroup:
+    """Events alike for every rule of the tally, counted together: the roll-up reads the events
+    grouped so in the database (``store/stats.py``), never one by one. ``minute`` and
+    ``start_minute``: the starts of the minutes of their time and of their attempt's start
+    (``attempt_events.started_at``); ``wait_bucket`` and ``run_bucket``: the buckets
+    (:func:`bucket_of`) of their wait and run (None: they carry none); the sums are of the
+    seconds as a distribution adds them (a negative value as 0)."""
+
+    queue: str
+    type: str
+    kind: str
+    outcome: str | None
+    minute: float
+    start_minute: float
+    wait_bucket: int | None
+    run_bucket: int | None
+    count: int = 1
+    wait_sum: float = 0.0
+    run_sum: float = 0.0
+
+    def rule_event(self) -> dict:
+        """What the rules read of an event, for the events of this group (a wait or run of 0
+        stands for one they carry: the rules read only whether it is there)."""
+        return {
+            "kind": self.kind,
+            "outcome": self.outcome,
+            "waited": None if self.wait_bucket is None else 0.0,
+            "ran": None if self.run_bucket is None else 0.0,
+        }
+
+
+def group_of(event: Mapping) -> EventGroup:
+    """The group of one event row (the reference of what the roll-up's grouping in the
+    database computes)."""
+    waited, ran = event["waited"], event["ran"]
+    return EventGroup(
+        queue=event["queue"],
+        type=event["type"],
+        kind=event["kind"],
+        outcome=event["outcome"],
+        minute=bucket_start(MINUTE, event["at"]),
+        start_minute=bucket_start(MINUTE, started_at(event)),
+        wait_bucket=None if waited is None else bucket_of(waited),
+        run_bucket=None if ran is None else bucket_of(ran),
+        wait_sum=0.0 if waited is None else max(0.0, float(waited)),
+        run_sum=0.0 if ran is None else max(0.0, float(ran)),
+    )
 
 
 def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
-    """What ``events`` add to each bucket of every span: each event added to its minute (a
-    roll-up of a busy minute reads tens of thousands), the minutes then merged into their hours
-    and into all time."""
+    """What ``events`` (rows of ``<table>_events``) add to each bucket of every span."""
+    return tally_groups(group_of(e) for e in events)
+
+
+def tally_groups(groups: Iterable[EventGroup]) -> dict[BucketKey, Tally]:
+    """What the events of ``groups`` add to each bucket of every span: an end, a retry and a run
+    time to the minute of the events' time, an attempt's start and its wait to the minute it
+    started (from the one event that tells it: ``attempt_events.starts_attempt``); the minutes
+    then merged into their hours and into all time."""
     minutes: dict[BucketKey, Tally] = {}
-    for e in events:
-        if counts_at_end(e):
-            _minute(minutes, e, e["at"]).add_event(e)
-        if starts_attempt(e):
-            _minute(minutes, e, started_at(e)).add_start(e)
+    for g in groups:
+        event = g.rule_event()
+        name, ran = _end_counts(event)
+        if name is not None or ran:
+            tally = _minute(minutes, g, g.minute)
+            if name is not None:
+                setattr(tally, name, getattr(tally, name) + g.count)
+            if ran:
+                tally.run.add_many(g.run_bucket, g.count, g.run_sum)
+        if starts_attempt(event):
+            tally = _minute(minutes, g, g.start_minute)
+            tally.started += g.count
+            tally.wait.add_many(g.wait_bucket, g.count, g.wait_sum)
     out = dict(minutes)
     for (_, start, queue, type_), tally in minutes.items():
         for span in SPANS[1:]:
@@ -230,13 +290,24 @@ def tally_events(events: Iterable[Mapping]) -> dict[BucketKey, Tally]:
     return out
 
 
-def _minute(minutes: dict[BucketKey, Tally], event: Mapping, at: float) -> Tally:
-    """The tally of the minute of ``at`` for ``event``'s queue and type (made when missing)."""
-    key = (MINUTE, bucket_start(MINUTE, at), event["queue"], event["type"])
+def _minute(minutes: dict[BucketKey, Tally], group: EventGroup, start: float) -> Tally:
+    """The tally of the minute starting at ``start`` for ``group``'s queue and type (made when missing)."""
+    key = (MINUTE, start, group.queue, group.type)
     tally = minutes.get(key)
     if tally is None:
         tally = minutes[key] = Tally()
     return tally
+
+
+def id_runs(ids: Sequence[int]) -> list[IdRange]:
+    """The ranges of consecutive ids in ``ids`` (ascending): what a read that found them covers."""
+    out: list[IdRange] = []
+    for i in ids:
+        if out and out[-1][1] == i - 1:
+            out[-1] = (out[-1][0], i)
+        else:
+            out.append((i, i))
+    return out
 
 
 def read_span(since: float, now: float) -> int:

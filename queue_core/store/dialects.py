@@ -132,6 +132,10 @@ class Dialect:
         """SQL: where ``part`` first starts in ``text`` (1-based; 0: nowhere)."""
         return sa.func.instr(text, part)
 
+    def floor(self, value: Any) -> Any:
+        """The greatest integer at or below ``value`` (a DOUBLE expression), in SQL."""
+        return sa.func.floor(value)
+
     def lock_rows(self, stmt: sa.Select) -> sa.Select:
         """A blocking row lock (for serialising decisions about one row)."""
         return stmt.with_for_update()

@@ -24,6 +24,11 @@ class SQLiteDialect(Dialect):
     def share_rows(self, stmt):
         return stmt
 
+    def floor(self, value):
+        # floor() is there only when SQLite was built with its math functions; CAST truncates
+        whole = sa.cast(value, sa.Integer)
+        return whole - sa.case((value < whole, 1), else_=0)
+
     def likely(self, clause):
         # Else a due-time condition draws the planner to the purge index, a scan of all due rows.
         return sa.func.likely(clause, type_=sa.Boolean)

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from .. import statistics
 from ..errors import CorruptRowError
 from ..row_states import LIVE, PENDING
-from ..statistics import BucketKey, Distribution, IdRange, StatsRowError, Tally
+from ..statistics import BucketKey, Distribution, EventGroup, IdRange, StatsRowError, Tally
 from .database import Database
 
 log = logging.getLogger("queue_core.store")
@@ -69,13 +69,15 @@ class TaskStatistics:
             return 0, False
         after = int(after)
         gaps = {(r.first_id, r.last_id): r.missed_at for r in conn.execute(sa.select(g))}
-        late = self._events_in(conn, list(gaps))
-        page = conn.execute(sa.select(*self._event_columns()).where(e.c.id > after).order_by(e.c.id).limit(batch))
-        new = [r._mapping for r in page]
-        self._add(conn, statistics.tally_events([*late, *new]))
-        passed = statistics.passed_over(after, [r["id"] for r in new])
-        self._write_gaps(conn, gaps, [r["id"] for r in late], passed, now, now - gap_timeout)
-        to = new[-1]["id"] if new else after
+        late = self._ids_in(conn, list(gaps))
+        page = sa.select(e.c.id).where(e.c.id > after).order_by(e.c.id).limit(batch)
+        new = [i for (i,) in conn.execute(page)]
+        # counted over the ranges of the ids just read: an id that commits meanwhile falls in a
+        # range passed over (looked for again later), never in one of these
+        self._add(conn, statistics.tally_groups(self._groups(conn, statistics.id_runs(late) + statistics.id_runs(new))))
+        passed = statistics.passed_over(after, new)
+        self._write_gaps(conn, gaps, late, passed, now, now - gap_timeout)
+        to = new[-1] if new else after
         conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(to)))
         return len(late) + len(new), len(new) == batch
 
@@ -95,19 +97,51 @@ class TaskStatistics:
             rows = [{"first_id": a, "last_id": b, "missed_at": at} for (a, b), at in awaited.items()]
             conn.execute(sa.insert(g), rows)
 
-    def _event_columns(self) -> tuple:
-        e = self.events_t
-        return (e.c.id, e.c.kind, e.c.at, e.c.queue, e.c.type, e.c.outcome, e.c.waited, e.c.ran)
-
-    def _events_in(self, conn, ranges: Sequence[IdRange]) -> list:
-        """The events whose ids fall in ``ranges``."""
+    def _ids_in(self, conn, ranges: Sequence[IdRange]) -> list[int]:
+        """The ids of the events that fall in ``ranges``, ascending."""
         e, out = self.events_t, []
         for i in range(0, len(ranges), 200):
-            out += self._events_where(conn, sa.or_(*(e.c.id.between(a, b) for a, b in ranges[i : i + 200])))
+            which = _in_ranges(e.c.id, ranges[i : i + 200])
+            out += [found for (found,) in conn.execute(sa.select(e.c.id).where(which))]
+        return sorted(out)
+
+    def _groups(self, conn, ranges: Sequence[IdRange]) -> list[EventGroup]:
+        """The events whose ids fall in ``ranges``, grouped (:meth:`_groups_where`)."""
+        out: list[EventGroup] = []
+        for i in range(0, len(ranges), 200):
+            out += self._groups_where(conn, _in_ranges(self.events_t.c.id, ranges[i : i + 200]))
         return out
 
-    def _events_where(self, conn, which) -> list:
-        return [r._mapping for r in conn.execute(sa.select(*self._event_columns()).where(which))]
+    def _groups_where(self, conn, which) -> list[EventGroup]:
+        """The events ``which`` selects, grouped in the database by what the tally reads of them
+        (``statistics.EventGroup``; ``statistics.group_of`` computes the same of one row)."""
+        if which is None:
+            return []
+        rows = conn.execute(self._grouped_events(which))
+        return [
+            EventGroup(*r[:4], r.minute * 60.0, r.start_minute * 60.0, *r[6:9], r.wait_sum or 0.0, r.run_sum or 0.0)
+            for r in rows
+        ]
+
+    def _grouped_events(self, which) -> sa.Select:
+        e, floor = self.events_t, self.db.dialect.floor
+        start = e.c.at - sa.func.coalesce(e.c.ran, 0.0)  # attempt_events.started_at
+        each = sa.select(
+            e.c.queue,
+            e.c.type,
+            e.c.kind,
+            e.c.outcome,
+            floor(e.c.at / 60).label("minute"),
+            floor(start / 60).label("start_minute"),
+            bucket_in_sql(e.c.waited).label("wait_bucket"),
+            bucket_in_sql(e.c.ran).label("run_bucket"),
+            _not_negative(e.c.waited).label("waited"),
+            _not_negative(e.c.ran).label("ran"),
+        ).where(which).subquery()
+        keys = [each.c[n] for n in ("queue", "type", "kind", "outcome", "minute", "start_minute")]
+        keys += [each.c.wait_bucket, each.c.run_bucket]
+        sums = (sa.func.sum(each.c.waited).label("wait_sum"), sa.func.sum(each.c.ran).label("run_sum"))
+        return sa.select(*keys, sa.func.count().label("n"), *sums).group_by(*keys)
 
     def count_before_delete(self, conn, which: Any) -> None:
         """Count the events ``which`` selects that no roll-up has counted yet (after its position,
@@ -121,7 +155,7 @@ class TaskStatistics:
             return
         uncounted = sa.or_(e.c.id > int(after), sa.exists().where(e.c.id.between(g.c.first_id, g.c.last_id)))
         try:
-            self._add(conn, statistics.tally_events(self._events_where(conn, sa.and_(which, uncounted))))
+            self._add(conn, statistics.tally_groups(self._groups_where(conn, sa.and_(which, uncounted))))
         except CorruptRowError as exc:
             log.warning("statistics of deleted events left out: %s", exc)
 
@@ -204,6 +238,23 @@ class TaskStatistics:
 
         states, runs = self.db.run(read, write=False, what="count live tasks")
         return count_live(states, runs)
+
+
+def bucket_in_sql(seconds: Any) -> Any:
+    """``statistics.bucket_of`` in SQL: the bucket of BOUNDS the DOUBLE ``seconds`` falls in
+    (NULL for NULL)."""
+    ladder = [(seconds <= sa.literal(bound, sa.Double()), i) for i, bound in enumerate(statistics.BOUNDS)]
+    return sa.case((seconds.is_(None), None), *ladder, else_=len(statistics.BOUNDS))
+
+
+def _not_negative(seconds: Any) -> Any:
+    """``seconds`` as a distribution adds it (a negative value as 0), NULL for NULL."""
+    return sa.case((seconds < 0.0, 0.0), else_=seconds)
+
+
+def _in_ranges(column: Any, ranges: Sequence[IdRange]) -> Any:
+    """``column`` within one of ``ranges`` (None: no range)."""
+    return sa.or_(*(column.between(a, b) for a, b in ranges)) if ranges else None
 
 
 def _values(tally: Tally) -> dict:

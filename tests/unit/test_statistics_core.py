@@ -7,7 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queue_core import statistics
-from queue_core.statistics import BOUNDS, Distribution, StatsRowError, Tally, passed_over, tally_events, without
+from queue_core.attempt_events import starts_attempt
+from queue_core.statistics import (
+    BOUNDS,
+    Distribution,
+    StatsRowError,
+    Tally,
+    counts_at_end,
+    passed_over,
+    tally_events,
+    without,
+)
 from queue_core.store.schema import STATS_COUNTS
 
 
@@ -21,32 +31,30 @@ def test_the_table_and_the_core_name_the_same_counters():
 
 
 def test_each_event_counts_what_it_says():
-    tally = Tally()
-    assert not tally.add_event(_event("claimed", waited=0.3))  # a tracked task's: its end counts it
-    assert tally.add_event(_event("finished", outcome="success", ran=2.0))
-    assert tally.add_event(_event("finished", outcome="failure", ran=0.2))
-    assert tally.add_event(_event("retried", ran=1.0))
-    assert tally.add_event(_event("gave_up", outcome="failure"))
-    assert tally.add_event(_event("cancelled", outcome="cancelled"))
-    assert tally.add_event(_event("force_finished", outcome="success"))
-    assert not tally.add_event(_event("moved"))
-    assert not tally.add_event(_event("released"))
-    assert not tally.add_event(_event("finished", outcome="skipped"))  # a step that never ran
+    counting = [_event("finished", outcome="success", ran=2.0), _event("finished", outcome="failure", ran=0.2),
+                _event("retried", ran=1.0), _event("gave_up", outcome="failure"),
+                _event("cancelled", outcome="cancelled"), _event("force_finished", outcome="success")]
+    silent = [_event("claimed", waited=None), _event("moved"), _event("released"),
+              _event("finished", outcome="skipped")]  # a step that never ran
+    assert all(counts_at_end(e) for e in counting)
+    assert not any(counts_at_end(e) for e in [*silent, _event("claimed", waited=0.3)])  # a claim: its end counts it
+    tally = tally_events([*counting, *silent])[(60, 60.0, "q", "t")]
     assert (tally.started, tally.succeeded, tally.failed, tally.cancelled, tally.retried) == (0, 2, 2, 1, 1)
     assert tally.wait.count == 0 and tally.run.count == 3
     assert tally.run.total == pytest.approx(3.2)
 
 
 def test_an_attempt_is_counted_started_with_its_wait_by_the_event_that_ends_it():
-    tally = Tally()
-    for e in (_event("finished", outcome="success", waited=0.3, ran=2.0), _event("retried", waited=1.0, ran=1.0),
-              _event("released", waited=0.5, ran=0.1), _event("expired", waited=2.0, ran=30.0),
-              _event("force_finished", outcome="success", waited=0.2, ran=1.0)):
-        assert tally.add_start(e)
-    assert tally.add_start(_event("claimed", waited=0.3))  # a tracked task's claim: its end carries none
-    assert not tally.add_start(_event("finished", outcome="success", ran=1.0))  # that end
-    assert not tally.add_start(_event("finished", outcome="skipped"))  # never claimed: no wait
-    assert not tally.add_start(_event("gave_up", outcome="failure", waited=1.0))  # its expiry counted it
+    starting = [_event("finished", outcome="success", waited=0.3, ran=2.0), _event("retried", waited=1.0, ran=1.0),
+                _event("released", waited=0.5, ran=0.1), _event("expired", waited=2.0, ran=30.0),
+                _event("force_finished", outcome="success", waited=0.2, ran=1.0),
+                _event("claimed", waited=0.3)]  # a tracked task's claim: its end carries none
+    not_starting = [_event("finished", outcome="success", ran=1.0),  # that end
+                    _event("finished", outcome="skipped"),  # never claimed: no wait
+                    _event("gave_up", outcome="failure", waited=1.0)]  # its expiry counted it
+    assert all(starts_attempt(e) for e in starting) and not any(starts_attempt(e) for e in not_starting)
+    at = {"at": 10_000.0, "ran": None}  # every start in one minute, whatever the runs
+    tally = tally_events([e | at for e in [*starting, *not_starting]])[(60, 9960.0, "q", "t")]
     assert tally.started == 6 and tally.wait.count == 6 and tally.wait.total == pytest.approx(4.3)
 
 
