@@ -34,6 +34,20 @@ KINDS = {
 }
 
 
+def _made_here(table: sa.Table, dialect: str) -> list[sa.Index]:
+    """The indexes of ``table`` made on a database of ``dialect``."""
+    return [index for index in table.indexes if _made_on(index, dialect)]
+
+
+def _made_on(index: sa.Index, dialect: str) -> bool:
+    """Whether ``index`` is made on a database of ``dialect`` (some are made only where the
+    database has partial indexes: ``Index.ddl_if``)."""
+    only = getattr(index, "_ddl_if", None)
+    if only is None or only.dialect is None:
+        return True
+    return dialect in (only.dialect if isinstance(only.dialect, tuple) else (only.dialect,))
+
+
 class VersionedTables:
     """Tables created by ``init`` with a ``<table>_meta`` row recording the schema version."""
 
@@ -137,7 +151,7 @@ class VersionedTables:
         inspector = sa.inspect(conn)
         for table in tables:
             have = {ix["name"] for ix in inspector.get_indexes(table.name)}
-            for index in table.indexes:
+            for index in _made_here(table, conn.dialect.name):
                 if index.name not in have:
                     index.create(conn)
 
@@ -145,7 +159,7 @@ class VersionedTables:
         """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""
         tables = self.metadata.sorted_tables
         have = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t.name)}
-        ours: set[str] = {ix.name for t in tables for ix in t.indexes if ix.name is not None}
+        ours: set[str] = {ix.name for t in tables for ix in _made_here(t, conn.dialect.name) if ix.name is not None}
         return ours - have
 
     def _write_meta(self, conn) -> None:

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from ..row_states import FINISHED
 from .database import Database
+from .schema import failed_rows
 
 #: the columns a page leaves out: what a task carries (read one task for them)
 _HEAVY = frozenset({"data", "result", "workflow", "definition"})
@@ -67,7 +68,9 @@ class TaskBrowse:
         where = [col == value for col, value in self._browse_equal(f) if value is not None]
         if f.status is not None:
             where.append(self.status_clause(f.status, now))
-        if f.outcome is not None:
+        if f.outcome == "failure":
+            where.append(failed_rows(t, self.db.dialect.name))  # through the failed rows' own index where there is one
+        elif f.outcome is not None:
             where += [t.c.state == FINISHED, t.c.outcome == f.outcome]
         if f.key_prefix:
             where.append(t.c.key.startswith(f.key_prefix, autoescape=True))

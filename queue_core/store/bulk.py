@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from ..row_states import FINISHED, LIVE
 from .database import Database
 from .events import DETAIL_LENGTH
+from .schema import failed_rows
 from .transitions import TASK_EVENTS, task_where
 
 
@@ -51,7 +52,7 @@ class BulkChanges:
         """A page of the tasks that ended as failure (id, key, queue, type, error, finished_at,
         in_run), in id order after ``after_id``, of ``queue``, ``type`` and ``tag`` if given."""
         t = self.t
-        where = [t.c.state == FINISHED, t.c.outcome == "failure", *_filters(t, queue, type)]
+        where = [failed_rows(t, self.db.dialect.name), *_filters(t, queue, type)]
         return self._page(where, tag, after_id, limit)
 
     def waiting_page(

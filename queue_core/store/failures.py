@@ -10,9 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..row_states import FINISHED
 from .database import Database
 from .events import DETAIL_LENGTH
+from .schema import failed_rows
 
 #: the longest error head counted (``failures.CLASS_LENGTH``: a longer one names no class)
 HEAD_LENGTH = 200
@@ -60,7 +60,7 @@ class FailureReads:
 
     def _failed(self, queue: str | None, type_: str | None, tag: str | None) -> list[Any]:
         t = self.t
-        where: list[Any] = [t.c.state == FINISHED, t.c.outcome == "failure"]
+        where: list[Any] = [failed_rows(t, self.db.dialect.name)]
         where += [c == v for c, v in ((t.c.queue, queue), (t.c.type, type_)) if v is not None]
         if tag is not None:
             where.append(t.c.id.in_(sa.select(self.tags_t.c.task_id).where(self.tags_t.c.tag == tag)))
