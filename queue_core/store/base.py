@@ -60,6 +60,8 @@ class VersionedTables:
     added_columns: dict[int, tuple[str, ...]] = {}
     #: the indexes (by suffix: ``ix_<table>_<suffix>``) each schema version replaced
     dropped_indexes: dict[int, tuple[str, ...]] = {}
+    #: the columns each schema version put in a byte-order collation (PostgreSQL only)
+    recollated_columns: dict[int, tuple[str, ...]] = {}
     #: what the main table is, for messages
     kind = "a pq table"
 
@@ -181,7 +183,8 @@ class VersionedTables:
     def upgrade(self, conn, from_version: int) -> None:
         """Bring tables of ``from_version`` up to :attr:`current_version` (inside ``init``): add the
         columns later versions brought (ALTER TABLE ADD COLUMN: NULL, or NOT NULL with the
-        column's default, which existing rows take) and drop the indexes they replaced."""
+        column's default, which existing rows take), drop the indexes they replaced, and put the
+        columns they made byte-ordered in PostgreSQL's ``C`` collation."""
         prep = conn.dialect.identifier_preparer
         have = {ix["name"] for ix in sa.inspect(conn).get_indexes(self.t.name)}
         for version in range(from_version + 1, self.current_version + 1):
@@ -191,6 +194,11 @@ class VersionedTables:
             for suffix in self.dropped_indexes.get(version, ()):
                 if (index := f"ix_{self.t.name}_{suffix}") in have:
                     self._drop_index(conn, index)
+            if conn.dialect.name == "postgresql":  # (an index on the column is rebuilt with it)
+                for name in self.recollated_columns.get(version, ()):
+                    typ = self.t.c[name].type.compile(dialect=conn.dialect)
+                    alter = f"ALTER TABLE {prep.quote(self.t.name)} ALTER COLUMN {prep.quote(name)}"
+                    conn.exec_driver_sql(f"{alter} TYPE {typ}")
 
     def _added_type(self, conn, name: str) -> str:
         col = self.t.c[name]

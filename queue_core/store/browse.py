@@ -73,6 +73,7 @@ class TaskBrowse:
         elif f.outcome is not None:
             where += [t.c.state == FINISHED, t.c.outcome == f.outcome]
         if f.key_prefix:
+            where += _key_range(t.c.key, f.key_prefix)  # a range of the key's index
             where.append(t.c.key.startswith(f.key_prefix, autoescape=True))
             if self.db.dialect.name == "sqlite":  # its LIKE folds ASCII case
                 where.append(sa.func.substr(t.c.key, 1, len(f.key_prefix)) == f.key_prefix)
@@ -81,3 +82,24 @@ class TaskBrowse:
     def _browse_equal(self, f: BrowseFilter) -> list[tuple[Any, Any]]:
         t = self.t
         return [(t.c.queue, f.queue), (t.c.type, f.type), (t.c.resource, f.user)]
+
+
+def _key_range(key: Any, prefix: str) -> list:
+    """The range of the byte-ordered ``key`` (``ExactString(byte_order=True)``) that holds every
+    key starting with ``prefix``: at or above it, and below :func:`after_prefix` (when there is
+    such a string)."""
+    above = after_prefix(prefix)
+    return [key >= prefix] if above is None else [key >= prefix, key < above]
+
+
+def after_prefix(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix``, in code point order (the
+    byte order of UTF-8): its last character that is not the highest code point, plus one (a
+    surrogate skipped); None when every character is the highest."""
+    body = prefix.rstrip(chr(0x10FFFF))
+    if not body:
+        return None
+    last = ord(body[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:
+        last = 0xE000
+    return body[:-1] + chr(last)

@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..row_states import FINISHED
 from ..validate import MAX_TAG_LENGTH
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
@@ -67,20 +67,26 @@ class ExactString(TypeDecorator):
     """A string compared byte for byte on every database.
 
     MySQL's collations fold case and pad trailing spaces, so ``'a'``, ``'A'`` and ``'a '``
-    would collide as keys; there the column is VARBINARY holding UTF-8.
+    would collide as keys; there the column is VARBINARY holding UTF-8. ``byte_order``: also
+    ordered byte for byte (code point by code point) everywhere, so that the strings with a prefix
+    are one range of its index: on PostgreSQL the column is in the ``C`` collation (SQLite's
+    BINARY and MySQL's VARBINARY are already).
     """
 
     impl = sa.String
     cache_ok = True
 
-    def __init__(self, length: int = MAX_KEY_LENGTH):
+    def __init__(self, length: int = MAX_KEY_LENGTH, byte_order: bool = False):
         super().__init__(length)
         self.chars = length
+        self.byte_order = byte_order
 
     def load_dialect_impl(self, dialect):
         length = self.chars
         if dialect.name in ("mysql", "mariadb"):
             return dialect.type_descriptor(sa.VARBINARY(length * 4))
+        if self.byte_order and dialect.name == "postgresql":
+            return dialect.type_descriptor(sa.String(length, collation="C"))
         return dialect.type_descriptor(sa.String(length))
 
     def bind_processor(self, dialect):
@@ -139,7 +145,7 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         name,
         metadata,
         sa.Column("id", _id_type(), primary_key=True, autoincrement=True),
-        sa.Column("key", ExactString(), nullable=False),
+        sa.Column("key", ExactString(byte_order=True), nullable=False),  # a key prefix: a range of its index
         sa.Column("type", ExactString(), nullable=False),
         sa.Column("data", _long_text(), nullable=False),
         sa.Column("resource", ExactString(), nullable=True),
@@ -220,6 +226,9 @@ ADDED_COLUMNS: dict[int, tuple[str, ...]] = {
     4: ("tracked",),
     6: ("trace",),
 }
+#: columns a schema version put in a byte-order collation (PostgreSQL: ``COLLATE "C"``; the
+#: other databases' columns already were): ``ExactString(byte_order=True)``
+RECOLLATED_COLUMNS: dict[int, tuple[str, ...]] = {7: ("key",)}
 #: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
 DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
 #: the same for the schedule table

@@ -33,6 +33,7 @@ from .schema import (
     ADDED_COLUMNS,
     DEFAULT_QUEUE,
     DROPPED_INDEXES,
+    RECOLLATED_COLUMNS,
     FOREVER,
     SCHEMA_VERSION,
     event_table,
@@ -101,6 +102,7 @@ class TaskStore(
     meta_rows = (("fair_lock", ""), (POSITION, "0"))
     added_columns = ADDED_COLUMNS
     dropped_indexes = DROPPED_INDEXES
+    recollated_columns = RECOLLATED_COLUMNS
     #: what the claim reads of this store are limited to: every queue here, one in :meth:`in_queue`'s views
     scope: Any = sa.true()
     kind = "a pq queue table"
