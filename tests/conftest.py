@@ -136,8 +136,8 @@ def downgrade(store, columns, version: int) -> None:
     and start tables and give the task table the indexes it had then; below version 4 (tags),
     also drop the tag table and the ``tracked`` column; below version 5 (events, workers), the
     event and worker tables; below version 6 (statistics, tracing), the statistics table and its
-    position and the ``trace`` column; below version 7 on PostgreSQL, the task key back in the
-    database's collation."""
+    position and the ``trace`` column; below version 7, the failed ids' table (MySQL) and on
+    PostgreSQL the task key back in the database's collation."""
     name = store.t.name
     if version < 4 and hasattr(store, "tags_t"):
         columns = [*columns, *(["tracked"] if "tracked" not in columns else [])]
@@ -166,6 +166,8 @@ def downgrade(store, columns, version: int) -> None:
             for suffix, cols in V2_TASK_INDEXES:
                 conn.exec_driver_sql(f"CREATE INDEX {prep.quote(f'ix_{name}_{suffix}')} ON {prep.quote(name)} "
                                      f"({', '.join(prep.quote(c) for c in cols)})")
+        if version < 7 and hasattr(store, "failed_t"):
+            store.failed_t.drop(conn, checkfirst=True)
         if version < 7 and conn.dialect.name == "postgresql" and hasattr(store, "stats_t") and "key" not in columns:
             key = prep.quote("key")  # the task key in the database's collation, as before version 7
             conn.exec_driver_sql(f'ALTER TABLE {prep.quote(name)} ALTER COLUMN {key} TYPE VARCHAR(255) COLLATE "default"')

@@ -118,11 +118,11 @@ class VersionedTables:
         def create(conn, drop: bool):
             # the main table again (it may have appeared since), and every table beside it: one of
             # another program's named like ours is never written, nor dropped by ``force``
-            self.check_tables(conn, tuple(t for t in self.metadata.sorted_tables if t is not self.t))
+            tables = self.tables_made_here()
+            self.check_tables(conn, tuple(t for t in tables if t is not self.t))
             if drop:
-                self.metadata.drop_all(conn, checkfirst=True)
+                self.metadata.drop_all(conn, tables=tables, checkfirst=True)
             existing = set(sa.inspect(conn).get_table_names())  # one look, not one per table and index
-            tables = self.metadata.sorted_tables
             self.metadata.create_all(conn, tables=[t for t in tables if t.name not in existing], checkfirst=False)
             self._write_meta(conn)  # upgrades first: new indexes may need its columns
             self._add_missing_indexes(conn, [t for t in tables if t.name in existing])
@@ -147,6 +147,12 @@ class VersionedTables:
                         raise
                     time.sleep(0.05 * (attempt + 1))
 
+    def tables_made_here(self) -> list[sa.Table]:
+        """The tables of this store made on its database (some are made on one kind only:
+        ``Table.info["dialects"]``), in the order they are created."""
+        name = self.db.dialect.name
+        return [t for t in self.metadata.sorted_tables if name in t.info.get("dialects", (name,))]
+
     def _add_missing_indexes(self, conn, tables: list[sa.Table]) -> None:
         """Indexes a later release added to ``tables``, made by an earlier one (create_all made
         the others with all their indexes)."""
@@ -159,7 +165,7 @@ class VersionedTables:
 
     def missing_indexes(self, conn) -> set[str]:
         """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""
-        tables = self.metadata.sorted_tables
+        tables = self.tables_made_here()
         have = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t.name)}
         ours: set[str] = {ix.name for t in tables for ix in _made_here(t, conn.dialect.name) if ix.name is not None}
         return ours - have
@@ -185,20 +191,28 @@ class VersionedTables:
         columns later versions brought (ALTER TABLE ADD COLUMN: NULL, or NOT NULL with the
         column's default, which existing rows take), drop the indexes they replaced, and put the
         columns they made byte-ordered in PostgreSQL's ``C`` collation."""
-        prep = conn.dialect.identifier_preparer
         have = {ix["name"] for ix in sa.inspect(conn).get_indexes(self.t.name)}
         for version in range(from_version + 1, self.current_version + 1):
-            for name in self.added_columns.get(version, ()):
-                added = f"{prep.quote(name)} {self._added_type(conn, name)}"
-                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(self.t.name)} ADD COLUMN {added}")
-            for suffix in self.dropped_indexes.get(version, ()):
-                if (index := f"ix_{self.t.name}_{suffix}") in have:
-                    self._drop_index(conn, index)
-            if conn.dialect.name == "postgresql":  # (an index on the column is rebuilt with it)
-                for name in self.recollated_columns.get(version, ()):
-                    typ = self.t.c[name].type.compile(dialect=conn.dialect)
-                    alter = f"ALTER TABLE {prep.quote(self.t.name)} ALTER COLUMN {prep.quote(name)}"
-                    conn.exec_driver_sql(f"{alter} TYPE {typ}")
+            self._upgrade_to(conn, version, have)
+            self.upgraded_to(conn, version)
+
+    def _upgrade_to(self, conn, version: int, indexes: set[str]) -> None:
+        """The changes of the main table that schema ``version`` brought (its ``indexes`` before)."""
+        prep = conn.dialect.identifier_preparer
+        table = prep.quote(self.t.name)
+        for name in self.added_columns.get(version, ()):
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {prep.quote(name)} {self._added_type(conn, name)}")
+        for suffix in self.dropped_indexes.get(version, ()):
+            if (index := f"ix_{self.t.name}_{suffix}") in indexes:
+                self._drop_index(conn, index)
+        if conn.dialect.name == "postgresql":  # (an index on the column is rebuilt with it)
+            for name in self.recollated_columns.get(version, ()):
+                typ = self.t.c[name].type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {prep.quote(name)} TYPE {typ}")
+
+    def upgraded_to(self, conn, version: int) -> None:
+        """What a store writes once its tables are at schema ``version`` (the tables that version
+        added exist already): nothing here."""
 
     def _added_type(self, conn, name: str) -> str:
         col = self.t.c[name]

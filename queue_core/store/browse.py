@@ -11,7 +11,6 @@ import sqlalchemy as sa
 
 from ..row_states import FINISHED
 from .database import Database
-from .schema import failed_rows
 
 #: the columns a page leaves out: what a task carries (read one task for them)
 _HEAVY = frozenset({"data", "result", "workflow", "definition"})
@@ -33,13 +32,14 @@ class BrowseFilter:
 
 
 class TaskBrowse:
-    """Needs ``t``, ``tags_t``, ``db``, ``with_tags`` and ``status_clause`` of the store."""
+    """Needs ``t``, ``tags_t``, ``db``, ``with_tags``, ``status_clause`` and ``failed_where`` of the store."""
 
     t: sa.Table
     tags_t: sa.Table
     db: Database
     with_tags: Any
     status_clause: Any
+    failed_where: Any
 
     def browse_page(self, f: BrowseFilter, *, before_id: int | None, limit: int, now: float) -> list[dict]:
         """Up to ``limit`` task rows matching ``f`` with an id below ``before_id`` (None: from
@@ -69,7 +69,7 @@ class TaskBrowse:
         if f.status is not None:
             where.append(self.status_clause(f.status, now))
         if f.outcome == "failure":
-            where.append(failed_rows(t, self.db.dialect.name))  # through the failed rows' own index where there is one
+            where += self.failed_where()  # through the failed rows' own index where there is one
         elif f.outcome is not None:
             where += [t.c.state == FINISHED, t.c.outcome == f.outcome]
         if f.key_prefix:

@@ -14,12 +14,12 @@ import sqlalchemy as sa
 from ..row_states import FINISHED, LIVE
 from .database import Database
 from .events import DETAIL_LENGTH
-from .schema import failed_rows
 from .transitions import TASK_EVENTS, task_where
 
 
 class BulkChanges:
-    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``purge_time`` and ``record_ids``."""
+    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``purge_time``, ``record_ids`` and
+    ``failed_where``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
@@ -27,6 +27,7 @@ class BulkChanges:
     db: Database
     purge_time: Callable[[float], Any]
     record_ids: Callable[..., None]
+    failed_where: Callable[[], list]  # FailureReads
     record: Callable[..., None]
     ended_events: Callable[..., list]
 
@@ -52,7 +53,7 @@ class BulkChanges:
         """A page of the tasks that ended as failure (id, key, queue, type, error, finished_at,
         in_run), in id order after ``after_id``, of ``queue``, ``type`` and ``tag`` if given."""
         t = self.t
-        where = [failed_rows(t, self.db.dialect.name), *_filters(t, queue, type)]
+        where = [*self.failed_where(), *_filters(t, queue, type)]
         return self._page(where, tag, after_id, limit)
 
     def waiting_page(

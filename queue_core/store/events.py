@@ -30,6 +30,8 @@ HISTORY_LAST = 40
 HISTORY_TRIM_AT = 60
 #: the longest error text an event keeps (the task row keeps the whole of its last one)
 DETAIL_LENGTH = 1000
+#: the kinds that end a task (it is finished after them, with an outcome)
+ENDS = frozenset({"finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed"})
 #: the columns of an event row, in the order :func:`event_columns` gives them
 COLUMNS = (
     *("task_id", "key", "queue", "type", "kind", "at", "attempt"),
@@ -45,7 +47,7 @@ def event_columns(t: sa.Table, e: sa.Table, kind: str, with_detail: bool = False
     time of the attempt it ends is ``event_due`` (a change that moved the row's own: a retry, a
     release)."""
     at: Any = sa.bindparam("event_at", type_=sa.Double())
-    ended = kind in ("finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed")
+    ended = kind in ENDS
     failed = sa.case((t.c.outcome == "failure", sa.func.substr(t.c.error, 1, DETAIL_LENGTH)), else_=None)
     again = kind in ("retried", "released", "promoted", "reopened", "requeued")
     ran = sa.case((t.c.started_at.is_(None), None), else_=at - t.c.started_at)
@@ -150,6 +152,7 @@ class TaskEvents:
     db: Database
     channel: str | None
     count_before_delete: Callable[[Any, Any], None]  # TaskStatistics
+    note_failed: Callable[[Any, Any], None]  # FailureReads
 
     def recorded_claims(self, conn, rows: Sequence[dict]) -> set[int]:
         """The ids of those of the task ``rows`` holding a lease whose claim has an event row of
@@ -174,24 +177,37 @@ class TaskEvents:
             self._announce(conn, [e["tracked"] for e in events])
 
     def record_ids(
-        self, conn, kind: str, ids: Sequence[int], at: float, detail: Any = None, due: tuple | None = None
+        self,
+        conn,
+        kind: str,
+        ids: Sequence[int],
+        at: float,
+        detail: Any = None,
+        due: tuple | None = None,
+        outcome: str | None = None,
     ) -> None:
         """Append the event ``kind`` of each of the rows ``ids`` (changed by the caller's statement
         in this transaction: read as it left them). ``due``: when the attempt the change ended
         was due and who held it, for a change that moved the row's due time and cleared its
         owner (:meth:`attempt_dues`). One statement per 500 rows, built once per kind (a
-        claim's settle runs it at every batch)."""
+        claim's settle runs it at every batch). A change that ends tasks notes those that ended
+        as failure (``FailureReads.note_failed``) unless it says they all had another
+        ``outcome``."""
         stmt = self._event_insert(kind, "ids", detail is not None, due is not None)
         ids = list(ids)
         run_at, owner = due if due is not None else (None, None)
         params = {"event_at": at, "event_detail": detail, "event_due": run_at, "event_owner": owner}
         for i in range(0, len(ids), 500):
             self._record_selected(conn, stmt, params | {"event_ids": ids[i : i + 500]})
+            if kind in ENDS and outcome in (None, "failure"):
+                self.note_failed(conn, self.t.c.id.in_(ids[i : i + 500]))
 
     def record_key(self, conn, kind: str, key: str, at: float, detail: Any = None) -> None:
         """The same for the row of ``key`` (a change an operator made by key)."""
         stmt = self._event_insert(kind, "key", detail is not None, False)
         self._record_selected(conn, stmt, {"event_key": key, "event_at": at, "event_detail": detail})
+        if kind in ENDS:
+            self.note_failed(conn, self.t.c.key == key)
 
     def attempt_dues(self, conn, ids: Sequence[int]) -> dict[int, tuple]:
         """When the running attempts of the rows ``ids`` were due (their ``run_at``, which a claim

@@ -19,11 +19,47 @@ HEAD_LENGTH = 200
 
 
 class FailureReads:
-    """Needs ``t`` (the task table), ``tags_t`` and ``db``."""
+    """Needs ``t`` (the task table), ``tags_t``, ``failed_t`` and ``db``.
+
+    The failed tasks are found through an index of their own: a partial index of the task table
+    where the database has them (SQLite, PostgreSQL), else the ids in ``<table>_failed`` (MySQL,
+    MariaDB), noted by every change that ends tasks (``TaskEvents.record_ids``: the one place
+    that sees them all) and deleted with the tasks (``forget_failed``)."""
 
     t: sa.Table
     tags_t: sa.Table
+    failed_t: sa.Table
     db: Database
+
+    @property
+    def keeps_failed_ids(self) -> bool:
+        """Whether this database keeps the failed tasks' ids in ``<table>_failed``."""
+        return self.db.dialect.name in self.failed_t.info["dialects"]
+
+    def failed_where(self) -> list[Any]:
+        """The failed tasks, read through their index (see the class)."""
+        t = self.t
+        if not self.keeps_failed_ids:
+            return [failed_rows(t, self.db.dialect.name)]
+        return [t.c.id.in_(sa.select(self.failed_t.c.task_id)), failed_rows(t)]
+
+    def note_failed(self, conn, which: Any) -> None:
+        """Note the ids of those of the task rows ``which`` selects that ended as failure (rows
+        the caller changed in this transaction)."""
+        if self.keeps_failed_ids:
+            failed = sa.select(self.t.c.id).where(which, failed_rows(self.t))
+            conn.execute(self.db.dialect.insert_if_absent(self.failed_t, "task_id").from_select(["task_id"], failed))
+
+    def note_all_failed(self, conn) -> None:
+        """Note every task that ended as failure (a table upgraded to keep their ids)."""
+        self.note_failed(conn, sa.true())
+
+    def forget_failed(self, conn, ids: Sequence[int]) -> None:
+        """Forget the ids ``ids`` of tasks deleted in the same transaction."""
+        if self.keeps_failed_ids:
+            ids = list(ids)
+            for i in range(0, len(ids), 500):
+                conn.execute(sa.delete(self.failed_t).where(self.failed_t.c.task_id.in_(ids[i : i + 500])))
 
     def failure_heads(self, *, queue: str | None = None, type: str | None = None, tag: str | None = None) -> list[dict]:
         """Per queue, type and error head of the failed tasks (of ``queue``, ``type``, ``tag`` if
@@ -60,7 +96,7 @@ class FailureReads:
 
     def _failed(self, queue: str | None, type_: str | None, tag: str | None) -> list[Any]:
         t = self.t
-        where: list[Any] = [failed_rows(t, self.db.dialect.name)]
+        where: list[Any] = self.failed_where()
         where += [c == v for c, v in ((t.c.queue, queue), (t.c.type, type_)) if v is not None]
         if tag is not None:
             where.append(t.c.id.in_(sa.select(self.tags_t.c.task_id).where(self.tags_t.c.tag == tag)))

@@ -297,6 +297,21 @@ def tag_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
     return t
 
 
+def failed_id_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """The ids of the tasks that ended as failure (``<table>_failed``), on the databases without
+    partial indexes only (MySQL/MariaDB; elsewhere ``ix_<table>_failed`` does its work): written by
+    the changes that end a task as failure, deleted with the task; a task that left the failed
+    state since (a retry) keeps its row until then, so a read checks the task row too
+    (:func:`failed_rows`)."""
+    return sa.Table(
+        f"{task_table_name}_failed",
+        metadata,
+        sa.Column("task_id", _id_type(), primary_key=True, autoincrement=False),
+        mysql_charset=MYSQL_CHARSET,
+        info={"dialects": ("mysql",)},
+    )
+
+
 #: the kinds of a task's events (``<table>_events``), the transition that writes each: a task's
 #: history and the event stream. ``submitted`` is read from the task row itself (its id,
 #: ``created_at``, ``run_at``), so that a submission writes one row; ``expired``: a claim took

@@ -37,6 +37,7 @@ from .schema import (
     FOREVER,
     SCHEMA_VERSION,
     event_table,
+    failed_id_table,
     meta_table,
     queue_table,
     start_table,
@@ -117,6 +118,7 @@ class TaskStore(
         self.workers_t = worker_table(metadata, table)
         self.stats_t = stats_table(metadata, table)
         self.gaps_t = stats_gap_table(metadata, table)
+        self.failed_t = failed_id_table(metadata, table)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
@@ -207,9 +209,15 @@ class TaskStore(
 
     def forget_rows(self, conn, ids: Sequence[int]) -> None:
         """Delete what belongs to the task rows ``ids`` besides the rows (their tags, their
-        events), before the caller deletes the rows it has locked, in the same transaction."""
+        events, their entry among the failed ids), before the caller deletes the rows it has
+        locked, in the same transaction."""
         self.forget_tags(conn, ids)
         self.forget_events(conn, ids)
+        self.forget_failed(conn, ids)
+
+    def upgraded_to(self, conn, version: int) -> None:
+        if version == 7:  # <table>_failed (MySQL/MariaDB): the tasks that ended as failure before it
+            self.note_all_failed(conn)
 
     def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
         """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
@@ -335,7 +343,7 @@ class TaskStore(
                 .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at))
             )
             if res.rowcount == len(ids):
-                self.record_ids(conn, "finished", ids, now)
+                self.record_ids(conn, "finished", ids, now, outcome=outcome)
             else:
                 short.append((res.rowcount, group))
         gone: list[Settled] = []
@@ -351,7 +359,7 @@ class TaskStore(
         rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token).where(t.c.id.in_([s.id for s in group])))
         ours = {r.id for r in rows if r.state == FINISHED and r.lease_token == group[0].token}
         if written:
-            self.record_ids(conn, "finished", sorted(ours), now)
+            self.record_ids(conn, "finished", sorted(ours), now, outcome=group[0].outcome)
         return [s for s in group if s.id not in ours]
 
     def _claim(

@@ -159,7 +159,7 @@ def test_perfectsched_run_on_a_read_only_database_exits_at_start(backend, db_url
     now = time.time()
     sc.add("every-minute", "t", cron="* * * * *", next_time=now - now % 60 - 120, catchup="latest", now=now)
     t = sc.queue.table
-    tables = [sc.table, f"{sc.table}_meta", *queue_tables(t)]
+    tables = [sc.table, f"{sc.table}_meta", *queue_tables(t, backend)]
     with _read_only(backend, db_url, tables, [f"{t}_id_seq", f"{t}_events_id_seq"]) as (url, password):
         code, out, err = _run_for([str(BIN / "perfectsched"), "run", "-D", url, "--table", t,
                                    "--schedule-table", sc.table, "--poll-interval", "0.2"], 15)
@@ -216,7 +216,7 @@ def test_an_account_without_delete_runs_workflows(backend, db_url, admin_queue, 
     skip_unless_admin(backend)
     flow, decider = FLOW, FlowDecider
     t = admin_queue.table
-    with account(backend, db_url, queue_tables(t), "SELECT, INSERT, UPDATE",
+    with account(backend, db_url, queue_tables(t, backend), "SELECT, INSERT, UPDATE",
                  sequences=[f"{t}_id_seq", f"{t}_events_id_seq"]) as (url, _):
         with queue_core.open(url, t, clock=FakeClock(T0)) as nd:
             if how == "start":

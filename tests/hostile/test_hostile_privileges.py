@@ -44,7 +44,7 @@ def _cli(*args):
 
 def account(backend: str, server: str, table: str, privileges: str, *, read_only: bool = False):
     """A fresh account with ``privileges`` on ``table`` and the tables beside it; its URL and password."""
-    return db_admin.account(backend, server, db_admin.queue_tables(table), privileges, read_only=read_only,
+    return db_admin.account(backend, server, db_admin.queue_tables(table, backend), privileges, read_only=read_only,
                             sequences=[f"{table}_id_seq", f"{table}_events_id_seq"])
 
 
