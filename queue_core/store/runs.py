@@ -293,7 +293,7 @@ class RunRows:
         finish = task_where(t, "finish", token=token)
         res = conn.execute(sa.update(t).where(t.c.id == id_, *finish).values(**values))
         if res.rowcount == 1:
-            self.tasks.record_ids(conn, "finished", [id_], now)
+            self.tasks.record_ids(conn, "finished", [id_], now, outcome=outcome)
             return True
         if self._written_before(conn, [id_], {id_: token}, now):
             return False
@@ -342,7 +342,8 @@ class RunRows:
             where=task_where(t, "finish", token=PER_ROW),
             values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER),
         ) == len(todo):
-            self.tasks.record_ids(conn, "finished", [e["id"] for e in todo], now)
+            outcomes = {e["outcome"] for e in todo}
+            self.tasks.record_ids(conn, "finished", [e["id"] for e in todo], now, outcome=_the_one(outcomes))
             return [], sorted(already)
         written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
         self.tasks.record_ids(conn, "finished", sorted(written), now)
@@ -456,3 +457,8 @@ class RunRows:
         if changed:
             self.tasks.record_ids(conn, kind, ids, now)
         return changed == len(ids)
+
+
+def _the_one(values: set) -> Any:
+    """The one value of ``values``, or None when there are several (or none)."""
+    return next(iter(values)) if len(values) == 1 else None
