@@ -274,9 +274,9 @@ def tally_groups(groups: Iterable[EventGroup]) -> dict[BucketKey, Tally]:
             tally = _minute(minutes, g, g.minute)
             if name is not None:
                 setattr(tally, name, getattr(tally, name) + g.count)
-            if ran:
+            if ran and g.run_bucket is not None:
                 tally.run.add_many(g.run_bucket, g.count, g.run_sum)
-        if starts_attempt(event):
+        if starts_attempt(event) and g.wait_bucket is not None:
             tally = _minute(minutes, g, g.start_minute)
             tally.started += g.count
             tally.wait.add_many(g.wait_bucket, g.count, g.wait_sum)

@@ -126,6 +126,7 @@ class VersionedTables:
             self.metadata.create_all(conn, tables=[t for t in tables if t.name not in existing], checkfirst=False)
             self._write_meta(conn)  # upgrades first: new indexes may need its columns
             self._add_missing_indexes(conn, [t for t in tables if t.name in existing])
+            self.after_init(conn)
 
         try:
             self.db.run(lambda c: create(c, force), what=f"init {self.name}")
@@ -194,7 +195,6 @@ class VersionedTables:
         have = {ix["name"] for ix in sa.inspect(conn).get_indexes(self.t.name)}
         for version in range(from_version + 1, self.current_version + 1):
             self._upgrade_to(conn, version, have)
-            self.upgraded_to(conn, version)
 
     def _upgrade_to(self, conn, version: int, indexes: set[str]) -> None:
         """The changes of the main table that schema ``version`` brought (its ``indexes`` before)."""
@@ -210,9 +210,9 @@ class VersionedTables:
                 typ = self.t.c[name].type.compile(dialect=conn.dialect)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {prep.quote(name)} TYPE {typ}")
 
-    def upgraded_to(self, conn, version: int) -> None:
-        """What a store writes once its tables are at schema ``version`` (the tables that version
-        added exist already): nothing here."""
+    def after_init(self, conn) -> None:
+        """What a store writes at the end of every ``init``, its tables made and upgraded:
+        nothing here."""
 
     def _added_type(self, conn, name: str) -> str:
         col = self.t.c[name]

@@ -22,7 +22,7 @@ class FailureReads:
     """Needs ``t`` (the task table), ``tags_t``, ``failed_t`` and ``db``.
 
     The failed tasks are found through an index of their own: a partial index of the task table
-    where the database has them (SQLite, PostgreSQL), else the ids in ``<table>_failed`` (MySQL,
+    where the database has them (SQLite, PostgreSQL), else the ids in ``<table>_failed_ids`` (MySQL,
     MariaDB), noted by every change that ends tasks (``TaskEvents.record_ids``: the one place
     that sees them all) and deleted with the tasks (``forget_failed``)."""
 
@@ -33,7 +33,7 @@ class FailureReads:
 
     @property
     def keeps_failed_ids(self) -> bool:
-        """Whether this database keeps the failed tasks' ids in ``<table>_failed``."""
+        """Whether this database keeps the failed tasks' ids in ``<table>_failed_ids``."""
         return self.db.dialect.name in self.failed_t.info["dialects"]
 
     def failed_where(self) -> list[Any]:
@@ -41,14 +41,18 @@ class FailureReads:
         t = self.t
         if not self.keeps_failed_ids:
             return [failed_rows(t, self.db.dialect.name)]
-        return [t.c.id.in_(sa.select(self.failed_t.c.task_id)), failed_rows(t)]
+        return [t.c.id.in_(sa.select(self.failed_t.c.failed_task_id)), failed_rows(t)]
 
     def note_failed(self, conn, which: Any) -> None:
         """Note the ids of those of the task rows ``which`` selects that ended as failure (rows
         the caller changed in this transaction)."""
         if self.keeps_failed_ids:
             failed = sa.select(self.t.c.id).where(which, failed_rows(self.t))
-            conn.execute(self.db.dialect.insert_if_absent(self.failed_t, "task_id").from_select(["task_id"], failed))
+            conn.execute(
+                self.db.dialect.insert_if_absent(self.failed_t, "failed_task_id").from_select(
+                    ["failed_task_id"], failed
+                )
+            )
 
     def note_all_failed(self, conn) -> None:
         """Note every task that ended as failure (a table upgraded to keep their ids)."""
@@ -59,7 +63,7 @@ class FailureReads:
         if self.keeps_failed_ids:
             ids = list(ids)
             for i in range(0, len(ids), 500):
-                conn.execute(sa.delete(self.failed_t).where(self.failed_t.c.task_id.in_(ids[i : i + 500])))
+                conn.execute(sa.delete(self.failed_t).where(self.failed_t.c.failed_task_id.in_(ids[i : i + 500])))
 
     def failure_heads(self, *, queue: str | None = None, type: str | None = None, tag: str | None = None) -> list[dict]:
         """Per queue, type and error head of the failed tasks (of ``queue``, ``type``, ``tag`` if

@@ -80,7 +80,7 @@ def rendered_rows(rows: sa.Select, into: Sequence[sa.Column], returned: int | No
         parts += [sa.literal_column("','")] if i else []
         parts.append(as_sql_text(col, dest.type))
     parts.append(sa.literal_column("')'"))
-    cols = [sa.func.concat(*parts, type_=sa.String())]
+    cols: list[Any] = [sa.func.concat(*parts, type_=sa.String())]
     if returned is not None:
         cols.append(rows.selected_columns[returned])
     return rows.with_only_columns(*cols, maintain_column_froms=True)

@@ -201,7 +201,7 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
     # rewritten by every finish there.
     sa.Index(
         f"ix_{name}_failed", t.c.id, postgresql_where=failed_rows(t), sqlite_where=failed_rows(t, "sqlite")
-    ).ddl_if(dialect=PARTIAL_INDEX_DIALECTS)
+    ).ddl_if(dialect=PARTIAL_INDEX_DIALECTS)  # type: ignore[arg-type]  # (a tuple of names is documented)
     return t
 
 
@@ -298,15 +298,17 @@ def tag_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
 
 
 def failed_id_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
-    """The ids of the tasks that ended as failure (``<table>_failed``), on the databases without
+    """The ids of the tasks that ended as failure (``<table>_failed_ids``), on the databases without
     partial indexes only (MySQL/MariaDB; elsewhere ``ix_<table>_failed`` does its work): written by
     the changes that end a task as failure, deleted with the task; a task that left the failed
     state since (a retry) keeps its row until then, so a read checks the task row too
     (:func:`failed_rows`)."""
     return sa.Table(
-        f"{task_table_name}_failed",
+        f"{task_table_name}_failed_ids",
         metadata,
-        sa.Column("task_id", _id_type(), primary_key=True, autoincrement=False),
+        # a name of its own, not task_id: another program's table of ids named like this one
+        # is then told apart (ownership.difference: a column of ours missing)
+        sa.Column("failed_task_id", _id_type(), primary_key=True, autoincrement=False),
         mysql_charset=MYSQL_CHARSET,
         info={"dialects": ("mysql",)},
     )

@@ -118,26 +118,27 @@ class TaskStatistics:
         if which is None:
             return []
         rows = conn.execute(self._grouped_events(which))
-        return [
-            EventGroup(*r[:4], r.minute * 60.0, r.start_minute * 60.0, *r[6:9], r.wait_sum or 0.0, r.run_sum or 0.0)
-            for r in rows
-        ]
+        return [_event_group(r) for r in rows]
 
     def _grouped_events(self, which) -> sa.Select:
         e, floor = self.events_t, self.db.dialect.floor
         start = e.c.at - sa.func.coalesce(e.c.ran, 0.0)  # attempt_events.started_at
-        each = sa.select(
-            e.c.queue,
-            e.c.type,
-            e.c.kind,
-            e.c.outcome,
-            floor(e.c.at / 60).label("minute"),
-            floor(start / 60).label("start_minute"),
-            bucket_in_sql(e.c.waited).label("wait_bucket"),
-            bucket_in_sql(e.c.ran).label("run_bucket"),
-            _not_negative(e.c.waited).label("waited"),
-            _not_negative(e.c.ran).label("ran"),
-        ).where(which).subquery()
+        each = (
+            sa.select(
+                e.c.queue,
+                e.c.type,
+                e.c.kind,
+                e.c.outcome,
+                floor(e.c.at / 60).label("minute"),
+                floor(start / 60).label("start_minute"),
+                bucket_in_sql(e.c.waited).label("wait_bucket"),
+                bucket_in_sql(e.c.ran).label("run_bucket"),
+                _not_negative(e.c.waited).label("waited"),
+                _not_negative(e.c.ran).label("ran"),
+            )
+            .where(which)
+            .subquery()
+        )
         keys = [each.c[n] for n in ("queue", "type", "kind", "outcome", "minute", "start_minute")]
         keys += [each.c.wait_bucket, each.c.run_bucket]
         sums = (sa.func.sum(each.c.waited).label("wait_sum"), sa.func.sum(each.c.ran).label("run_sum"))
@@ -238,6 +239,23 @@ class TaskStatistics:
 
         states, runs = self.db.run(read, write=False, what="count live tasks")
         return count_live(states, runs)
+
+
+def _event_group(row: Any) -> EventGroup:
+    """The group a row of ``TaskStatistics._grouped_events`` reads (its minutes as indexes)."""
+    return EventGroup(
+        queue=row.queue,
+        type=row.type,
+        kind=row.kind,
+        outcome=row.outcome,
+        minute=row.minute * 60.0,
+        start_minute=row.start_minute * 60.0,
+        wait_bucket=row.wait_bucket,
+        run_bucket=row.run_bucket,
+        count=row.n,
+        wait_sum=row.wait_sum or 0.0,
+        run_sum=row.run_sum or 0.0,
+    )
 
 
 def bucket_in_sql(seconds: Any) -> Any:

@@ -200,7 +200,7 @@ class TaskChanges:
             dues = {} if name == "finish" else self.attempt_dues(c, [id_])
             if c.execute(stmt).rowcount == 1:
                 if name == "finish":
-                    self.record_ids(c, kind, [id_], now)
+                    self.record_ids(c, kind, [id_], now, outcome=values.get("outcome"))
                 else:
                     self._record_again(c, kind, [id_], now, dues)
             elif not self._applied_before(c, id_, token, name):
@@ -330,7 +330,7 @@ class TaskChanges:
         if conn.execute(stmt).rowcount != 1:
             return False
         self.record(conn, ended)
-        self.record_ids(conn, TASK_EVENTS[name], [id_], at)
+        self.record_ids(conn, TASK_EVENTS[name], [id_], at, outcome=values.get("outcome"))
         return True
 
     def set_data(self, conn, key: str, data: str) -> bool:

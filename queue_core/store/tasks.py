@@ -33,8 +33,8 @@ from .schema import (
     ADDED_COLUMNS,
     DEFAULT_QUEUE,
     DROPPED_INDEXES,
-    RECOLLATED_COLUMNS,
     FOREVER,
+    RECOLLATED_COLUMNS,
     SCHEMA_VERSION,
     event_table,
     failed_id_table,
@@ -215,9 +215,10 @@ class TaskStore(
         self.forget_events(conn, ids)
         self.forget_failed(conn, ids)
 
-    def upgraded_to(self, conn, version: int) -> None:
-        if version == 7:  # <table>_failed (MySQL/MariaDB): the tasks that ended as failure before it
-            self.note_all_failed(conn)
+    def after_init(self, conn) -> None:
+        # <table>_failed_ids (MySQL/MariaDB): the failed tasks it does not hold yet — those of a
+        # table made before it, or failed by a worker of an older release since
+        self.note_all_failed(conn)
 
     def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
         """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
