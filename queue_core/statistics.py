@@ -48,6 +48,17 @@ _BY_OUTCOME = {"success": "succeeded", "failure": "failed", "cancelled": "cancel
 _RAN = frozenset({"finished", "retried", "gave_up"})
 
 
+#: the most seconds a distribution adds for one value (a larger one, written by hand, counts as
+#: this): sums of thousands stay finite, on every database
+MAX_SECONDS = 1e300
+
+
+def seconds_counted(seconds: float) -> float:
+    """The seconds a distribution adds for ``seconds``: 0 for a negative value or NaN, at most
+    :data:`MAX_SECONDS`. The roll-up asks the database the same (``store/stats.py``)."""
+    return min(max(0.0, float(seconds)), MAX_SECONDS)
+
+
 def bucket_of(seconds: float) -> int:
     """The bucket of :data:`BOUNDS` that ``seconds`` falls in: the first whose upper bound is at
     or above it (a negative value counts as 0; the last bucket holds what is above every bound).
@@ -71,7 +82,7 @@ class Distribution:
         return sum(self.counts)
 
     def add(self, seconds: float) -> None:
-        self.add_many(bucket_of(seconds), 1, max(0.0, float(seconds)))
+        self.add_many(bucket_of(seconds), 1, seconds_counted(seconds))
 
     def add_many(self, bucket: int, count: int, total: float) -> None:
         """Add ``count`` values of the bucket ``bucket`` (:func:`bucket_of`) summing to ``total``."""
@@ -157,8 +168,11 @@ BucketKey = tuple[int, float, str, str]
 
 
 def bucket_start(span: int, at: float) -> float:
-    """The start of the bucket of ``span`` seconds that ``at`` falls in (0 for ALL_TIME)."""
-    return 0.0 if span == ALL_TIME else math.floor(at / span) * float(span)
+    """The start of the bucket of ``span`` seconds that ``at`` falls in (0 for ALL_TIME; a time
+    that is no number, written by hand, is its own bucket)."""
+    if span == ALL_TIME:
+        return 0.0
+    return math.floor(at / span) * float(span) if math.isfinite(at) else at
 
 
 #: a range of event ids, both ends included
@@ -251,8 +265,8 @@ def group_of(event: Mapping) -> EventGroup:
         start_minute=bucket_start(MINUTE, started_at(event)),
         wait_bucket=None if waited is None else bucket_of(waited),
         run_bucket=None if ran is None else bucket_of(ran),
-        wait_sum=0.0 if waited is None else max(0.0, float(waited)),
-        run_sum=0.0 if ran is None else max(0.0, float(ran)),
+        wait_sum=0.0 if waited is None else seconds_counted(waited),
+        run_sum=0.0 if ran is None else seconds_counted(ran),
     )
 
 

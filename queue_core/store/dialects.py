@@ -15,6 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+#: where doubles are all whole numbers (2**52): their floor is themselves
+WHOLE_FROM = float(2**52)
+
 
 class Dialect:
     name = "generic"
@@ -133,8 +136,19 @@ class Dialect:
         return sa.func.instr(text, part)
 
     def floor(self, value: Any) -> Any:
-        """The greatest integer at or below ``value`` (a DOUBLE expression), in SQL."""
+        """The greatest integer at or below ``value`` (a DOUBLE expression), in SQL: ``value``
+        itself from 2**52 on either side, where every double is whole (MariaDB's grouped FLOOR
+        keeps 17 digits, SQLite's integers end at 2**63)."""
+        whole = sa.or_(value >= WHOLE_FROM, value <= -WHOLE_FROM)
+        return sa.case((whole, value), else_=self.floor_small(value))
+
+    def floor_small(self, value: Any) -> Any:
+        """:meth:`floor` of a ``value`` within 2**52 either side of 0."""
         return sa.func.floor(value)
+
+    def is_nan(self, value: Any) -> Any:
+        """SQL: whether the DOUBLE ``value`` is NaN (only PostgreSQL stores one)."""
+        return sa.false()
 
     def lock_rows(self, stmt: sa.Select) -> sa.Select:
         """A blocking row lock (for serialising decisions about one row)."""

@@ -19,6 +19,9 @@ class PostgreSQLDialect(Dialect):
     def position_of(self, text, part):
         return sa.func.strpos(text, part)
 
+    def is_nan(self, value):
+        return value == sa.literal_column("'NaN'::float8")  # NaN equals NaN here, and sorts above all
+
     def connect_args(self, connect_timeout):
         return {"connect_timeout": int(max(1, connect_timeout))}
 

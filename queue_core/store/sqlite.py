@@ -24,7 +24,7 @@ class SQLiteDialect(Dialect):
     def share_rows(self, stmt):
         return stmt
 
-    def floor(self, value):
+    def floor_small(self, value):
         # floor() is there only when SQLite was built with its math functions; CAST truncates
         whole = sa.cast(value, sa.Integer)
         return whole - sa.case((value < whole, 1), else_=0)

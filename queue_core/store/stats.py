@@ -121,20 +121,20 @@ class TaskStatistics:
         return [_event_group(r) for r in rows]
 
     def _grouped_events(self, which) -> sa.Select:
-        e, floor = self.events_t, self.db.dialect.floor
+        e, d = self.events_t, self.db.dialect
         start = e.c.at - sa.func.coalesce(e.c.ran, 0.0)  # attempt_events.started_at
         each = (
             sa.select(
                 e.c.queue,
                 e.c.type,
-                e.c.kind,
-                e.c.outcome,
-                floor(e.c.at / 60).label("minute"),
-                floor(start / 60).label("start_minute"),
-                bucket_in_sql(e.c.waited).label("wait_bucket"),
-                bucket_in_sql(e.c.ran).label("run_bucket"),
-                _not_negative(e.c.waited).label("waited"),
-                _not_negative(e.c.ran).label("ran"),
+                d.as_bytes(e.c.kind).label("kind"),  # byte for byte: MySQL's collation folds case
+                d.as_bytes(e.c.outcome).label("outcome"),
+                d.floor(_in_minutes(e.c.at)).label("minute"),
+                d.floor(_in_minutes(start)).label("start_minute"),
+                bucket_in_sql(e.c.waited, d).label("wait_bucket"),
+                bucket_in_sql(e.c.ran, d).label("run_bucket"),
+                seconds_in_sql(e.c.waited, d).label("waited"),
+                seconds_in_sql(e.c.ran, d).label("ran"),
             )
             .where(which)
             .subquery()
@@ -246,8 +246,8 @@ def _event_group(row: Any) -> EventGroup:
     return EventGroup(
         queue=row.queue,
         type=row.type,
-        kind=row.kind,
-        outcome=row.outcome,
+        kind=_text(row.kind),
+        outcome=_text(row.outcome),
         minute=row.minute * 60.0,
         start_minute=row.start_minute * 60.0,
         wait_bucket=row.wait_bucket,
@@ -258,16 +258,38 @@ def _event_group(row: Any) -> EventGroup:
     )
 
 
-def bucket_in_sql(seconds: Any) -> Any:
+def _text(value: Any) -> Any:
+    """A string read as its UTF-8 bytes (``Dialect.as_bytes``), as text again."""
+    return bytes(value).decode("utf-8", "surrogateescape") if isinstance(value, bytes | memoryview) else value
+
+
+def _in_minutes(seconds: Any) -> Any:
+    """``seconds / 60`` in SQL, a value too small to divide (PostgreSQL refuses a quotient that
+    underflows) read as 0 or, below 0, as -1 (its floor)."""
+    tiny = 1e-300
+    return sa.case(
+        (sa.and_(seconds >= 0.0, seconds < tiny), 0.0),
+        (sa.and_(seconds < 0.0, seconds > -tiny), -1.0),
+        else_=seconds / 60,
+    )
+
+
+def bucket_in_sql(seconds: Any, dialect: Any) -> Any:
     """``statistics.bucket_of`` in SQL: the bucket of BOUNDS the DOUBLE ``seconds`` falls in
-    (NULL for NULL)."""
+    (NULL for NULL; NaN in the first, as ``max(0.0, nan)`` is 0.0)."""
     ladder = [(seconds <= sa.literal(bound, sa.Double()), i) for i, bound in enumerate(statistics.BOUNDS)]
-    return sa.case((seconds.is_(None), None), *ladder, else_=len(statistics.BOUNDS))
+    return sa.case((seconds.is_(None), None), (dialect.is_nan(seconds), 0), *ladder, else_=len(statistics.BOUNDS))
 
 
-def _not_negative(seconds: Any) -> Any:
-    """``seconds`` as a distribution adds it (a negative value as 0), NULL for NULL."""
-    return sa.case((seconds < 0.0, 0.0), else_=seconds)
+def seconds_in_sql(seconds: Any, dialect: Any) -> Any:
+    """``statistics.seconds_counted`` in SQL (NULL for NULL)."""
+    most: Any = sa.literal(statistics.MAX_SECONDS, sa.Double())
+    return sa.case(
+        (seconds.is_(None), None),
+        (sa.or_(dialect.is_nan(seconds), seconds < 0.0), 0.0),
+        (seconds > most, most),
+        else_=seconds,
+    )
 
 
 def _in_ranges(column: Any, ranges: Sequence[IdRange]) -> Any:
