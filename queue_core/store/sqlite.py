@@ -1,4 +1,11 @@
-"""SQLite: one writer at a time; BEGIN IMMEDIATE serialises claims (store layer)."""
+"""SQLite: one writer at a time; BEGIN IMMEDIATE serialises claims (store layer).
+
+An insert here returns no rows (its count is the statement's row count). SQLite commits a
+statement run in autocommit when its last row has been read: a RETURNING row read back in Python
+needs the GIL while the database's write lock is held, and a handler holding the GIL in a C call
+(another thread of the process) then stalled every worker's claims and heartbeats for as long as
+it ran. Without rows, the statement commits inside its one step, the GIL released.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,15 @@ class SQLiteDialect(Dialect):
 
     def insert_if_absent(self, table, conflict_column):
         return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=_columns(conflict_column))
+
+    def execute_insert(self, conn, stmt, rows, id_column):
+        return conn.execute(stmt, rows).rowcount
+
+    def insert_one(self, table, conflict_column, channel):
+        return self.insert_if_absent(table, conflict_column)
+
+    def inserted_one(self, conn, stmt, row):
+        return conn.execute(stmt, row).rowcount == 1
 
     def lock_candidates(self, stmt):
         return stmt  # the write transaction (BEGIN IMMEDIATE) holds the database lock
