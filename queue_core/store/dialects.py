@@ -29,6 +29,9 @@ class Dialect:
     #: whether per-queue index probes may be subqueries correlated to a list of queue names
     #: (planned once, whatever the number of queues; ``store/queues.py``)
     correlated_probes = True
+    #: whether :meth:`run_insert_selected` reads the selected rows into the client before it
+    #: inserts them (MySQL): a change whose rows the caller holds writes its events from them
+    inserts_read_back = False
 
     def connect_args(self, connect_timeout: float) -> dict:
         return {}
@@ -75,6 +78,11 @@ class Dialect:
         ``returning`` of the rows inserted, if named). Built once, run often."""
         stmt = sa.insert(table).from_select(list(columns), rows)
         return stmt.returning(table.c[returning]) if returning else stmt
+
+    def insert_rows(self, conn: sa.Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """Insert ``rows`` (tuples of the values of ``columns``, in their order) into ``table``."""
+        if rows:
+            conn.execute(sa.insert(table), [dict(zip(columns, r, strict=True)) for r in rows])
 
     def run_insert_selected(self, conn: sa.Connection, plan: Any, params: dict, returning: str = "") -> list:
         """Run ``plan`` of :meth:`insert_selected` with ``params``: the values of its

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import secrets
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,6 +47,7 @@ from .schema import (
     worker_table,
 )
 from .screen import ClaimScreen
+from .settles import HeldAttempt, Settled, TaskSettles  # noqa: F401 - HeldAttempt, Settled: part of this module's API
 from .stats import POSITION, TaskStatistics
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
 from .tags import TaskTags
@@ -68,16 +68,6 @@ def _as_sql_orders(value: Any) -> tuple:
     return (1, value) if isinstance(value, str) else (2, bytes(value))
 
 
-@dataclass(frozen=True)
-class Settled:
-    """A held task whose outcome is decided and waits to be written with the next batch."""
-
-    id: int
-    token: int
-    purge_at: float
-    outcome: str = "success"
-
-
 def new_token() -> int:
     return secrets.randbits(62) + 1
 
@@ -86,6 +76,7 @@ class TaskStore(
     TaskSubmits,
     FailureReads,
     TaskChanges,
+    TaskSettles,
     TaskReads,
     TaskTags,
     TaskEvents,
@@ -305,18 +296,6 @@ class TaskStore(
         rows = [dict(r._mapping) for r in conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))]
         return sorted(rows, key=lambda r: r["max_attempts"] is None)  # stable: the limited one first
 
-    def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
-        """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
-        ``also(conn)``: more writes of the batch in the same transaction."""
-
-        def work(conn):
-            gone = self._settle(conn, settled, now) if settled else []
-            if also is not None:
-                also(conn)
-            return gone
-
-        return self.db.run(work, what="finish") if settled or also is not None else []
-
     @staticmethod
     def isolated(conn, fn) -> Exception | None:
         """Run ``fn()`` in a savepoint: an error that is not the database's rolls back its writes
@@ -329,39 +308,6 @@ class TaskStore(
         except Exception as exc:  # noqa: BLE001 - returned to the caller, who reports it
             return exc
         return None
-
-    def _settle(self, conn, settled: Sequence[Settled], now: float) -> list[Settled]:
-        t = self.t
-        by_batch: dict[tuple, list[Settled]] = {}
-        for s in settled:
-            by_batch.setdefault((s.token, s.outcome, s.purge_at), []).append(s)
-        short: list[tuple[int, list[Settled]]] = []
-        for (token, outcome, purge_at), group in by_batch.items():
-            ids = [s.id for s in group]
-            res = conn.execute(
-                sa.update(t)
-                .where(t.c.id.in_(ids), *task_where(t, "finish", token=token))
-                .values(state=FINISHED, leased=0, outcome=outcome, finished_at=now, timeout=self.purge_time(purge_at))
-            )
-            if res.rowcount == len(ids):
-                self.record_ids(conn, "finished", ids, now, outcome=outcome)
-            else:
-                short.append((res.rowcount, group))
-        gone: list[Settled] = []
-        for written, group in short:
-            gone += self._settled_short(conn, written, group, now)
-        return gone
-
-    def _settled_short(self, conn, written: int, group: Sequence[Settled], now: float) -> list[Settled]:
-        """Of a settled ``group`` (one token) whose finish wrote ``written`` of its rows, those whose
-        lease was lost (the others are finished under the token: by this statement, or, when it
-        wrote none, by an earlier run of this transaction that committed them and their events)."""
-        t = self.t
-        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token).where(t.c.id.in_([s.id for s in group])))
-        ours = {r.id for r in rows if r.state == FINISHED and r.lease_token == group[0].token}
-        if written:
-            self.record_ids(conn, "finished", sorted(ours), now, outcome=group[0].outcome)
-        return [s for s in group if s.id not in ours]
 
     def _claim(
         self, conn, n, alive_time, now, owner, types, token, behind=False, admit=None, entry=None
