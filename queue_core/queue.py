@@ -342,16 +342,20 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         return len(released)
 
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
-        """The plain and the deferred finishes of ``tasks``, each task once (listed twice: finished once)."""
-        tasks = list({id(t): t for t in tasks}.values())
+        """The plain and the deferred finishes of ``tasks``, each lease once (listed twice, or two
+        copies of one task: finished once) and none whose holder ended it already."""
         for t in tasks:
             if not isinstance(t, AcquiredTask) or t.queue is not self:
                 raise ValidationError("finish takes tasks leased from this queue")
-        return deferred_mod.split(tasks)
+        once: dict[tuple, AcquiredTask] = {}
+        for t in tasks:
+            if not t.done:
+                once.setdefault((t._id, t._token), t)
+        return deferred_mod.split(list(once.values()))
 
     def _settle_entries(self, tasks: Sequence[AcquiredTask], now: float) -> list[Settled]:
         purge_at = now + self.config["retention_time"]
-        return [Settled(t._id, t._token, purge_at, held=t.held_attempt()) for t in tasks]
+        return [Settled(t._id, t._token, purge_at) for t in tasks]
 
     @staticmethod
     def _mark_settled(tasks: Sequence[AcquiredTask], lost: Sequence[Settled], now: float) -> list[AcquiredTask]:

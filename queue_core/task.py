@@ -18,7 +18,7 @@ from .history import TaskEvent
 from .store import rowcheck
 from .store.schema import OUTCOMES
 from .store.task_changes import UNSET
-from .store.tasks import FINISHED, PENDING, HeldAttempt, TaskStore
+from .store.tasks import FINISHED, PENDING, TaskStore
 from .validate import _error_text, check_duration, check_tags, decode_data, encode_data
 
 
@@ -196,14 +196,6 @@ class Task:
     cancel = cancel_request
 
 
-def _held_attempt(row: dict) -> HeldAttempt | None:
-    if row["tracked"] or row["started_at"] is None or row["owner"] is None:
-        return None
-    return HeldAttempt(
-        row["key"], row["queue"], row["type"], row["attempts"], row["owner"], row["started_at"], row["run_at"]
-    )
-
-
 class AcquiredTask:
     """A task leased by this process: the metadata fields plus the holder operations."""
 
@@ -238,8 +230,6 @@ class AcquiredTask:
         self.outcome: str | None = None
         self.finished_at: float | None = None
         self.cancel_requested = bool(row["cancel_requested"])
-        #: what the claim wrote on the row, kept apart from the attributes a handler may change
-        self._held = _held_attempt(row)
         #: set when this holder finished, retried or released the task
         self.done = False
         #: set when the lease was found taken over (by the worker or a batched finish)
@@ -249,11 +239,6 @@ class AcquiredTask:
         #: what the handler class's ``prefetch`` read for this task with the rest of its batch
         self.prefetched: Any = None
         self._lock = threading.Lock()
-
-    def held_attempt(self) -> HeldAttempt | None:
-        """What the claim wrote on the row of this task, untracked when claimed (a batch's settle
-        writes its event from it: ``store/settles.py``); None when tracked then."""
-        return self._held
 
     def __repr__(self) -> str:
         return f"<AcquiredTask {self.key!r} type={self.type!r} attempt={self.attempts}>"

@@ -29,9 +29,6 @@ class Dialect:
     #: whether per-queue index probes may be subqueries correlated to a list of queue names
     #: (planned once, whatever the number of queues; ``store/queues.py``)
     correlated_probes = True
-    #: whether :meth:`run_insert_selected` reads the selected rows into the client before it
-    #: inserts them (MySQL): a change whose rows the caller holds writes its events from them
-    inserts_read_back = False
 
     def connect_args(self, connect_timeout: float) -> dict:
         return {}

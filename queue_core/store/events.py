@@ -138,19 +138,6 @@ def expired_events(rows: Iterable[dict], at: float, recorded: Collection[int] = 
     return out
 
 
-def finished_events(held: Iterable[tuple[int, Any]], at: float, outcome: str) -> list[tuple]:
-    """The ``finished`` events (value tuples in :data:`COLUMNS` order) of tasks untracked when
-    claimed, settled with ``outcome`` at ``at``, from what their holder keeps of each claim
-    (``(task id, HeldAttempt)``): the values :func:`event_columns` reads from the rows (its wait
-    ``started_at - due_at``, no claim row of its own; its run ``at - started_at``; a detail only
-    for a failure, which is not settled here)."""
-    return [
-        (i, h.key, h.queue, h.type, "finished", at, h.attempt, h.owner, outcome, None)
-        + (h.started_at - h.due_at, at - h.started_at, None, 0)
-        for i, h in held
-    ]
-
-
 def _event_base(r: dict, at: float) -> dict:
     base = {"task_id": r["id"], "key": r["key"], "queue": r["queue"], "type": r["type"], "at": at}
     return base | dict.fromkeys(("outcome", "detail", "ran", "due_at")) | {"tracked": r["tracked"]}

@@ -100,8 +100,8 @@ def sql_literal(value: Any) -> str:
             raise ValueError(f"MySQL has no literal for {value!r}")
         text = repr(value)
         return text if "e" in text else text + "e0"
-    if kind is str:
-        return f"X'{value.encode().hex()}'"
+    if kind is str:  # (a key's bytes that are not UTF-8 come back as lone surrogates: the same bytes)
+        return f"X'{value.encode('utf-8', 'surrogateescape').hex()}'"
     if value is None:
         return "NULL"
     if isinstance(value, bool | int):
@@ -145,7 +145,6 @@ class MySQLDialect(Dialect):
     name = "mysql"
     install_hint = "pip install PyMySQL"
     autocommit_pool = True  # PyMySQL sends SET AUTOCOMMIT both ways and a COMMIT even in autocommit
-    inserts_read_back = True  # run_insert_selected: read (as SQL text), then insert
 
     # 1205 lock wait timeout, 1213 deadlock, 2003 can't connect, 2006 gone away,
     # 2013 lost connection, 1040 too many connections, 1053 server shutdown,

@@ -47,7 +47,7 @@ from .schema import (
     worker_table,
 )
 from .screen import ClaimScreen
-from .settles import HeldAttempt, Settled, TaskSettles  # noqa: F401 - HeldAttempt, Settled: part of this module's API
+from .settles import Settled, TaskSettles  # noqa: F401 - Settled: part of this module's API
 from .stats import POSITION, TaskStatistics
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
 from .tags import TaskTags

@@ -1,29 +1,25 @@
-"""A batch's settle writes the ``finished`` events of tasks untracked when claimed from what their
-holder keeps of the claim (``store/settles.py``), where the database would read the rows back
-to insert them (MySQL). The rows it writes must be exactly those of the INSERT ... SELECT the
-other databases run: here the held path is also forced on SQLite and PostgreSQL and compared with
-a real INSERT ... SELECT in the same database. And whatever changed since the claim (tracked
-since, a lease taken over, a start edited by hand, a COMMIT whose acknowledgement was lost) goes
-the way of the rows read back, each event written once."""
+"""A batch's settle (``store/settles.py``): one ``finished`` event per task it finished, exactly
+the row an INSERT ... SELECT of the task as the change left it writes, whatever changed since
+the claim (tracked since, a lease taken over, a start edited by hand, a COMMIT whose
+acknowledgement was lost); hostile keys and types; a real worker's batches."""
 
 from __future__ import annotations
 
-import pytest
-import sqlalchemy as sa
 from test_history import commit_ack_lost_once
-from test_review16_event_insert import HOSTILE, TRICKY, assert_like_reference, bits, event_rows, hand_edit, reference_rows
+from test_review16_event_insert import (
+    HOSTILE,
+    TRICKY,
+    assert_like_reference,
+    bits,
+    event_rows,
+    hand_edit,
+    reference_rows,
+)
 
 import queue_core
 from queue_core.store.events import COLUMNS
 
 T0 = 1_700_000_000.0
-
-
-@pytest.fixture
-def held_path(queue, monkeypatch):
-    """The held path on every backend (it is MySQL's own)."""
-    monkeypatch.setattr(queue.db.dialect, "inserts_read_back", True)
-    return queue
 
 
 def _claim(q, n, now):
@@ -36,15 +32,8 @@ def _finished(q, at) -> list[dict]:
     return sorted((r for r in event_rows(q, "finished") if r["at"] == at), key=lambda r: r["task_id"])
 
 
-def _statements(q):
-    sent: list[str] = []
-    listener = lambda _c, _cur, statement, *_a: sent.append(" ".join(statement.split()[:2]).upper())  # noqa: E731
-    sa.event.listen(q.db.engine, "before_cursor_execute", listener)
-    return sent, lambda: sa.event.remove(q.db.engine, "before_cursor_execute", listener)
-
-
-def test_events_from_held_attempts_are_those_an_insert_select_writes(held_path):
-    q = held_path
+def test_events_of_hostile_keys_and_types_are_those_an_insert_select_writes(queue):
+    q = queue
     for i, (key, type_) in enumerate(zip(HOSTILE, reversed(HOSTILE), strict=True)):
         q.submit(key or "empty", type_ or "empty", now=T0 - TRICKY[i % len(TRICKY)] % 1e6)
     held = _claim(q, len(HOSTILE), T0 + 0.1)
@@ -59,8 +48,8 @@ def test_events_from_held_attempts_are_those_an_insert_select_writes(held_path):
             assert (r["key"], r["type"], r["queue"], r["owner"], r["tracked"]) == (h.key, h.type, "default", q.owner, 0)
 
 
-def test_a_task_tracked_since_its_claim_is_read_back_tracked(held_path):
-    q = held_path
+def test_a_task_tracked_since_its_claim_is_read_back_tracked(queue):
+    q = queue
     q.submit_many([{"key": f"k{i}", "type": "t"} for i in range(4)], now=T0)
     held = _claim(q, 4, T0 + 1)
     q["k2"].track()
@@ -71,8 +60,8 @@ def test_a_task_tracked_since_its_claim_is_read_back_tracked(held_path):
     assert all(q[h.key].metadata().status == "finished" for h in held)
 
 
-def test_a_lost_lease_and_a_start_edited_by_hand_in_one_batch(held_path):
-    q = held_path
+def test_a_lost_lease_and_a_start_edited_by_hand_in_one_batch(queue):
+    q = queue
     q.submit_many([{"key": f"k{i}", "type": "t"} for i in range(5)], now=T0)
     held = q.poll_multi(5, alive_time=10, now=T0 + 1)
     lost = held[1]
@@ -89,8 +78,8 @@ def test_a_lost_lease_and_a_start_edited_by_hand_in_one_batch(held_path):
     assert got[2]["ran"] == 4 - 0.5  # the start as the row says it (edited by hand), as read back
 
 
-def test_a_lost_commit_acknowledgement_writes_each_event_once(held_path):
-    q = held_path
+def test_a_lost_commit_acknowledgement_writes_each_event_once(queue):
+    q = queue
     q.submit_many([{"key": f"k{i}", "type": "t"} for i in range(6)], now=T0)
     held = _claim(q, 6, T0 + 1)
     q["k4"].track()
@@ -102,23 +91,9 @@ def test_a_lost_commit_acknowledgement_writes_each_event_once(held_path):
     assert_like_reference(got, reference_rows(q, "finished", [h._id for h in held], T0 + 2))
 
 
-def test_mysql_settles_a_batch_without_reading_its_rows_back(queue, backend):
-    if backend != "mysql":
-        pytest.skip("the read-back insert is MySQL's")
-    queue.submit_many([{"key": f"k{i}", "type": "t"} for i in range(8)], now=T0)
-    held = _claim(queue, 8, T0 + 1)
-    sent, stop = _statements(queue)
-    try:
-        assert queue.finish_many(held, now=T0 + 2) == []
-    finally:
-        stop()
-    assert [s.split()[0] for s in sent] == ["UPDATE", "INSERT"]
-    assert len(_finished(queue, T0 + 2)) == 8
-
-
-def test_the_rows_a_worker_holds_are_written_from_its_claim_by_a_real_worker(queue, db_url, backend, tmp_path):
-    """A real burst worker on MySQL's held path (the others' as they run): one finished event per
-    task, each with the claim's owner and start."""
+def test_the_batches_of_another_queue_object_write_one_event_per_task(queue, db_url, backend, tmp_path):
+    """Batches of 32 claimed and finished by another Queue object: one finished event per task,
+    each with its claim's owner and start."""
     queue.submit_many([{"key": f"w{i}", "type": "t"} for i in range(200)])
     w = queue_core.open(db_url, queue.table)
     try:

@@ -1,0 +1,16 @@
+"""Review 17, found on the way (not introduced by the change: the read-back path does the same):
+a batch's settle takes every row FINISHED under its token for one it finished itself, so a task
+its holder finished alone before listing it in a batch gets a second ``finished`` event (and
+is counted twice), where ``task.finish()`` a second time raises IdempotentAlreadyFinishedError."""
+
+from __future__ import annotations
+
+from test_review17_held_fences import T0, _claim, _finished, _submit
+
+
+def test_a_task_finished_alone_then_listed_in_a_batch_gets_one_event(queue):
+    _submit(queue, 3)
+    held = _claim(queue, 3, T0 + 1)
+    held[0].finish(now=T0 + 2)
+    assert queue.finish_many(held, now=T0 + 3) == []
+    assert [r["task_id"] for r in _finished(queue)] == [h._id for h in held]
