@@ -32,10 +32,11 @@ UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), its ``name``, ``db`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``events_t``, ``db`` and ``purge_time``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
+    events_t: sa.Table
     name: str
     db: Database
     purge_time: Callable[[float], sa.Case]
@@ -247,11 +248,25 @@ class TaskChanges:
         )
 
         def work(conn):
-            if conn.execute(stmt).rowcount != 1:
+            if conn.execute(stmt).rowcount == 1:
+                self.record_key(conn, "force_finished", key, now)
+            elif not self._force_finished_before(conn, key, now, outcome):
                 self._missing_or_finished(conn, key)
-            self.record_key(conn, "force_finished", key, now)
 
         self.db.run(work, what="force_finish")
+
+    def _force_finished_before(self, conn, key: str, now: float, outcome: str) -> bool:
+        """Whether an earlier run of this transaction force-finished ``key`` at ``now`` and
+        committed it, its acknowledgement lost: the row ended with ``outcome`` at ``now`` and its
+        ``force_finished`` event at ``now`` is there."""
+        if not self.db.last_run_retried():
+            return False
+        t, e = self.t, self.events_t
+        mine = sa.select(t.c.id).where(
+            t.c.key == key, t.c.state == FINISHED, t.c.outcome == outcome, t.c.finished_at == now
+        )
+        ended = sa.select(e.c.id).where(e.c.task_id.in_(mine), e.c.kind == "force_finished", e.c.at == now)
+        return conn.execute(ended.limit(1)).first() is not None
 
     def move(self, key: str, queue: str, now: float) -> None:
         """Move a task nobody runs (pending, waiting, or its lease expired) to queue ``queue``;

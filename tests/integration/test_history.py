@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import pytest
 import sqlalchemy as sa
 
 import queue_core
@@ -202,3 +203,16 @@ def test_a_row_edited_by_hand_is_set_aside_with_its_event_and_the_claim_goes_on(
     rows = queue.db.run(lambda c: c.execute(sa.select(e.c.kind, e.c.detail).where(e.c.key == "bad")).all())
     assert [r.kind for r in rows] == ["set_aside"]
     assert "outcome" in rows[0].detail
+
+
+def test_a_force_finish_whose_acknowledgement_was_lost_reports_success_once(queue):
+    """Its re-run finds the row it force-finished and its event: no AlreadyFinished, one event."""
+    queue.submit("ff", "t", now=T0)
+    queue.poll(alive_time=60, now=T0 + 1)
+    with commit_ack_lost_once(queue) as state:
+        queue["ff"].force_finish(now=T0 + 2)
+    assert state["fired"] == 1
+    assert kinds(queue, "ff") == ["submitted", "claimed", "force_finished"]
+    assert queue["ff"].metadata().outcome == "success"
+    with pytest.raises(queue_core.errors.AlreadyFinishedError):  # a second call is still refused
+        queue["ff"].force_finish(now=T0 + 3)
