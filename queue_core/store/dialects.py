@@ -76,10 +76,10 @@ class Dialect:
         stmt = sa.insert(table).from_select(list(columns), rows)
         return stmt.returning(table.c[returning]) if returning else stmt
 
-    def insert_rows(self, conn: sa.Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
-        """Insert ``rows`` (tuples of the values of ``columns``, in their order) into ``table``."""
+    def insert_rows(self, conn: sa.Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[dict]) -> None:
+        """Insert ``rows`` (dicts of the values of every one of ``columns``) into ``table``."""
         if rows:
-            conn.execute(sa.insert(table), [dict(zip(columns, r, strict=True)) for r in rows])
+            conn.execute(sa.insert(table), list(rows))
 
     def run_insert_selected(self, conn: sa.Connection, plan: Any, params: dict, returning: str = "") -> list:
         """Run ``plan`` of :meth:`insert_selected` with ``params``: the values of its

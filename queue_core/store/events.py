@@ -173,7 +173,7 @@ class TaskEvents:
         """Append ``events`` (dicts of every column of :data:`COLUMNS`); announce those of
         tracked tasks (:meth:`_announce`)."""
         if events:
-            self.db.dialect.insert_rows(conn, self.events_t, COLUMNS, [tuple(e[c] for c in COLUMNS) for e in events])
+            self.db.dialect.insert_rows(conn, self.events_t, COLUMNS, events)
             self._announce(conn, [e["tracked"] for e in events])
 
     def record_ids(

@@ -109,22 +109,9 @@ def sql_literal(value: Any) -> str:
     raise TypeError(f"no SQL literal for a {kind.__name__}")
 
 
-def rendered_values(rows: Sequence[Sequence]) -> list[str]:
-    """Each of ``rows`` (value tuples) as a VALUES tuple ``(v1, v2, ...)`` (:func:`sql_literal`).
-    A column holding the same value in every row (the same object, or an equal string or int:
-    a batch's time, kind, queue, owner) is rendered once."""
-    columns = []
-    for values in zip(*rows, strict=True):
-        first = values[0]
-        if (
-            all(v is first for v in values)
-            or type(first) in (str, int)
-            and all(type(v) is type(first) and v == first for v in values)
-        ):
-            columns.append((sql_literal(first),) * len(values))
-        else:
-            columns.append(tuple(map(sql_literal, values)))
-    return [f"({','.join(parts)})" for parts in zip(*columns, strict=True)]
+def rendered_values(rows: Iterable[Sequence]) -> list[str]:
+    """Each of ``rows`` (value tuples) as a VALUES tuple ``(v1, v2, ...)`` (:func:`sql_literal`)."""
+    return [f"({','.join(map(sql_literal, r))})" for r in rows]
 
 
 def _text_chunks(texts: Sequence[str], most: int) -> Iterator[list[str]]:
@@ -220,7 +207,8 @@ class MySQLDialect(Dialect):
     def insert_rows(self, conn, table, columns, rows):
         # rendered here: PyMySQL escapes each value of each row in Python, several times slower
         head = insert_head(table, tuple(columns))
-        for chunk in _text_chunks(rendered_values(rows), INSERT_BYTES):
+        values = rendered_values([r[c] for c in columns] for r in rows)
+        for chunk in _text_chunks(values, INSERT_BYTES):
             conn.exec_driver_sql(head + ",".join(chunk), execution_options={"no_parameters": True})
 
     def execute_insert(self, conn, stmt, rows, id_column):

@@ -70,7 +70,7 @@ def test_rendered_rows_are_what_bound_parameters_write(queue, backend):
     rows = _rows(1000)
     e = queue.store.events_t
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, rows))
+    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
     mid = _max_id(queue)
     queue.db.run(lambda c: c.execute(sa.insert(e), [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
     rendered, bound = _written(queue, before)[: len(rows)], _written(queue, mid)
@@ -91,7 +91,7 @@ def test_large_task_ids_round_trip(queue, backend):
     ids = [2**63 - 1, 2**62 + 1, 2**53 + 1, 1]
     rows = [(i, "k", "default", "t", "finished", T0, 1, "o", "success", None, 0.1, 0.2, None, 0) for i in ids]
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, rows))
+    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
     assert [r["task_id"] for r in _written(queue, before)] == ids
 
 
@@ -108,7 +108,7 @@ def test_a_batch_far_beyond_the_chunk_is_written_whole(queue, backend):
     size = sum(len(s) for s in mysql_store.rendered_values(rows))
     assert size > 5 * mysql_store.INSERT_BYTES
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, rows))
+    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
     got = _written(queue, before)
     assert len(got) == n
     for r, want in zip(got, rows, strict=True):
