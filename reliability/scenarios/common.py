@@ -1,13 +1,16 @@
-"""Pieces more than one scenario uses: workflow runs of :data:`reliability.handlers.dag`."""
+"""Pieces more than one scenario uses: workflow runs of :data:`reliability.handlers.dag`, minutely
+schedules."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import perfectsched
 import pqflow
+from perfectsched import cron as cronlib
 from pqflow.rows import item_key, node_key
 
-from ..handlers import DAG_STEPS, MAP_ITEMS, RUN_STEPS, dag
+from ..handlers import DAG_STEPS, MAP_ITEMS, RUN_STEPS, TASK_TYPE, dag
 from ..result import Result
 from ..stage import Stage
 
@@ -41,3 +44,14 @@ def runs_succeeded(result: Result, st: Stage, run_ids: Iterable[str]) -> None:
         bad = {n: s for n, s in run.statuses.items() if s != "succeeded"}
         if bad or set(run.statuses) != set(DAG_STEPS):
             result.loss(f"run {run_id} succeeded with steps {run.statuses}")
+
+
+MINUTELY = "* * * * *"
+
+
+def add_minutely(sched: perfectsched.Scheduler, key: str, start: float, data: dict | None = None) -> int:
+    """Add a minutely schedule of :data:`TASK_TYPE` tasks starting at ``start`` and return its first
+    occurrence, computed from the spec: read back, a scheduler running meanwhile may already have
+    fired it and moved the row on."""
+    sched.add(key, TASK_TYPE, cron=MINUTELY, data=data, next_time=start)
+    return cronlib.cron_time(MINUTELY, start)

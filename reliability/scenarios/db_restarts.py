@@ -30,7 +30,7 @@ from ..handlers import TASK_TYPE
 from ..procs import Proc, wait_for
 from ..result import Result
 from ..stage import Context, Stage, stage
-from .common import node_keys, runs_succeeded, start_runs, step_keys
+from .common import add_minutely, node_keys, runs_succeeded, start_runs, step_keys
 
 NAME = "db_restarts"
 BACKENDS = ("mariadb", "postgres")
@@ -64,8 +64,7 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         sched = perfectsched.open(ctx.url, st.tables.schedules, st.table)
         keys = [f"t{i}" for i in range(p.tasks)]
         st.queue.submit_many({"key": k, "type": TASK_TYPE, "data": {"sleep": p.task_sleep}} for k in keys)
-        first = {f"m{i}": sched.add(f"m{i}", TASK_TYPE, cron="* * * * *").metadata().next_time
-                 for i in range(p.schedules)}
+        first = {f"m{i}": add_minutely(sched, f"m{i}", time.time()) for i in range(p.schedules)}
         run_ids = start_runs(st, "before", p.runs)
         pool = WorkerPool(lambda i: st.worker(f"worker{i}", alive_time=p.alive_time), p.workers)
         scheduler = st.scheduler(poll_interval=0.2)
@@ -75,8 +74,7 @@ def run(ctx: Context, p: Params = FULL) -> Result:
             outages.append(_outage(ctx, p))
         burst_acked, burst_outage = _burst(ctx, st, p)
         run_ids += start_runs(st, "after", p.runs)
-        first["late"] = sched.add("late", TASK_TYPE, cron="* * * * *",
-                                  next_time=time.time() - 150).metadata().next_time
+        first["late"] = add_minutely(sched, "late", time.time() - 150)
         occurrences = _occurrences_submitted(sched, scheduler, first, p.timeout)
         executed = [*keys, *burst_acked, *occurrences, *step_keys(run_ids)]
         expected = [*executed, *run_ids, *node_keys(run_ids)]

@@ -36,6 +36,7 @@ from ..leases import ScheduleLeaseWatch
 from ..procs import Proc, stop_all, wait_for
 from ..result import Result
 from ..stage import Context, Stage, stage
+from .common import add_minutely
 
 NAME = "lost_acks"
 BACKENDS = ("mariadb", "postgres", "sqlite")
@@ -146,9 +147,8 @@ def _add_waves(ticked: perfectsched.Scheduler, handled: perfectsched.Scheduler, 
         for sched, prefix, n in ((ticked, "c", p.schedules), (handled, "h", p.handled)):
             for i in range(n):
                 key = f"{prefix}{w}-{i}"
-                s = sched.add(key, TASK_TYPE, cron="* * * * *", data={"sleep": p.task_sleep},
-                              next_time=time.time() - 60 * p.missed)
-                added[key] = (s.metadata().next_time, time.time())
+                first = add_minutely(sched, key, time.time() - 60 * p.missed, {"sleep": p.task_sleep})
+                added[key] = (first, time.time())
     return added
 
 
