@@ -35,14 +35,25 @@ fi
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# The whole suite in two phases. First the suites that run in the test process (every test has
-# tables and files of its own): in parallel, a file's tests in one pytest-xdist worker. Then the
-# suites of real worker, scheduler and server processes, faults and timings, one test at a time
-# (their leases and deadlines are measured in seconds: they get the machine to themselves).
+# The whole suite in three phases, each run even when an earlier one failed (the exit status is
+# the first failure's). First the suites that run in the test process (every test has tables and
+# files of its own) and the quick benchmark (one database per test; it checks results, not
+# speeds): in parallel, a file's tests in one pytest-xdist worker. Then the acceptance suites of
+# real worker, scheduler and server processes, two files at a time (PQ_PROCESS_TEST_WORKERS): their
+# processes mostly wait on each other and on the databases, and each deadline leaves seconds to
+# spare. Last the fault scenarios and the browser, one test at a time: they measure recovery
+# times and drive a browser, and get the machine to themselves.
 parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
-          tests/web/test_web_app.py tests/web/test_web_browse.py)
-serial=(tests/acceptance tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser.py)
-first=0
-.venv/bin/python -m pytest -n "${PQ_TEST_WORKERS:-3}" --dist loadfile "${parallel[@]}" || first=$?
-.venv/bin/python -m pytest "${serial[@]}" || exit $?
-exit "$first"
+          tests/web/test_web_app.py tests/web/test_web_browse.py tests/test_benchmarks_quick.py)
+processes=(tests/acceptance)
+serial=(tests/reliability tests/web/test_web_browser.py)
+status=0
+phase() {  # run pytest with these arguments; keep the first failure's exit status
+  local rc=0
+  .venv/bin/python -m pytest "$@" || rc=$?
+  if [ "$status" -eq 0 ]; then status=$rc; fi
+}
+phase -n "${PQ_TEST_WORKERS:-3}" --dist loadfile "${parallel[@]}"
+phase -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist loadfile "${processes[@]}"
+phase "${serial[@]}"
+exit "$status"
