@@ -32,11 +32,10 @@ UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), its ``name``, ``events_t``, ``db`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``db`` and ``purge_time``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
-    events_t: sa.Table
     name: str
     db: Database
     purge_time: Callable[[float], sa.Case]
@@ -46,6 +45,7 @@ class TaskChanges:
     ended_events: Callable[..., list]  # TaskEvents
     record: Callable[..., None]  # TaskEvents
     record_key: Callable[..., None]  # TaskEvents
+    recorded_at: Callable[..., list]  # TaskEvents
     trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
 
     # -- holder operations (fenced by the lease token) ------------------------------------
@@ -250,23 +250,17 @@ class TaskChanges:
         def work(conn):
             if conn.execute(stmt).rowcount == 1:
                 self.record_key(conn, "force_finished", key, now)
-            elif not self._force_finished_before(conn, key, now, outcome):
+            elif not self._done_before(conn, key, "force_finished", now):
                 self._missing_or_finished(conn, key)
 
         self.db.run(work, what="force_finish")
 
-    def _force_finished_before(self, conn, key: str, now: float, outcome: str) -> bool:
-        """Whether an earlier run of this transaction force-finished ``key`` at ``now`` and
-        committed it, its acknowledgement lost: the row ended with ``outcome`` at ``now`` and its
-        ``force_finished`` event at ``now`` is there."""
+    def _done_before(self, conn, key: str, kind: str, now: float) -> bool:
+        """Whether this is a transaction run again after its COMMIT's acknowledgement was lost
+        whose first run changed the row of ``key`` (its event ``kind`` at ``now`` is there)."""
         if not self.db.last_run_retried():
             return False
-        t, e = self.t, self.events_t
-        mine = sa.select(t.c.id).where(
-            t.c.key == key, t.c.state == FINISHED, t.c.outcome == outcome, t.c.finished_at == now
-        )
-        ended = sa.select(e.c.id).where(e.c.task_id.in_(mine), e.c.kind == "force_finished", e.c.at == now)
-        return conn.execute(ended.limit(1)).first() is not None
+        return bool(self.recorded_at(conn, sa.select(self.t.c.id).where(self.t.c.key == key), kind, now))
 
     def move(self, key: str, queue: str, now: float) -> None:
         """Move a task nobody runs (pending, waiting, or its lease expired) to queue ``queue``;
@@ -275,6 +269,8 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.key == key, *task_where(t, "move", now=now)).values(queue=queue)
 
         def work(conn):
+            if self._done_before(conn, key, "moved", now):
+                return  # else the re-run would move it again: a second event
             if conn.execute(stmt).rowcount != 1:
                 self._not_movable(conn, key, now)
             self.record_key(conn, "moved", key, now)
@@ -306,8 +302,12 @@ class TaskChanges:
 
         def work(c):
             row = c.execute(self.db.dialect.lock_rows(sa.select(t).where(t.c.key == key))).first()
+            running = row is not None and row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
+            if self._done_before(c, key, "cancelled", now):
+                return "cancelled"
+            if self._done_before(c, key, "cancel_requested", now):
+                return "running" if running else "requested"
             _check_cancellable(self.name, key, row)
-            running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
                 self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due), now)

@@ -125,3 +125,38 @@ def test_an_error_class_that_names_nothing_matches_nothing(queue):
     fail(queue, "a", ValueError("x"))
     assert queue.retry_failed(error="ValueError' OR 1=1 --") == 0
     assert queue["a"].metadata().outcome == "failure"
+
+
+def test_a_bulk_change_whose_acknowledgement_was_lost_counts_what_it_changed_once(queue):
+    """The COMMIT of a batch applied, its acknowledgement lost: the store runs the batch again,
+    finds its rows changed and their events there, and counts them (not 0); each task has one
+    event of the change. A batch of more rows than the first run changed counts both."""
+    from test_history import commit_ack_lost_once, kinds
+
+    for k in ("a", "b", "c"):
+        fail(queue, k, ValueError("boom"), now=T0)
+    with commit_ack_lost_once(queue) as state:
+        assert queue.retry_failed(now=T0 + 10) == 3
+    assert state["fired"] == 1
+    assert [kinds(queue, k).count("requeued") for k in ("a", "b", "c")] == [1, 1, 1]
+    assert queue.retry_failed(now=T0 + 11) == 0  # nothing failed any more
+    with commit_ack_lost_once(queue) as state:
+        assert queue.cancel_waiting(now=T0 + 20) == 3
+    assert state["fired"] == 1
+    assert [kinds(queue, k).count("cancelled") for k in ("a", "b", "c")] == [1, 1, 1]
+    assert {queue[k].metadata().outcome for k in ("a", "b", "c")} == {"cancelled"}
+
+
+def test_a_rerun_batch_counts_each_row_once_and_not_an_earlier_change_of_it(queue):
+    """x was requeued before (an operator's retry, acknowledged) and failed again: the run whose
+    acknowledgement is lost counts x and y once each, not x's earlier requeue."""
+    from test_history import commit_ack_lost_once, kinds
+
+    fail(queue, "x", ValueError("boom"), now=T0)
+    assert queue.retry_failed(now=T0 + 5) == 1
+    queue.poll(now=T0 + 6).fail("again", now=T0 + 7)
+    fail(queue, "y", ValueError("boom"), now=T0)
+    with commit_ack_lost_once(queue) as state:
+        assert queue.retry_failed(now=T0 + 10) == 2
+    assert state["fired"] == 1
+    assert (kinds(queue, "x").count("requeued"), kinds(queue, "y").count("requeued")) == (2, 1)

@@ -216,3 +216,27 @@ def test_a_force_finish_whose_acknowledgement_was_lost_reports_success_once(queu
     assert queue["ff"].metadata().outcome == "success"
     with pytest.raises(queue_core.errors.AlreadyFinishedError):  # a second call is still refused
         queue["ff"].force_finish(now=T0 + 3)
+
+
+def test_operator_changes_whose_acknowledgement_was_lost_report_success_and_record_once(queue):
+    """move, cancel (of a waiting task: it ends; of a running one: it is flagged): the store runs
+    the transaction again after its COMMIT applied; the re-run recognises its own change by its
+    event at that instant, reports what the first run did and records nothing twice."""
+    for k in ("m", "c", "r"):
+        queue.submit(k, "t", now=T0)
+    queue.poll(alive_time=60, now=T0 + 1)  # "m", the oldest key first, is held: move "c" instead
+    with commit_ack_lost_once(queue) as state:
+        queue.move("c", "other", now=T0 + 2)
+    assert state["fired"] == 1
+    assert kinds(queue, "c") == ["submitted", "moved"] and queue["c"].metadata().queue_name == "other"
+    with commit_ack_lost_once(queue) as state:
+        assert queue["c"].cancel(now=T0 + 3) == "finished"
+    assert state["fired"] == 1
+    assert kinds(queue, "c") == ["submitted", "moved", "cancelled"]
+    with commit_ack_lost_once(queue) as state:
+        assert queue["m"].cancel(now=T0 + 4) == "running"
+    assert state["fired"] == 1
+    assert kinds(queue, "m") == ["submitted", "claimed", "cancel_requested"]
+    with pytest.raises(queue_core.errors.AlreadyFinishedError):  # a second call is still refused
+        queue["c"].cancel(now=T0 + 5)
+    assert kinds(queue, "r") == ["submitted"]
