@@ -154,7 +154,7 @@ class Schedule:
             if not self.scheduler.store.delete(conn, self.key):
                 raise IdempotentNotFoundError(f"schedule {self.key!r} not found")
 
-        self.scheduler.db.run(work, what="delete schedule")
+        self.scheduler.run_once(work, what="delete schedule")
 
     def resume(self, now: float | None = None) -> bool:
         """Bring back a set-aside schedule as it is, from the occurrence it stopped at (its catch-up
@@ -174,7 +174,7 @@ class Schedule:
             sched.check(row)
             return sched.store.resume(conn, self.key, row["next_time"], now)
 
-        return sched.db.run(work, what="resume schedule")
+        return sched.run_once(work, what="resume schedule")
 
 
 class ScheduledTask:
@@ -304,6 +304,12 @@ class Scheduler:
     def now(self, now: float | None = None) -> float:
         return self.queue.now(now)
 
+    def run_once(self, work, *, what: str):
+        """Run the operator's change ``work(conn)`` with a receipt in the queue's table: after a
+        COMMIT whose outcome was unknown, one that committed is not run again (an add would
+        find its own schedule and report it taken, a delete find it gone)."""
+        return self.db.run(work, what=what, receipts=self.queue.store.receipts)
+
     def init(self, force: bool = False) -> None:
         """Create the schedule table and the queue table (idempotent)."""
         self.queue.init(force=False)
@@ -361,7 +367,7 @@ class Scheduler:
             queue=queue,
             tags=rows_mod.tags_text(tags),
         )
-        if not self.db.run(lambda c: self.store.add(c, new, now), what="add schedule"):
+        if not self.run_once(lambda c: self.store.add(c, new, now), what="add schedule"):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
         return Schedule(self, key)
 

@@ -286,16 +286,9 @@ def _cancel_unpicked(tx: Transaction, row: dict) -> str:
 def retry_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) -> Run:
     """Re-run what did not succeed in a failed or cancelled run (a map: its failed items)."""
     check_name(run_id, "run id")
-    try:
-        q.transaction(lambda tx: reopen_run(tx, run_id), now=now, what="retry run")
-    except FlowError:
-        if not q.db.last_run_retried():
-            raise
-        # an earlier attempt committed and only its acknowledgement was lost: it is running again
-        run = get_run(run_id, queue=q)
-        if run.status != "running":
-            raise
-        return run
+    # with a receipt: after a COMMIT whose outcome was unknown, a reopen that committed is not
+    # done again (its steps may have failed again meanwhile; they would run twice)
+    q.transaction(lambda tx: reopen_run(tx, run_id), now=now, what="retry run", receipt=True)
     return get_run(run_id, queue=q)
 
 

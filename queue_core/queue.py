@@ -481,19 +481,30 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
     def cleanup(self, *, now: float | None = None) -> int:
         """Purge the finished tasks whose retention ended (with their tags and history: events
         not counted yet are counted first), the registry rows of workers silent past
-        ``registry_timeout`` and the statistics past their retention; how many tasks were purged."""
+        ``registry_timeout``, the statistics past their retention and old receipts
+        (``store/receipts.py``); how many tasks were purged."""
         now = self.now(now)
         purged = self.store.cleanup(now)
         self.store.sweep_workers(now - self.config["registry_timeout"])
         self.prune_stats(now=now)
+        self.db.run(lambda conn: self.store.receipts.purge(conn, now), what="purge receipts")
         return purged
 
     # -- transactions ---------------------------------------------------------------------
     def transaction(
-        self, fn: Callable[[Transaction], T], *, now: float | None = None, what: str = "transaction", write: bool = True
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        now: float | None = None,
+        what: str = "transaction",
+        write: bool = True,
+        receipt: bool = False,
     ) -> T:
         """Run ``fn(tx)`` in one database transaction (retried as a whole on transient errors).
-        ``write=False``: it only reads (on SQLite it then does not take the write lock)."""
+        ``write=False``: it only reads (on SQLite it then does not take the write lock).
+        ``receipt``: a change that cannot tell from the rows whether an earlier run of it
+        committed (an operator's): after a COMMIT whose outcome was unknown, it is not run again
+        if it did, its first result returned (``store/receipts.py``)."""
         now = self.now(now)
         holder: dict = {}
 
@@ -502,7 +513,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             holder["tx"] = tx
             return fn(tx)
 
-        result = self.db.run(work, what=what, write=write)
+        result = self.db.run(work, what=what, write=write, receipts=self.store.receipts if receipt else None)
         for cb in holder["tx"]._after_commit:
             cb()
         return result

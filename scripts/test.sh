@@ -37,16 +37,16 @@ if [ "$#" -gt 0 ]; then
 fi
 # The whole suite in three phases, each run even when an earlier one failed (the exit status is
 # the first failure's). First the suites that run in the test process (every test has tables and
-# files of its own) and the quick benchmark (one database per test; it checks results, not
-# speeds): in parallel, a file's tests in one pytest-xdist worker. Then the acceptance suites of
-# real worker, scheduler and server processes, two files at a time (PQ_PROCESS_TEST_WORKERS): their
-# processes mostly wait on each other and on the databases, and each deadline leaves seconds to
-# spare. Last the fault scenarios and the browser, one test at a time: they measure recovery
-# times and drive a browser, and get the machine to themselves.
+# files of its own): in parallel, a file's tests in one pytest-xdist worker. Then the acceptance
+# suites of real worker, scheduler and server processes, two files at a time
+# (PQ_PROCESS_TEST_WORKERS): their processes mostly wait on each other and on the databases, and
+# each deadline leaves seconds to spare. Last, one test at a time, what loads the machine or
+# measures time: the fault scenarios (recovery times), the quick benchmark (one database per test;
+# it checks results, not speeds) and the browser.
 parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
-          tests/web/test_web_app.py tests/web/test_web_browse.py tests/test_benchmarks_quick.py)
+          tests/web/test_web_app.py tests/web/test_web_browse.py)
 processes=(tests/acceptance)
-serial=(tests/reliability tests/web/test_web_browser.py)
+serial=(tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser.py)
 status=0
 phase() {  # run pytest with these arguments; keep the first failure's exit status
   local rc=0

@@ -27,7 +27,7 @@ SERVERS = {"mariadb": "TEST_MYSQL_URL", "postgres": "TEST_PG_URL"}
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("db", DATABASES)
 def test_quick_benchmark_covers_every_scenario(db, tmp_path):
-    """One database per test (they run side by side in the parallel phase of the suite)."""
+    """One database per test: a failure names its database."""
     var = SERVERS.get(db)
     if var is not None and not os.environ.get(var):
         msg = f"{var} not set (scripts/start-databases.sh starts the servers)"

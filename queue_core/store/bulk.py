@@ -14,12 +14,13 @@ import sqlalchemy as sa
 from ..row_states import FINISHED, LIVE
 from .database import Database
 from .events import DETAIL_LENGTH
+from .receipts import Receipts
 from .transitions import TASK_EVENTS, task_where
 
 
 class BulkChanges:
-    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``purge_time``, ``record_ids``,
-    ``recorded_at`` and ``failed_where``."""
+    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``receipts``, ``purge_time``,
+    ``record_ids`` and ``failed_where``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
@@ -30,7 +31,7 @@ class BulkChanges:
     failed_where: Callable[[], list]  # FailureReads
     record: Callable[..., None]
     ended_events: Callable[..., list]
-    recorded_at: Callable[..., list]  # TaskEvents
+    receipts: Receipts
 
     def _page(self, where: list, tag: str | None, after_id: int, limit: int) -> list[dict]:
         t = self.t
@@ -104,15 +105,13 @@ class BulkChanges:
 
     def _change(self, ids: Sequence[int], name: str, values: dict, now: float, params: dict, *more) -> list[int]:
         """Transition ``name`` of the rows ``ids`` whose precondition holds, locked first so that
-        exactly those get its event; in one transaction. A run of it again after its COMMIT's
-        acknowledgement was lost counts the rows its first run changed too (their events at
-        ``now``: ``recorded_at``)."""
+        exactly those get its event; in one transaction, with a receipt (a run of it again after a
+        COMMIT whose outcome was unknown returns what the run that committed changed)."""
         t = self.t
         where = [*task_where(t, name, **params), *more]
         kind = TASK_EVENTS[name]
 
         def work(conn) -> list[int]:
-            before = self.recorded_at(conn, ids, kind, now) if self.db.last_run_retried() else []
             lock = self.db.dialect.lock_rows(
                 sa.select(*[t.c[n] for n in _ENDED_COLUMNS]).where(t.c.id.in_(list(ids)), *where)
             )
@@ -123,9 +122,9 @@ class BulkChanges:
                 conn.execute(sa.update(t).where(t.c.id.in_(changed), *where).values(**values))
                 self.record(conn, ended)
                 self.record_ids(conn, kind, changed, now)
-            return sorted({*before, *changed})
+            return changed
 
-        return self.db.run(work, what=name)
+        return self.db.run(work, what=name, receipts=self.receipts)
 
 
 #: what an ``expired`` event needs of a row (``events.expired_events``)

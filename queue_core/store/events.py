@@ -258,15 +258,6 @@ class TaskEvents:
         if self.channel and any(tracked):
             self.db.dialect.notify(conn, self.channel)
 
-    def recorded_at(self, conn, rows: Sequence[int] | sa.Select, kind: str, at: float) -> list[int]:
-        """Of the task rows ``rows`` (ids, or a SELECT of ids), those with an event ``kind`` at
-        ``at``: the rows a change at that instant changed. A transaction run again after its
-        COMMIT's acknowledgement was lost recognises by it what its first run committed."""
-        e = self.events_t
-        which = rows if isinstance(rows, sa.Select) else list(rows)
-        found = sa.select(e.c.task_id).where(e.c.task_id.in_(which), e.c.kind == kind, e.c.at == at).distinct()
-        return [r.task_id for r in conn.execute(found)]
-
     def trim_history(self, conn, ids: Sequence[int]) -> None:
         """Cut the histories of ``ids`` that grew past HISTORY_TRIM_AT back to their first and
         last events (a task retried or released over and over)."""

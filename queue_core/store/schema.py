@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..row_states import FINISHED
 from ..validate import MAX_TAG_LENGTH
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
@@ -433,6 +433,21 @@ def stats_gap_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         sa.Column("missed_at", sa.Double(), nullable=False),
         mysql_charset=MYSQL_CHARSET,
     )
+
+
+def receipt_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
+    """Receipts of committed operator changes (``<table>_receipts``, ``store/receipts.py``): a
+    random token written in the transaction of the change, read back only when its COMMIT's
+    outcome was unknown; purged an hour on."""
+    t = sa.Table(
+        f"{task_table_name}_receipts",
+        metadata,
+        sa.Column("token", sa.String(32), primary_key=True),
+        sa.Column("at", sa.Double(), nullable=False),
+        mysql_charset=MYSQL_CHARSET,
+    )
+    sa.Index(f"ix_{t.name}_at", t.c.at)
+    return t
 
 
 def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:

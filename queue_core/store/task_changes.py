@@ -26,13 +26,14 @@ from ..errors import (
 from ..row_states import FINISHED, LIVE, PENDING
 from . import rowcheck
 from .database import Database
+from .receipts import Receipts
 from .transitions import TASK_EVENTS, task_where
 
 UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), its ``name``, ``db`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``db``, ``receipts`` and ``purge_time``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
@@ -45,7 +46,7 @@ class TaskChanges:
     ended_events: Callable[..., list]  # TaskEvents
     record: Callable[..., None]  # TaskEvents
     record_key: Callable[..., None]  # TaskEvents
-    recorded_at: Callable[..., list]  # TaskEvents
+    receipts: Receipts
     trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
 
     # -- holder operations (fenced by the lease token) ------------------------------------
@@ -250,17 +251,10 @@ class TaskChanges:
         def work(conn):
             if conn.execute(stmt).rowcount == 1:
                 self.record_key(conn, "force_finished", key, now)
-            elif not self._done_before(conn, key, "force_finished", now):
+            else:
                 self._missing_or_finished(conn, key)
 
-        self.db.run(work, what="force_finish")
-
-    def _done_before(self, conn, key: str, kind: str, now: float) -> bool:
-        """Whether this is a transaction run again after its COMMIT's acknowledgement was lost
-        whose first run changed the row of ``key`` (its event ``kind`` at ``now`` is there)."""
-        if not self.db.last_run_retried():
-            return False
-        return bool(self.recorded_at(conn, sa.select(self.t.c.id).where(self.t.c.key == key), kind, now))
+        self.db.run(work, what="force_finish", receipts=self.receipts)
 
     def move(self, key: str, queue: str, now: float) -> None:
         """Move a task nobody runs (pending, waiting, or its lease expired) to queue ``queue``;
@@ -269,13 +263,11 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.key == key, *task_where(t, "move", now=now)).values(queue=queue)
 
         def work(conn):
-            if self._done_before(conn, key, "moved", now):
-                return  # else the re-run would move it again: a second event
             if conn.execute(stmt).rowcount != 1:
                 self._not_movable(conn, key, now)
             self.record_key(conn, "moved", key, now)
 
-        self.db.run(work, what="move")
+        self.db.run(work, what="move", receipts=self.receipts)
 
     def _not_movable(self, conn, key: str, now: float):
         t = self.t
@@ -302,12 +294,8 @@ class TaskChanges:
 
         def work(c):
             row = c.execute(self.db.dialect.lock_rows(sa.select(t).where(t.c.key == key))).first()
-            running = row is not None and row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
-            if self._done_before(c, key, "cancelled", now):
-                return "cancelled"
-            if self._done_before(c, key, "cancel_requested", now):
-                return "running" if running else "requested"
             _check_cancellable(self.name, key, row)
+            running = row.state == LIVE and policy.lease_held(row.leased, row.timeout, now)
             if running or row.workflow is not None:
                 due = {} if running else {"timeout": min(row.timeout, now)}
                 self._by_id(c, row.id, "request_cancel", dict(cancel_requested=1, **due), now)
@@ -333,7 +321,7 @@ class TaskChanges:
 
         if conn is not None:
             return work(conn)
-        return self.db.run(work, what="cancel")
+        return self.db.run(work, what="cancel", receipts=self.receipts)
 
     def _by_id(
         self, conn, id_: int, name: str, values: dict, at: float, ended: Sequence[dict] = (), **params: Any

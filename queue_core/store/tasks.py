@@ -28,6 +28,7 @@ from .database import Database
 from .events import TaskEvents, claimed_events
 from .failures import FailureReads
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
+from .receipts import Receipts
 from .schema import (
     ADDED_COLUMNS,
     DEFAULT_QUEUE,
@@ -39,6 +40,7 @@ from .schema import (
     failed_id_table,
     meta_table,
     queue_table,
+    receipt_table,
     start_table,
     stats_gap_table,
     stats_table,
@@ -110,6 +112,7 @@ class TaskStore(
         self.stats_t = stats_table(metadata, table)
         self.gaps_t = stats_gap_table(metadata, table)
         self.failed_t = failed_id_table(metadata, table)
+        self.receipts = Receipts(receipt_table(metadata, table))
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")

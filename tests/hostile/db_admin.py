@@ -64,7 +64,7 @@ def url_for(server_url: str, user: str, password: str, database: str | None = No
 def queue_tables(table: str, backend: str) -> list[str]:
     """A queue table and the tables ``init`` makes beside it on ``backend``: every one a worker uses."""
     return [table, f"{table}_meta", f"{table}_queues", f"{table}_starts", f"{table}_tags", f"{table}_events", f"{table}_workers",
-            f"{table}_stats", f"{table}_stats_gaps", *([f"{table}_failed_ids"] if backend == "mysql" else [])]
+            f"{table}_stats", f"{table}_stats_gaps", f"{table}_receipts", *([f"{table}_failed_ids"] if backend == "mysql" else [])]
 
 
 @contextmanager
