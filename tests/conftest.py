@@ -284,3 +284,15 @@ def own_queue(db_url: str, table_name: str, backend: str, **config):
         q.close()
         if backend != "sqlite":
             drop_tables(db_url, table_name)
+
+
+def serve_decider(queue, decider, now: float, rounds: int = 40) -> None:
+    """Run ``decider`` (a pqflow.Decider class) on the tasks due at ``now`` until none is left
+    (at most ``rounds``), finishing the deferred ones as a worker does."""
+    for _ in range(rounds):
+        task = queue.poll(alive_time=30, now=now)
+        if task is None:
+            return
+        decider(task).run()
+        if task.deferred is not None:
+            assert queue.finish_many([task], now=now) == []

@@ -4,6 +4,7 @@ group) and purged: the failure readers match the task rows on the three database
 from __future__ import annotations
 
 import pqflow
+from conftest import serve_decider
 from test_review16b_failed_ids import assert_exact
 
 T0 = 1_700_000_000.0
@@ -29,13 +30,7 @@ class Decider(pqflow.Decider):
 
 
 def serve(queue, now):
-    for _ in range(40):
-        task = queue.poll(alive_time=30, now=now)
-        if task is None:
-            return
-        Decider(task).run()
-        if task.deferred is not None:
-            assert queue.finish_many([task], now=now) == []
+    serve_decider(queue, Decider, now)
 
 
 def test_a_run_failed_retried_and_started_again(queue, clock):

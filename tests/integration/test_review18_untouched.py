@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 import pqflow
+from conftest import serve_decider
 from test_review18_recognition import T0, kinds, lost_commit, other  # noqa: F401 (a fixture)
 
 flow = pqflow.Workflow("r18_flow")
@@ -31,13 +32,7 @@ class Decider(pqflow.Decider):
 
 
 def serve(queue, now):
-    for _ in range(40):
-        task = queue.poll(alive_time=30, now=now)
-        if task is None:
-            return
-        Decider(task).run()
-        if task.deferred is not None:
-            assert queue.finish_many([task], now=now) == []
+    serve_decider(queue, Decider, now)
 
 
 # -- queue controls, tags, tracking --------------------------------------------------------------
