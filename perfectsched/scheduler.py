@@ -174,7 +174,7 @@ class Schedule:
             sched.check(row)
             return sched.store.resume(conn, self.key, row["next_time"], now)
 
-        return sched.run_once(work, what="resume schedule")
+        return sched.run_once(work, what="resume schedule", now=now)
 
 
 class ScheduledTask:
@@ -304,11 +304,11 @@ class Scheduler:
     def now(self, now: float | None = None) -> float:
         return self.queue.now(now)
 
-    def run_once(self, work, *, what: str):
+    def run_once(self, work, *, what: str, now: float | None = None):
         """Run the operator's change ``work(conn)`` with a receipt in the queue's table: after a
         COMMIT whose outcome was unknown, one that committed is not run again (an add would
         find its own schedule and report it taken, a delete find it gone)."""
-        return self.db.run(work, what=what, receipts=self.queue.store.receipts)
+        return self.db.run(work, what=what, receipt=self.queue.store.receipts.at(self.now(now)))
 
     def init(self, force: bool = False) -> None:
         """Create the schedule table and the queue table (idempotent)."""
@@ -367,7 +367,7 @@ class Scheduler:
             queue=queue,
             tags=rows_mod.tags_text(tags),
         )
-        if not self.run_once(lambda c: self.store.add(c, new, now), what="add schedule"):
+        if not self.run_once(lambda c: self.store.add(c, new, now), what="add schedule", now=now):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
         return Schedule(self, key)
 

@@ -513,7 +513,8 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             holder["tx"] = tx
             return fn(tx)
 
-        result = self.db.run(work, what=what, write=write, receipts=self.store.receipts if receipt else None)
+        stamped = self.store.receipts.at(now) if receipt else None
+        result = self.db.run(work, what=what, write=write, receipt=stamped)
         for cb in holder["tx"]._after_commit:
             cb()
         return result

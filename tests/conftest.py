@@ -7,6 +7,7 @@ environment variable CI is set (so CI can never pass without the real servers).
 
 from __future__ import annotations
 
+import threading
 import itertools
 import os
 import uuid
@@ -296,3 +297,12 @@ def serve_decider(queue, decider, now: float, rounds: int = 40) -> None:
         decider(task).run()
         if task.deferred is not None:
             assert queue.finish_many([task], now=now) == []
+
+
+def run_together(target, n: int = 2, timeout: float = 120.0) -> None:
+    """Run ``target`` in ``n`` threads at once and wait for them (``timeout`` each)."""
+    threads = [threading.Thread(target=target) for _ in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)

@@ -239,6 +239,19 @@ class VersionedTables:
                 f"({self.current_version}); run 'init' to upgrade it"
             )
 
+    def require_ready(self, conn, tables: tuple[sa.Table, ...]) -> None:
+        """SchemaError unless ``tables`` (made beside the main table by a later schema version)
+        may be used in ``conn``: the schema version ``init`` recorded is this release's (it
+        made them) and they are ours (ForeignTableError for another program's)."""
+        stored = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
+        if stored is None or int(stored) < self.current_version:
+            made = "was never initialised" if stored is None else f"has schema version {stored}"
+            raise SchemaError(
+                f"table {self.name} {made}, older than this release's ({self.current_version}); run 'init'"
+            )
+        if not self.check_tables(conn, tables):
+            raise SchemaError(f"{', '.join(t.name for t in tables)} not found beside {self.name}; run 'init'")
+
     def check_writable(self) -> None:
         """AccessDeniedError when this account or database refuses writes to the main table (a
         read-only replica, transaction or file; no UPDATE grant). An UPDATE of no row: nothing

@@ -124,7 +124,7 @@ class BulkChanges:
                 self.record_ids(conn, kind, changed, now)
             return changed
 
-        return self.db.run(work, what=name, receipts=self.receipts)
+        return self.db.run(work, what=name, receipt=self.receipts.at(now))
 
 
 #: what an ``expired`` event needs of a row (``events.expired_events``)

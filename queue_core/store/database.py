@@ -27,7 +27,7 @@ from .. import policy, url_secrets
 from ..clock import ClockReading
 from ..errors import AccessDeniedError, ConfigError, DatabaseError, OutcomeUnknownError, SchemaError, TaskError
 from .dialects import Dialect
-from .receipts import Receipts
+from .receipts import Receipt
 
 log = logging.getLogger("queue_core.store")
 
@@ -334,21 +334,21 @@ class Database:
         write: bool = True,
         what: str = "query",
         autocommit: bool = False,
-        receipts: Receipts | None = None,
+        receipt: Receipt | None = None,
     ) -> T:
         """Run ``fn(conn)`` in one transaction, retrying transient failures.
 
         ``autocommit``: ``fn`` runs a single statement, atomic on its own, which commits as it
-        ends: one round trip, no BEGIN or COMMIT (the common case of a submit). ``receipts``: the
-        transaction writes a receipt, and after a COMMIT whose outcome was unknown, a run that
-        finds it returns the committed run's result instead of running ``fn`` again
-        (``store/receipts.py``: for changes that cannot tell their own earlier run from the rows)."""
+        ends: one round trip, no BEGIN or COMMIT (the common case of a submit). ``receipt``: each run
+        claims it first, and after a COMMIT whose outcome was unknown, a run that finds it taken
+        returns the committed run's result instead of running ``fn`` again (``store/receipts.py``:
+        for changes that cannot tell their own earlier run from the rows)."""
         if self._first_use and not getattr(self._local, "checking", False):
             self._run_checks(what)
-        if receipts is not None:
+        if receipt is not None:
             if autocommit:
                 raise ValueError("a receipt needs a transaction (autocommit=False)")
-            fn = receipts.guard(fn)
+            fn = receipt.guard(fn)
         attempt = 0
         backoff = policy.transaction_backoff(self.retry_max_wait)
         self._local.uncertain = False

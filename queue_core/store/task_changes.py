@@ -254,7 +254,7 @@ class TaskChanges:
             else:
                 self._missing_or_finished(conn, key)
 
-        self.db.run(work, what="force_finish", receipts=self.receipts)
+        self.db.run(work, what="force_finish", receipt=self.receipts.at(now))
 
     def move(self, key: str, queue: str, now: float) -> None:
         """Move a task nobody runs (pending, waiting, or its lease expired) to queue ``queue``;
@@ -267,7 +267,7 @@ class TaskChanges:
                 self._not_movable(conn, key, now)
             self.record_key(conn, "moved", key, now)
 
-        self.db.run(work, what="move", receipts=self.receipts)
+        self.db.run(work, what="move", receipt=self.receipts.at(now))
 
     def _not_movable(self, conn, key: str, now: float):
         t = self.t
@@ -321,7 +321,7 @@ class TaskChanges:
 
         if conn is not None:
             return work(conn)
-        return self.db.run(work, what="cancel", receipts=self.receipts)
+        return self.db.run(work, what="cancel", receipt=self.receipts.at(now))
 
     def _by_id(
         self, conn, id_: int, name: str, values: dict, at: float, ended: Sequence[dict] = (), **params: Any

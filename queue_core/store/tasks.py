@@ -12,6 +12,7 @@ precondition (states, lease token, due time) is in its WHERE clause.
 from __future__ import annotations
 
 import copy
+import functools
 import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -112,7 +113,9 @@ class TaskStore(
         self.stats_t = stats_table(metadata, table)
         self.gaps_t = stats_gap_table(metadata, table)
         self.failed_t = failed_id_table(metadata, table)
-        self.receipts = Receipts(receipt_table(metadata, table))
+        receipts_t = receipt_table(metadata, table)
+        ready = functools.partial(self.require_ready, tables=(receipts_t,))
+        self.receipts = Receipts(receipts_t, db.dialect, ready)
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")

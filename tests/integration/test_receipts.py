@@ -9,13 +9,13 @@ the next write transaction, then makes its client see the connection drop at COM
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import sqlalchemy as sa
 from test_review18_recognition import lost_commit
 
 from queue_core.store.receipts import RECEIPT_KEEP
+
+T0 = 1_700_000_000.0
 
 
 def _receipt_count(q) -> int:
@@ -28,7 +28,7 @@ def _counting(q, runs: list):
 
     def work(conn):
         runs.append(1)
-        q.store.receipts.exists(conn, "x")
+        conn.execute(sa.select(q.store.receipts.t.c.token).limit(1)).all()
         return len(runs)
 
     return work
@@ -39,7 +39,7 @@ def test_a_receipted_transaction_runs_again_only_when_its_commit_did_not_apply(q
     runs: list = []
     before = _receipt_count(queue)
     with lost_commit(queue, applied=applied) as state:
-        result = queue.db.run(_counting(queue, runs), what="test", receipts=queue.store.receipts)
+        result = queue.db.run(_counting(queue, runs), what="test", receipt=queue.store.receipts.at(T0))
     assert state["fired"] == 1
     if applied:
         assert (result, len(runs)) == (1, 1)  # the first run's result; the re-run found its receipt
@@ -51,21 +51,21 @@ def test_a_receipted_transaction_runs_again_only_when_its_commit_did_not_apply(q
 def test_without_a_fault_each_run_writes_one_receipt_and_runs_once(queue):
     runs: list = []
     before = _receipt_count(queue)
-    assert queue.db.run(_counting(queue, runs), what="test", receipts=queue.store.receipts) == 1
-    assert queue.db.run(_counting(queue, runs), what="test", receipts=queue.store.receipts) == 2
+    assert queue.db.run(_counting(queue, runs), what="test", receipt=queue.store.receipts.at(T0)) == 1
+    assert queue.db.run(_counting(queue, runs), what="test", receipt=queue.store.receipts.at(T0)) == 2
     assert _receipt_count(queue) == before + 2
 
 
 def test_a_receipt_needs_a_transaction(queue):
     with pytest.raises(ValueError, match="transaction"):
-        queue.db.run(lambda conn: None, autocommit=True, receipts=queue.store.receipts)
+        queue.db.run(lambda conn: None, autocommit=True, receipt=queue.store.receipts.at(T0))
 
 
-def test_cleanup_purges_receipts_an_hour_old(queue):
-    queue.submit("a", "t")
-    queue.move("a", "other")  # an operator's change: one receipt
+def test_cleanup_purges_receipts_an_hour_old_by_the_time_of_their_change(queue):
+    queue.submit("a", "t", now=T0)
+    queue.move("a", "other", now=T0 + 5)  # an operator's change: one receipt, stamped T0 + 5
     assert _receipt_count(queue) == 1
-    queue.cleanup(now=time.time() + RECEIPT_KEEP - 60)
+    queue.cleanup(now=T0 + 5 + RECEIPT_KEEP - 1)
     assert _receipt_count(queue) == 1
-    queue.cleanup(now=time.time() + RECEIPT_KEEP + 60)
+    queue.cleanup(now=T0 + 5 + RECEIPT_KEEP + 1)
     assert _receipt_count(queue) == 0

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 import sqlalchemy as sa
-from conftest import downgrade
+from conftest import downgrade, run_together
 
 import queue_core
 from queue_core.errors import ForeignTableError
@@ -84,11 +84,7 @@ def test_two_inits_at_once_upgrade_once(queue, backend):
         finally:
             q.close()
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    run_together(run)
     assert errors == []
     assert queue.store.schema_version() == 8
     assert failed_keys(queue) == failed

@@ -27,8 +27,15 @@ class _Dropped(Exception):
     pass
 
 
+def dropped() -> sa.exc.OperationalError:
+    return sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True)
+
+
 @contextmanager
-def lost_commit(q, *, applied=True, between=None):
+def first_write_faulted(q, fault):
+    """The store's connections as they are, but for the next write transaction (not a statement in
+    autocommit): ``fault(original, write, autocommit)``, a generator yielding its connection.
+    Yields the state (``fired``: whether it came)."""
     db, state = q.db, {"fired": 0}
     original = db._connection
 
@@ -39,6 +46,17 @@ def lost_commit(q, *, applied=True, between=None):
                 yield c
             return
         state["fired"] = 1
+        yield from fault(original, write, autocommit)
+
+    db._connection = conn
+    try:
+        yield state
+    finally:
+        db._connection = original
+
+
+def lost_commit(q, *, applied=True, between=None):
+    def fault(original, write, autocommit):
         try:
             with original(write, autocommit) as c:
                 yield c
@@ -48,13 +66,9 @@ def lost_commit(q, *, applied=True, between=None):
             pass
         if between is not None:
             between()
-        raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True)
+        raise dropped()
 
-    db._connection = conn
-    try:
-        yield state
-    finally:
-        db._connection = original
+    return first_write_faulted(q, fault)
 
 
 @pytest.fixture
