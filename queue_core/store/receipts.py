@@ -62,7 +62,7 @@ class Receipts:
 
     def at(self, now: float) -> Receipt:
         """A new receipt stamped ``now`` (the time of the change: cleanup purges by the same
-        clock), for :meth:`Database.run`'s ``receipts``."""
+        clock), for :meth:`Database.run`'s ``receipt``."""
         return Receipt(self, secrets.token_hex(16), now)
 
 

@@ -436,9 +436,9 @@ def stats_gap_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
 
 
 def receipt_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
-    """Receipts of committed operator changes (``<table>_receipts``, ``store/receipts.py``): a
-    random token written in the transaction of the change, read back only when its COMMIT's
-    outcome was unknown; purged an hour on."""
+    """Receipts of operator changes (``<table>_receipts``, ``store/receipts.py``): a random token
+    claimed first thing in each run of the change's transaction, found taken by a run again after
+    a COMMIT that applied; purged an hour on."""
     t = sa.Table(
         f"{task_table_name}_receipts",
         metadata,
