@@ -7,9 +7,9 @@ environment variable CI is set (so CI can never pass without the real servers).
 
 from __future__ import annotations
 
-import threading
 import itertools
 import os
+import threading
 import uuid
 from contextlib import contextmanager
 
@@ -299,10 +299,20 @@ def serve_decider(queue, decider, now: float, rounds: int = 40) -> None:
             assert queue.finish_many([task], now=now) == []
 
 
-def run_together(target, n: int = 2, timeout: float = 120.0) -> None:
-    """Run ``target`` in ``n`` threads at once and wait for them (``timeout`` each)."""
-    threads = [threading.Thread(target=target) for _ in range(n)]
+def run_together(*targets, timeout: float = 120.0) -> list[BaseException]:
+    """Run each of ``targets`` (callables) in a thread of its own, all at once; wait for them
+    (``timeout`` each) and return what they raised."""
+    errors: list[BaseException] = []
+
+    def guarded(target):
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
     for th in threads:
         th.start()
     for th in threads:
         th.join(timeout)
+    return errors

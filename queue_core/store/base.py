@@ -234,10 +234,12 @@ class VersionedTables:
         them yet (or were never created)."""
         version = self.schema_version()
         if version is not None and version < self.current_version:
-            raise SchemaError(
-                f"table {self.name} has schema version {version}, older than this release's "
-                f"({self.current_version}); run 'init' to upgrade it"
-            )
+            raise self._older(f"has schema version {version}")
+
+    def _older(self, made: str) -> SchemaError:
+        return SchemaError(
+            f"table {self.name} {made}, older than this release's ({self.current_version}); run 'init' to upgrade it"
+        )
 
     def require_ready(self, conn, tables: tuple[sa.Table, ...]) -> None:
         """SchemaError unless ``tables`` (made beside the main table by a later schema version)
@@ -245,10 +247,7 @@ class VersionedTables:
         made them) and they are ours (ForeignTableError for another program's)."""
         stored = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
         if stored is None or int(stored) < self.current_version:
-            made = "was never initialised" if stored is None else f"has schema version {stored}"
-            raise SchemaError(
-                f"table {self.name} {made}, older than this release's ({self.current_version}); run 'init'"
-            )
+            raise self._older("was never initialised" if stored is None else f"has schema version {stored}")
         if not self.check_tables(conn, tables):
             raise SchemaError(f"{', '.join(t.name for t in tables)} not found beside {self.name}; run 'init'")
 

@@ -71,21 +71,14 @@ def test_two_inits_at_once_upgrade_once(queue, backend):
         pytest.skip("one file")
     failed = _prepare_v6(queue, n=500)
     url = queue.db.engine.url.render_as_string(hide_password=False)
-    errors: list[BaseException] = []
     barrier = threading.Barrier(2)
 
     def run():
-        q = queue_core.open(url, queue.table)
-        try:
+        with queue_core.open(url, queue.table) as q:
             barrier.wait()
             q.init()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-        finally:
-            q.close()
 
-    run_together(run)
-    assert errors == []
+    assert run_together(run, run) == []
     assert queue.store.schema_version() == 8
     assert failed_keys(queue) == failed
 

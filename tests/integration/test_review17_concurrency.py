@@ -6,12 +6,13 @@ once. On MariaDB the settle writes its events from the held attempts; on Postgre
 
 from __future__ import annotations
 
+import functools
 import random
-import threading
 import time
 
 import pytest
 import sqlalchemy as sa
+from conftest import run_together
 from test_review16_event_insert import event_rows
 
 import queue_core
@@ -19,35 +20,32 @@ import queue_core
 N = 240
 
 
-def _worker(q, seed, told, errors, stop_at):
+def _worker(q, seed, told, stop_at):
     rng = random.Random(seed)
     batch: list = []
-    try:
-        while time.monotonic() < stop_at:
-            if batch and rng.random() < 0.25:
-                time.sleep(0.25)  # past its lease: the other worker may take these over meanwhile
-            finish = batch
-            if rng.random() < 0.5:
-                lost = {id(t) for t in q.finish_many(finish)}
-                nxt = q.poll_multi(8, alive_time=0.15)
-            else:
-                nxt = q.poll_multi(8, alive_time=0.15, finish=finish)
-                lost = {id(t) for t in finish if t.lost}
-            for t in finish:
-                assert t.done != (id(t) in lost), t
-                if id(t) not in lost:
-                    told.append((t._id, t.attempts, q.owner))
-            batch = nxt
-            if not batch and not finish:
-                t = q.poll_multi(1, alive_time=0.15)
-                if not t:
-                    left = q.db.run(lambda c: c.execute(sa.text(f"SELECT COUNT(*) FROM {q.table} WHERE state <> 1")).scalar())
-                    if not left:
-                        return
-                    time.sleep(0.05)
-                batch = t
-    except Exception as exc:  # noqa: BLE001
-        errors.append(exc)
+    while time.monotonic() < stop_at:
+        if batch and rng.random() < 0.25:
+            time.sleep(0.25)  # past its lease: the other worker may take these over meanwhile
+        finish = batch
+        if rng.random() < 0.5:
+            lost = {id(t) for t in q.finish_many(finish)}
+            nxt = q.poll_multi(8, alive_time=0.15)
+        else:
+            nxt = q.poll_multi(8, alive_time=0.15, finish=finish)
+            lost = {id(t) for t in finish if t.lost}
+        for t in finish:
+            assert t.done != (id(t) in lost), t
+            if id(t) not in lost:
+                told.append((t._id, t.attempts, q.owner))
+        batch = nxt
+        if not batch and not finish:
+            t = q.poll_multi(1, alive_time=0.15)
+            if not t:
+                left = q.db.run(lambda c: c.execute(sa.text(f"SELECT COUNT(*) FROM {q.table} WHERE state <> 1")).scalar())
+                if not left:
+                    return
+                time.sleep(0.05)
+            batch = t
 
 
 def test_two_workers_taking_over_each_other(queue, db_url, backend):
@@ -58,14 +56,9 @@ def test_two_workers_taking_over_each_other(queue, db_url, backend):
     for i, w in enumerate(workers):
         w.owner = f"worker-{i}:{i}"
     told: list = []
-    errors: list = []
     stop_at = time.monotonic() + 8
-    threads = [threading.Thread(target=_worker, args=(w, i, told, errors, stop_at)) for i, w in enumerate(workers)]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = run_together(*(functools.partial(_worker, w, i, told, stop_at) for i, w in enumerate(workers)))
     finally:
         for w in workers:
             w.close()

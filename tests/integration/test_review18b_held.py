@@ -189,28 +189,22 @@ def test_two_operators_at_once(queue, db_url, table_name, op):
             failed(queue, k)
         else:
             queue.submit(k, "t", now=T0)
-    results, errors = [], []
+    results: list = []
     barrier = threading.Barrier(2)
 
     def operator():
-        q = queue_core.open(db_url, table_name, clock=FakeClock(T0))
-        try:
+        with queue_core.open(db_url, table_name, clock=FakeClock(T0)) as q:
             barrier.wait()
             if op == "retry_failed":
                 results.append(q.retry_failed(now=T0 + 10, batch=5))
-            else:
-                for k in keys:
-                    try:
-                        results.append(q[k].cancel(now=T0 + 10))
-                    except AlreadyFinishedError:
-                        results.append("refused")
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            q.close()
+                return
+            for k in keys:
+                try:
+                    results.append(q[k].cancel(now=T0 + 10))
+                except AlreadyFinishedError:
+                    results.append("refused")
 
-    run_together(operator)
-    assert errors == []
+    assert run_together(operator, operator) == []
     if op == "retry_failed":
         assert sum(results) == len(keys)
         assert all(kinds(queue, k).count("requeued") == 1 for k in keys)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 
 import pytest
 import sqlalchemy as sa
+from conftest import run_together
 from sqlalchemy import event
 from workflow_faults.fault_support import ack_lost_once
 
@@ -113,7 +115,7 @@ def test_concurrent_renewals_of_a_swept_row_do_not_raise(queue, clock, db_url, t
 
     w = WorkerIdentity("h:2", "h", 2, '["default"]', None, "v")
     others = [queue_core.open(db_url, table_name, clock=clock) for _ in range(2)]
-    errors = []
+    errors: list[BaseException] = []
     try:
         for q in others:
             q.workers()  # first-use checks done
@@ -123,16 +125,9 @@ def test_concurrent_renewals_of_a_swept_row_do_not_raise(queue, clock, db_url, t
 
             def renew(q):
                 barrier.wait()
-                try:
-                    q.store.renew_worker(w, clock.now(), clock.now())
-                except Exception as exc:  # noqa: BLE001
-                    errors.append(exc)
+                q.store.renew_worker(w, clock.now(), clock.now())
 
-            ths = [threading.Thread(target=renew, args=(q,)) for q in others]
-            for t in ths:
-                t.start()
-            for t in ths:
-                t.join()
+            errors += run_together(*(functools.partial(renew, q) for q in others))
     finally:
         for q in others:
             q.close()
