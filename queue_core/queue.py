@@ -355,7 +355,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
 
     def _settle_entries(self, tasks: Sequence[AcquiredTask], now: float) -> list[Settled]:
         purge_at = now + self.config["retention_time"]
-        return [Settled(t._id, t._token, purge_at) for t in tasks]
+        return [Settled(t._id, t._token, purge_at, held=t.held_attempt) for t in tasks]
 
     @staticmethod
     def _mark_settled(tasks: Sequence[AcquiredTask], lost: Sequence[Settled], now: float) -> list[AcquiredTask]:

@@ -17,6 +17,7 @@ from .errors import CancelRequestedError, NotFoundError, ValidationError
 from .history import TaskEvent
 from .store import rowcheck
 from .store.schema import OUTCOMES
+from .store.settles import HeldAttempt
 from .store.task_changes import UNSET
 from .store.tasks import FINISHED, PENDING, TaskStore
 from .validate import _error_text, check_duration, check_tags, decode_data, encode_data
@@ -230,6 +231,8 @@ class AcquiredTask:
         self.outcome: str | None = None
         self.finished_at: float | None = None
         self.cancel_requested = bool(row["cancel_requested"])
+        #: what the claim wrote on the row (None: tracked then), apart from what a handler may change
+        self.held_attempt: HeldAttempt | None = HeldAttempt.of(row)
         #: set when this holder finished, retried or released the task
         self.done = False
         #: set when the lease was found taken over (by the worker or a batched finish)

@@ -123,7 +123,9 @@ class VersionedTables:
             if drop:
                 self.metadata.drop_all(conn, tables=tables, checkfirst=True)
             existing = set(sa.inspect(conn).get_table_names())  # one look, not one per table and index
-            self.metadata.create_all(conn, tables=[t for t in tables if t.name not in existing], checkfirst=False)
+            for table in tables:  # (in dependency order)
+                if table.name not in existing:
+                    self.as_made(table).create(conn, checkfirst=False)
             self._write_meta(conn)  # upgrades first: new indexes may need its columns
             self._add_missing_indexes(conn, [t for t in tables if t.name in existing])
             self.after_init(conn)
@@ -209,6 +211,11 @@ class VersionedTables:
             for name in self.recollated_columns.get(version, ()):
                 typ = self.t.c[name].type.compile(dialect=conn.dialect)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {prep.quote(name)} TYPE {typ}")
+
+    def as_made(self, table: sa.Table) -> sa.Table:
+        """``table`` as ``init`` creates it (a store may add what a dialect keeps outside the
+        ``Table``): here, itself."""
+        return table
 
     def after_init(self, conn) -> None:
         """What a store writes at the end of every ``init``, its tables made and upgraded:

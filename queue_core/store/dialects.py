@@ -76,6 +76,31 @@ class Dialect:
         stmt = sa.insert(table).from_select(list(columns), rows)
         return stmt.returning(table.c[returning]) if returning else stmt
 
+    def marked_table(self, conn: sa.Connection, table: sa.Table) -> sa.Table | None:
+        """``table`` with the claim mark, when the dialect keeps one and the table has it as
+        ``init`` makes it (MySQL: ``mysql.CLAIM_MARK``); None: no mark (a settle reads its rows
+        back to write their events, in one INSERT ... SELECT where the database has it)."""
+        return None
+
+    def with_claim_mark(self, table: sa.Table) -> sa.Table:
+        """The task ``table`` with the dialect's claim mark, as ``init`` creates it (a copy): here,
+        itself (no mark)."""
+        return table
+
+    def add_claim_mark(self, conn: sa.Connection, table: sa.Table) -> None:
+        """Give the task ``table`` the dialect's claim mark, if it keeps one and the table lacks it
+        (a table made by an earlier release: ``init`` upgrades it)."""
+
+    def claim_marks(self, table: sa.Table) -> list[tuple]:
+        """The (column, value) pairs a claim's UPDATE of ``table`` (from :meth:`marked_table`)
+        writes to mark its rows as claimed; [] without a mark."""
+        return []
+
+    def as_claimed(self, table: sa.Table) -> list:
+        """The condition that a row of ``table`` (from :meth:`marked_table`) is as its claim left
+        it: no change of it since, by anyone; [] without a mark."""
+        return []
+
     def insert_rows(self, conn: sa.Connection, table: sa.Table, columns: Sequence[str], rows: Sequence[dict]) -> None:
         """Insert ``rows`` (dicts of the values of every one of ``columns``) into ``table``."""
         if rows:

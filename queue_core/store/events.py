@@ -138,6 +138,20 @@ def expired_events(rows: Iterable[dict], at: float, recorded: Collection[int] = 
     return out
 
 
+def finished_events(held: Iterable[tuple[int, Any]], at: float, outcome: str) -> list[dict]:
+    """The ``finished`` events of tasks untracked when claimed, settled with ``outcome`` at
+    ``at``, from what their holder keeps of each claim (``(task id, HeldAttempt)``): the values
+    :func:`event_columns` reads from rows still as claimed (its wait ``started_at - due_at``, no
+    claim row of its own; its run ``at - started_at``; a detail only for a failure, which is not
+    settled this way)."""
+    return [
+        {"task_id": i, "key": h.key, "queue": h.queue, "type": h.type, "kind": "finished", "at": at}
+        | {"attempt": h.attempt, "owner": h.owner, "outcome": outcome, "detail": None}
+        | {"waited": h.started_at - h.due_at, "ran": at - h.started_at, "due_at": None, "tracked": 0}
+        for i, h in held
+    ]
+
+
 def _event_base(r: dict, at: float) -> dict:
     base = {"task_id": r["id"], "key": r["key"], "queue": r["queue"], "type": r["type"], "at": at}
     return base | dict.fromkeys(("outcome", "detail", "ran", "due_at")) | {"tracked": r["tracked"]}

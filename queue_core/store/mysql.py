@@ -114,6 +114,18 @@ def rendered_values(rows: Iterable[Sequence]) -> list[str]:
     return [f"({','.join(map(sql_literal, r))})" for r in rows]
 
 
+#: MySQL/MariaDB's claim mark (schema version 9): a column of the task table, not in its ``Table``,
+#: NULL until a claim sets it to :data:`AS_CLAIMED`; the server sets it to the time of every later
+#: change of the row, whoever makes it (``ON UPDATE CURRENT_TIMESTAMP``: a move, a track, an
+#: attempt given back, a heartbeat, a hand edit), unless the change writes it itself. A row
+#: still :data:`AS_CLAIMED` is as its claim left it: a batch's settle writes its ``finished``
+#: event from what the worker holds of the claim instead of reading it back (``store/settles.py``).
+CLAIM_MARK = "touched_at"
+#: its default: NULL, rewritten by the server on any change of the row
+CLAIM_MARK_DEFAULT = "NULL ON UPDATE CURRENT_TIMESTAMP(6)"
+AS_CLAIMED = "1000-01-01 00:00:00"
+
+
 def _text_chunks(texts: Sequence[str], most: int) -> Iterator[list[str]]:
     """``texts`` in runs of at most ``most`` characters (one text longer goes alone)."""
     chunk: list[str] = []
@@ -203,6 +215,38 @@ class MySQLDialect(Dialect):
         for chunk in _text_chunks([r[0] for r in found], INSERT_BYTES):
             conn.exec_driver_sql(head + ",".join(chunk), execution_options={"no_parameters": True})
         return [r[1] for r in found] if returning else []
+
+    def marked_table(self, conn, table):
+        # Only a column made as add_claim_mark makes it: without its ON UPDATE a change since the
+        # claim would leave it as claimed (a column of another program's, or altered by hand).
+        extra = conn.execute(
+            sa.text(
+                "SELECT extra FROM information_schema.columns "
+                "WHERE table_schema = DATABASE() AND table_name = :t AND column_name = :c"
+            ),
+            {"t": table.name, "c": CLAIM_MARK},
+        ).scalar()
+        if extra is None or "on update current_timestamp" not in extra.lower():
+            return None
+        return self.with_claim_mark(table)
+
+    def with_claim_mark(self, table):
+        marked = table.to_metadata(sa.MetaData())
+        mark_type, default = mysql_dialect.DATETIME(fsp=6), sa.text(CLAIM_MARK_DEFAULT)
+        marked.append_column(sa.Column(CLAIM_MARK, mark_type, nullable=True, server_default=default))
+        return marked
+
+    def add_claim_mark(self, conn, table):
+        have = {c["name"].lower() for c in sa.inspect(conn).get_columns(table.name)}
+        if CLAIM_MARK not in have:
+            mark = f"{CLAIM_MARK} DATETIME(6) DEFAULT {CLAIM_MARK_DEFAULT}"
+            conn.exec_driver_sql(f"ALTER TABLE {conn.dialect.identifier_preparer.quote(table.name)} ADD COLUMN {mark}")
+
+    def claim_marks(self, table):
+        return [(table.c[CLAIM_MARK], sa.literal(AS_CLAIMED))] if CLAIM_MARK in table.c else []
+
+    def as_claimed(self, table):
+        return [table.c[CLAIM_MARK] == sa.literal(AS_CLAIMED)] if CLAIM_MARK in table.c else []
 
     def insert_rows(self, conn, table, columns, rows):
         # rendered here: PyMySQL escapes each value of each row in Python, several times slower

@@ -21,6 +21,9 @@ Column notes
              it, except that a row carrying it belongs to a run: it is never purged on its own
              (its run sets its retention when the run ends) and its waiting form is cancelled
              by its run's decider, not finished behind the run's back.
+``touched_at`` MySQL/MariaDB only (schema version 9; not in the ``Table``: ``mysql.CLAIM_MARK``):
+             set by a claim to a fixed mark and by the server to the time of any later change of
+             the row, so a batch's settle can tell its rows are as their claims left them.
 ``definition`` the immutable definition a row was created from: a workflow run row's DAG
              snapshot (JSON), written once at its start and never updated; NULL elsewhere.
 """
@@ -36,7 +39,7 @@ from ..errors import ConfigError
 from ..row_states import FINISHED
 from ..validate import MAX_TAG_LENGTH
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)

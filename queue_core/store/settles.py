@@ -1,45 +1,77 @@
 """Settling a batch of held tasks as finished (store layer): one UPDATE per lease token, fenced by
-it, and the ``finished`` events of the rows it wrote, read back from the rows as the UPDATE left
-them (``record_ids``). A mixin of :class:`~queue_core.store.tasks.TaskStore`; a worker settles
-each batch in the transaction of its next claim.
+it, and the ``finished`` events of the rows it wrote. A mixin of
+:class:`~queue_core.store.tasks.TaskStore`; a worker settles each batch in the transaction of
+its next claim.
 
-(Writing the events of tasks untracked when claimed from what their holder keeps of the claim,
-without reading the rows back, was tried on MySQL in session 17: fenced by every column the
-event reads — an attempt given back by an earlier holder, a move once the lease expired, a hand
-edit — its UPDATE cost what the read saved.)
+The events are read back from the rows as the UPDATE left them (``record_ids``: one INSERT ...
+SELECT), except where the claims mark their rows (MySQL/MariaDB, whose insert of selected rows
+reads them into the client first: ``Dialect.marked_table``). There a success of a task untracked
+when claimed is written from what its holder keeps of the claim (:class:`HeldAttempt`) when its
+row is still as the claim left it: the UPDATE is also fenced by the claim mark, which the server
+changes on any change of the row since (a move, a track, an attempt given back, a heartbeat, a
+hand edit). A row changed since, a lease lost, or a batch whose UPDATE fell short, goes the
+read-back way. (Fencing by every column an event reads instead cost MariaDB what the read saved:
+session 17.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
 from ..row_states import FINISHED
 from .database import Database
+from .events import COLUMNS, finished_events
 from .transitions import task_where
+
+
+class HeldAttempt(NamedTuple):
+    """What the claim of a task untracked when claimed wrote on its row (and its holder keeps);
+    a tuple: one is made for every task a worker claims."""
+
+    key: str
+    queue: str
+    type: str
+    attempt: int
+    owner: str
+    started_at: float
+    due_at: float  # the attempt's due time: the row's ``run_at`` as the claim set it
+
+    @classmethod
+    def of(cls, row: dict) -> HeldAttempt | None:
+        """The attempt a claim's ``row`` (as the claim left it) holds; None when tracked then."""
+        if row["tracked"] or row["started_at"] is None or row["owner"] is None:
+            return None
+        claimed = (row["attempts"], row["owner"], row["started_at"], row["run_at"])
+        return cls(row["key"], row["queue"], row["type"], *claimed)
 
 
 @dataclass(frozen=True)
 class Settled:
-    """A held task whose outcome is decided and waits to be written with the next batch."""
+    """A held task whose outcome is decided and waits to be written with the next batch
+    (``held``: its attempt as claimed, when it was untracked then; else None)."""
 
     id: int
     token: int
     purge_at: float
     outcome: str = "success"
+    held: HeldAttempt | None = None
 
 
 class TaskSettles:
-    """Needs ``t`` (the task table), ``db``, ``purge_time`` and ``record_ids``."""
+    """Needs ``t`` (the task table), ``events_t``, ``db``, ``purge_time``, ``record_ids`` and
+    ``marked_claims``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
+    events_t: sa.Table
     db: Database
-    purge_time: Callable[[float], Any]
+    purge_time: Callable[..., Any]  # TaskStore
     record_ids: Callable[..., None]  # TaskEvents
+    marked_claims: Callable[[], sa.Table | None]  # TaskStore
 
     def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
@@ -57,19 +89,27 @@ class TaskSettles:
         by_batch: dict[tuple, dict[int, Settled]] = {}
         for s in settled:  # each lease once: an entry listed twice is settled once
             by_batch.setdefault((s.token, s.outcome, s.purge_at), {}).setdefault(s.id, s)
+        marked = self.marked_claims()
         gone: list[Settled] = []
         for entries in by_batch.values():
-            gone += self._settle_group(conn, list(entries.values()), now)
+            group = list(entries.values())
+            held = [s for s in group if marked is not None and s.held is not None and s.outcome == "success"]
+            if marked is not None and held:
+                gone += self._settle_held(conn, marked, held, now)
+            if len(held) < len(group):
+                taken = {s.id for s in held}
+                gone += self._settle_group(conn, [s for s in group if s.id not in taken], now)
         return gone
 
-    def _finish(self, conn, group: Sequence[Settled], now: float) -> int:
+    def _finish(self, conn, group: Sequence[Settled], now: float, table: sa.Table | None = None) -> int:
         """Finish the rows of ``group`` (one token, outcome and retention) still held under its
-        token; how many."""
-        t, first = self.t, group[0]
+        token (``table``: the marked table, its rows also as claimed); how many."""
+        t, first = table if table is not None else self.t, group[0]
         done = dict(state=FINISHED, leased=0, outcome=first.outcome, finished_at=now)
         held = task_where(t, "finish", token=first.token)
-        update = sa.update(t).where(t.c.id.in_([s.id for s in group]), *held)
-        return conn.execute(update.values(**done, timeout=self.purge_time(first.purge_at))).rowcount
+        fence = self.db.dialect.as_claimed(table) if table is not None else []
+        update = sa.update(t).where(t.c.id.in_([s.id for s in group]), *held, *fence)
+        return conn.execute(update.values(**done, timeout=self.purge_time(first.purge_at, table))).rowcount
 
     def _settle_group(self, conn, group: Sequence[Settled], now: float) -> list[Settled]:
         written = self._finish(conn, group, now)
@@ -77,6 +117,30 @@ class TaskSettles:
             self.record_ids(conn, "finished", [s.id for s in group], now, outcome=group[0].outcome)
             return []
         return self._settled_short(conn, written, group, now)
+
+    def _settle_held(self, conn, marked: sa.Table, group: Sequence[Settled], now: float) -> list[Settled]:
+        """Settle successes of tasks untracked when claimed: those whose rows are still as claimed
+        get their events from ``held``; the rest go the read-back way."""
+        written = self._finish(conn, group, now, marked)
+        if written == len(group):
+            self._record_held(conn, group, now)
+            return []
+        if not written:  # changed since, lost, or finished by an earlier run of this transaction
+            return self._settle_group(conn, group, now)
+        # Some written: no earlier run committed (it would have finished every row still held),
+        # so the rows finished under the token are this statement's.
+        states = self._states(conn, group)
+        ours = [s for s in group if states.get(s.id) == (FINISHED, s.token)]
+        self._record_held(conn, ours, now)
+        still = [s for s in group if s.id not in {o.id for o in ours}]
+        rest = [s for s in still if states.get(s.id, (None, None))[1] == s.token]  # changed since its claim
+        lost = [s for s in still if states.get(s.id, (None, None))[1] != s.token]
+        return lost + (self._settle_group(conn, rest, now) if rest else [])
+
+    def _record_held(self, conn, group: Sequence[Settled], now: float) -> None:
+        events = finished_events([(s.id, s.held) for s in group], now, group[0].outcome) if group else []
+        if events:
+            self.db.dialect.insert_rows(conn, self.events_t, COLUMNS, events)
 
     def _states(self, conn, group: Sequence[Settled]) -> dict[int, tuple]:
         t = self.t

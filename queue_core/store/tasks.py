@@ -121,6 +121,9 @@ class TaskStore(
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._claim_reads()
         self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
+        #: the task table as a claim's UPDATE writes it (decided by this store's first claim:
+        #: :meth:`claim_table`)
+        self._claim_t: sa.Table | None = None
 
     def _claim_reads(self) -> None:
         """The statements every claim runs, in this store's :attr:`scope`."""
@@ -199,10 +202,12 @@ class TaskStore(
         self._insert_one_due = self.db.dialect.insert_one(self.t, "key", name)  # tells the listeners
         self._insert_one_later = self.db.dialect.insert_one(self.t, "key", None)
 
-    def purge_time(self, purge_at: float):
-        """The purge time a row gets when it finishes: ``purge_at``, or never for a row of a
-        workflow run (its run sets the retention of all its rows when it ends)."""
-        return sa.case((self.t.c.workflow.is_(None), purge_at), else_=FOREVER)
+    def purge_time(self, purge_at: float, table: sa.Table | None = None):
+        """The purge time a row (of the task table, or ``table``: its marked copy) gets when it
+        finishes: ``purge_at``, or never for a row of a workflow run (its run sets the retention
+        of all its rows when it ends)."""
+        t = self.t if table is None else table
+        return sa.case((t.c.workflow.is_(None), purge_at), else_=FOREVER)
 
     def forget_rows(self, conn, ids: Sequence[int]) -> None:
         """Delete what belongs to the task rows ``ids`` besides the rows (their tags, their
@@ -216,6 +221,23 @@ class TaskStore(
         # <table>_failed_ids (MySQL/MariaDB): the failed tasks it does not hold yet — those of a
         # table made before it, or failed by a worker of an older release since
         self.note_all_failed(conn)
+        self.db.dialect.add_claim_mark(conn, self.t)  # (schema version 9, MySQL/MariaDB)
+
+    def as_made(self, table: sa.Table) -> sa.Table:
+        return self.db.dialect.with_claim_mark(table) if table is self.t else table
+
+    def claim_table(self, conn) -> sa.Table:
+        """The task table as a claim's UPDATE writes it: with the dialect's claim mark where the
+        table has it (``Dialect.marked_table``); decided once, by this store's first claim (a
+        table ``init`` upgrades later is marked from the next start of its workers)."""
+        if self._claim_t is None:
+            marked = self.db.dialect.marked_table(conn, self.t)
+            self._claim_t = self.t if marked is None else marked
+        return self._claim_t
+
+    def marked_claims(self) -> sa.Table | None:
+        """The task table with its claim mark, when this store's claims mark their rows."""
+        return None if self._claim_t is None or self._claim_t is self.t else self._claim_t
 
     def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
         """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
@@ -267,6 +289,7 @@ class TaskStore(
         token = 0
 
         def work(conn):
+            self.claim_table(conn)
             if pending:
                 gone = self._settle(conn, pending, now)
                 if lost is not None:
@@ -351,17 +374,19 @@ class TaskStore(
         if deliver:
             expires = now + alive_time
             ids = [r["id"] for r in deliver]
+            ct = self.claim_table(conn)
             res = conn.execute(
-                sa.update(t)
-                .where(t.c.id.in_(ids), *task_where(t, "claim", now=now))
+                sa.update(ct)
+                .where(ct.c.id.in_(ids), *task_where(ct, "claim", now=now))
                 .ordered_values(  # run_at first: MySQL reads ``timeout`` as the SETs before left it
-                    (t.c.run_at, t.c.timeout),  # the attempt's due time (its wait: started_at - run_at)
-                    (t.c.leased, 1),
-                    (t.c.lease_token, token),
-                    (t.c.timeout, expires),
-                    (t.c.attempts, t.c.attempts + 1),
-                    (t.c.started_at, now),
-                    (t.c.owner, owner[:255]),
+                    (ct.c.run_at, ct.c.timeout),  # the attempt's due time (its wait: started_at - run_at)
+                    (ct.c.leased, 1),
+                    (ct.c.lease_token, token),
+                    (ct.c.timeout, expires),
+                    (ct.c.attempts, ct.c.attempts + 1),
+                    (ct.c.started_at, now),
+                    (ct.c.owner, owner[:255]),
+                    *self.db.dialect.claim_marks(ct),
                 )
             )
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased

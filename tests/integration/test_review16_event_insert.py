@@ -6,13 +6,13 @@ INSERT ... SELECT run in the same database (inserted, read back, deleted again).
 from __future__ import annotations
 
 import math
-import struct
 
 import pytest
 import sqlalchemy as sa
+from conftest import drop_tables
+from event_checks import assert_like_reference, bits, event_rows, hand_edit, reference_rows
 
 import queue_core
-from conftest import drop_tables
 from queue_core.store.events import COLUMNS, DETAIL_LENGTH, event_columns
 
 N0 = 1_700_000_000.123456789
@@ -24,59 +24,6 @@ TRICKY = [
     2.0**53 + 2, 1e-7, 1.2345678901234567e-5, 123456.78901234567, 1e16, 1.5e15, 4.35e-5, 1e100 / 3,
     9999999999999.998, 1e13, 0.30000000000000004, 1e-5, 1e-4, 123e-20, 1.7976931348623157e308 / 3,
 ]
-
-
-def bits(v):
-    return None if v is None else struct.pack(">d", float(v))
-
-
-def same(a, b) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        return bits(a) == bits(b)
-    return a == b
-
-
-def event_rows(q, kind=None) -> list[dict]:
-    e = q.store.events_t
-    stmt = sa.select(e).order_by(e.c.id)
-    if kind is not None:
-        stmt = stmt.where(e.c.kind == kind)
-    return q.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)])
-
-
-def reference_rows(q, kind: str, ids, at: float) -> list[dict]:
-    """What a plain INSERT ... SELECT of the event ``kind`` of the rows ``ids`` writes (read back
-    and deleted again), in task_id order."""
-    store = q.store
-    t, e = store.t, store.events_t
-    rows = sa.select(*event_columns(t, e, kind)).where(t.c.id.in_(list(ids)))
-
-    def work(c):
-        before = c.execute(sa.select(sa.func.max(e.c.id))).scalar() or 0
-        c.execute(sa.insert(e).from_select(list(COLUMNS), rows), {"event_at": at})
-        got = [dict(r._mapping) for r in c.execute(sa.select(e).where(e.c.id > before).order_by(e.c.task_id))]
-        c.execute(sa.delete(e).where(e.c.id > before))
-        return got
-
-    return q.db.run(work)
-
-
-def assert_like_reference(got: list[dict], want: list[dict]) -> None:
-    assert len(got) == len(want)
-    got = sorted(got, key=lambda r: r["task_id"])
-    for g, w in zip(got, want, strict=True):
-        for col in COLUMNS:
-            assert same(g[col], w[col]), (g["task_id"], col, g[col], w[col])
-
-
-def hand_edit(q, ids, **values_by_id) -> None:
-    t = q.store.t
-
-    def work(c):
-        for i in ids:
-            c.execute(sa.update(t).where(t.c.id == i).values(**{k: v[i] for k, v in values_by_id.items()}))
-
-    q.db.run(work)
 
 
 def _claimed(q, n, now):

@@ -13,7 +13,7 @@ import time
 import pytest
 import sqlalchemy as sa
 from conftest import run_together
-from test_review16_event_insert import event_rows
+from event_checks import event_rows
 
 import queue_core
 

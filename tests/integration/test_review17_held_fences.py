@@ -11,7 +11,7 @@ import copy
 import pytest
 import sqlalchemy as sa
 from test_history import commit_ack_lost_once
-from test_review16_event_insert import assert_like_reference, bits, event_rows, hand_edit, reference_rows
+from event_checks import assert_like_reference, bits, event_rows, hand_edit, reference_rows
 
 import queue_core
 from queue_core.store.settles import Settled

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from test_review16_event_insert import TRICKY, bits, event_rows, hand_edit, same
+from event_checks import bits, event_rows, hand_edit, same
+from test_review16_event_insert import TRICKY
 
 from queue_core.store import mysql as mysql_store
 from queue_core.store.events import COLUMNS
