@@ -5,7 +5,7 @@ and which rows a bounded history drops. Shared by the store (its history bound),
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 #: the kinds that end a holder's attempt and carry its claim (``history.carried_claim``): a task's
 #: ``claimed`` event is written only while it is tracked (its followers see the claim live); the
@@ -41,6 +41,19 @@ def claim_open(rows: Sequence[Mapping]) -> bool:
     for r in rows:
         open_claim = r["kind"] == "claimed" or (open_claim and r["kind"] in DURING_ATTEMPT)
     return open_claim
+
+
+def open_claims(events: Iterable[tuple[int, str, float]]) -> dict[int, float]:
+    """Of the events ``(task id, kind, at)`` of some tasks (in id order: ``claimed`` ones and the
+    ends of attempts, :data:`CARRY_CLAIM`), the time of each task's claim that no end followed:
+    the attempt it is in, if that claim has a row of its own."""
+    found: dict[int, float] = {}
+    for task_id, kind, at in events:
+        if kind == "claimed":
+            found[task_id] = at
+        else:
+            found.pop(task_id, None)
+    return found
 
 
 def trim_cut(rows: Sequence[Mapping], first: int, last: int, most: int) -> list[int]:

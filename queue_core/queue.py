@@ -359,10 +359,10 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
 
     @staticmethod
     def _mark_settled(tasks: Sequence[AcquiredTask], lost: Sequence[Settled], now: float) -> list[AcquiredTask]:
-        lost_ids = {s.id for s in lost}
+        lost_leases = {(s.id, s.token) for s in lost}  # a lease, not a task: one may hold an old and a new one
         out = []
         for t in tasks:
-            if t._id in lost_ids:
+            if (t._id, t._token) in lost_leases:
                 t.lost = True
                 out.append(t)
             else:

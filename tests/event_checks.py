@@ -98,3 +98,14 @@ class SettleWays:
 
         monkeypatch.setattr(store, "_record_held", held)
         monkeypatch.setattr(store, "record_ids", read_back)
+
+
+def assert_stream_and_statistics_see_each_finish_once(q, held, t0: float) -> None:
+    """The event stream tells one ``finished`` per task of ``held`` (all finished within a minute
+    of ``t0``), and the statistics count each start and success once."""
+    finished = list(q.events(since=0, kinds=["finished"]))
+    assert sorted(e.key for e in finished) == sorted(h.key for h in held)
+    assert q.roll_up_stats(now=t0 + 4000) > 0
+    stats = q.statistics(since=t0 - 60, until=t0 + 60, now=t0 + 4000)
+    [tally] = stats.totals().values()
+    assert (tally.started, tally.succeeded) == (len(held), len(held)), tally

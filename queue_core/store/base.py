@@ -211,6 +211,11 @@ class VersionedTables:
             for name in self.recollated_columns.get(version, ()):
                 typ = self.t.c[name].type.compile(dialect=conn.dialect)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {prep.quote(name)} TYPE {typ}")
+        self.upgraded_to(conn, version)
+
+    def upgraded_to(self, conn, version: int) -> None:
+        """What else schema ``version`` brought to a table made before it (run by the upgrade,
+        before the version is recorded): nothing here."""
 
     def as_made(self, table: sa.Table) -> sa.Table:
         """``table`` as ``init`` creates it (a store may add what a dialect keeps outside the

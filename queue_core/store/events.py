@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..attempt_events import CARRY_CLAIM, trim_cut
+from ..attempt_events import CARRY_CLAIM, open_claims, trim_cut
 from .database import Database
 
 #: a task's history keeps its first and its last events (``docs/operations.md``)
@@ -102,11 +102,21 @@ def _carried_claim(t: sa.Table, e: sa.Table, kind: str, with_due: bool) -> Any:
     if kind not in CARRY_CLAIM or kind == "expired":
         return None
     due: Any = sa.bindparam("event_due", type_=sa.Double()) if with_due else t.c.run_at
-    recorded = sa.exists().where(e.c.task_id == t.c.id, e.c.kind == "claimed", e.c.at == t.c.started_at)
+    recorded = _claim_recorded(t, e)
     waited = sa.case((t.c.started_at.is_(None), None), (recorded, None), else_=t.c.started_at - due)
     if kind == "force_finished":
         return sa.case((t.c.owner.is_(None), None), else_=waited)
     return waited
+
+
+def _claim_recorded(t: sa.Table, e: sa.Table) -> Any:
+    """SQL: whether the attempt the row of ``t`` is in has a ``claimed`` row of its own: one at
+    its start that no end of an attempt followed (an earlier attempt claimed at the same instant,
+    tracked then and since ended, is not this one's)."""
+    claim, end = e.alias("claim"), e.alias("attempt_end")
+    ends = sorted(CARRY_CLAIM)
+    ended = sa.exists().where(end.c.task_id == claim.c.task_id, end.c.id > claim.c.id, end.c.kind.in_(ends))
+    return sa.exists().where(claim.c.task_id == t.c.id, claim.c.kind == "claimed", claim.c.at == t.c.started_at, ~ended)
 
 
 def claimed_events(rows: Iterable[dict], at: float, owner: str, recorded: Collection[int] = ()) -> list[dict]:
@@ -170,13 +180,16 @@ class TaskEvents:
 
     def recorded_claims(self, conn, rows: Sequence[dict]) -> set[int]:
         """The ids of those of the task ``rows`` holding a lease whose claim has an event row of
-        its own (the task was tracked when claimed): its ``at`` is the row's ``started_at``."""
+        its own (the task was tracked when claimed): its ``at`` is the row's ``started_at``, and
+        no end of an attempt followed it (:func:`open_claims`)."""
         held = {r["id"]: r["started_at"] for r in rows if r["leased"] and r["started_at"] is not None}
         if not held:
             return set()
         e = self.events_t
-        found = conn.execute(sa.select(e.c.task_id, e.c.at).where(e.c.task_id.in_(list(held)), e.c.kind == "claimed"))
-        return {task_id for task_id, at in found if held[task_id] == at}
+        kinds = ["claimed", *sorted(CARRY_CLAIM)]
+        stmt = sa.select(e.c.task_id, e.c.kind, e.c.at).where(e.c.task_id.in_(list(held)), e.c.kind.in_(kinds))
+        claims = open_claims(conn.execute(stmt.order_by(e.c.id)).all())
+        return {task_id for task_id, at in claims.items() if held[task_id] == at}
 
     def ended_events(self, conn, rows: Sequence[dict], at: float) -> list[dict]:
         """The ``expired`` events of those of ``rows`` (task rows as read before a change that

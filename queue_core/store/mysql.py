@@ -126,6 +126,10 @@ CLAIM_MARK_DEFAULT = "NULL ON UPDATE CURRENT_TIMESTAMP(6)"
 AS_CLAIMED = "1000-01-01 00:00:00"
 
 
+def _index_named(table: sa.Table, name: str | None) -> sa.Index:
+    return next(index for index in table.indexes if index.name == name)
+
+
 def _text_chunks(texts: Sequence[str], most: int) -> Iterator[list[str]]:
     """``texts`` in runs of at most ``most`` characters (one text longer goes alone)."""
     chunk: list[str] = []
@@ -218,20 +222,25 @@ class MySQLDialect(Dialect):
 
     def marked_table(self, conn, table):
         # Only a column made as add_claim_mark makes it: without its ON UPDATE a change since the
-        # claim would leave it as claimed (a column of another program's, or altered by hand).
-        extra = conn.execute(
+        # claim would leave it as claimed, and a TIMESTAMP cannot hold the mark (a column of
+        # another program's, or altered by hand).
+        found = conn.execute(
             sa.text(
-                "SELECT extra FROM information_schema.columns "
+                "SELECT data_type, extra FROM information_schema.columns "
                 "WHERE table_schema = DATABASE() AND table_name = :t AND column_name = :c"
             ),
             {"t": table.name, "c": CLAIM_MARK},
-        ).scalar()
-        if extra is None or "on update current_timestamp" not in extra.lower():
+        ).first()
+        if found is None or found[0].lower() != "datetime" or "on update current_timestamp" not in found[1].lower():
             return None
         return self.with_claim_mark(table)
 
     def with_claim_mark(self, table):
         marked = table.to_metadata(sa.MetaData())
+        for index in marked.indexes:  # (the copy forgets where an index is made: Index.ddl_if)
+            only = getattr(_index_named(table, index.name), "_ddl_if", None)
+            if only is not None:
+                index.ddl_if(dialect=only.dialect, callable_=only.callable_, state=only.state)
         mark_type, default = mysql_dialect.DATETIME(fsp=6), sa.text(CLAIM_MARK_DEFAULT)
         marked.append_column(sa.Column(CLAIM_MARK, mark_type, nullable=True, server_default=default))
         return marked

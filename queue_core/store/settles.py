@@ -61,6 +61,18 @@ class Settled:
     held: HeldAttempt | None = None
 
 
+@dataclass
+class _SortedOut:
+    """The rows of a settled group read after its finish: finished under its token by this
+    transaction (``ours``) or before it (``earlier``), still held under it (``live``), or no
+    longer under it (``lost``)."""
+
+    ours: list[Settled]
+    earlier: list[Settled]
+    live: list[Settled]
+    lost: list[Settled]
+
+
 class TaskSettles:
     """Needs ``t`` (the task table), ``events_t``, ``db``, ``purge_time``, ``record_ids`` and
     ``marked_claims``."""
@@ -127,32 +139,39 @@ class TaskSettles:
             return []
         if not written:  # changed since, lost, or finished by an earlier run of this transaction
             return self._settle_group(conn, group, now)
-        # Some written: no earlier run committed (it would have finished every row still held),
-        # so the rows finished under the token are this statement's.
-        states = self._states(conn, group)
-        ours = [s for s in group if states.get(s.id) == (FINISHED, s.token)]
-        self._record_held(conn, ours, now)
-        still = [s for s in group if s.id not in {o.id for o in ours}]
-        rest = [s for s in still if states.get(s.id, (None, None))[1] == s.token]  # changed since its claim
-        lost = [s for s in still if states.get(s.id, (None, None))[1] != s.token]
-        return lost + (self._settle_group(conn, rest, now) if rest else [])
+        # Some written: no earlier run of this transaction committed (it would have finished
+        # every row still held), so the rows finished under the token now are this statement's.
+        rows = self._sort_out(conn, group, now)
+        self._record_held(conn, rows.ours, now)
+        return rows.lost + (self._settle_group(conn, rows.live, now) if rows.live else [])
 
     def _record_held(self, conn, group: Sequence[Settled], now: float) -> None:
         events = finished_events([(s.id, s.held) for s in group], now, group[0].outcome) if group else []
         if events:
             self.db.dialect.insert_rows(conn, self.events_t, COLUMNS, events)
 
-    def _states(self, conn, group: Sequence[Settled]) -> dict[int, tuple]:
+    def _sort_out(self, conn, group: Sequence[Settled], now: float) -> _SortedOut:
+        """The rows of ``group`` (one token) as they are now (read after its finish)."""
         t = self.t
-        rows = conn.execute(sa.select(t.c.id, t.c.state, t.c.lease_token).where(t.c.id.in_([s.id for s in group])))
-        return {r.id: (r.state, r.lease_token) for r in rows}
+        cols = (t.c.id, t.c.state, t.c.lease_token, t.c.finished_at)
+        found = {r.id: r for r in conn.execute(sa.select(*cols).where(t.c.id.in_([s.id for s in group])))}
+        out = _SortedOut([], [], [], [])
+        for s in group:
+            r = found.get(s.id)
+            if r is None or r.lease_token != s.token:
+                out.lost.append(s)
+            elif r.state != FINISHED:
+                out.live.append(s)
+            else:  # finished at another time: by its holder alone before (a copy of a task listed again)
+                (out.ours if r.finished_at == now else out.earlier).append(s)
+        return out
 
     def _settled_short(self, conn, written: int, group: Sequence[Settled], now: float) -> list[Settled]:
         """Of a settled ``group`` (one token) whose finish wrote ``written`` of its rows, those whose
-        lease was lost (the others are finished under the token: by this statement, or, when it
-        wrote none, by an earlier run of this transaction that committed them and their events)."""
-        states = self._states(conn, group)
-        ours = sorted(s.id for s in group if states.get(s.id) == (FINISHED, s.token))
+        lease was lost. The others are finished under the token: by this statement, or, when it
+        wrote none, by an earlier run of this transaction that committed them and their events,
+        or by their holder before (their events written then)."""
+        rows = self._sort_out(conn, group, now)
         if written:
-            self.record_ids(conn, "finished", ours, now, outcome=group[0].outcome)
-        return [s for s in group if s.id not in ours]
+            self.record_ids(conn, "finished", sorted(s.id for s in rows.ours), now, outcome=group[0].outcome)
+        return rows.lost + rows.live

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import secrets
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -60,6 +61,10 @@ from .transitions import lease_counted, task_where
 from .typed import TypedReads
 from .watch import watch_newest_id
 from .workers import WorkerRows
+
+#: how often a claim looks again at the table's claim mark (``claim_table``): a mark altered by
+#: hand is trusted at most this long after (docs/reliability.md)
+MARK_CHECK_INTERVAL = 10.0
 
 
 def _as_sql_orders(value: Any) -> tuple:
@@ -124,6 +129,7 @@ class TaskStore(
         #: the task table as a claim's UPDATE writes it (decided by this store's first claim:
         #: :meth:`claim_table`)
         self._claim_t: sa.Table | None = None
+        self._mark_checked = 0.0
 
     def _claim_reads(self) -> None:
         """The statements every claim runs, in this store's :attr:`scope`."""
@@ -221,18 +227,23 @@ class TaskStore(
         # <table>_failed_ids (MySQL/MariaDB): the failed tasks it does not hold yet — those of a
         # table made before it, or failed by a worker of an older release since
         self.note_all_failed(conn)
-        self.db.dialect.add_claim_mark(conn, self.t)  # (schema version 9, MySQL/MariaDB)
+
+    def upgraded_to(self, conn, version: int) -> None:
+        if version == 9:  # MySQL/MariaDB: the claim mark (a fresh table is made with it: as_made)
+            self.db.dialect.add_claim_mark(conn, self.t)
 
     def as_made(self, table: sa.Table) -> sa.Table:
         return self.db.dialect.with_claim_mark(table) if table is self.t else table
 
     def claim_table(self, conn) -> sa.Table:
         """The task table as a claim's UPDATE writes it: with the dialect's claim mark where the
-        table has it (``Dialect.marked_table``); decided once, by this store's first claim (a
-        table ``init`` upgrades later is marked from the next start of its workers)."""
-        if self._claim_t is None:
+        table has it as ``init`` makes it (``Dialect.marked_table``). Looked at again by a claim
+        every :data:`MARK_CHECK_INTERVAL` seconds: a table ``init`` upgrades is marked from then
+        on, and a mark altered by hand is no longer trusted from then on."""
+        at = time.monotonic()
+        if self._claim_t is None or at >= self._mark_checked + MARK_CHECK_INTERVAL:
             marked = self.db.dialect.marked_table(conn, self.t)
-            self._claim_t = self.t if marked is None else marked
+            self._claim_t, self._mark_checked = (self.t if marked is None else marked), at
         return self._claim_t
 
     def marked_claims(self) -> sa.Table | None:

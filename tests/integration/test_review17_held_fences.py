@@ -10,8 +10,15 @@ import copy
 
 import pytest
 import sqlalchemy as sa
+from event_checks import (
+    assert_like_reference,
+    assert_stream_and_statistics_see_each_finish_once,
+    bits,
+    event_rows,
+    hand_edit,
+    reference_rows,
+)
 from test_history import commit_ack_lost_once
-from event_checks import assert_like_reference, bits, event_rows, hand_edit, reference_rows
 
 import queue_core
 from queue_core.store.settles import Settled
@@ -299,12 +306,7 @@ def test_the_event_stream_history_and_statistics_see_each_finish_once(held_path)
         assert kinds == ["submitted", "claimed", "finished"], (h.key, kinds)
         last = q.history(h.key)[-1]
         assert bits(last.at) in (bits(T0 + 2), bits(T0 + 3))
-    finished = list(q.events(since=0, kinds=["finished"]))
-    assert sorted(e.key for e in finished) == sorted(h.key for h in held)
-    assert q.roll_up_stats(now=T0 + 4000) > 0
-    stats = q.statistics(since=T0 - 60, until=T0 + 60, now=T0 + 4000)
-    [tally] = stats.totals().values()
-    assert (tally.started, tally.succeeded) == (6, 6), tally
+    assert_stream_and_statistics_see_each_finish_once(q, held, T0)
 
 
 def test_a_settle_on_the_real_database_path_matches_with_hostile_names(queue):
