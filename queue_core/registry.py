@@ -5,6 +5,7 @@ with the tasks it holds now (``store/workers.py``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -58,7 +59,9 @@ def worker_info(row: dict) -> WorkerInfo:
     )
 
 
+@functools.cache  # a lookup among the installed distributions: tens of ms, once per process
 def pq_version() -> str:
+    """The version of pq this process runs (as installed)."""
     try:
         return metadata.version("pq")[:32]
     except metadata.PackageNotFoundError:

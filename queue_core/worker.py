@@ -37,6 +37,7 @@ from .errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaE
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
 from .processor import Processor, open_checked, stop_at_once
+from .registry import pq_version
 from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
@@ -51,7 +52,13 @@ def run_worker(
 ) -> int:
     """Serve ``target`` until stopped (or, with ``burst``, until no task is due). Returns an exit code."""
     setup_logging(settings.get("log"), settings.get("log_level", "INFO"))
-    log.info("serving %s from queues %s", describe_types(served_types(target)), settings.get("queues", "default"))
+    # pq's version looked up once, here: the processors forked later inherit it for the registry
+    log.info(
+        "pq %s serving %s from queues %s",
+        pq_version(),
+        describe_types(served_types(target)),
+        settings.get("queues", "default"),
+    )
     check_database(settings, burst=burst)
     if settings.get("processor_type", "process") == "thread" or not hasattr(os, "fork"):
         return ThreadWorker(target, settings, burst=burst, config_loader=config_loader).run()

@@ -33,6 +33,8 @@ from __future__ import annotations
 import re
 
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.schema import CreateIndex
 from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
@@ -198,14 +200,33 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
     sa.Index(f"ix_{name}_grp", t.c.grp)
     # The tracked tasks, by id (partial where the database has them: nothing to write for others).
     tracked = t.c.tracked == 1
-    sa.Index(f"ix_{name}_tracked", t.c.tracked, t.c.id, postgresql_where=tracked, sqlite_where=tracked)
+    partial_index(f"ix_{name}_tracked", t.c.tracked, t.c.id, where={"postgresql": tracked, "sqlite": tracked})
     # The failed tasks (failure groups, bulk retry, the dashboard's failed filter): a partial index
     # where the database has them; MySQL has none, and an index leading with the outcome would be
     # rewritten by every finish there.
-    sa.Index(
-        f"ix_{name}_failed", t.c.id, postgresql_where=failed_rows(t), sqlite_where=failed_rows(t, "sqlite")
-    ).ddl_if(dialect=PARTIAL_INDEX_DIALECTS)  # type: ignore[arg-type]  # (a tuple of names is documented)
+    failed = {"postgresql": failed_rows(t), "sqlite": failed_rows(t, "sqlite")}
+    partial_index(f"ix_{name}_failed", t.c.id, where=failed).ddl_if(
+        dialect=PARTIAL_INDEX_DIALECTS  # type: ignore[arg-type]  # (a tuple of names is documented)
+    )
     return t
+
+
+def partial_index(name: str, *columns: sa.Column, where: dict[str, sa.ColumnElement[bool]]) -> sa.Index:
+    """An index of the rows ``where`` holds on each database that has partial indexes (by name),
+    of every row elsewhere. The condition is given to the database's DDL only when the index is
+    made (:func:`_made_partial`): the ``<name>_where`` argument of ``Index`` would import the
+    SQLAlchemy dialect of every database it names into every process, a worker on MySQL included."""
+    return sa.Index(name, *columns, info={"partial_where": where})
+
+
+@compiles(CreateIndex, "postgresql")
+@compiles(CreateIndex, "sqlite")
+def _made_partial(create: CreateIndex, compiler, **kw) -> str:
+    index = create.element
+    where = index.info.get("partial_where", {}).get(compiler.dialect.name)
+    if where is not None:
+        index.dialect_options[compiler.dialect.name]["where"] = where
+    return compiler.visit_create_index(create, **kw)
 
 
 #: the databases with partial indexes (an index of some rows only, by its WHERE)
