@@ -229,6 +229,22 @@ MAX_DURATION = 1e11
 MAX_DATA_DEPTH = 200
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_nested_deeper(text: str, limit: int = MAX_DATA_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests arrays and objects deeper than ``limit`` (the outermost
+    counts 1), told without parsing it (its strings skipped): a parser's recursion on such text
+    can end in RecursionError, and an object finalized meanwhile prints to stderr."""
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
 def _check_structure(data: Mapping) -> None:
     """Keys are strings (json.dumps would turn 1 into "1", silently merging keys) and nesting is
     at most MAX_DATA_DEPTH. Iterative: no recursion limit of its own."""

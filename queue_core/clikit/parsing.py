@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..errors import ValidationError
+from ..validate import MAX_DATA_DEPTH, json_nested_deeper
 from .exits import CLIError
 
 _JSON_TYPE_NAMES = {
@@ -57,6 +58,8 @@ def _read_argument(text: str, what: str) -> str:
 
 
 def _decode_json(text: str, what: str) -> Any:
+    if json_nested_deeper(text):  # (the limit of task data; refused before a parser recurses)
+        raise CLIError(f"{what} is nested deeper than {MAX_DATA_DEPTH} levels")
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
