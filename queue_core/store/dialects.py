@@ -76,11 +76,11 @@ class Dialect:
         stmt = sa.insert(table).from_select(list(columns), rows)
         return stmt.returning(table.c[returning]) if returning else stmt
 
-    def marked_table(self, conn: sa.Connection, table: sa.Table) -> sa.Table | None:
-        """``table`` with the claim mark, when the dialect keeps one and the table has it as
-        ``init`` makes it (MySQL: ``mysql.CLAIM_MARK``); None: no mark (a settle reads its rows
-        back to write their events, in one INSERT ... SELECT where the database has it)."""
-        return None
+    def claim_mark_usable(self, conn: sa.Connection, table: sa.Table) -> bool:
+        """Whether the task ``table`` has the dialect's claim mark as ``init`` makes it (MySQL:
+        ``mysql.CLAIM_MARK``); False: no mark (a settle reads its rows back to write their
+        events, in one INSERT ... SELECT where the database has it)."""
+        return False
 
     def with_claim_mark(self, table: sa.Table) -> sa.Table:
         """The task ``table`` with the dialect's claim mark, as ``init`` creates it (a copy): here,
@@ -92,12 +92,12 @@ class Dialect:
         (a table made by an earlier release: ``init`` upgrades it)."""
 
     def claim_marks(self, table: sa.Table) -> list[tuple]:
-        """The (column, value) pairs a claim's UPDATE of ``table`` (from :meth:`marked_table`)
+        """The (column, value) pairs a claim's UPDATE of ``table`` (from :meth:`with_claim_mark`)
         writes to mark its rows as claimed; [] without a mark."""
         return []
 
     def as_claimed(self, table: sa.Table) -> list:
-        """The condition that a row of ``table`` (from :meth:`marked_table`) is as its claim left
+        """The condition that a row of ``table`` (from :meth:`with_claim_mark`) is as its claim left
         it: no change of it since, by anyone; [] without a mark."""
         return []
 

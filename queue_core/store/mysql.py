@@ -220,7 +220,7 @@ class MySQLDialect(Dialect):
             conn.exec_driver_sql(head + ",".join(chunk), execution_options={"no_parameters": True})
         return [r[1] for r in found] if returning else []
 
-    def marked_table(self, conn, table):
+    def claim_mark_usable(self, conn, table):
         # Only a column made as add_claim_mark makes it: without its ON UPDATE a change since the
         # claim would leave it as claimed, and a TIMESTAMP cannot hold the mark (a column of
         # another program's, or altered by hand).
@@ -231,9 +231,9 @@ class MySQLDialect(Dialect):
             ),
             {"t": table.name, "c": CLAIM_MARK},
         ).first()
-        if found is None or found[0].lower() != "datetime" or "on update current_timestamp" not in found[1].lower():
-            return None
-        return self.with_claim_mark(table)
+        if found is None:
+            return False
+        return found[0].lower() == "datetime" and "on update current_timestamp" in found[1].lower()
 
     def with_claim_mark(self, table):
         marked = table.to_metadata(sa.MetaData())

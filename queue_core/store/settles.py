@@ -5,7 +5,7 @@ its next claim.
 
 The events are read back from the rows as the UPDATE left them (``record_ids``: one INSERT ...
 SELECT), except where the claims mark their rows (MySQL/MariaDB, whose insert of selected rows
-reads them into the client first: ``Dialect.marked_table``). There a success of a task untracked
+reads them into the client first: ``Dialect.claim_mark_usable``). There a success of a task untracked
 when claimed is written from what its holder keeps of the claim (:class:`HeldAttempt`) when its
 row is still as the claim left it: the UPDATE is also fenced by the claim mark, which the server
 changes on any change of the row since (a move, a track, an attempt given back, a heartbeat, a

@@ -237,14 +237,19 @@ class TaskStore(
 
     def claim_table(self, conn) -> sa.Table:
         """The task table as a claim's UPDATE writes it: with the dialect's claim mark where the
-        table has it as ``init`` makes it (``Dialect.marked_table``). Looked at again by a claim
-        every :data:`MARK_CHECK_INTERVAL` seconds: a table ``init`` upgrades is marked from then
-        on, and a mark altered by hand is no longer trusted from then on."""
+        table has it as ``init`` makes it (``Dialect.claim_mark_usable``). Looked at again by a
+        claim every :data:`MARK_CHECK_INTERVAL` seconds: a table ``init`` upgrades is marked from
+        then on, and a mark altered by hand is no longer trusted from then on."""
         at = time.monotonic()
         if self._claim_t is None or at >= self._mark_checked + MARK_CHECK_INTERVAL:
-            marked = self.db.dialect.marked_table(conn, self.t)
-            self._claim_t, self._mark_checked = (self.t if marked is None else marked), at
+            usable = self.db.dialect.claim_mark_usable(conn, self.t)
+            self._claim_t, self._mark_checked = (self._marked_t if usable else self.t), at
         return self._claim_t
+
+    @functools.cached_property
+    def _marked_t(self) -> sa.Table:
+        """The task table with the dialect's claim mark: one copy, whose statements stay cached."""
+        return self.db.dialect.with_claim_mark(self.t)
 
     def marked_claims(self) -> sa.Table | None:
         """The task table with its claim mark, when this store's claims mark their rows."""

@@ -106,7 +106,7 @@ def test_a_fresh_init_makes_the_indexes_of_its_release_and_no_other(queue, backe
 def test_a_touched_at_of_another_type_never_crashes_the_claim(queue, backend, db_url, clock, monkeypatch, column, mode):
     """A table of schema 8 that already has a column named ``touched_at`` with an ON UPDATE (a
     common ``updated_at``-like TIMESTAMP of another program, or one made by hand as TIMESTAMP):
-    ``init`` leaves it, ``marked_table`` trusts it (it checks the ON UPDATE only, not the type),
+    ``init`` leaves it, ``claim_mark_usable`` trusts it (it checks the ON UPDATE only, not the type),
     and every claim then writes '1000-01-01 00:00:00' into a TIMESTAMP, which cannot hold it."""
     _only_mysql(backend)
     _downgrade_to_8(queue)
@@ -358,7 +358,7 @@ def test_the_held_way_under_session_settings(backend, db_url, table_name, clock,
 
 
 def test_another_table_whose_name_differs_only_in_case(backend, db_url, clock, monkeypatch):
-    """``marked_table`` looks the mark up in information_schema by table name; MariaDB compares
+    """``claim_mark_usable`` looks the mark up in information_schema by table name; MariaDB compares
     that name case-insensitively there. A table of schema 8 (no mark) beside a table of schema 9
     whose name differs in case only (pq table names may hold capitals)."""
     _only_mysql(backend)
