@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
 
@@ -26,19 +24,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     return m[1].strip("[]"), int(m[2])
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the signature wsgiref calls
-        pass  # a scrape every 15 s is not worth a log line
-
-
-class _Server(WSGIServer):
-    """A WSGI server on an IPv4 or IPv6 address, as --listen names it."""
-
-    def __init__(self, address, handler, bind_and_activate=True):
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, handler, bind_and_activate)
-
-
 @click.command(short_help="Serve (or print) the Prometheus metrics.")
 @click.option("--listen", default="127.0.0.1:9187", show_default=True, help="HOST:PORT to serve /metrics on.")
 @click.option("--once", is_flag=True, help="Print the metrics once on stdout and exit.")
@@ -49,6 +34,7 @@ def metrics(listen: str, once: bool, schedule_table: str | None) -> None:
     retried counters, wait and run histograms, workers, paused queues, schedule lag, workflow runs)
     in Prometheus's text format until SIGTERM or Ctrl-C."""
     from . import metrics as metrics_mod
+    from .metrics_http import http_server
 
     host, port = parse_listen(listen)
     options = {"schedule_table": schedule_table}
@@ -58,7 +44,7 @@ def metrics(listen: str, once: bool, schedule_table: str | None) -> None:
             return
         app = metrics_mod.wsgi_app(q, options)
         try:
-            server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+            server = http_server(host, port, app)
         except OSError as exc:
             raise CLIError(f"cannot listen on {listen}: {exc.strerror or exc}", 1) from None
 

@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from . import policy
-from .apart import CheckApart
+from .apart import CheckApart, fork_holding
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .exit_codes import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE
 from .wakeup import Wakeup
@@ -182,21 +182,6 @@ class SignalQueue:
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._old_fd)
         self._wakeup.close()
-
-
-def fork_holding(signums: Iterable[int]) -> int:
-    """``os.fork()``, the child holding ``signums`` (blocked: they stay pending) until its own
-    :class:`SignalQueue` catches them. Sent before that, a signal would reach the handler inherited
-    from the parent, a copy of the parent's queue that nobody reads: lost."""
-    held = set(signums)
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    pid = -1
-    try:
-        pid = os.fork()
-        return pid
-    finally:
-        if pid != 0:  # the parent (or no child): catch them again
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 class Dispatcher:

@@ -25,9 +25,10 @@ import signal
 import time
 from collections.abc import Callable
 
+from .apart import fork_holding
 from .logs import reopen_logs
 from .processor import open_checked
-from .service import EXIT_OK, IMMEDIATE_GRACE, WORKER_SIGNALS, Intent, Signals, fork_holding, reload_settings
+from .service import EXIT_OK, IMMEDIATE_GRACE, WORKER_SIGNALS, Intent, Signals, reload_settings
 
 log = logging.getLogger("queue_core.worker")
 

@@ -39,6 +39,7 @@ from .logs import reopen_logs, setup_logging
 from .processor import Processor, open_checked, stop_at_once
 from .registry import pq_version
 from .service import CHILD_SIGNALS, EXIT_IMMEDIATE, EXIT_OK, WORKER_SIGNALS, Intent, Signals, exit_now
+from .store.database import load_driver
 from .supervisor import Supervisor
 from .thread_worker import ThreadWorker
 
@@ -82,6 +83,7 @@ def check_database(settings: dict, *, burst: bool = False) -> None:
     if not hasattr(os, "fork"):
         _check(settings, refused)
         return
+    load_driver(settings.get("url"))  # once, here: the checker and the processors inherit it
     checker = CheckApart(functools.partial(_check, settings, refused), WORKER_SIGNALS)
     signals = Signals(WORKER_SIGNALS, _before_start(checker))
     try:
