@@ -75,6 +75,8 @@ def check_tag(value: Any, what: str = "tag") -> str:
 
 def check_tags(value: Any, what: str = "tags") -> tuple[str, ...]:
     """The tags of a task: a collection of tags (not one string), each once, at most 32; sorted."""
+    if type(value) in (tuple, list) and not value:
+        return ()  # (most tasks: no tags, checked at the cost of a comparison)
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValidationError(f"{what} must be a list of tags, not {_shown(value)}")
     tags = tuple(sorted({check_tag(x, "tag") for x in value}))

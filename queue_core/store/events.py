@@ -155,9 +155,22 @@ def finished_events(held: Iterable[tuple[int, Any]], at: float, outcome: str) ->
     claim row of its own; its run ``at - started_at``; a detail only for a failure, which is not
     settled this way)."""
     return [
-        {"task_id": i, "key": h.key, "queue": h.queue, "type": h.type, "kind": "finished", "at": at}
-        | {"attempt": h.attempt, "owner": h.owner, "outcome": outcome, "detail": None}
-        | {"waited": h.started_at - h.due_at, "ran": at - h.started_at, "due_at": None, "tracked": 0}
+        {
+            "task_id": i,
+            "key": h.key,
+            "queue": h.queue,
+            "type": h.type,
+            "kind": "finished",
+            "at": at,
+            "attempt": h.attempt,
+            "owner": h.owner,
+            "outcome": outcome,
+            "detail": None,
+            "waited": h.started_at - h.due_at,
+            "ran": at - h.started_at,
+            "due_at": None,
+            "tracked": 0,
+        }
         for i, h in held
     ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -110,8 +111,34 @@ def sql_literal(value: Any) -> str:
 
 
 def rendered_values(rows: Iterable[Sequence]) -> list[str]:
-    """Each of ``rows`` (value tuples) as a VALUES tuple ``(v1, v2, ...)`` (:func:`sql_literal`)."""
-    return [f"({','.join(map(sql_literal, r))})" for r in rows]
+    """Each of ``rows`` (value tuples of one length) as a VALUES tuple ``(v1, v2, ...)``
+    (:func:`sql_literal`), rendered a column at a time (:func:`column_literals`)."""
+    columns = [column_literals(values) for values in zip(*rows, strict=True)]
+    return list(map("({})".format, map(",".join, zip(*columns, strict=True))))
+
+
+def _in_order(rows: Iterable[dict], columns: tuple[str, ...]) -> list[tuple]:
+    """The values of each of ``rows`` (dicts), in the order of ``columns``."""
+    get = operator.itemgetter(*columns)
+    return [get(r) for r in rows] if len(columns) > 1 else [(get(r),) for r in rows]
+
+
+def column_literals(values: Sequence) -> list[str]:
+    """:func:`sql_literal` of each of ``values`` (one column of a batch of rows): where all are of
+    one type, rendered by that type's rule over the whole column, each distinct string (a batch's
+    queue, type and owner repeat) or oft-repeated number (its time) once; else one by one."""
+    kinds, distinct = set(map(type, values)), set(values)
+    # (floats once each only without a zero: 0.0 and -0.0 are equal, their literals are not)
+    if kinds == {str} or kinds == {float} and len(distinct) * 2 <= len(values) and 0.0 not in distinct:
+        literals = {v: sql_literal(v) for v in distinct}  # (raises for a NaN or an infinity)
+        return list(map(literals.__getitem__, values))
+    if kinds == {float} and all(map(math.isfinite, values)):
+        return [text if "e" in text else text + "e0" for text in map(repr, values)]
+    if kinds == {int}:
+        return list(map(str, values))
+    if kinds == {type(None)}:
+        return ["NULL"] * len(values)
+    return list(map(sql_literal, values))
 
 
 #: MySQL/MariaDB's claim mark (schema version 9): a column of the task table, not in its ``Table``,
@@ -260,7 +287,7 @@ class MySQLDialect(Dialect):
     def insert_rows(self, conn, table, columns, rows):
         # rendered here: PyMySQL escapes each value of each row in Python, several times slower
         head = insert_head(table, tuple(columns))
-        values = rendered_values([r[c] for c in columns] for r in rows)
+        values = rendered_values(_in_order(rows, tuple(columns)))
         for chunk in _text_chunks(values, INSERT_BYTES):
             conn.exec_driver_sql(head + ",".join(chunk), execution_options={"no_parameters": True})
 

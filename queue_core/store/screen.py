@@ -54,14 +54,15 @@ class ClaimScreen:
                 cancel_requested=bool(r["cancel_requested"]),
                 owned=r["workflow"] is not None,
             )
+            if verdict is policy.OnClaim.DELIVER:
+                deliver.append(r)
+                continue
             ended = self.ended_events(conn, [r], now)  # its last attempt's, when its lease expired
             if verdict is policy.OnClaim.CANCEL:
                 self._finish_row(conn, r["id"], "give_up", "cancelled", r["error"], now, ended)
-            elif verdict is policy.OnClaim.GIVE_UP:
+            else:
                 error = policy.give_up_error(r["error"], r["attempts"])
                 self._finish_row(conn, r["id"], "give_up", "failure", error, now, ended)
-            else:
-                deliver.append(r)
         return deliver, len(picked) - len(deliver)
 
     def _set_aside(self, conn, row: dict, found: tuple[str, str], now: float) -> None:
