@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -38,6 +38,16 @@ log = logging.getLogger("queue_core.store")
 POSITION = "stats_after"
 #: events rolled up per transaction
 BATCH = 2000
+
+
+class _Page(NamedTuple):
+    """The next events a roll-up counts: the ranges of their ids, the ranges it passes over
+    (holes), the last id, how many."""
+
+    runs: list[IdRange]
+    passed: list[IdRange]
+    last: int
+    size: int
 
 
 class TaskStatistics:
@@ -62,7 +72,7 @@ class TaskStatistics:
                 return total
 
     def _roll_batch(self, conn, now: float, gap_timeout: float, batch: int) -> tuple[int, bool]:
-        m, e, g = self.meta, self.events_t, self.gaps_t
+        m, g = self.meta, self.gaps_t
         position = self.db.dialect.lock_candidates(sa.select(m.c.value).where(m.c.name == POSITION))
         after = conn.execute(position).scalar()
         if after is None:  # another roller holds it (or a table init never finished: nothing to add to)
@@ -70,16 +80,29 @@ class TaskStatistics:
         after = int(after)
         gaps = {(r.first_id, r.last_id): r.missed_at for r in conn.execute(sa.select(g))}
         late = self._ids_in(conn, list(gaps))
-        page = sa.select(e.c.id).where(e.c.id > after).order_by(e.c.id).limit(batch)
-        new = [i for (i,) in conn.execute(page)]
+        page = self._next_page(conn, after, batch)
         # counted over the ranges of the ids just read: an id that commits meanwhile falls in a
         # range passed over (looked for again later), never in one of these
-        self._add(conn, statistics.tally_groups(self._groups(conn, statistics.id_runs(late) + statistics.id_runs(new))))
-        passed = statistics.passed_over(after, new)
-        self._write_gaps(conn, gaps, late, passed, now, now - gap_timeout)
-        to = new[-1] if new else after
-        conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(to)))
-        return len(late) + len(new), len(new) == batch
+        self._add(conn, statistics.tally_groups(self._groups(conn, statistics.id_runs(late) + page.runs)))
+        self._write_gaps(conn, gaps, late, page.passed, now, now - gap_timeout)
+        conn.execute(sa.update(m).where(m.c.name == POSITION).values(value=str(page.last)))
+        return len(late) + page.size, page.size == batch
+
+    def _next_page(self, conn, after: int, batch: int) -> _Page:
+        """The next events after id ``after`` (at most ``batch``). Counted in the database when
+        their ids follow one another without a hole (as they mostly do): each id is then there,
+        none can still appear among them. Else read one by one, to find the holes (ids of
+        transactions not committed yet, or rolled back)."""
+        e = self.events_t
+        ids = sa.select(e.c.id).where(e.c.id > after).order_by(e.c.id).limit(batch)
+        page = ids.subquery()
+        count, last = conn.execute(sa.select(sa.func.count(), sa.func.max(page.c.id))).one()
+        if not count:
+            return _Page([], [], after, 0)
+        if last - after == count:
+            return _Page([(after + 1, last)], [], last, count)
+        new = [i for (i,) in conn.execute(ids)]
+        return _Page(statistics.id_runs(new), statistics.passed_over(after, new), new[-1], len(new))
 
     def _write_gaps(self, conn, gaps: dict, found: list[int], passed: list[IdRange], now: float, expired: float):
         """The ranges still awaited: the old ones less what was found and those missed before
