@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 #: is on the event that ends it (its ``waited`` set), so that an attempt costs one event row and
 #: each claim is told once (``docs/operations.md``)
 CARRY_CLAIM = frozenset({"finished", "retried", "released", "expired", "force_finished"})
-#: the events that leave the attempt going on going on (any other ends it)
-DURING_ATTEMPT = frozenset({"cancel_requested", "moved"})
+#: the events that leave the attempt going on (any other ends it): an operator's change while it
+#: runs, and an earlier holder giving back the attempt its lost lease spent
+DURING_ATTEMPT = frozenset({"cancel_requested", "moved", "attempt_returned"})
 
 
 def carries_claim(event: Mapping) -> bool:
