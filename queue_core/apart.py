@@ -35,10 +35,10 @@ def fork_holding(signums: Iterable[int]) -> int:
     would reach the handler inherited from the parent, a copy of the parent's queue that nobody
     reads: lost.
 
-    The parent's objects are first moved out of the garbage collector's reach (``gc.freeze``):
-    a child's collection would otherwise walk every one of them, writing to each page that holds
-    one, and so copy the parent's memory page by page (a third of a processor's start-up, seen).
-    What the parent frees later is freed as before; only cycles left unreachable at a fork stay."""
+    The child gets the parent's objects out of its garbage collector's reach (``gc.freeze`` just
+    before the fork, undone in the parent just after): its collections would otherwise walk every
+    one of them, writing to each page that holds one, and so copy the parent's memory page by page
+    (a third of a processor's start-up, seen). The parent collects as before."""
     held = set(signums)
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     pid = -1
@@ -47,7 +47,8 @@ def fork_holding(signums: Iterable[int]) -> int:
         pid = os.fork()
         return pid
     finally:
-        if pid != 0:  # the parent (or no child): catch them again
+        if pid != 0:  # the parent (or no child): its objects collectable again, its signals caught
+            gc.unfreeze()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 

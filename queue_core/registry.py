@@ -70,11 +70,11 @@ def pq_version() -> str:
 
 class Registration:
     """The registry row of one queue's claiming process, shared by its processors (thread mode:
-    several): written when the first joins (by it, before its first claim), renewed every
-    ``registry_interval`` seconds by a thread of its own while any is running, removed when the
-    last leaves. Never on a thread that heartbeats leases: a registry write that waits (its row
-    locked by someone else, a slow database) must not let a running task's lease expire. A
-    database error is logged once, never raised: the registry must not stop a worker."""
+    several): written when the first joins, renewed every ``registry_interval`` seconds by a
+    thread of its own while any is running, removed when the last leaves. Never on a thread that
+    heartbeats leases: a registry write that waits (its row locked by someone else, a slow
+    database) must not let a running task's lease expire. A database error is logged once, never
+    raised: the registry must not stop a worker."""
 
     def __init__(self, queue: Any, queues: list[str], types: list[str] | None):
         # weak: the queue keeps its registration (queue.__dict__), and a cycle would leave a queue
@@ -103,10 +103,6 @@ class Registration:
             if self._members > 1:
                 return
             self._halt = threading.Event()
-            # written here, by the first to join, before it claims (no lease of its own waits
-            # meanwhile) and on its connection: on a thread it would cost another (a TLS context
-            # and a login, tens of ms of each worker's start-up)
-            self._write("register", self._register)
             self._renewer = threading.Thread(target=self._run, args=(self._halt,), name="pq-registry", daemon=True)
             self._renewer.start()
 
@@ -122,6 +118,7 @@ class Registration:
         self._write("unregister", lambda: self.queue.store.remove_worker(self.worker.owner))
 
     def _run(self, halt: threading.Event) -> None:
+        self._write("register", self._register)
         while not halt.wait(self.interval):
             self._write("renew", self._renew)
 

@@ -113,14 +113,19 @@ def sql_literal(value: Any) -> str:
 def rendered_values(rows: Iterable[Sequence]) -> list[str]:
     """Each of ``rows`` (value tuples of one length) as a VALUES tuple ``(v1, v2, ...)``
     (:func:`sql_literal`), rendered a column at a time (:func:`column_literals`)."""
+    rows = list(map(tuple, rows))
+    if not any(rows):  # rows of no column (zip would find no column, and no row)
+        return ["()"] * len(rows)
     columns = [column_literals(values) for values in zip(*rows, strict=True)]
     return list(map("({})".format, map(",".join, zip(*columns, strict=True))))
 
 
 def _in_order(rows: Iterable[dict], columns: tuple[str, ...]) -> list[tuple]:
     """The values of each of ``rows`` (dicts), in the order of ``columns``."""
+    if len(columns) < 2:  # (itemgetter of one column gives its value, of none is refused)
+        return [tuple(r[c] for c in columns) for r in rows]
     get = operator.itemgetter(*columns)
-    return [get(r) for r in rows] if len(columns) > 1 else [(get(r),) for r in rows]
+    return [get(r) for r in rows]
 
 
 def column_literals(values: Sequence) -> list[str]:

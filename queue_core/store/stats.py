@@ -77,7 +77,7 @@ class TaskStatistics:
         after = conn.execute(position).scalar()
         if after is None:  # another roller holds it (or a table init never finished: nothing to add to)
             return 0, False
-        after = int(after)
+        after = self._position(after)
         gaps = {(r.first_id, r.last_id): r.missed_at for r in conn.execute(sa.select(g))}
         late = self._ids_in(conn, list(gaps))
         page = self._next_page(conn, after, batch)
@@ -177,11 +177,25 @@ class TaskStatistics:
         after = conn.execute(self.db.dialect.lock_rows(sa.select(m.c.value).where(m.c.name == POSITION))).scalar()
         if after is None:  # a table whose init did not finish: no statistics to keep
             return
-        uncounted = sa.or_(e.c.id > int(after), sa.exists().where(e.c.id.between(g.c.first_id, g.c.last_id)))
         try:
+            uncounted = sa.or_(
+                e.c.id > self._position(after), sa.exists().where(e.c.id.between(g.c.first_id, g.c.last_id))
+            )
             self._add(conn, statistics.tally_groups(self._groups_where(conn, sa.and_(which, uncounted))))
         except CorruptRowError as exc:
             log.warning("statistics of deleted events left out: %s", exc)
+
+    def _position(self, value: Any) -> int:
+        """The roll-up's position (the id of the last event it counted) as its meta row holds
+        it; CorruptRowError for what pq never writes there (a row edited by hand)."""
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise CorruptRowError(
+                f"the row {POSITION!r} of {self.meta.name} holds {str(value)[:40]!r}, which pq never writes: "
+                f"the id of the last event the statistics counted; set it to the largest id of {self.events_t.name} "
+                "(the events up to it not counted yet are then left out; none is counted twice)"
+            ) from None
 
     def _add(self, conn, tallies: dict[BucketKey, Tally]) -> None:
         """Add ``tallies`` to their rows (made when missing). Every row is read and checked before
