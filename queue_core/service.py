@@ -14,7 +14,7 @@ what each intent does to them; the rest is here, the same for all of them:
   handler, in whoever reads the queue: the main loop of a service whose main thread only waits
   (the supervisor, the thread-mode worker), or a signal thread of its own where the main thread
   runs handlers (a worker child, the scheduler). A forked child holds the signals until its own
-  queue catches them (:func:`fork_holding`), so none reaches the handler inherited from its parent.
+  queue catches them (:func:`~queue_core.apart.fork_holding`), so none reaches the handler inherited from its parent.
 * **The stop cascade** (:class:`Dispatcher`, explicit :class:`Phase`): the first stop signal stops
   gracefully, a second one immediately (not in a worker child: its supervisor resends TERM on
   purpose until it exits); once a stop began, restart signals are ignored.
@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from . import policy
-from .apart import CheckApart, fork_holding
+from .apart import CheckApart
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError
 from .exit_codes import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE
 from .wakeup import Wakeup
@@ -60,7 +60,6 @@ __all__ = [
     "SignalQueue",
     "Signals",
     "exit_now",
-    "fork_holding",
     "reload_settings",
 ]
 

@@ -132,18 +132,28 @@ def column_literals(values: Sequence) -> list[str]:
     """:func:`sql_literal` of each of ``values`` (one column of a batch of rows): where all are of
     one type, rendered by that type's rule over the whole column, each distinct string (a batch's
     queue, type and owner repeat) or oft-repeated number (its time) once; else one by one."""
-    kinds, distinct = set(map(type, values)), set(values)
-    # (floats once each only without a zero: 0.0 and -0.0 are equal, their literals are not)
-    if kinds == {str} or kinds == {float} and len(distinct) * 2 <= len(values) and 0.0 not in distinct:
-        literals = {v: sql_literal(v) for v in distinct}  # (raises for a NaN or an infinity)
-        return list(map(literals.__getitem__, values))
-    if kinds == {float} and all(map(math.isfinite, values)):
-        return [text if "e" in text else text + "e0" for text in map(repr, values)]
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        return _each_once(values, set(values))
+    if kinds == {float}:
+        distinct = set(values)
+        # once each only without a zero: 0.0 and -0.0 are equal, their literals are not
+        if len(distinct) * 2 <= len(values) and 0.0 not in distinct:
+            return _each_once(values, distinct)
+        if all(map(math.isfinite, distinct)):
+            return [text if "e" in text else text + "e0" for text in map(repr, values)]
     if kinds == {int}:
         return list(map(str, values))
     if kinds == {type(None)}:
         return ["NULL"] * len(values)
     return list(map(sql_literal, values))
+
+
+def _each_once(values: Sequence, distinct: set) -> list[str]:
+    """:func:`sql_literal` of each of ``values``, each of their ``distinct`` values rendered once
+    (raises for a NaN or an infinity, as one by one)."""
+    literals = {v: sql_literal(v) for v in distinct}
+    return list(map(literals.__getitem__, values))
 
 
 #: MySQL/MariaDB's claim mark (schema version 9): a column of the task table, not in its ``Table``,
