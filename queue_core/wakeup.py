@@ -49,13 +49,13 @@ class Wakeup:
 
     def drain(self) -> bytes:
         """Clear, returning the bytes that were written (a signal wakeup fd writes signal numbers)."""
-        out = b""
+        chunks = []
         try:
-            while chunk := os.read(self._r, 4096):
-                out += chunk
+            while chunk := os.read(self._r, 65536):
+                chunks.append(chunk)
         except (BlockingIOError, OSError):
             pass
-        return out
+        return b"".join(chunks)
 
     def clear(self) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from queue_core.service import (
     Intent,
     OutageWait,
     Phase,
+    SignalQueue,
     reload_settings,
 )
 
@@ -116,6 +118,23 @@ def test_reopening_logs_changes_no_phase_and_a_timeout_or_other_signal_does_noth
     for signum in (USR2, None, signal.SIGCHLD, USR2):
         d.dispatch(signum)
     assert done == [Intent.REOPEN_LOGS, Intent.REOPEN_LOGS] and d.phase is Phase.RUNNING
+
+
+def test_a_signal_already_waiting_is_not_queued_again_so_a_stop_after_a_flood_comes_next():
+    # real deliveries: a signal a process sends itself is handled before os.kill returns
+    queue = SignalQueue([USR1, USR2, TERM])
+    try:
+        for _ in range(5000):
+            os.kill(os.getpid(), USR1)
+            os.kill(os.getpid(), USR2)
+        os.kill(os.getpid(), TERM)
+        got = [queue.wait(0), queue.wait(0), queue.wait(0)]
+        assert got == [USR1, USR2, TERM]
+        assert queue.wait(0) is None
+        os.kill(os.getpid(), USR2)  # acted on: the next one is queued again
+        assert queue.wait(1.0) == USR2
+    finally:
+        queue.restore()
 
 
 def test_every_meaning_needs_an_action():
