@@ -150,13 +150,15 @@ class Database:
 
     def _engine(self, kwargs: dict) -> sa.Engine:
         try:
-            return sa.create_engine(self.url, **kwargs)
+            engine = sa.create_engine(self.url, **kwargs)
         except ModuleNotFoundError as exc:
             raise ConfigError(
                 f"database driver for {self.masked_url} is not installed ({exc.name}); " + self.dialect.install_hint
             ) from None
         except Exception as exc:
             raise ConfigError(f"cannot use database URL {self.masked_url}: {self.scrub(exc)}") from None
+        self.dialect.prepare_engine(engine)
+        return engine
 
     def _statement_engine(self) -> sa.Engine:
         """The engine of :meth:`run` with ``autocommit``: on MySQL a small pool of its own whose

@@ -30,6 +30,9 @@ class Dialect:
     #: (planned once, whatever the number of queues; ``store/queues.py``)
     correlated_probes = True
 
+    def prepare_engine(self, engine: sa.Engine) -> None:
+        """Set up each engine of this database once it is created (nothing, unless a dialect says)."""
+
     def connect_args(self, connect_timeout: float) -> dict:
         return {}
 

@@ -202,6 +202,12 @@ class MySQLDialect(Dialect):
     #: for a claim over 3 queues of a small table): a queue's probes name it
     correlated_probes = False
 
+    def prepare_engine(self, engine):
+        if engine.dialect.driver == "pymysql":
+            from .pymysql_tls import share_preferred_tls
+
+            share_preferred_tls(engine)
+
     def connect_args(self, connect_timeout):
         # PyMySQL refuses a timeout over a year (ValueError): longer ones wait a year
         return {"connect_timeout": int(min(max(1, connect_timeout), 31_536_000)), "charset": "utf8mb4"}

@@ -1,0 +1,42 @@
+"""PyMySQL's "preferred TLS" context, built once per process (store layer).
+
+Given no ``ssl*`` option, PyMySQL offers TLS when the server does: it builds an
+``ssl.SSLContext`` for that in every connection, reading the system's certificate store each
+time (some 20-25 ms of CPU per connection, whether the server speaks TLS or not). That context
+is the same for every connection (no certificate checked, no client certificate), so a
+connection of pq's MySQL engines takes the one built first in its process. A connection given
+``ssl*`` options (TLS required, certificates checked) builds its own, as PyMySQL does.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pymysql
+import sqlalchemy as sa
+from sqlalchemy import event
+
+_lock = threading.Lock()
+_preferred: list[Any] = []  # the context, once built
+
+
+class SharedPreferredTLS(pymysql.connections.Connection):
+    """A PyMySQL connection that takes the process's preferred-TLS context."""
+
+    def _create_ssl_ctx(self, sslp):  # PyMySQL calls it with {} for "preferred TLS"
+        if not (isinstance(sslp, dict) and not sslp):
+            return super()._create_ssl_ctx(sslp)
+        with _lock:
+            if not _preferred:
+                _preferred.append(super()._create_ssl_ctx(sslp))
+            return _preferred[0]
+
+
+def _connect(dialect, conn_rec, cargs, cparams) -> Any:
+    return SharedPreferredTLS(*cargs, **cparams)
+
+
+def share_preferred_tls(engine: sa.Engine) -> None:
+    """Connect ``engine`` (PyMySQL) through :class:`SharedPreferredTLS`."""
+    event.listen(engine, "do_connect", _connect)
