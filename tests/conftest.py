@@ -19,6 +19,20 @@ import sqlalchemy as sa
 import queue_core
 from queue_core.clock import FakeClock
 
+
+
+def _shared_tls(dialect, conn_rec, cargs, cparams):
+    """The engines tests make themselves connect to MySQL as pq's do (``store/pymysql_tls.py``):
+    PyMySQL's own connection builds a TLS context each time, some 25 ms of CPU."""
+    if dialect.driver == "pymysql":
+        from queue_core.store.pymysql_tls import SharedPreferredTLS
+
+        return SharedPreferredTLS(*cargs, **cparams)
+    return None
+
+
+sa.event.listen(sa.engine.Engine, "do_connect", _shared_tls)
+
 BACKENDS = ["sqlite", "mysql", "postgres"]
 _ENV = {"mysql": "TEST_MYSQL_URL", "postgres": "TEST_PG_URL"}
 _reachable: dict[str, str | None] = {}
