@@ -37,8 +37,9 @@ if [ "$#" -gt 0 ]; then
 fi
 # The whole suite in three phases, each run even when an earlier one failed (the exit status is
 # the first failure's). First the suites that run in the test process (every test has tables and
-# files of its own): in parallel, a file's tests in one pytest-xdist worker. Then the acceptance
-# suites of real worker, scheduler and server processes, two files at a time
+# files of its own): in parallel, pytest-xdist's workers stealing tests from each other (a file's
+# tests stay together unless a worker runs out; no phase waits for one long file at its end). Then
+# the acceptance suites of real worker, scheduler and server processes, two tests at a time
 # (PQ_PROCESS_TEST_WORKERS): their processes mostly wait on each other and on the databases, and
 # each deadline leaves seconds to spare. Last, one test at a time, what loads the machine or
 # measures time: the fault scenarios (recovery times), the quick benchmark (one database per test;
@@ -53,7 +54,7 @@ phase() {  # run pytest with these arguments; keep the first failure's exit stat
   .venv/bin/python -m pytest "$@" || rc=$?
   if [ "$status" -eq 0 ]; then status=$rc; fi
 }
-phase -n "${PQ_TEST_WORKERS:-3}" --dist loadfile "${parallel[@]}"
-phase -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist loadfile "${processes[@]}"
+phase -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
+phase -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist worksteal "${processes[@]}"
 phase "${serial[@]}"
 exit "$status"
