@@ -75,13 +75,14 @@ def dialect_for(backend: str, masked_url: str) -> Dialect:
 
 def load_driver(url: str | sa.URL | None) -> None:
     """Import what a connection to ``url`` will need (the driver, SQLAlchemy's dialect and ours)
-    without connecting: a process that forks its workers does it once, and each child inherits
-    the modules instead of importing them again (it inherits no client state: nothing has
-    connected). Quiet about a URL it cannot use: opening the database reports that."""
+    and build what each connection would build again (MySQL: PyMySQL's TLS context), without
+    connecting: a process that forks its workers does it once, and each child inherits it instead
+    of doing it again (it inherits no client state: nothing has connected). Quiet about a URL it
+    cannot use: opening the database reports that."""
     with suppress(Exception):
         parsed = make_url(url or DEFAULT_URL)
         parsed.get_dialect().import_dbapi()
-        dialect_for(parsed.get_backend_name(), "")
+        dialect_for(parsed.get_backend_name(), "").load(parsed)
 
 
 class Database:

@@ -33,6 +33,10 @@ class Dialect:
     def prepare_engine(self, engine: sa.Engine) -> None:
         """Set up each engine of this database once it is created (nothing, unless a dialect says)."""
 
+    def load(self, url: sa.URL) -> None:
+        """Build, without connecting, what every connection to ``url`` would build again (in a
+        process that forks: its children inherit it). Nothing, unless a dialect says."""
+
     def connect_args(self, connect_timeout: float) -> dict:
         return {}
 

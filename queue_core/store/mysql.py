@@ -208,6 +208,12 @@ class MySQLDialect(Dialect):
 
             share_preferred_tls(engine)
 
+    def load(self, url):
+        if url.get_driver_name() == "pymysql":
+            from .pymysql_tls import build_preferred
+
+            build_preferred()
+
     def connect_args(self, connect_timeout):
         # PyMySQL refuses a timeout over a year (ValueError): longer ones wait a year
         return {"connect_timeout": int(min(max(1, connect_timeout), 31_536_000)), "charset": "utf8mb4"}

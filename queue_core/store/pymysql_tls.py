@@ -33,6 +33,16 @@ class SharedPreferredTLS(pymysql.connections.Connection):
             return _preferred[0]
 
 
+def build_preferred() -> None:
+    """Build the process's preferred-TLS context now, without connecting: a process that forks
+    (a worker's supervisor) builds it once and each child inherits it. PyMySQL's builder reads
+    nothing of its connection; were that to change, the first connection builds it instead."""
+    try:
+        SharedPreferredTLS.__new__(SharedPreferredTLS)._create_ssl_ctx({})
+    except Exception:  # noqa: BLE001 - an optimisation only
+        pass
+
+
 def _connect(dialect, conn_rec, cargs, cparams) -> Any:
     return SharedPreferredTLS(*cargs, **cparams)
 

@@ -19,6 +19,9 @@ assert {module!r} not in sys.modules
 load_driver({url!r})
 assert {module!r} in sys.modules, sorted(sys.modules)
 assert connects == [], connects
+if {module!r} == "pymysql":  # and PyMySQL's TLS context, which each connection would build again
+    from queue_core.store import pymysql_tls
+    assert len(pymysql_tls._preferred) == 1, pymysql_tls._preferred
 """
 
 
