@@ -8,9 +8,10 @@ what each intent does to them; the rest is here, the same for all of them:
 * **The only signal handler.** A handler runs in the main thread between any two bytecodes, so
   it must never take a lock: no ``threading.Event.set()``, no logging, no ``Condition``, no log
   file reopened (a worker child once hung for good on a restart signal: its handler waited for
-  an event's lock that its own thread held). :class:`SignalQueue` installs the one handler pq
-  has: it appends the signal to a list and writes a byte to a self-pipe
-  (:class:`~queue_core.wakeup.Wakeup`), nothing else. What a signal causes happens outside the
+  an event's lock that its own thread held). :class:`SignalQueue` catches the signals through
+  the interpreter's wakeup fd: its C-level handler writes the signal's number to a self-pipe
+  (:class:`~queue_core.wakeup.Wakeup`), and the Python-level handler is a C function that does
+  nothing. What a signal causes happens outside the
   handler, in whoever reads the queue: the main loop of a service whose main thread only waits
   (the supervisor, the thread-mode worker), or a signal thread of its own where the main thread
   runs handlers (a worker child, the scheduler). A forked child holds the signals until its own
@@ -28,7 +29,6 @@ what each intent does to them; the rest is here, the same for all of them:
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
@@ -154,21 +154,28 @@ _NOTHING: dict[int, Any] = {}
 _CAUGHT = _NOTHING.get
 
 
+#: how many deliveries of one signal wait at most to be acted on (see :class:`SignalQueue`)
+MOST_WAITING = 2
+
+
 class SignalQueue:
     """Catches signals through the interpreter's wakeup fd: the C-level handler writes each
     signal's number to a pipe, read back in order by :meth:`wait` (no Python code, no lock, runs
     in the handler). One per process: it owns the process's wakeup fd until :meth:`restore`.
 
-    A signal already waiting to be acted on is not queued again, the kernel's own rule for a
-    pending standard signal: a flood of one signal is acted on once per turn of the reader, and a
-    stop sent after it waits behind at most one of each other signal, not behind every delivery
-    of the flood (a 2 s flood of USR1/USR2 once queued 290,000 actions before the TERM: the
-    scheduler took a minute to stop)."""
+    A signal is queued at most :data:`MOST_WAITING` times while it waits to be acted on: a flood
+    is acted on at most twice per signal and turn of the reader, and a stop sent after it waits
+    behind at most two of each other signal, not behind every delivery of the flood (a 2 s flood
+    of USR1/USR2 once queued 290,000 actions before the TERM: the scheduler took a minute to
+    stop). Two, not one: the stop cascade has two steps, and a second stop sent while the reader
+    is busy (a reload's check of the new configuration) must still make the stop immediate.
+
+    A signal delivered while the pipe is full (64 KiB of deliveries not yet read: a reader held
+    up during a flood) is lost, as the kernel loses one sent while the same one is pending."""
 
     def __init__(self, signums: Iterable[int]) -> None:
         self._pending: list[int] = []
         self._wakeup = Wakeup()
-        _widen(self._wakeup.write_fd)
         self._old_fd = signal.set_wakeup_fd(self._wakeup.write_fd, warn_on_full_buffer=False)
         self._previous = {s: signal.signal(s, _CAUGHT) for s in signums}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
@@ -178,7 +185,7 @@ class SignalQueue:
         if not self._pending:
             self._wakeup.wait(timeout, fds)
         for signum in self._wakeup.drain():
-            if signum in self._previous and signum not in self._pending:  # 0: a poke
+            if signum in self._previous and self._pending.count(signum) < MOST_WAITING:  # 0: a poke
                 self._pending.append(signum)
         return self._pending.pop(0) if self._pending else None
 
@@ -191,20 +198,6 @@ class SignalQueue:
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._old_fd)
         self._wakeup.close()
-
-
-#: the wakeup pipe's size where the system lets it be set (Linux: up to /proc/sys/fs/pipe-max-size,
-#: 1 MiB unless lowered). A signal delivered while the pipe is full is lost; a 1 MiB pipe holds a
-#: flood 16 times longer than the default 64 KiB while its reader is held up (an action that
-#: waits, a thread that does not get the GIL)
-WAKEUP_PIPE_BYTES = 1 << 20
-
-
-def _widen(fd: int) -> None:
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, WAKEUP_PIPE_BYTES)
-    except (AttributeError, OSError):  # not Linux, or a lower limit: the default 64 KiB
-        pass
 
 
 class Dispatcher:

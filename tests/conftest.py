@@ -20,18 +20,18 @@ import queue_core
 from queue_core.clock import FakeClock
 
 
-
-def _shared_tls(dialect, conn_rec, cargs, cparams):
+def _share_preferred_tls_in_test_engines() -> None:
     """The engines tests make themselves connect to MySQL as pq's do (``store/pymysql_tls.py``):
-    PyMySQL's own connection builds a TLS context each time, some 25 ms of CPU."""
-    if dialect.driver == "pymysql":
-        from queue_core.store.pymysql_tls import SharedPreferredTLS
+    PyMySQL's own connection builds a TLS context each time, some 25 ms of CPU. (So pq's own use
+    of it is checked in a process without this: tests/integration/test_mysql_tls_context.py.)"""
+    from sqlalchemy.dialects.mysql.pymysql import MySQLDialect_pymysql
 
-        return SharedPreferredTLS(*cargs, **cparams)
-    return None
+    from queue_core.store import pymysql_tls
+
+    MySQLDialect_pymysql.connect = lambda self, *cargs, **cparams: pymysql_tls.connect(*cargs, **cparams)
 
 
-sa.event.listen(sa.engine.Engine, "do_connect", _shared_tls)
+_share_preferred_tls_in_test_engines()
 
 BACKENDS = ["sqlite", "mysql", "postgres"]
 _ENV = {"mysql": "TEST_MYSQL_URL", "postgres": "TEST_PG_URL"}

@@ -15,7 +15,6 @@ from typing import Any
 
 import pymysql
 import sqlalchemy as sa
-from sqlalchemy import event
 
 _lock = threading.Lock()
 _preferred: list[Any] = []  # the context, once built
@@ -43,10 +42,14 @@ def build_preferred() -> None:
         pass
 
 
-def _connect(dialect, conn_rec, cargs, cparams) -> Any:
+def connect(*cargs: Any, **cparams: Any) -> SharedPreferredTLS:
+    """A PyMySQL connection of ``cargs`` and ``cparams`` through :class:`SharedPreferredTLS`."""
     return SharedPreferredTLS(*cargs, **cparams)
 
 
 def share_preferred_tls(engine: sa.Engine) -> None:
-    """Connect ``engine`` (PyMySQL) through :class:`SharedPreferredTLS`."""
-    event.listen(engine, "do_connect", _connect)
+    """Connect ``engine`` (PyMySQL) through :class:`SharedPreferredTLS`. Its dialect's own
+    ``connect`` is replaced, not a ``do_connect`` listener added: SQLAlchemy calls the dialect
+    after every ``do_connect`` listener, so one its user adds (to change the password of each new
+    connection, say) still runs and is obeyed."""
+    engine.dialect.connect = connect  # type: ignore[method-assign]
