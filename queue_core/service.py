@@ -11,11 +11,11 @@ what each intent does to them; the rest is here, the same for all of them:
   an event's lock that its own thread held). :class:`SignalQueue` catches the signals through
   the interpreter's wakeup fd: its C-level handler writes the signal's number to a self-pipe
   (:class:`~queue_core.wakeup.Wakeup`), and the Python-level handler is a C function that does
-  nothing. What a signal causes happens outside the
-  handler, in whoever reads the queue: the main loop of a service whose main thread only waits
-  (the supervisor, the thread-mode worker), or a signal thread of its own where the main thread
-  runs handlers (a worker child, the scheduler). A forked child holds the signals until its own
-  queue catches them (:func:`~queue_core.apart.fork_holding`), so none reaches the handler inherited from its parent.
+  nothing. What a signal causes happens outside the handler, in whoever reads the queue: the
+  main loop of a service whose main thread only waits (the supervisor, the thread-mode worker),
+  or a signal thread of its own where the main thread runs handlers (a worker child, the
+  scheduler). A forked child holds the signals until its own queue catches them
+  (:func:`~queue_core.apart.fork_holding`), so none reaches the handler inherited from its parent.
 * **The stop cascade** (:class:`Dispatcher`, explicit :class:`Phase`): the first stop signal stops
   gracefully, a second one immediately (not in a worker child: its supervisor resends TERM on
   purpose until it exits); once a stop began, restart signals are ignored.

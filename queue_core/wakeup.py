@@ -58,11 +58,7 @@ class Wakeup:
         return b"".join(chunks)
 
     def clear(self) -> None:
-        try:
-            while os.read(self._r, 4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
+        self.drain()
 
     def __del__(self) -> None:
         self.close()  # only once nothing can set it: a closed fd number may be reused
