@@ -146,14 +146,6 @@ _PHASE_AFTER = {Intent.STOP: Phase.STOPPING, Intent.STOP_NOW: Phase.STOPPING_NOW
 _LOGGED_AFTER = {Intent.STOP_NOW, Intent.REOPEN_LOGS}
 
 
-#: the Python-level handler of the signals a SignalQueue catches: a C function that does nothing
-#: (the interpreter's C handler has already written the signal's number to the wakeup fd). A
-#: handler written in Python runs between bytecodes, so a flood of signals nests it in itself
-#: until RecursionError ends the process; a C function has no bytecode to be interrupted in.
-_NOTHING: dict[int, Any] = {}
-_CAUGHT = _NOTHING.get
-
-
 #: how many deliveries of one signal wait at most to be acted on (see :class:`SignalQueue`)
 MOST_WAITING = 2
 
@@ -170,24 +162,53 @@ class SignalQueue:
     stop). Two, not one: the stop cascade has two steps, and a second stop sent while the reader
     is busy (a reload's check of the new configuration) must still make the stop immediate.
 
-    A signal delivered while the pipe is full (64 KiB of deliveries not yet read: a reader held
-    up during a flood) is lost, as the kernel loses one sent while the same one is pending."""
+    **A full pipe loses no signal** to a reader in the main thread (the supervisor, the
+    thread-mode worker). A flood can keep the main thread inside signal delivery for a second or
+    more, so the pipe fills (64 KiB of deliveries) and the byte of a TERM sent then is dropped.
+    The interpreter still marks that TERM delivered and calls its Python-level handler once the
+    thread runs again: that handler is ``dict.setdefault`` of :attr:`_seen` (a C function: no
+    bytecode a signal could nest in), so the signal's number is kept there, whatever the pipe
+    held. A turn whose drain found the pipe full acts on the signals seen but not read from it.
+    In the main thread the handler always runs before the turn that read the signal's byte looks
+    at :attr:`_seen` (the interpreter marks the signal before writing the byte, and runs handlers
+    between the read and the look), so a signal read from the pipe is never acted on twice. A
+    signal thread cannot rely on that order (the main thread runs the handler whenever it next
+    runs Python code): there :attr:`_seen` is only emptied; its reader keeps up with the pipe.
+    """
 
     def __init__(self, signums: Iterable[int]) -> None:
         self._pending: list[int] = []
+        self._seen: dict[int, Any] = {}  # signum -> a frame, set by the Python-level handler
         self._wakeup = Wakeup()
+        self._capacity = self._wakeup.capacity
         self._old_fd = signal.set_wakeup_fd(self._wakeup.write_fd, warn_on_full_buffer=False)
-        self._previous = {s: signal.signal(s, _CAUGHT) for s in signums}
+        self._previous = {s: signal.signal(s, self._seen.setdefault) for s in signums}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
 
     def wait(self, timeout: float, fds: Sequence[int] = ()) -> int | None:
         """The next signal caught, waiting up to ``timeout`` s (less if one of ``fds`` is readable)."""
         if not self._pending:
             self._wakeup.wait(timeout, fds)
-        for signum in self._wakeup.drain():
-            if signum in self._previous and self._pending.count(signum) < MOST_WAITING:  # 0: a poke
-                self._pending.append(signum)
+        read = self._wakeup.drain()
+        for signum in read:
+            self._queue(signum)
+        self._recover(read)
         return self._pending.pop(0) if self._pending else None
+
+    def _queue(self, signum: int) -> None:
+        if signum in self._previous and self._pending.count(signum) < MOST_WAITING:  # 0: a poke
+            self._pending.append(signum)
+
+    def _recover(self, read: bytes) -> None:
+        """Queue the signals whose bytes a full pipe dropped (see the class's docstring)."""
+        if threading.current_thread() is not threading.main_thread():
+            self._seen.clear()
+            return
+        for signum in set(read):
+            self._seen.pop(signum, None)
+        if len(read) >= self._capacity:
+            while self._seen:
+                self._queue(self._seen.popitem()[0])
 
     def poke(self) -> None:
         """End a ``wait`` without a signal."""
@@ -198,6 +219,7 @@ class SignalQueue:
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._old_fd)
         self._wakeup.close()
+        self._seen.clear()
 
 
 class Dispatcher:

@@ -9,6 +9,7 @@ its monitor thread still beating. :class:`Wakeup` is a self-pipe instead: settin
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 from collections.abc import Sequence
@@ -46,6 +47,15 @@ class Wakeup:
     def write_fd(self) -> int:
         """The pipe's write end (non-blocking): a byte written there sets the wake-up."""
         return self._w
+
+    @property
+    def capacity(self) -> int:
+        """How many bytes the pipe holds unread before a write fails (Linux tells; elsewhere the
+        least any pipe holds, so a check against it errs on the side of "was full")."""
+        try:
+            return fcntl.fcntl(self._r, fcntl.F_GETPIPE_SZ)
+        except (AttributeError, OSError):
+            return select.PIPE_BUF
 
     def drain(self) -> bytes:
         """Clear, returning the bytes that were written (a signal wakeup fd writes signal numbers)."""
