@@ -10,12 +10,13 @@ what each intent does to them; the rest is here, the same for all of them:
   file reopened (a worker child once hung for good on a restart signal: its handler waited for
   an event's lock that its own thread held). :class:`SignalQueue` catches the signals through
   the interpreter's wakeup fd: its C-level handler writes the signal's number to a self-pipe
-  (:class:`~queue_core.wakeup.Wakeup`), and the Python-level handler is a C function that does
-  nothing. What a signal causes happens outside the handler, in whoever reads the queue: the
-  main loop of a service whose main thread only waits (the supervisor, the thread-mode worker),
-  or a signal thread of its own where the main thread runs handlers (a worker child, the
-  scheduler). A forked child holds the signals until its own queue catches them
-  (:func:`~queue_core.apart.fork_holding`), so none reaches the handler inherited from its parent.
+  (:class:`~queue_core.wakeup.Wakeup`), and the Python-level handler is a C function that only
+  notes the signal (should a full pipe drop its byte). What a signal causes happens outside the
+  handler, in whoever reads the queue: the main loop of a service whose main thread only waits
+  (the supervisor, the thread-mode worker), or a signal thread of its own where the main thread
+  runs handlers (a worker child, the scheduler). A forked child holds the signals until its own
+  queue catches them (:func:`~queue_core.apart.fork_holding`), so none reaches the handler
+  inherited from its parent.
 * **The stop cascade** (:class:`Dispatcher`, explicit :class:`Phase`): the first stop signal stops
   gracefully, a second one immediately (not in a worker child: its supervisor resends TERM on
   purpose until it exits); once a stop began, restart signals are ignored.
@@ -162,18 +163,23 @@ class SignalQueue:
     stop). Two, not one: the stop cascade has two steps, and a second stop sent while the reader
     is busy (a reload's check of the new configuration) must still make the stop immediate.
 
-    **A full pipe loses no signal** to a reader in the main thread (the supervisor, the
-    thread-mode worker). A flood can keep the main thread inside signal delivery for a second or
-    more, so the pipe fills (64 KiB of deliveries) and the byte of a TERM sent then is dropped.
-    The interpreter still marks that TERM delivered and calls its Python-level handler once the
-    thread runs again: that handler is ``dict.setdefault`` of :attr:`_seen` (a C function: no
-    bytecode a signal could nest in), so the signal's number is kept there, whatever the pipe
-    held. A turn whose drain found the pipe full acts on the signals seen but not read from it.
-    In the main thread the handler always runs before the turn that read the signal's byte looks
-    at :attr:`_seen` (the interpreter marks the signal before writing the byte, and runs handlers
-    between the read and the look), so a signal read from the pipe is never acted on twice. A
-    signal thread cannot rely on that order (the main thread runs the handler whenever it next
-    runs Python code): there :attr:`_seen` is only emptied; its reader keeps up with the pipe.
+    **A full pipe.** A flood can keep the main thread inside signal delivery for a second or
+    more: the pipe fills (64 KiB of deliveries) and the byte of a TERM sent then is dropped. The
+    interpreter still marks the TERM delivered and, once the thread runs Python again, calls its
+    Python-level handler: ``dict.setdefault`` of :attr:`_seen` (a C function: no bytecode a
+    signal could nest in), which keeps the signal's number whatever the pipe held. A reader in
+    the main thread (the supervisor, the thread-mode worker) acts on a signal seen before a drain
+    and not read by it, when that drain or the one before found the pipe full: the byte was
+    written before the handler ran, and the drain reads the pipe empty, so it would have read
+    the byte had it not been dropped. A signal seen only during or after a drain waits for the
+    next turn, which reads its byte (review 22: acting on it at once acted on one TERM twice,
+    an immediate stop). Limits: two deliveries of one signal whose bytes were both dropped count
+    as one (as the kernel counts a signal sent while the same one is pending); a signal that a
+    thread other than the main one catches is marked a moment before its byte is written, and a
+    reader that finds it seen, not read and the pipe full in that moment acts on it twice. A
+    signal thread cannot rely on the order (the main thread runs the handler whenever it next
+    runs Python code): it only empties :attr:`_seen`, and loses a signal whose byte was dropped
+    (a flood while the main thread holds the interpreter's lock in one long call).
     """
 
     def __init__(self, signums: Iterable[int]) -> None:
@@ -181,6 +187,7 @@ class SignalQueue:
         self._seen: dict[int, Any] = {}  # signum -> a frame, set by the Python-level handler
         self._wakeup = Wakeup()
         self._capacity = self._wakeup.capacity
+        self._last_drain_full = False
         self._old_fd = signal.set_wakeup_fd(self._wakeup.write_fd, warn_on_full_buffer=False)
         self._previous = {s: signal.signal(s, self._seen.setdefault) for s in signums}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
@@ -189,26 +196,31 @@ class SignalQueue:
         """The next signal caught, waiting up to ``timeout`` s (less if one of ``fds`` is readable)."""
         if not self._pending:
             self._wakeup.wait(timeout, fds)
+        seen_before = set(self._seen)
         read = self._wakeup.drain()
         for signum in read:
             self._queue(signum)
-        self._recover(read)
+        self._recover(seen_before, read)
         return self._pending.pop(0) if self._pending else None
 
     def _queue(self, signum: int) -> None:
         if signum in self._previous and self._pending.count(signum) < MOST_WAITING:  # 0: a poke
             self._pending.append(signum)
 
-    def _recover(self, read: bytes) -> None:
+    def _recover(self, seen_before: set[int], read: bytes) -> None:
         """Queue the signals whose bytes a full pipe dropped (see the class's docstring)."""
+        full_lately = self._last_drain_full or len(read) >= self._capacity
+        self._last_drain_full = len(read) >= self._capacity
         if threading.current_thread() is not threading.main_thread():
             self._seen.clear()
             return
-        for signum in set(read):
+        read_now = set(read)
+        for signum in read_now:
             self._seen.pop(signum, None)
-        if len(read) >= self._capacity:
-            while self._seen:
-                self._queue(self._seen.popitem()[0])
+        if full_lately:
+            for signum in sorted(seen_before - read_now):
+                self._seen.pop(signum, None)
+                self._queue(signum)
 
     def poke(self) -> None:
         """End a ``wait`` without a signal."""

@@ -8,10 +8,12 @@ handled before ``os.kill`` returns, so each one below writes its byte before the
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
 import time
+import weakref
 
 from queue_core.service import SignalQueue
 from queue_core.wakeup import Wakeup
@@ -128,3 +130,89 @@ def test_a_reader_thread_acts_on_what_it_read_only():
         queue.restore()
         os.close(gate_r)
         os.close(gate_w)
+
+
+def test_a_stop_sent_between_a_full_drain_and_the_look_at_what_was_seen_is_acted_on_once(monkeypatch):
+    # review 22: the TERM's byte lands in the pipe the drain just emptied and its handler runs
+    # before the turn looks at the signals seen; the next turn reads the byte
+    queue = SignalQueue([USR2, TERM])
+    drain, capacity, sent = Wakeup.drain, _pipe_capacity(), []
+
+    def drain_then_stop(wakeup: Wakeup) -> bytes:
+        read = drain(wakeup)
+        if len(read) >= capacity and not sent:
+            sent.append(TERM)
+            os.kill(os.getpid(), TERM)
+        return read
+
+    monkeypatch.setattr(Wakeup, "drain", drain_then_stop)
+    try:
+        _send(USR2, capacity)
+        assert _waiting(queue) == [USR2, USR2, TERM] and sent == [TERM]
+    finally:
+        queue.restore()
+
+
+def test_a_signal_seen_before_its_byte_is_written_waits_for_the_byte():
+    # A signal another thread catches is marked (and its handler may run in the main thread)
+    # a moment before that thread writes its byte: here the handler is called by hand, the
+    # byte comes later. Without a full pipe the reader waits for the byte and acts once.
+    queue = SignalQueue([USR2, TERM])
+    try:
+        signal.getsignal(TERM)(TERM, None)
+        assert _waiting(queue) == []
+        _send(TERM)  # the byte
+        assert _waiting(queue) == [TERM]
+        for _ in range(_pipe_capacity()):
+            queue.poke()
+        assert _waiting(queue) == []
+    finally:
+        queue.restore()
+
+
+def _deliver_from_a_frame_holding(obj: object, signum: int) -> weakref.ref:
+    ref = weakref.ref(obj)
+    os.kill(os.getpid(), signum)  # the handler notes the signal with this frame (obj among its locals)
+    return ref
+
+
+class _Big:
+    pass
+
+
+def test_the_frames_noted_with_a_signal_are_let_go_once_it_is_read():
+    queue = SignalQueue([TERM])
+    try:
+        ref = _deliver_from_a_frame_holding(_Big(), TERM)
+        assert _waiting(queue) == [TERM]
+        gc.collect()
+        assert ref() is None
+        reader_got = []
+        ref = _deliver_from_a_frame_holding(_Big(), TERM)
+        reader = threading.Thread(target=lambda: reader_got.extend(_waiting(queue)))
+        reader.start()
+        reader.join(10)
+        gc.collect()
+        assert reader_got == [TERM] and ref() is None
+    finally:
+        queue.restore()
+
+
+def test_a_stop_dropped_while_a_turn_drains_a_full_pipe_is_acted_on_the_next_turn(monkeypatch):
+    # the TERM's byte is dropped and its handler runs inside the drain that empties the full
+    # pipe: that turn did not see it before its drain; the next one finds it seen and unread
+    queue = SignalQueue([USR2, TERM])
+    drain, sent = Wakeup.drain, []
+
+    def stop_then_drain(wakeup: Wakeup) -> bytes:
+        if not sent:
+            sent.append(TERM)
+            os.kill(os.getpid(), TERM)  # the pipe is full: its byte is dropped
+        return drain(wakeup)
+
+    _send(USR2, _pipe_capacity())
+    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    try:
+        assert _waiting(queue) == [USR2, USR2, TERM] and sent == [TERM]
+    finally:
+        queue.restore()
