@@ -34,6 +34,7 @@ import logging
 import os
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NoReturn
@@ -165,62 +166,68 @@ class SignalQueue:
 
     **A full pipe.** A flood can keep the main thread inside signal delivery for a second or
     more: the pipe fills (64 KiB of deliveries) and the byte of a TERM sent then is dropped. The
-    interpreter still marks the TERM delivered and, once the thread runs Python again, calls its
-    Python-level handler: ``dict.setdefault`` of :attr:`_seen` (a C function: no bytecode a
-    signal could nest in), which keeps the signal's number whatever the pipe held. A reader in
-    the main thread (the supervisor, the thread-mode worker) acts on a signal seen before a drain
-    and not read by it, when that drain or the one before found the pipe full: the byte was
-    written before the handler ran, and the drain reads the pipe empty, so it would have read
-    the byte had it not been dropped. A signal seen only during or after a drain waits for the
-    next turn, which reads its byte (review 22: acting on it at once acted on one TERM twice,
-    an immediate stop). Limits: two deliveries of one signal whose bytes were both dropped count
-    as one (as the kernel counts a signal sent while the same one is pending); a signal that a
-    thread other than the main one catches is marked a moment before its byte is written, and a
-    reader that finds it seen, not read and the pipe full in that moment acts on it twice. A
-    signal thread cannot rely on the order (the main thread runs the handler whenever it next
-    runs Python code): it only empties :attr:`_seen`, and loses a signal whose byte was dropped
-    (a flood while the main thread holds the interpreter's lock in one long call).
+    interpreter still marks the TERM delivered and, once the main thread runs Python again,
+    calls its Python-level handler: the ``insert`` of the signal's own deque in :attr:`_noted`
+    (a C function, so no bytecode a signal could nest in; called as ``(signum, frame)`` it puts
+    the frame ``signum`` places from the left), one entry per call. A reader in the main thread
+    (the supervisor, the thread-mode worker) compares, per signal, the calls noted before a
+    drain with the bytes the drain read: when that drain or the one before found the pipe full,
+    each call more than the bytes is a delivery whose byte was dropped, and is acted on (a byte
+    is written before its handler runs, and the drain reads the pipe empty, so it would have
+    read the byte). Calls noted during or after a drain wait for the next turn (review 22:
+    acting on them at once acted on one TERM twice, an immediate stop), unless the drain read
+    more bytes than there were calls before it: the extra bytes are theirs.
+
+    Limits. The interpreter calls the handler once for all the deliveries of one signal since
+    its last call, so two stops sent before the main thread runs Python again, whose bytes were
+    both dropped, or one read and one dropped, count as one (as the kernel counts a signal sent
+    while the same one is pending). A signal another thread catches is marked a moment before its
+    byte is written: a reader that notes its call, drains the pipe before the byte comes, and
+    finds this drain or the one before full, acts on it twice. A signal thread cannot rely on the
+    order at all (the main thread runs the handler whenever it next runs Python code): it reads
+    only the pipe and empties :attr:`_noted`, so a signal whose byte was dropped is lost (a flood
+    reaches every thread that does not block the signals, the signal thread included).
     """
 
     def __init__(self, signums: Iterable[int]) -> None:
         self._pending: list[int] = []
-        self._seen: dict[int, Any] = {}  # signum -> a frame, set by the Python-level handler
+        self._noted: dict[int, deque[Any]] = {s: deque() for s in signums}  # one frame per handler call
         self._wakeup = Wakeup()
         self._capacity = self._wakeup.capacity
         self._last_drain_full = False
         self._old_fd = signal.set_wakeup_fd(self._wakeup.write_fd, warn_on_full_buffer=False)
-        self._previous = {s: signal.signal(s, self._seen.setdefault) for s in signums}
+        self._previous = {s: signal.signal(s, calls.insert) for s, calls in self._noted.items()}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
 
     def wait(self, timeout: float, fds: Sequence[int] = ()) -> int | None:
         """The next signal caught, waiting up to ``timeout`` s (less if one of ``fds`` is readable)."""
         if not self._pending:
             self._wakeup.wait(timeout, fds)
-        seen_before = set(self._seen)
+        noted_before = {s: len(calls) for s, calls in self._noted.items() if calls}
         read = self._wakeup.drain()
         for signum in read:
             self._queue(signum)
-        self._recover(seen_before, read)
+        self._recover(noted_before, read)
         return self._pending.pop(0) if self._pending else None
 
     def _queue(self, signum: int) -> None:
         if signum in self._previous and self._pending.count(signum) < MOST_WAITING:  # 0: a poke
             self._pending.append(signum)
 
-    def _recover(self, seen_before: set[int], read: bytes) -> None:
-        """Queue the signals whose bytes a full pipe dropped (see the class's docstring)."""
+    def _recover(self, noted_before: dict[int, int], read: bytes) -> None:
+        """Queue the deliveries whose bytes a full pipe dropped (see the class's docstring)."""
         full_lately = self._last_drain_full or len(read) >= self._capacity
         self._last_drain_full = len(read) >= self._capacity
-        if threading.current_thread() is not threading.main_thread():
-            self._seen.clear()
-            return
-        read_now = set(read)
-        for signum in read_now:
-            self._seen.pop(signum, None)
-        if full_lately:
-            for signum in sorted(seen_before - read_now):
-                self._seen.pop(signum, None)
-                self._queue(signum)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        for signum, calls in self._noted.items():
+            if not in_main_thread:
+                calls.clear()
+                continue
+            before, got = noted_before.get(signum, 0), read.count(signum)
+            if full_lately:
+                for _ in range(before - got):
+                    self._queue(signum)
+            _forget(calls, max(got, before))
 
     def poke(self) -> None:
         """End a ``wait`` without a signal."""
@@ -231,7 +238,17 @@ class SignalQueue:
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._old_fd)
         self._wakeup.close()
-        self._seen.clear()
+        for calls in self._noted.values():
+            calls.clear()
+
+
+def _forget(calls: deque[Any], count: int) -> None:
+    """Drop ``count`` of the handler calls noted in ``calls`` (all of them if fewer)."""
+    if count >= len(calls):
+        calls.clear()
+    else:
+        for _ in range(count):
+            calls.popleft()
 
 
 class Dispatcher:

@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 
-from queue_core.service import SignalQueue
+from queue_core.service import WORKER_SIGNALS, Dispatcher, Intent, Phase, SignalQueue
 from queue_core.wakeup import Wakeup
 
 TERM, USR1, USR2 = signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2
@@ -39,6 +39,13 @@ def _waiting(queue: SignalQueue) -> list[int]:
     while (signum := queue.wait(0)) is not None:
         got.append(signum)
     return got
+
+
+def _write_the_byte_only(signum: int) -> None:
+    """What the C-level handler writes for ``signum``, without a delivery (no handler call)."""
+    fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+    os.write(fd, bytes([signum]))
 
 
 def _until_in_a_pipe_read(tid: int) -> None:
@@ -161,7 +168,7 @@ def test_a_signal_seen_before_its_byte_is_written_waits_for_the_byte():
     try:
         signal.getsignal(TERM)(TERM, None)
         assert _waiting(queue) == []
-        _send(TERM)  # the byte
+        _write_the_byte_only(TERM)
         assert _waiting(queue) == [TERM]
         for _ in range(_pipe_capacity()):
             queue.poke()
@@ -214,5 +221,70 @@ def test_a_stop_dropped_while_a_turn_drains_a_full_pipe_is_acted_on_the_next_tur
     monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
     try:
         assert _waiting(queue) == [USR2, USR2, TERM] and sent == [TERM]
+    finally:
+        queue.restore()
+
+
+def test_a_full_pipe_long_ago_does_not_make_a_signal_noted_before_its_byte_acted_on_at_once():
+    # review 22b: the flag of a full drain lasts one turn, not for ever
+    queue = SignalQueue([USR2, TERM])
+    try:
+        for _ in range(_pipe_capacity()):
+            queue.poke()
+        assert queue.wait(0) is None  # the full drain
+        assert queue.wait(0) is None  # a turn that found the pipe empty
+        signal.getsignal(TERM)(TERM, None)  # noted; the byte is not written yet
+        assert _waiting(queue) == []
+        _write_the_byte_only(TERM)
+        assert _waiting(queue) == [TERM]
+    finally:
+        queue.restore()
+
+
+def test_two_stops_one_read_one_dropped_are_two():
+    # review 22b: a dropped delivery used to merge with one of the same signal read in that turn
+    queue = SignalQueue([USR2, TERM])
+    try:
+        _send(TERM)  # its byte lands
+        _send(USR2, _pipe_capacity() - 1)
+        _send(TERM)  # dropped
+        assert _waiting(queue) == [TERM, USR2, USR2, TERM]
+    finally:
+        queue.restore()
+
+
+def test_two_stops_dropped_one_inside_a_drain_and_one_read_the_next_turn_are_two(monkeypatch):
+    queue = SignalQueue([USR2, TERM])
+    drain, sent = Wakeup.drain, []
+
+    def stop_then_drain(wakeup: Wakeup) -> bytes:
+        if not sent:
+            sent.append(TERM)
+            os.kill(os.getpid(), TERM)  # the pipe is full: dropped, noted after the turn's look
+        return drain(wakeup)
+
+    _send(USR2, _pipe_capacity())
+    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    try:
+        assert queue.wait(0) == USR2
+        _send(TERM)  # its byte lands
+        assert _waiting(queue) == [USR2, TERM, TERM]
+    finally:
+        queue.restore()
+
+
+def test_the_second_stop_a_full_pipe_dropped_still_makes_the_stop_immediate():
+    queue = SignalQueue([USR2, TERM])
+    try:
+        _send(TERM)
+        _send(USR2, _pipe_capacity() - 1)
+        _send(TERM)  # dropped
+        dispatcher_done: list[Intent] = []
+        actions = {intent: (lambda intent=intent: dispatcher_done.append(intent)) for intent in Intent}
+        dispatcher = Dispatcher(WORKER_SIGNALS, actions)
+        for signum in _waiting(queue):
+            dispatcher.dispatch(signum)
+        assert dispatcher_done == [Intent.STOP, Intent.REOPEN_LOGS, Intent.REOPEN_LOGS, Intent.STOP_NOW]
+        assert dispatcher.phase is Phase.STOPPING_NOW
     finally:
         queue.restore()
