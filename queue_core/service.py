@@ -152,6 +152,11 @@ _LOGGED_AFTER = {Intent.STOP_NOW, Intent.REOPEN_LOGS}
 MOST_WAITING = 2
 
 
+#: a turn acts on the calls a full pipe left without bytes when its drain or one of this many
+#: before it found the pipe full (see :class:`SignalQueue`)
+FULL_LATELY = 2
+
+
 class SignalQueue:
     """Catches signals through the interpreter's wakeup fd: the C-level handler writes each
     signal's number to a pipe, read back in order by :meth:`wait` (no Python code, no lock, runs
@@ -171,19 +176,23 @@ class SignalQueue:
     (a C function, so no bytecode a signal could nest in; called as ``(signum, frame)`` it puts
     the frame ``signum`` places from the left), one entry per call. A reader in the main thread
     (the supervisor, the thread-mode worker) compares, per signal, the calls noted before a
-    drain with the bytes the drain read: when that drain or the one before found the pipe full,
-    each call more than the bytes is a delivery whose byte was dropped, and is acted on (a byte
-    is written before its handler runs, and the drain reads the pipe empty, so it would have
-    read the byte). Calls noted during or after a drain wait for the next turn (review 22:
-    acting on them at once acted on one TERM twice, an immediate stop), unless the drain read
-    more bytes than there were calls before it: the extra bytes are theirs.
+    drain with the bytes the drain read: each call more than the bytes is a delivery whose byte
+    was dropped, and is acted on (a byte is written before its handler runs, and the drain reads
+    the pipe empty, so it would have read the byte). Calls noted during or after a drain wait
+    for the next turn (review 22: acting on them at once acted on one TERM twice, an immediate
+    stop), unless the drain read more bytes than there were calls before it: the extra bytes are
+    theirs. A byte the drain read may be that of a call noted during it, not of one noted before
+    whose byte was dropped: then one call noted during it waits in its stead, and the next turn
+    finds it without a byte. A drop needs a full pipe, which the first drain after it finds; so
+    a turn acts on calls without bytes only when its drain or one of the :data:`FULL_LATELY`
+    before it found the pipe full (review 22c: one before was too few for the case above).
 
     Limits. The interpreter calls the handler once for all the deliveries of one signal since
     its last call, so two stops sent before the main thread runs Python again, whose bytes were
     both dropped, or one read and one dropped, count as one (as the kernel counts a signal sent
     while the same one is pending). A signal another thread catches is marked a moment before its
-    byte is written: a reader that notes its call, drains the pipe before the byte comes, and
-    finds this drain or the one before full, acts on it twice. A signal thread cannot rely on the
+    byte is written: a reader that notes its call and drains the pipe before the byte comes, soon
+    after a full drain, acts on it twice. A signal thread cannot rely on the
     order at all (the main thread runs the handler whenever it next runs Python code): it reads
     only the pipe and empties :attr:`_noted`, so a signal whose byte was dropped is lost (a flood
     reaches every thread that does not block the signals, the signal thread included).
@@ -194,7 +203,7 @@ class SignalQueue:
         self._noted: dict[int, deque[Any]] = {s: deque() for s in signums}  # one frame per handler call
         self._wakeup = Wakeup()
         self._capacity = self._wakeup.capacity
-        self._last_drain_full = False
+        self._drains_since_full = FULL_LATELY + 1
         self._old_fd = signal.set_wakeup_fd(self._wakeup.write_fd, warn_on_full_buffer=False)
         self._previous = {s: signal.signal(s, calls.insert) for s, calls in self._noted.items()}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, list(self._previous))  # held since a fork: now ours
@@ -216,8 +225,8 @@ class SignalQueue:
 
     def _recover(self, noted_before: dict[int, int], read: bytes) -> None:
         """Queue the deliveries whose bytes a full pipe dropped (see the class's docstring)."""
-        full_lately = self._last_drain_full or len(read) >= self._capacity
-        self._last_drain_full = len(read) >= self._capacity
+        self._drains_since_full = 0 if len(read) >= self._capacity else self._drains_since_full + 1
+        full_lately = self._drains_since_full <= FULL_LATELY
         in_main_thread = threading.current_thread() is threading.main_thread()
         for signum, calls in self._noted.items():
             if not in_main_thread:

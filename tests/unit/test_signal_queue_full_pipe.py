@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 
-from queue_core.service import WORKER_SIGNALS, Dispatcher, Intent, Phase, SignalQueue
+from queue_core.service import FULL_LATELY, WORKER_SIGNALS, Dispatcher, Intent, Phase, SignalQueue
 from queue_core.wakeup import Wakeup
 
 TERM, USR1, USR2 = signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2
@@ -232,7 +232,8 @@ def test_a_full_pipe_long_ago_does_not_make_a_signal_noted_before_its_byte_acted
         for _ in range(_pipe_capacity()):
             queue.poke()
         assert queue.wait(0) is None  # the full drain
-        assert queue.wait(0) is None  # a turn that found the pipe empty
+        for _ in range(FULL_LATELY):
+            assert queue.wait(0) is None  # turns that found the pipe empty
         signal.getsignal(TERM)(TERM, None)  # noted; the byte is not written yet
         assert _waiting(queue) == []
         _write_the_byte_only(TERM)
@@ -286,5 +287,49 @@ def test_the_second_stop_a_full_pipe_dropped_still_makes_the_stop_immediate():
             dispatcher.dispatch(signum)
         assert dispatcher_done == [Intent.STOP, Intent.REOPEN_LOGS, Intent.REOPEN_LOGS, Intent.STOP_NOW]
         assert dispatcher.phase is Phase.STOPPING_NOW
+    finally:
+        queue.restore()
+
+
+def test_a_dropped_stop_whose_call_a_later_stop_s_byte_stood_for_is_acted_on_later(monkeypatch):
+    # review 22c: stop A is dropped inside a full drain (noted after that turn's look); stop B's
+    # byte lands inside the next drain (noted during it): that turn counts B's byte against A's
+    # call, B's call waits in A's stead, and the turn after, two drains after the full one,
+    # finds it without a byte
+    queue = SignalQueue([USR2, TERM])
+    drain, drains = Wakeup.drain, []
+
+    def stop_then_drain(wakeup: Wakeup) -> bytes:
+        drains.append(1)
+        if len(drains) <= 2:
+            os.kill(os.getpid(), TERM)  # A: the pipe is full, dropped; B: lands in the empty pipe
+        return drain(wakeup)
+
+    _send(USR2, _pipe_capacity())
+    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    try:
+        got = [queue.wait(0) for _ in range(4)]
+        assert got == [USR2, USR2, TERM, TERM]
+    finally:
+        queue.restore()
+
+
+def test_a_stop_noted_during_the_drain_that_read_its_byte_is_acted_on_once(monkeypatch):
+    # after a full drain: the byte read is that of a call noted during the drain, which must go
+    # with it, not wait to be taken for a dropped one
+    queue = SignalQueue([USR2, TERM])
+    drain, drains = Wakeup.drain, []
+
+    def stop_then_drain(wakeup: Wakeup) -> bytes:
+        drains.append(1)
+        if len(drains) == 2:
+            os.kill(os.getpid(), TERM)  # the pipe was emptied by the first drain: its byte lands
+        return drain(wakeup)
+
+    _send(USR2, _pipe_capacity())
+    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    try:
+        got = [queue.wait(0) for _ in range(FULL_LATELY + 3)]
+        assert got == [USR2, USR2, TERM] + [None] * FULL_LATELY
     finally:
         queue.restore()
