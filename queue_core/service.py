@@ -174,7 +174,7 @@ class SignalQueue:
     interpreter still marks the TERM delivered and, once the main thread runs Python again,
     calls its Python-level handler: the ``insert`` of the signal's own deque in :attr:`_noted`
     (a C function, so no bytecode a signal could nest in; called as ``(signum, frame)`` it puts
-    the frame ``signum`` places from the left), one entry per call. A reader in the main thread
+    the frame at index ``signum``, or at the end of a shorter deque), one entry per call. A reader in the main thread
     (the supervisor, the thread-mode worker) compares, per signal, the calls noted before a
     drain with the bytes the drain read: each call more than the bytes is a delivery whose byte
     was dropped, and is acted on (a byte is written before its handler runs, and the drain reads
@@ -190,12 +190,14 @@ class SignalQueue:
     Limits. The interpreter calls the handler once for all the deliveries of one signal since
     its last call, so two stops sent before the main thread runs Python again, whose bytes were
     both dropped, or one read and one dropped, count as one (as the kernel counts a signal sent
-    while the same one is pending). A signal another thread catches is marked a moment before its
-    byte is written: a reader that notes its call and drains the pipe before the byte comes, soon
-    after a full drain, acts on it twice. A signal thread cannot rely on the
-    order at all (the main thread runs the handler whenever it next runs Python code): it reads
-    only the pipe and empties :attr:`_noted`, so a signal whose byte was dropped is lost (a flood
-    reaches every thread that does not block the signals, the signal thread included).
+    while the same one is pending). A dropped stop whose call waits in two turns running because
+    later stops' bytes stood for it is not acted on (those later stops are). A signal another
+    thread catches is marked a moment before its byte is written: a reader that notes its call
+    and drains the pipe before the byte comes, soon after a full drain, acts on it twice. A
+    signal thread cannot rely on the order at all (the main thread runs the handler whenever it
+    next runs Python code): it reads only the pipe and empties :attr:`_noted`, so a signal whose
+    byte was dropped is lost (a flood reaches every thread that does not block the signals, the
+    signal thread included).
     """
 
     def __init__(self, signums: Iterable[int]) -> None:
@@ -234,7 +236,7 @@ class SignalQueue:
                 continue
             before, got = noted_before.get(signum, 0), read.count(signum)
             if full_lately:
-                for _ in range(before - got):
+                for _ in range(min(before - got, MOST_WAITING)):
                     self._queue(signum)
             _forget(calls, max(got, before))
 

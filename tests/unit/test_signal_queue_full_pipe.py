@@ -333,3 +333,54 @@ def test_a_stop_noted_during_the_drain_that_read_its_byte_is_acted_on_once(monke
         assert got == [USR2, USR2, TERM] + [None] * FULL_LATELY
     finally:
         queue.restore()
+
+
+# review 22c: each kills a wrong variant of the rule that the tests above let through
+
+
+def test_a_stop_read_by_the_full_drain_it_was_sent_in_is_acted_on_once(monkeypatch):
+    # the byte read beyond the calls noted before the drain is that of the call noted during it
+    queue = SignalQueue([USR2, TERM])
+    drain, sent = Wakeup.drain, []
+
+    def stop_then_drain(wakeup: Wakeup) -> bytes:
+        if not sent:
+            sent.append(TERM)
+            _send(TERM)  # after the turn's look; its byte lands and this drain reads it
+            _send(USR2, _pipe_capacity() - 1)  # the pipe is full: the drain is a full one
+        return drain(wakeup)
+
+    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    try:
+        assert _waiting(queue) == [TERM, USR2, USR2]
+    finally:
+        queue.restore()
+
+
+def test_two_stops_read_by_the_full_drain_they_were_sent_in_are_two(monkeypatch):
+    queue = SignalQueue([USR2, TERM])
+    drain, sent = Wakeup.drain, []
+
+    def stops_then_drain(wakeup: Wakeup) -> bytes:
+        if not sent:
+            sent.append(TERM)
+            _send(TERM, 2)
+            _send(USR2, _pipe_capacity() - 2)
+        return drain(wakeup)
+
+    monkeypatch.setattr(Wakeup, "drain", stops_then_drain)
+    try:
+        assert _waiting(queue) == [TERM, TERM, USR2, USR2]
+    finally:
+        queue.restore()
+
+
+def test_two_stops_both_dropped_are_two_when_each_had_its_handler_call():
+    # a signal a process sends itself is handled before os.kill returns: two calls, not merged
+    queue = SignalQueue([USR2, TERM])
+    try:
+        _send(USR2, _pipe_capacity())
+        _send(TERM, 2)
+        assert _waiting(queue) == [USR2, USR2, TERM, TERM]
+    finally:
+        queue.restore()
