@@ -174,11 +174,11 @@ class SignalQueue:
     interpreter still marks the TERM delivered and, once the main thread runs Python again,
     calls its Python-level handler: the ``insert`` of the signal's own deque in :attr:`_noted`
     (a C function, so no bytecode a signal could nest in; called as ``(signum, frame)`` it puts
-    the frame at index ``signum``, or at the end of a shorter deque), one entry per call. A reader in the main thread
-    (the supervisor, the thread-mode worker) compares, per signal, the calls noted before a
-    drain with the bytes the drain read: each call more than the bytes is a delivery whose byte
-    was dropped, and is acted on (a byte is written before its handler runs, and the drain reads
-    the pipe empty, so it would have read the byte). Calls noted during or after a drain wait
+    the frame at index ``signum``, or at the end of a shorter deque), one entry per call. A
+    reader in the main thread (the supervisor, the thread-mode worker) compares, per signal, the
+    calls noted before a drain with the bytes the drain read: each call more than the bytes is a
+    delivery whose byte was dropped, and is acted on (a byte is written before its handler runs,
+    and the drain reads the pipe empty, so it would have read the byte). Calls noted during or after a drain wait
     for the next turn (review 22: acting on them at once acted on one TERM twice, an immediate
     stop), unless the drain read more bytes than there were calls before it: the extra bytes are
     theirs. A byte the drain read may be that of a call noted during it, not of one noted before
