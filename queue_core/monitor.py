@@ -1,9 +1,10 @@
 """The task monitor: a thread that heartbeats every task its processor holds.
 
-A CPU-bound handler cannot block it, so its task keeps its lease. It also beats the
-supervisor's liveness pipe (process mode), writes waiting finishes (:mod:`queue_core.settler`),
-and tells a handler, through its ``kill(reason)``, when its task was cancelled or its lease
-taken over. :func:`run_handler` runs a handler under it (workers and ``perfectsched run``).
+A CPU-bound handler cannot block it, so its task keeps its lease. It also writes waiting
+finishes (:mod:`queue_core.settler`) and tells a handler, through its ``kill(reason)``, when its
+task was cancelled or its lease taken over; in process mode its :class:`LivenessBeat` beats the
+supervisor's liveness pipe. :func:`run_handler` runs a handler under it (workers and
+``perfectsched run``).
 """
 
 from __future__ import annotations
@@ -28,23 +29,53 @@ from .settler import Settler
 log = logging.getLogger("queue_core.worker")
 
 
+def beats(busy_since: float | None, now: float, alive_time: float) -> bool:
+    """Whether a child whose monitor has been busy in one turn since ``busy_since`` (None: idle)
+    is alive to its supervisor: yes until that turn has lasted a whole lease, past which its
+    tasks' leases may have lapsed and run elsewhere while its handlers go on."""
+    return busy_since is None or now - busy_since < alive_time
+
+
+class LivenessBeat(threading.Thread):
+    """Beats the supervisor's liveness pipe every ``child_heartbeat_interval``, from a thread of
+    its own: a monitor waiting on the database (a lease heartbeat waiting for SQLite's write lock,
+    which a frozen process holds) leaves its child alive, not silent; the supervisor killed such
+    children with the frozen one. A frozen process or a handler holding the GIL beats no more;
+    nor a child whose monitor is stuck in one turn for a lease (:func:`beats`)."""
+
+    def __init__(self, beat_fd: int, interval: float, monitor: TaskMonitor):
+        super().__init__(name="pq-liveness", daemon=True)
+        self.beat_fd, self.interval, self.monitor = beat_fd, interval, monitor
+
+    def run(self) -> None:
+        while True:
+            if beats(self.monitor.busy_since, time.monotonic(), self.monitor.alive_time):
+                try:
+                    os.write(self.beat_fd, b"\0")
+                except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
+                    exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: supervisor gone: exiting")
+            if self.monitor.halted.wait(self.interval):
+                return
+
+
 class TaskMonitor(threading.Thread):
     """Heartbeats every task this processor holds, from a thread CPU-bound handlers can't block.
 
-    Also beats the supervisor's liveness pipe (process mode) and tells a handler, through
-    its ``kill(reason)``, when its task was cancelled or its lease taken over.
+    Also tells a handler, through its ``kill(reason)``, when its task was cancelled or its lease
+    taken over, and (process mode) starts the :class:`LivenessBeat` of its child.
     """
 
     def __init__(self, settings: dict, beat_fd: int | None = None, settler: Settler | None = None):
         super().__init__(name="pq-task-monitor", daemon=True)
         self.interval = settings["task_heartbeat_interval"]
-        self.child_interval = settings["child_heartbeat_interval"]
         self.alive_time = settings["alive_time"]
-        self.beat_fd = beat_fd
         self.settler = settler
         self._held: dict[int, tuple[Any, Any]] = {}  # id(task) -> (task, runner)
         self._lock = threading.Lock()
-        self._halt = threading.Event()
+        self.halted = threading.Event()
+        #: when the turn the monitor is in began (monotonic), None while it waits for the next
+        self.busy_since: float | None = None
+        self._beat = None if beat_fd is None else LivenessBeat(beat_fd, settings["child_heartbeat_interval"], self)
 
     def hold(self, task, runner=None) -> None:
         with self._lock:
@@ -55,28 +86,22 @@ class TaskMonitor(threading.Thread):
             self._held.pop(id(task), None)
 
     def stop(self) -> None:
-        self._halt.set()
+        self.halted.set()
 
     def run(self) -> None:
+        if self._beat is not None:
+            self._beat.start()
         next_hb = time.monotonic() + self.interval
-        next_beat = 0.0
-        while not self._halt.is_set():
-            now = time.monotonic()
+        while not self.halted.is_set():
+            now = self.busy_since = time.monotonic()
             if now >= next_hb:
                 self._heartbeat_all()
                 next_hb = now + self.interval
             if self.settler is not None and self.settler.due():
                 self.settler.flush()
-            if self.beat_fd is not None and now >= next_beat:
-                try:
-                    os.write(self.beat_fd, b"\0")
-                except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
-                    exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: supervisor gone: exiting")
-                next_beat = now + self.child_interval
-            wake = min(next_hb, next_beat if self.beat_fd is not None else next_hb)
-            if self.settler is not None:
-                wake = min(wake, now + self.settler.delay)
-            self._halt.wait(max(0.01, wake - time.monotonic()))
+            self.busy_since = None
+            wake = next_hb if self.settler is None else min(next_hb, now + self.settler.delay)
+            self.halted.wait(max(0.01, wake - time.monotonic()))
 
     def _heartbeat_all(self) -> None:
         with self._lock:

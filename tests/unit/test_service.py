@@ -221,3 +221,12 @@ def test_a_reload_whose_database_cannot_be_used_now_is_taken_unless_it_is_never_
 
     assert reload_settings(lambda: new, old, opens=opens) == (old if kept else new)
     assert ("keeping the old config" in caplog.text) is kept
+
+
+def test_a_child_beats_while_its_monitor_is_idle_or_busy_for_less_than_a_lease():
+    from queue_core.monitor import beats
+
+    assert beats(None, now=1000.0, alive_time=30.0)  # waiting for its next turn
+    assert beats(990.0, now=1000.0, alive_time=30.0)  # a turn of 10 s: waiting on the database
+    assert not beats(970.0, now=1000.0, alive_time=30.0)  # a whole lease: its leases may be gone
+    assert not beats(900.0, now=1000.0, alive_time=30.0)

@@ -1,0 +1,54 @@
+"""A child waiting on the database is alive; one frozen, or stuck in its monitor for a lease, is not.
+
+CI saw a worker's supervisor kill three children at once on SQLite: one froze (SIGSTOP) while its
+monitor held the database's write lock, and the lease heartbeats of the others waited for that
+lock; their liveness beats, written by the same monitor thread between its database calls,
+stopped too. The beats now come from a thread of their own (queue_core.monitor.LivenessBeat),
+which stops only when the monitor has been stuck in one turn for a whole lease. Here another
+process holds SQLite's write lock (BEGIN IMMEDIATE) while a real worker's task runs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import queue_core
+from procs import finish, start_worker, wait_for
+
+LIMIT = 1.0  # child_heartbeat_limit
+
+
+def _run_while_locked(tmp_path, lock_seconds: float, alive_time: float) -> tuple[str, list[str]]:
+    url, log = f"sqlite:///{tmp_path}/q.db", tmp_path / "runs.log"
+    with queue_core.open(url, "pq_tasks") as q:
+        q.init()
+        q.submit("long", "handler", {"log": str(log), "sleep": lock_seconds + 1.5})
+    worker = start_worker(url, "pq_tasks", processors=1, child_heartbeat_limit=LIMIT, alive_time=alive_time,
+                          task_heartbeat_interval=0.2, child_heartbeat_interval=0.2, child_kill_interval=0.5)
+    try:
+        wait_for(lambda: log.exists() and "long" in log.read_text(), timeout=30, what="the task started")
+        locker = sqlite3.connect(f"{tmp_path}/q.db", timeout=30, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # the write lock: the task's lease heartbeats wait for it
+        time.sleep(lock_seconds)
+        locker.execute("ROLLBACK")
+        locker.close()
+        with queue_core.open(url, "pq_tasks") as q:
+            wait_for(lambda: q["long"].metadata().status == "finished", timeout=60, what="the task finished")
+    finally:
+        worker.terminate()
+        _, out = finish(worker, timeout=60)
+    return out, log.read_text().splitlines()
+
+
+def test_a_child_whose_heartbeat_waits_on_the_database_past_the_limit_is_not_killed(tmp_path):
+    out, runs = _run_while_locked(tmp_path, lock_seconds=3 * LIMIT, alive_time=30.0)
+    assert "silent for" not in out, out[-3000:]
+    assert [line.split()[2] for line in runs] == ["run", "done"], runs  # one run, to its end
+
+
+def test_a_child_whose_monitor_is_stuck_for_a_whole_lease_is_killed_as_silent(tmp_path):
+    out, runs = _run_while_locked(tmp_path, lock_seconds=2.0 + 2 * LIMIT + 1.5, alive_time=2.0)
+    assert "silent for" in out, out[-3000:]
+    first_pid = runs[0].split()[1]
+    assert f"long {first_pid} done" not in runs and runs[-1].endswith(" done"), runs  # killed, run again
