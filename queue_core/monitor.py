@@ -29,11 +29,20 @@ from .settler import Settler
 log = logging.getLogger("queue_core.worker")
 
 
-def beats(busy_since: float | None, now: float, alive_time: float) -> bool:
+def beats(busy_since: float | None, now: float, stuck_limit: float) -> bool:
     """Whether a child whose monitor has been busy in one turn since ``busy_since`` (None: idle)
-    is alive to its supervisor: yes until that turn has lasted a whole lease, past which its
-    tasks' leases may have lapsed and run elsewhere while its handlers go on."""
-    return busy_since is None or now - busy_since < alive_time
+    is alive to its supervisor: yes until that turn has lasted ``stuck_limit``."""
+    return busy_since is None or now - busy_since < stuck_limit
+
+
+def stuck_limit(settings: dict) -> float:
+    """How long one turn of a monitor may last before its child beats no more: short enough that
+    the supervisor's kill (``child_heartbeat_limit`` later) comes before the leases the monitor
+    last renewed lapse, so no task runs here and elsewhere at once (review 22d: stopping at the
+    lease let a task run twice for a minute). Zero when the lease is shorter than the kill takes:
+    any wait of the monitor then stops the beats."""
+    late = settings["child_heartbeat_limit"] + settings["task_heartbeat_interval"]
+    return max(0.0, settings["alive_time"] - late - settings["child_heartbeat_interval"])
 
 
 class LivenessBeat(threading.Thread):
@@ -41,15 +50,16 @@ class LivenessBeat(threading.Thread):
     its own: a monitor waiting on the database (a lease heartbeat waiting for SQLite's write lock,
     which a frozen process holds) leaves its child alive, not silent; the supervisor killed such
     children with the frozen one. A frozen process or a handler holding the GIL beats no more;
-    nor a child whose monitor is stuck in one turn for a lease (:func:`beats`)."""
+    nor a child whose monitor died or has been stuck in one turn for :func:`stuck_limit`."""
 
-    def __init__(self, beat_fd: int, interval: float, monitor: TaskMonitor):
+    def __init__(self, beat_fd: int, settings: dict, monitor: TaskMonitor):
         super().__init__(name="pq-liveness", daemon=True)
-        self.beat_fd, self.interval, self.monitor = beat_fd, interval, monitor
+        self.beat_fd, self.monitor = beat_fd, monitor
+        self.interval, self.stuck_limit = settings["child_heartbeat_interval"], stuck_limit(settings)
 
     def run(self) -> None:
         while True:
-            if beats(self.monitor.busy_since, time.monotonic(), self.monitor.alive_time):
+            if self.monitor.is_alive() and beats(self.monitor.busy_since, time.monotonic(), self.stuck_limit):
                 try:
                     os.write(self.beat_fd, b"\0")
                 except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
@@ -75,7 +85,7 @@ class TaskMonitor(threading.Thread):
         self.halted = threading.Event()
         #: when the turn the monitor is in began (monotonic), None while it waits for the next
         self.busy_since: float | None = None
-        self._beat = None if beat_fd is None else LivenessBeat(beat_fd, settings["child_heartbeat_interval"], self)
+        self._beat = None if beat_fd is None else LivenessBeat(beat_fd, settings, self)
 
     def hold(self, task, runner=None) -> None:
         with self._lock:
@@ -134,7 +144,7 @@ class TaskMonitor(threading.Thread):
         runner._pq_killed = type(reason)
         try:
             runner.kill(reason)
-        except Exception:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001 - SystemExit too: the monitor thread must go on
             log.exception("handler kill() raised")
 
 

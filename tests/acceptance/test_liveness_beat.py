@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
 import queue_core
 from procs import finish, start_worker, wait_for
@@ -52,3 +53,28 @@ def test_a_child_whose_monitor_is_stuck_for_a_whole_lease_is_killed_as_silent(tm
     assert "silent for" in out, out[-3000:]
     first_pid = runs[0].split()[1]
     assert f"long {first_pid} done" not in runs and runs[-1].endswith(" done"), runs  # killed, run again
+
+
+def test_a_handler_kill_that_exits_leaves_the_monitor_beating_and_renewing(tmp_path):
+    # review 22d: SystemExit from a handler's kill() (a cancel) ended the monitor thread, its
+    # liveness beat went on for a lease, and the task's lease lapsed meanwhile
+    url, log = f"sqlite:///{tmp_path}/q.db", tmp_path / "runs.log"
+    with queue_core.open(url, "pq_tasks") as q:
+        q.init()
+        q.submit("t", "kill_exits", {"log": str(log), "sleep": 4.0})
+    handlers = str(Path(__file__).with_name("liveness_handlers.py"))
+    worker = start_worker(url, "pq_tasks", "Worker", _file=handlers, processors=1, child_heartbeat_limit=LIMIT,
+                          alive_time=2.0, task_heartbeat_interval=0.2, child_heartbeat_interval=0.2)
+    try:
+        wait_for(lambda: log.exists() and "run" in log.read_text(), timeout=30, what="the task started")
+        with queue_core.open(url, "pq_tasks") as q:
+            q["t"].cancel_request()
+            wait_for(lambda: q["t"].metadata().status == "finished", timeout=60, what="the task finished")
+            outcome = q["t"].metadata().outcome
+    finally:
+        worker.terminate()
+        _, out = finish(worker, timeout=60)
+    runs = [line.split()[2] for line in log.read_text().splitlines()]
+    assert "handler kill() raised" in out and "SystemExit: 3" in out, out[-3000:]
+    assert "silent for" not in out and "lease lost" not in out, out[-3000:]
+    assert runs == ["run", "kill", "done"] and outcome is not None, (runs, outcome)

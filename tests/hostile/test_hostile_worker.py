@@ -39,9 +39,11 @@ HOSTILE = {
     "interrupts": (1, "failure", "KeyboardInterrupt"),
 }
 OK_TASKS = 12
-#: Short limits, yet past the stalls of a loaded CI machine (a lease of 1.5 s once expired there
-#: and the hanging task ran twice): freezes is killed after 3 s silent, a lease lasts 4 s.
-FAST = dict(alive_time=4.0, task_heartbeat_interval=0.2, child_heartbeat_interval=0.2, child_heartbeat_limit=3.0,
+#: Short limits, yet past the stalls of a loaded CI machine (1.5 s ones once let the hanging task
+#: run twice there): freezes is killed after 3 s silent; a lease of 8 s lets a child whose lease
+#: heartbeat waits 3 s for SQLite's write lock, held by the frozen child, go on beating
+#: (monitor.stuck_limit: 8 - 3 - 0.2 - 0.2 s).
+FAST = dict(alive_time=8.0, task_heartbeat_interval=0.2, child_heartbeat_interval=0.2, child_heartbeat_limit=3.0,
             child_kill_interval=0.5, poll_interval=0.1, retry_wait=0, processors=3)
 
 

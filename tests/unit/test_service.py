@@ -223,10 +223,25 @@ def test_a_reload_whose_database_cannot_be_used_now_is_taken_unless_it_is_never_
     assert ("keeping the old config" in caplog.text) is kept
 
 
-def test_a_child_beats_while_its_monitor_is_idle_or_busy_for_less_than_a_lease():
+def test_a_child_beats_while_its_monitor_is_idle_or_busy_for_less_than_its_stuck_limit():
     from queue_core.monitor import beats
 
-    assert beats(None, now=1000.0, alive_time=30.0)  # waiting for its next turn
-    assert beats(990.0, now=1000.0, alive_time=30.0)  # a turn of 10 s: waiting on the database
-    assert not beats(970.0, now=1000.0, alive_time=30.0)  # a whole lease: its leases may be gone
-    assert not beats(900.0, now=1000.0, alive_time=30.0)
+    assert beats(None, now=1000.0, stuck_limit=30.0)  # waiting for its next turn
+    assert beats(990.0, now=1000.0, stuck_limit=30.0)  # a turn of 10 s: waiting on the database
+    assert not beats(970.0, now=1000.0, stuck_limit=30.0)
+    assert not beats(900.0, now=1000.0, stuck_limit=30.0)
+    assert not beats(1000.0, now=1000.0, stuck_limit=0.0)  # no limit left: any turn stops the beats
+
+
+def test_a_stuck_monitor_s_child_is_killed_before_the_leases_it_renewed_lapse():
+    from queue_core import config
+    from queue_core.monitor import stuck_limit
+
+    defaults = config.build({})
+    limit = stuck_limit(defaults)  # 300 - 60 - 2 - 2
+    assert limit == 236.0
+    # the last renewal came at most one heartbeat interval before the turn began; the kill comes
+    # at most a beat interval plus child_heartbeat_limit after the last beat
+    kill_at = limit + defaults["child_heartbeat_interval"] + defaults["child_heartbeat_limit"]
+    assert kill_at + defaults["task_heartbeat_interval"] <= defaults["alive_time"]
+    assert stuck_limit({**defaults, "alive_time": 30.0}) == 0.0
