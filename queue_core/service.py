@@ -178,12 +178,12 @@ class SignalQueue:
     reader in the main thread (the supervisor, the thread-mode worker) compares, per signal, the
     calls noted before a drain with the bytes the drain read: each call more than the bytes is a
     delivery whose byte was dropped, and is acted on (a byte is written before its handler runs,
-    and the drain reads the pipe empty, so it would have read the byte). Calls noted during or after a drain wait
-    for the next turn (review 22: acting on them at once acted on one TERM twice, an immediate
-    stop), unless the drain read more bytes than there were calls before it: the extra bytes are
-    theirs. A byte the drain read may be that of a call noted during it, not of one noted before
-    whose byte was dropped: then one call noted during it waits in its stead, and the next turn
-    finds it without a byte. A drop needs a full pipe, which the first drain after it finds; so
+    and the drain reads the pipe empty, so it would have read the byte). Calls noted during or
+    after a drain wait for the next turn (review 22: acting on them at once acted on one TERM
+    twice, an immediate stop), unless the drain read more bytes than there were calls before it:
+    the extra bytes are theirs. A byte the drain read may be that of a call noted during it, not
+    of one noted before whose byte was dropped: then one call noted during it waits in its
+    stead, and the next turn finds it without a byte. A drop needs a full pipe, which the first drain after it finds; so
     a turn acts on calls without bytes only when its drain or one of the :data:`FULL_LATELY`
     before it found the pipe full (review 22c: one before was too few for the case above).
 
@@ -228,17 +228,20 @@ class SignalQueue:
     def _recover(self, noted_before: dict[int, int], read: bytes) -> None:
         """Queue the deliveries whose bytes a full pipe dropped (see the class's docstring)."""
         self._drains_since_full = 0 if len(read) >= self._capacity else self._drains_since_full + 1
+        if threading.current_thread() is not threading.main_thread():
+            self._forget_all()  # a signal thread reads only the pipe
+            return
         full_lately = self._drains_since_full <= FULL_LATELY
-        in_main_thread = threading.current_thread() is threading.main_thread()
         for signum, calls in self._noted.items():
-            if not in_main_thread:
-                calls.clear()
-                continue
             before, got = noted_before.get(signum, 0), read.count(signum)
             if full_lately:
                 for _ in range(min(before - got, MOST_WAITING)):
                     self._queue(signum)
             _forget(calls, max(got, before))
+
+    def _forget_all(self) -> None:
+        for calls in self._noted.values():
+            calls.clear()
 
     def poke(self) -> None:
         """End a ``wait`` without a signal."""
@@ -249,8 +252,7 @@ class SignalQueue:
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._old_fd)
         self._wakeup.close()
-        for calls in self._noted.values():
-            calls.clear()
+        self._forget_all()
 
 
 def _forget(calls: deque[Any], count: int) -> None:

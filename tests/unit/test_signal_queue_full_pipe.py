@@ -34,6 +34,36 @@ def _send(signum: int, times: int = 1) -> None:
         os.kill(os.getpid(), signum)
 
 
+def _at_drains(monkeypatch, before=(), after=()) -> None:
+    """Call ``before[i]`` just before the drain of turn ``i + 1`` and ``after[i]`` just after it
+    (None: nothing): a signal sent at a boundary of a turn."""
+    drain, done = Wakeup.drain, []
+
+    def step(steps, i: int) -> None:
+        if i < len(steps) and steps[i] is not None:
+            steps[i]()
+
+    def stepped(wakeup: Wakeup) -> bytes:
+        done.append(1)
+        step(before, len(done) - 1)
+        read = drain(wakeup)
+        step(after, len(done) - 1)
+        return read
+
+    monkeypatch.setattr(Wakeup, "drain", stepped)
+
+
+def _stop(sent: list[int], times: int = 1, then_usr2: int = 0):
+    """A step that sends TERM ``times`` times (noting each in ``sent``), then ``then_usr2`` USR2."""
+
+    def send() -> None:
+        sent.extend([TERM] * times)
+        _send(TERM, times)
+        _send(USR2, then_usr2)
+
+    return send
+
+
 def _waiting(queue: SignalQueue) -> list[int]:
     got = []
     while (signum := queue.wait(0)) is not None:
@@ -142,19 +172,10 @@ def test_a_reader_thread_acts_on_what_it_read_only():
 def test_a_stop_sent_between_a_full_drain_and_the_look_at_what_was_seen_is_acted_on_once(monkeypatch):
     # review 22: the TERM's byte lands in the pipe the drain just emptied and its handler runs
     # before the turn looks at the signals seen; the next turn reads the byte
-    queue = SignalQueue([USR2, TERM])
-    drain, capacity, sent = Wakeup.drain, _pipe_capacity(), []
-
-    def drain_then_stop(wakeup: Wakeup) -> bytes:
-        read = drain(wakeup)
-        if len(read) >= capacity and not sent:
-            sent.append(TERM)
-            os.kill(os.getpid(), TERM)
-        return read
-
-    monkeypatch.setattr(Wakeup, "drain", drain_then_stop)
+    queue, sent = SignalQueue([USR2, TERM]), []
+    _at_drains(monkeypatch, after=[_stop(sent)])  # the first drain is a full one
     try:
-        _send(USR2, capacity)
+        _send(USR2, _pipe_capacity())
         assert _waiting(queue) == [USR2, USR2, TERM] and sent == [TERM]
     finally:
         queue.restore()
@@ -208,17 +229,9 @@ def test_the_frames_noted_with_a_signal_are_let_go_once_it_is_read():
 def test_a_stop_dropped_while_a_turn_drains_a_full_pipe_is_acted_on_the_next_turn(monkeypatch):
     # the TERM's byte is dropped and its handler runs inside the drain that empties the full
     # pipe: that turn did not see it before its drain; the next one finds it seen and unread
-    queue = SignalQueue([USR2, TERM])
-    drain, sent = Wakeup.drain, []
-
-    def stop_then_drain(wakeup: Wakeup) -> bytes:
-        if not sent:
-            sent.append(TERM)
-            os.kill(os.getpid(), TERM)  # the pipe is full: its byte is dropped
-        return drain(wakeup)
-
+    queue, sent = SignalQueue([USR2, TERM]), []
     _send(USR2, _pipe_capacity())
-    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    _at_drains(monkeypatch, before=[_stop(sent)])  # the pipe is full: its byte is dropped
     try:
         assert _waiting(queue) == [USR2, USR2, TERM] and sent == [TERM]
     finally:
@@ -255,19 +268,11 @@ def test_two_stops_one_read_one_dropped_are_two():
 
 
 def test_two_stops_dropped_one_inside_a_drain_and_one_read_the_next_turn_are_two(monkeypatch):
-    queue = SignalQueue([USR2, TERM])
-    drain, sent = Wakeup.drain, []
-
-    def stop_then_drain(wakeup: Wakeup) -> bytes:
-        if not sent:
-            sent.append(TERM)
-            os.kill(os.getpid(), TERM)  # the pipe is full: dropped, noted after the turn's look
-        return drain(wakeup)
-
+    queue, sent = SignalQueue([USR2, TERM]), []
     _send(USR2, _pipe_capacity())
-    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    _at_drains(monkeypatch, before=[_stop(sent)])  # the pipe is full: dropped, noted after the look
     try:
-        assert queue.wait(0) == USR2
+        assert queue.wait(0) == USR2 and sent == [TERM]
         _send(TERM)  # its byte lands
         assert _waiting(queue) == [USR2, TERM, TERM]
     finally:
@@ -296,20 +301,12 @@ def test_a_dropped_stop_whose_call_a_later_stop_s_byte_stood_for_is_acted_on_lat
     # byte lands inside the next drain (noted during it): that turn counts B's byte against A's
     # call, B's call waits in A's stead, and the turn after, two drains after the full one,
     # finds it without a byte
-    queue = SignalQueue([USR2, TERM])
-    drain, drains = Wakeup.drain, []
-
-    def stop_then_drain(wakeup: Wakeup) -> bytes:
-        drains.append(1)
-        if len(drains) <= 2:
-            os.kill(os.getpid(), TERM)  # A: the pipe is full, dropped; B: lands in the empty pipe
-        return drain(wakeup)
-
+    queue, sent = SignalQueue([USR2, TERM]), []
     _send(USR2, _pipe_capacity())
-    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    _at_drains(monkeypatch, before=[_stop(sent), _stop(sent)])  # A: dropped; B: lands in the empty pipe
     try:
         got = [queue.wait(0) for _ in range(4)]
-        assert got == [USR2, USR2, TERM, TERM]
+        assert got == [USR2, USR2, TERM, TERM] and sent == [TERM, TERM]
     finally:
         queue.restore()
 
@@ -317,20 +314,12 @@ def test_a_dropped_stop_whose_call_a_later_stop_s_byte_stood_for_is_acted_on_lat
 def test_a_stop_noted_during_the_drain_that_read_its_byte_is_acted_on_once(monkeypatch):
     # after a full drain: the byte read is that of a call noted during the drain, which must go
     # with it, not wait to be taken for a dropped one
-    queue = SignalQueue([USR2, TERM])
-    drain, drains = Wakeup.drain, []
-
-    def stop_then_drain(wakeup: Wakeup) -> bytes:
-        drains.append(1)
-        if len(drains) == 2:
-            os.kill(os.getpid(), TERM)  # the pipe was emptied by the first drain: its byte lands
-        return drain(wakeup)
-
+    queue, sent = SignalQueue([USR2, TERM]), []
     _send(USR2, _pipe_capacity())
-    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    _at_drains(monkeypatch, before=[None, _stop(sent)])  # the first drain emptied the pipe: it lands
     try:
         got = [queue.wait(0) for _ in range(FULL_LATELY + 3)]
-        assert got == [USR2, USR2, TERM] + [None] * FULL_LATELY
+        assert got == [USR2, USR2, TERM] + [None] * FULL_LATELY and sent == [TERM]
     finally:
         queue.restore()
 
@@ -339,38 +328,21 @@ def test_a_stop_noted_during_the_drain_that_read_its_byte_is_acted_on_once(monke
 
 
 def test_a_stop_read_by_the_full_drain_it_was_sent_in_is_acted_on_once(monkeypatch):
-    # the byte read beyond the calls noted before the drain is that of the call noted during it
-    queue = SignalQueue([USR2, TERM])
-    drain, sent = Wakeup.drain, []
-
-    def stop_then_drain(wakeup: Wakeup) -> bytes:
-        if not sent:
-            sent.append(TERM)
-            _send(TERM)  # after the turn's look; its byte lands and this drain reads it
-            _send(USR2, _pipe_capacity() - 1)  # the pipe is full: the drain is a full one
-        return drain(wakeup)
-
-    monkeypatch.setattr(Wakeup, "drain", stop_then_drain)
+    # the byte read beyond the calls noted before the drain is that of the call noted during it;
+    # sent after the turn's look, its byte lands and the full drain reads it
+    queue, sent = SignalQueue([USR2, TERM]), []
+    _at_drains(monkeypatch, before=[_stop(sent, then_usr2=_pipe_capacity() - 1)])
     try:
-        assert _waiting(queue) == [TERM, USR2, USR2]
+        assert _waiting(queue) == [TERM, USR2, USR2] and sent == [TERM]
     finally:
         queue.restore()
 
 
 def test_two_stops_read_by_the_full_drain_they_were_sent_in_are_two(monkeypatch):
-    queue = SignalQueue([USR2, TERM])
-    drain, sent = Wakeup.drain, []
-
-    def stops_then_drain(wakeup: Wakeup) -> bytes:
-        if not sent:
-            sent.append(TERM)
-            _send(TERM, 2)
-            _send(USR2, _pipe_capacity() - 2)
-        return drain(wakeup)
-
-    monkeypatch.setattr(Wakeup, "drain", stops_then_drain)
+    queue, sent = SignalQueue([USR2, TERM]), []
+    _at_drains(monkeypatch, before=[_stop(sent, times=2, then_usr2=_pipe_capacity() - 2)])
     try:
-        assert _waiting(queue) == [TERM, TERM, USR2, USR2]
+        assert _waiting(queue) == [TERM, TERM, USR2, USR2] and sent == [TERM, TERM]
     finally:
         queue.restore()
 
