@@ -84,8 +84,8 @@ def test_a_child_whose_heartbeat_waits_on_the_database_past_the_limit_is_not_kil
 
 
 def test_a_child_whose_monitor_is_stuck_for_a_whole_lease_is_killed_as_silent(tmp_path):
-    out, runs = _run_while_locked(f"sqlite:///{tmp_path}/q.db", "pq_tasks", tmp_path, lock_seconds=2.0 + 2 * LIMIT + 1.5,
-                                  alive_time=2.0)
+    url = f"sqlite:///{tmp_path}/q.db"
+    out, runs = _run_while_locked(url, "pq_tasks", tmp_path, lock_seconds=2.0 + 2 * LIMIT + 1.5, alive_time=2.0)
     assert "silent for" in out, out[-3000:]
     first_pid = runs[0].split()[1]
     assert f"long {first_pid} done" not in runs and runs[-1].endswith(" done"), runs  # killed, run again
