@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVE",
+    "KEEP",
     "RUN_STATUSES",
     "STEP_STATUSES",
     "SUBMITTED_STATUSES",
@@ -41,6 +42,9 @@ STEP_STATUSES = ("pending", "waiting", "running", "succeeded", "failed", "skippe
 RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
 
 SUBMIT, SKIP, WAIT = "submit", "skip", "wait"
+#: the verdict on a step that started already (submitted, or a map whose items exist): it stays
+#: as it is; a parent ending after its start is only counted
+KEEP = "keep"
 _SUBMIT, _SKIP, _WAIT = SUBMIT, SKIP, WAIT
 
 
@@ -83,20 +87,35 @@ def _compile(snapshot: dict[str, Any]) -> _Compiled:
     return compiled
 
 
-def _evaluate(trigger: str, parent_statuses: list[str]) -> str:
-    """submit / skip / pending for a not-yet-submitted step with at least one parent."""
+def _evaluate(trigger: str, parent_statuses: list[str], *, started: bool, cancel: bool) -> str:
+    """The verdict on a step from its parents' statuses."""
     succeeded = parent_statuses.count("succeeded")
     failed = parent_statuses.count("failed")
     done = sum(1 for s in parent_statuses if s in TERMINAL)
-    return verdict(trigger, len(parent_statuses), succeeded, failed, done)
+    return verdict(trigger, len(parent_statuses), succeeded, failed, done, started=started, cancel=cancel)
 
 
-def verdict(trigger: str, n: int, succeeded: int, failed: int, done: int) -> str:
-    """submit / skip / pending for a step with ``n`` parents of which ``done`` ended,
+def verdict(
+    trigger: str, n: int, succeeded: int, failed: int, done: int, *, started: bool, cancel: bool = False
+) -> str:
+    """submit / skip / wait / keep for a step with ``n`` parents of which ``done`` ended,
     ``succeeded`` and ``failed`` of those with that outcome (the others skipped or cancelled).
 
-    The one rule of triggers: a step is decided from these counts alone, so a completion needs
-    only the counts of its successors, never the rest of the run."""
+    A step is decided once: one that ``started`` (submitted, or a map whose items exist) is kept
+    whatever its parents do later, a cancelled run's or not (``keep``). Else a cancelled run
+    submits nothing new (``skip``), a step without parents is submitted, and the one rule of
+    triggers holds: a step is decided from these counts alone, so a completion needs only the
+    counts of its successors, never the rest of the run."""
+    if started:
+        return KEEP
+    if cancel:
+        return _SKIP
+    if n == 0:
+        return _SUBMIT
+    return _trigger_holds(trigger, n, succeeded, failed, done)
+
+
+def _trigger_holds(trigger: str, n: int, succeeded: int, failed: int, done: int) -> str:
     if trigger == "all_success":
         return _SUBMIT if succeeded == n else _SKIP if done > succeeded else _WAIT
     if trigger == "all_done":
@@ -151,28 +170,18 @@ def decide(snapshot: dict[str, Any], submitted: Mapping[str, str], *, cancel_req
     any_failed = any_cancelled = False
     for name in c.order:
         status = submitted.get(name)
-        if status is None:
-            parents = c.parents[name]
-            if cancel_requested:
-                verdict = _SKIP
-            elif not parents:
-                verdict = _SUBMIT
-            else:
-                verdict = _evaluate(c.triggers[name], [statuses[p] for p in parents])
-            if verdict == _SKIP:
-                status = "skipped"
-                skipped.add(name)
-            else:
-                status = "pending"
-                in_progress = True
-                if verdict == _SUBMIT:
-                    submit.append(name)
-        elif status in ACTIVE:
-            in_progress = True
-        elif status == "failed":
-            any_failed = True
-        elif status == "cancelled":
-            any_cancelled = True
+        parents = [statuses[p] for p in c.parents[name]]
+        verdict = _evaluate(c.triggers[name], parents, started=status is not None, cancel=cancel_requested)
+        if verdict == _SKIP:
+            status = "skipped"
+            skipped.add(name)
+        elif verdict != KEEP:  # submit or wait: not submitted yet
+            status = "pending"
+            submit += [name] if verdict == _SUBMIT else []
+        assert status is not None
+        in_progress = in_progress or status in ACTIVE or status == "pending"
+        any_failed = any_failed or status == "failed"
+        any_cancelled = any_cancelled or status == "cancelled"
         statuses[name] = status
     if in_progress:
         status = "running"

@@ -16,7 +16,7 @@ from . import logic
 from .engine import NOT_ENDED, Ended, RunRef, mapped_list, run_ref
 from .errors import FlowError, UnknownRunError
 from .rows import MapCount, NodeState, node_key
-from .settle import _Writes, settle, start_map
+from .settle import _own, _Writes, settle, start_map
 
 RETRYABLE = ("failed", "cancelled")
 
@@ -33,6 +33,9 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     state = run.state
     if state.status not in RETRYABLE:
         raise FlowError(f"run {run_id!r} is {state.status}; only failed or cancelled runs can be retried")
+    still_open = [r["key"] for r in tx.runs.open_rows(tx.conn, run.groups()) if _own(r, run) is not None]
+    if still_open:  # an end written while rows ran (a run that ended so before this was fixed)
+        raise FlowError(f"run {run_id!r} has rows still open ({', '.join(still_open)}); retry it once they end")
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in state.dag["steps"]], lock=True)
     kept = {s for s in state.dag["steps"] if _succeeded(nodes.get(node_key(run_id, s)))}
     redo = [s for s in state.dag["order"] if s not in kept]
@@ -59,7 +62,8 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
     node.wait = [sum(p in kept for p in spec["after"]), 0, sum(p in kept for p in spec["after"])]
     if row["state"] != PENDING:
         tx.runs.reopen(tx.conn, [row["id"]], tx.now, pending=True)
-    verdict = logic.verdict(spec["trigger"], len(spec["after"]), *node.wait) if spec["after"] else logic.SUBMIT
+    # reopened: decided afresh (started=False), as a completion would decide it
+    verdict = logic.verdict(spec["trigger"], len(spec["after"]), *node.wait, started=False)
     if verdict == logic.SKIP:
         tx.runs.close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
         return [Ended(step, "skipped")]
@@ -99,5 +103,6 @@ def _redo_items(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> lis
             fresh.append((r["id"], item.dump()))
     tx.runs.set_workflow_many(tx.conn, fresh, state=0)
     node.map = MapCount(node.map.n, ok=node.map.n - len(again))
-    tx.runs.set_workflow(tx.conn, row["id"], node.dump())
+    writes = _Writes(starts=[(row["id"], row["workflow"], node.dump())])
+    writes.flush(tx)
     return []

@@ -40,6 +40,8 @@ from .engine import (
 from .errors import FlowError
 from .rows import OUTCOME_OF, MapCount, NodeState, RunState, dumps, node_key
 
+_STARTED = "a map was started by another decision meanwhile (its row changed since it was read)"
+
 
 @dataclass
 class _Writes:
@@ -49,11 +51,15 @@ class _Writes:
     pending: list[tuple[int, str]] = field(default_factory=list)
     close: list[dict] = field(default_factory=list)
     items: list[dict] = field(default_factory=list)
+    #: maps that start: (row id, bookkeeping as read, bookkeeping with the item count)
+    starts: list[tuple[int, str, str]] = field(default_factory=list)
 
     def close_row(self, row: dict, outcome: str, node: NodeState, error: str | None = None) -> None:
         self.close.append({"id": row["id"], "outcome": outcome, "workflow": node.dump(), "error": error})
 
     def flush(self, tx: Transaction) -> None:
+        if tx.runs.start_maps(tx.conn, self.starts) != len(self.starts):
+            raise FlowError(_STARTED)
         if self.items:
             tx.submit_rows(self.items)
         tx.runs.promote(tx.conn, self.promote, tx.now)
@@ -177,8 +183,8 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
         run, child, parents = wanted[key]
         row = rows.get(key)
         node = _own(row, run)
-        if row is None or node is None or row["state"] != PENDING:
-            continue  # decided already (skipped by a cancel, or a foreign row)
+        if row is None or node is None:
+            continue  # a foreign row
         for e in parents:
             node.wait = _tally(node.wait, e.status)
         known = {e.step: e for e in ended[run.run_id]}
@@ -190,7 +196,10 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
 def _decide_child(
     tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended], writes: _Writes
 ) -> list[Ended]:
-    verdict = _verdict(run, node.step, node)
+    verdict = _verdict(run, row, node)
+    if verdict == logic.KEEP:  # decided once: a later parent is only counted (while still pending)
+        writes.pending += [(row["id"], node.dump())] if row["state"] == PENDING else []
+        return []
     if verdict == logic.SUBMIT and run.dag["steps"][node.step].get("map"):
         items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
         if why == NOT_ENDED:  # decided again when the step it maps over ends (it is a parent)
@@ -212,11 +221,16 @@ def _tally(wait: list[int], status: str) -> list[int]:
     return [ok + (status == "succeeded"), failed + (status == "failed"), done + 1]
 
 
-def _verdict(run: RunRef, step: str, node: NodeState) -> str:
-    if run.state.cancel:
-        return logic.SKIP
-    spec = run.dag["steps"][step]
-    return logic.verdict(spec["trigger"], len(spec["after"]), *node.wait)
+def _verdict(run: RunRef, row: dict, node: NodeState) -> str:
+    spec = run.dag["steps"][node.step]
+    return logic.verdict(
+        spec["trigger"], len(spec["after"]), *node.wait, started=started(row, node), cancel=run.state.cancel
+    )
+
+
+def started(row: dict, node: NodeState) -> bool:
+    """Whether a step's row was decided already: submitted (or ended), or a map whose items exist."""
+    return row["state"] != PENDING or node.map is not None
 
 
 def start_map(
@@ -226,7 +240,7 @@ def start_map(
     item that cannot be a task's data, or item keys another row already holds)."""
     if items:
         rows = item_rows(run, node.step, run.dag["steps"][node.step], items)
-        why = _unsubmittable(tx, rows)
+        why = _unsubmittable(tx, run, rows)
         items = None if why else items
     if items is None:
         status = "skipped" if why.startswith("skipped") else "failed"
@@ -237,12 +251,13 @@ def start_map(
         writes.close_row(row, "success", node)
         return [Ended(node.step, "succeeded", result=[])]
     writes.items += rows
-    writes.pending.append((row["id"], node.dump()))
+    writes.starts.append((row["id"], row["workflow"], node.dump()))
     return []
 
 
-def _unsubmittable(tx: Transaction, rows: list[dict]) -> str:
-    """Why these item rows cannot be inserted as they are ('' when they can)."""
+def _unsubmittable(tx: Transaction, run: RunRef, rows: list[dict]) -> str:
+    """Why these item rows cannot be inserted as they are ('' when they can). FlowError when
+    they exist already as this map's items: it started, and is never started again."""
     limit = tx.queue.config["max_data_size"]
     for r in rows:
         try:
@@ -250,6 +265,8 @@ def _unsubmittable(tx: Transaction, rows: list[dict]) -> str:
         except ValidationError as exc:
             return f"item {r['key'].rsplit('#', 1)[1]} cannot be a task's data: {exc}"
     taken = tx.runs.read(tx.conn, [r["key"] for r in rows])
+    if any(_own(row, run) is not None for row in taken.values()):
+        raise FlowError(_STARTED)
     if taken:
         return f"item keys are held by other rows: {', '.join(sorted(taken)[:3])}"
     return ""
@@ -274,10 +291,24 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
         else:
             ends[run_id], purge_at = _end_run(tx, row["id"], state, writes)
             ended.append((run, purge_at))
+    _none_open(tx, [run for run, _ in ended])
     tx.runs.set_workflow_many(tx.conn, pending)
     writes.flush(tx)
     _keep_groups(tx, ended)
     return ends
+
+
+def _none_open(tx: Transaction, runs: list[RunRef]) -> None:
+    """A run ends only when none of its rows is open: FlowError (nothing of the decision is
+    written) when its count says it is done while a step or item of it is still open."""
+    groups = {g: run for run in runs for g in run.groups()}
+    if not groups:
+        return
+    open_ = [r for r in tx.runs.open_rows(tx.conn, list(groups)) if _own(r, groups[r["grp"]]) is not None]
+    if open_:
+        run = groups[open_[0]["grp"]]
+        keys = ", ".join(r["key"] for r in open_ if groups[r["grp"]] is run)
+        raise FlowError(f"run {run.run_id!r} cannot end: its rows {keys} are still open")
 
 
 def _count_steps(state: RunState, closed: list[Ended]) -> None:

@@ -268,6 +268,31 @@ class RunRows:
         self._changed(conn, "promoted", [i for i, _ in updates], n, now, self.t.c.state == LIVE)
         return n
 
+    def start_maps(self, conn, starts: Sequence[tuple[int, str, str]]) -> int:
+        """Maps whose items were just submitted: each (id, bookkeeping as read, bookkeeping with
+        the item count) is written only while the pending row's bookkeeping is still the one
+        read, so a map starts once, however many decisions race for it. Returns how many did."""
+        if not starts:
+            return 0
+        t = self.t
+        stmt = (
+            sa.update(t)
+            .where(t.c.id == sa.bindparam("_id"), *task_where(t, "start_map", read=sa.bindparam("_read")))
+            .values(workflow=sa.bindparam("_new"))
+        )
+        return conn.execute(stmt, [{"_id": i, "_read": read, "_new": new} for i, read, new in starts]).rowcount
+
+    def open_rows(self, conn, groups: Sequence[str], limit: int = 20) -> list[dict]:
+        """The workflow rows of these groups that have not finished (key, grp, workflow): up to
+        ``limit`` per 500 groups."""
+        t = self.t
+        out: list[dict] = []
+        for i in range(0, len(groups), 500):
+            where = (t.c.grp.in_(list(groups[i : i + 500])), t.c.state != FINISHED, t.c.workflow.is_not(None))
+            stmt = sa.select(t.c.key, t.c.grp, t.c.workflow).where(*where).order_by(t.c.key).limit(limit)
+            out += [dict(r._mapping) for r in conn.execute(stmt)]
+        return out
+
     def finish_held(
         self,
         conn,

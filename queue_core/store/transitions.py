@@ -77,6 +77,8 @@ class Fence(StrEnum):
     WORKFLOW = "workflow row"
     #: ``outcome = 'failure'``: the task ended as failure
     FAILED = "failed"
+    #: ``workflow = :read``: the row's bookkeeping is still what its decider read
+    BOOKKEEPING = "bookkeeping as read"
 
 
 #: the states of one table's transitions: TaskState or ScheduleState
@@ -244,6 +246,14 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "new bookkeeping of a row still in the state its run read",
         ),
         _task("promote", [_P], [_W], [], "RunRows.promote", "a step whose parents are done, due now"),
+        _task(
+            "start_map",
+            [_P],
+            [_P],
+            [Fence.BOOKKEEPING],
+            "RunRows.start_maps",
+            "a map whose items are submitted takes their count, once: a map starts once",
+        ),
         _task("close", [_P], [_F], [], "RunRows.close(_many)", "a pending row ends without running"),
         _task("keep_group", [_F], [_F], [], "RunRows.keep_group", "set the retention of a run's finished rows"),
         _task(
@@ -433,6 +443,8 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
         return sa.and_(t.c.key == need("key"), t.c.created_at == need("created"))
     if fence is Fence.FAILED:
         return t.c.outcome == "failure"
+    if fence is Fence.BOOKKEEPING:
+        return t.c.workflow == need("read")
     return t.c.workflow.is_(None) if fence is Fence.PLAIN else t.c.workflow.is_not(None)
 
 
