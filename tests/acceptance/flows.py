@@ -253,8 +253,56 @@ def summary(ctx, invert, double):
     return {"invert": invert, "double": double, "failed": ctx.failed_items}
 
 
+def _wait_for_files(ctx, names, seconds=60.0):
+    """Wait until the files ``<dir>/<run>.<name>`` exist for every name (at most ``seconds``)."""
+    paths = [os.path.join(ctx.data["dir"], f"{ctx.run_id}.{n}") for n in names]
+    deadline = time.monotonic() + seconds
+    while not all(os.path.exists(p) for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+def _meet(ctx, name):
+    """Arrive at the meeting point ``name`` and wait for both parents of the map to arrive."""
+    open(os.path.join(ctx.data["dir"], f"{ctx.run_id}.{name}"), "w").close()
+    _wait_for_files(ctx, ["rows", "side"])
+
+
+# a map over rows that fires on its first parent's success (one_success); both parents end together
+late_parent = pqflow.Workflow("e2e_late_parent", retries=0, retry_wait=0)
+
+
+@late_parent.step()
+def rows(ctx):
+    record(ctx)
+    _meet(ctx, "rows")
+    return [1, 2, 3, 4]
+
+
+@late_parent.step()
+def side(ctx):
+    record(ctx)
+    _meet(ctx, "side")
+    if ctx.data.get("side_after_map"):  # end only once an item of the map runs: the map started
+        _wait_for_files(ctx, ["item_started"])
+    return "side"
+
+
+@late_parent.step(map=rows, after=[side], trigger="one_success")
+def each_row(ctx, item):
+    record(ctx)
+    open(os.path.join(ctx.data["dir"], f"{ctx.run_id}.item_started"), "w").close()
+    _wait_for_files(ctx, ["release"])  # the test looks at the run while the items are open
+    return item * 10
+
+
+@late_parent.step(after=each_row)
+def rows_total(ctx, each_row):
+    record(ctx)
+    return sum(each_row)
+
+
 class Decider(pqflow.Decider):
-    workflows = [diamond, wide, retrying, slow, race, big, killing, billing, tolerant]
+    workflows = [diamond, wide, retrying, slow, race, big, killing, billing, tolerant, late_parent]
 
     def on_step_failed(self, run_id, step, error):
         path = self._log(run_id)
