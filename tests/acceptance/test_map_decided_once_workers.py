@@ -33,7 +33,7 @@ def _check_open_then_release(wq, tmp_path, runs: list[str], procs) -> None:
     finally:
         for r in runs:
             (tmp_path / f"{r}.release").write_text("")
-    run_to_end(procs, timeout=180)
+        run_to_end(procs, timeout=180)
 
 
 def _check_succeeded(wq, log: Path, runs: list[str]) -> None:

@@ -180,3 +180,23 @@ def test_a_run_whose_count_says_done_does_not_end_while_a_row_is_open(queue):
     with pytest.raises(FlowError, match=r"run 'n' cannot end: its rows n#each, .*n#other are still open"):
         run_one(queue, Decider, "n#src")  # src's success counts 1 step: the count says 0
     assert _status(queue, "n").status == "running"
+
+
+def test_a_run_ended_while_a_row_of_it_is_open_is_not_retried(queue):
+    """An end written by hand (or by a broken count) while an item runs: retry would count the
+    running item as done and start the map's decision again; it is refused until the rows end."""
+    early.start("x", queue=queue)
+    run_one(queue, Decider, "x#src")  # each starts; its items are waiting
+
+    def end_by_hand(tx):
+        from pqflow.rows import RunState
+
+        row = tx.runs.read(tx.conn, ["x"])["x"]
+        state = RunState.load(row["workflow"])
+        state.status, state.open = "failed", 0
+        tx.runs.close(tx.conn, row["id"], "failure", tx.now, workflow=state.dump())
+
+    queue.transaction(end_by_hand)
+    with pytest.raises(FlowError, match=r"run 'x' has rows still open \(x#each, x#each#0, .*\); retry it once"):
+        _status(queue, "x").retry()
+    assert _status(queue, "x").status == "failed"
