@@ -29,3 +29,13 @@ class CSRFError(WebError):
     """A POST without the session's CSRF token, or with another."""
 
     status = 403
+
+
+class TooManyAttemptsError(WebError):
+    """A login from a client that sent too many wrong tokens lately; ``retry_after`` seconds."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -38,8 +38,10 @@ def templates(web: WebSettings) -> Jinja2Templates:
     env = Environment(
         loader=PackageLoader("pqweb", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=formatting.shown,  # every {{ }}: bidirectional controls shown, never applied
     )
     env.filters.update(age=formatting.age, when=formatting.when, pretty=formatting.pretty_json, cut=formatting.cut)
+    env.filters.update(field=formatting.field, plain=formatting.plain)
     env.globals.update(web=web, csrf_field=CSRF_FIELD)
     return Jinja2Templates(env=env)
 
