@@ -20,7 +20,9 @@ MAX_CLIENTS = 10_000
 class LoginThrottle:
     """The recent failed logins of each client address."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *, limit: int = MAX_FAILURES, window: float = WINDOW):
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, *, limit: int = MAX_FAILURES, window: float = WINDOW
+    ):
         self._clock = clock
         self._limit = limit
         self._window = window
