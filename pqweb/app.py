@@ -21,7 +21,7 @@ from pqflow.errors import UnknownRunError, UnknownStepError
 from queue_core.errors import DatabaseError, NotFoundError, TaskError, ValidationError
 from queue_core.queue import Queue
 
-from .errors import TooManyAttemptsError, WebError
+from .errors import ConfirmationNeeded, TooManyAttemptsError, WebError
 from .render import render, templates
 from .security import Guard, Logins, SessionKeys
 from .settings import WebSettings
@@ -47,7 +47,12 @@ def create_app(
     app = Starlette(
         routes=_routes(),
         middleware=[Middleware(Guard, keys=keys)],
-        exception_handlers={WebError: _error_page, TaskError: _error_page, HTTPException: _error_page},
+        exception_handlers={
+            WebError: _error_page,
+            TaskError: _error_page,
+            HTTPException: _error_page,
+            ConfirmationNeeded: _confirmation_page,
+        },
     )
     app.state.logins = keys.logins
     app.state.login_throttle = LoginThrottle(clock)
@@ -82,6 +87,12 @@ _STATUSES: tuple[tuple[type, int, str], ...] = (
     (DatabaseError, 503, "Database unavailable"),
     (TaskError, 409, "Not done"),
 )
+
+
+def _confirmation_page(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConfirmationNeeded)
+    context = {"question": exc.question, "fields": exc.fields, "back": exc.back, "path": request.url.path}
+    return render(request, "confirm_action.html", context)
 
 
 def _error_page(request: Request, exc: Exception) -> Response:

@@ -39,3 +39,17 @@ class TooManyAttemptsError(WebError):
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NotOfferedError(WebError):
+    """An action the row's state does not allow (``pqweb/actions.py``)."""
+
+    status = 409
+
+
+class ConfirmationNeeded(Exception):
+    """A destructive action posted without ``confirmed=yes``: its page asks first."""
+
+    def __init__(self, question: str, fields: dict[str, str], back: str):
+        super().__init__(question)
+        self.question, self.fields, self.back = question, fields, back

@@ -18,7 +18,7 @@ from perfectsched.history import latest_occurrences
 from queue_core.errors import AlreadyExistsError, NotFoundError, SchemaError, ValidationError
 
 from ..render import render
-from .common import action_form, blocking, see_other
+from .common import action_form, blocking, check_confirmed, query_string, see_other
 
 #: fire times shown per schedule
 FIRES = 10
@@ -166,7 +166,10 @@ async def modify(request: Request) -> Response:
 async def delete(request: Request) -> Response:
     form = await action_form(request)
     sched = _required(request)
-    await blocking(sched[_key(form.get("key"))].delete)
+    key = _key(form.get("key"))
+    question = f"Delete schedule {key!r}? It fires no more (the tasks it submitted stay)."
+    check_confirmed(form, "delete-schedule", question, "/schedule?" + query_string({"key": key}))
+    await blocking(sched[key].delete)
     return see_other("/schedules", done="schedule-deleted")
 
 

@@ -86,17 +86,17 @@ def test_actions_change_the_database(queue):
     queue.submit("m1", "mail", queue="q1")
     c = client(queue)
     csrf = login(c)
-    assert c.post("/queues/pause", data={"queue": "q1", "csrf": csrf}).status_code == 303
+    assert c.post("/queues/pause", data={"queue": "q1", "csrf": csrf, "confirmed": "yes"}).status_code == 303
     assert queue.queue_settings("q1").paused
     assert c.post("/queues/resume", data={"queue": "q1", "csrf": csrf}).status_code == 303
     assert not queue.queue_settings("q1").paused
     assert c.post("/task/retry", data={"key": "f1", "csrf": csrf}).status_code == 303
     assert queue["f1"].metadata().status == "waiting"
-    assert c.post("/task/cancel", data={"key": "w1", "csrf": csrf}).status_code == 303
+    assert c.post("/task/cancel", data={"key": "w1", "csrf": csrf, "confirmed": "yes"}).status_code == 303
     assert queue["w1"].metadata().outcome == "cancelled"
     assert c.post("/task/move", data={"key": "m1", "queue": "q9", "csrf": csrf}).status_code == 303
     assert queue["m1"].metadata().queue_name == "q9"
-    assert c.post("/task/force-finish", data={"key": "m1", "csrf": csrf}).status_code == 303
+    assert c.post("/task/force-finish", data={"key": "m1", "csrf": csrf, "confirmed": "yes"}).status_code == 303
     assert queue["m1"].metadata().finished
     page = c.get("/task", params={"key": "m1", "done": "force-finished"}).text
     assert "Task force-finished." in page
@@ -138,7 +138,7 @@ def test_actions_need_the_login_and_the_csrf_token(queue):
     assert c.post("/queues/pause", data={"queue": "q1", "csrf": anonymous_csrf}).status_code == 403
     assert c.post("/queues/pause", data={"queue": "q1", "csrf": "x" + csrf[1:]}).status_code == 403
     assert not queue.queue_settings("q1").paused
-    r = c.post("/queues/pause", data={"queue": "q1"}, headers={"X-CSRF-Token": csrf})  # as htmx sends it
+    r = c.post("/queues/pause", data={"queue": "q1", "confirmed": "yes"}, headers={"X-CSRF-Token": csrf})  # as htmx sends it
     assert r.status_code == 303 and queue.queue_settings("q1").paused
     other = client(queue)  # another browser: no session cookie
     assert other.post("/queues/resume", data={"queue": "q1", "csrf": csrf}).status_code == 401

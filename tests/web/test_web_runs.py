@@ -127,7 +127,7 @@ def test_cancel_and_retry_change_the_run(queue):
     r = c.post("/run/retry", data={"id": "f1", "csrf": csrf})
     assert r.status_code == 303 and r.headers["location"] == "/run?id=f1&done=run-retried"
     assert pqflow.get_run("f1", queue=queue).status == "running"
-    r = c.post("/run/cancel", data={"id": "f1", "csrf": csrf})
+    r = c.post("/run/cancel", data={"id": "f1", "csrf": csrf, "confirmed": "yes"})
     assert r.status_code == 303
     drive(queue)
     assert pqflow.get_run("f1", queue=queue).status == "cancelled"
