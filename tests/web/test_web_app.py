@@ -138,7 +138,8 @@ def test_actions_need_the_login_and_the_csrf_token(queue):
     assert c.post("/queues/pause", data={"queue": "q1", "csrf": anonymous_csrf}).status_code == 403
     assert c.post("/queues/pause", data={"queue": "q1", "csrf": "x" + csrf[1:]}).status_code == 403
     assert not queue.queue_settings("q1").paused
-    r = c.post("/queues/pause", data={"queue": "q1", "confirmed": "yes"}, headers={"X-CSRF-Token": csrf})  # as htmx sends it
+    # as htmx sends it:
+    r = c.post("/queues/pause", data={"queue": "q1", "confirmed": "yes"}, headers={"X-CSRF-Token": csrf})
     assert r.status_code == 303 and queue.queue_settings("q1").paused
     other = client(queue)  # another browser: no session cookie
     assert other.post("/queues/resume", data={"queue": "q1", "csrf": csrf}).status_code == 401
@@ -201,7 +202,10 @@ def test_every_response_carries_the_security_headers(queue):
     assert c.get("/tasks?status=bad").status_code == 400
     html = c.get("/").text
     assert "<script>" not in html and " style=" not in html and "onclick" not in html.lower()
-    assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/htmx.min.js">']
+    assert re.findall(r"<script[^>]*>", html) == [
+        '<script src="/static/htmx.min.js">',
+        '<script src="/static/pqweb.js" defer>',
+    ]
     meta = re.search(r"<meta name=\"htmx-config\" content='([^']+)'>", html)[1]
     assert json.loads(meta)["allowEval"] is False and json.loads(meta)["includeIndicatorStyles"] is False
 
