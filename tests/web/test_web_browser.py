@@ -143,6 +143,8 @@ def test_overview_updates_live_and_pauses_a_queue(wq, server, page, backend):
     _shot(page, "overview", backend)
     _login(page, server)
     page.click('tr[data-queue="q1"] button:has-text("Pause")')
+    expect(page.locator("#confirm-question")).to_contain_text("Pause queue 'q1'?")
+    page.click("#confirm-yes")
     expect(page.locator('tr[data-queue="q1"] td.state')).to_have_text("paused")
     assert wq.queue_settings("q1").paused
     page.click('tr[data-queue="q1"] button:has-text("Resume")')
@@ -182,6 +184,7 @@ def test_retry_and_cancel_from_the_task_page(wq, server, page, backend):
     assert wq["bad"].metadata().status == "waiting"
     page.goto(server + "/task?key=later")
     page.click("#action-cancel")
+    page.click("#confirm-yes")
     expect(page.locator("#task-status")).to_contain_text("cancelled")
     assert wq["later"].metadata().outcome == "cancelled"
 
@@ -270,6 +273,7 @@ def test_retry_and_cancel_a_run_from_its_page(wq, server, page, backend):
     expect(page.locator(".done")).to_contain_text("Run retried")
     assert pqflow.get_run("broken", queue=wq).status == "running"
     page.click("#action-cancel")
+    page.click("#confirm-yes")
     expect(page.locator(".done")).to_contain_text("Run cancelled")
     drive(wq)
     expect(page.locator("#run-status")).to_have_text("cancelled")
