@@ -9,13 +9,15 @@ import re
 import pytest
 from web_support import client, login
 
-from pqweb.formatting import BIDI_CONTROLS, plain, shown
-
+#: the embeddings, overrides, isolates and marks that reorder text
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 KEY = "invoice\u202egnp.exe"
 ATTRIBUTE = re.compile(r'\s[\w-]+="[^"]*"')
 
 
 def test_shown_escapes_each_bidi_control_visibly():
+    from pqweb.formatting import plain, shown
+
     for ch in BIDI_CONTROLS:
         out = str(shown(f"a{ch}<b>"))
         assert ch not in out and f'<span class="bidi">\\u{ord(ch):04x}</span>' in out and "&lt;b&gt;" in out

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 from sqlalchemy.engine import make_url
-from test_web_browser import _free_port, _wait_until_up
+from test_web_browser import STARTUP_DEADLINE, _free_port, _wait_until_up
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/cmdline")
 
@@ -32,7 +32,7 @@ def test_a_database_password_given_with_d_is_not_in_the_process_arguments(backen
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_up(proc, base, time.monotonic() + 30)
+        _wait_until_up(proc, base, time.monotonic() + STARTUP_DEADLINE)
         shown = _cmdline(proc.pid)
         assert password not in shown and db_url not in shown, shown
         assert "pqweb" in shown and "--table" in shown and "-D" not in shown.split()
