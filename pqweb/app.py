@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -19,10 +21,11 @@ from pqflow.errors import UnknownRunError, UnknownStepError
 from queue_core.errors import DatabaseError, NotFoundError, TaskError, ValidationError
 from queue_core.queue import Queue
 
-from .errors import WebError
+from .errors import ConfirmationNeeded, TooManyAttemptsError, WebError
 from .render import render, templates
-from .security import Guard, SessionKeys
+from .security import Guard, Logins, SessionKeys
 from .settings import WebSettings
+from .throttle import LoginThrottle
 from .views import auth, failures, glance, overview, runs, schedules, task, tasks, workers
 
 log = logging.getLogger("pqweb")
@@ -30,15 +33,29 @@ STATIC = Path(__file__).parent / "static"
 
 
 def create_app(
-    queue: Queue, web: WebSettings | None = None, *, secret: bytes | None = None, scheduler: Scheduler | None = None
+    queue: Queue,
+    web: WebSettings | None = None,
+    *,
+    secret: bytes | None = None,
+    scheduler: Scheduler | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
-    """The dashboard of ``queue`` and of ``scheduler``'s schedules, if given (both closed by the caller)."""
+    """The dashboard of ``queue`` and of ``scheduler``'s schedules, if given (both closed by the
+    caller); ``clock`` (seconds) ages logins and failed login attempts."""
     web = web or WebSettings()
+    keys = SessionKeys(secret, secure=web.secure_cookie, logins=Logins(clock))
     app = Starlette(
         routes=_routes(),
-        middleware=[Middleware(Guard, keys=SessionKeys(secret, secure=web.secure_cookie))],
-        exception_handlers={WebError: _error_page, TaskError: _error_page, HTTPException: _error_page},
+        middleware=[Middleware(Guard, keys=keys)],
+        exception_handlers={
+            WebError: _error_page,
+            TaskError: _error_page,
+            HTTPException: _error_page,
+            ConfirmationNeeded: _confirmation_page,
+        },
     )
+    app.state.logins = keys.logins
+    app.state.login_throttle = LoginThrottle(clock)
     app.state.queue = queue
     app.state.scheduler = scheduler
     app.state.web = web
@@ -72,9 +89,18 @@ _STATUSES: tuple[tuple[type, int, str], ...] = (
 )
 
 
+def _confirmation_page(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConfirmationNeeded)
+    context = {"question": exc.question, "fields": exc.fields, "back": exc.back, "path": request.url.path}
+    return render(request, "confirm_action.html", context)
+
+
 def _error_page(request: Request, exc: Exception) -> Response:
     status, title, message = _described(exc)
-    return render(request, "error.html", {"title": title, "message": message}, status)
+    page = render(request, "error.html", {"title": title, "message": message}, status)
+    if isinstance(exc, TooManyAttemptsError):
+        page.headers["retry-after"] = str(exc.retry_after)
+    return page
 
 
 def _described(exc: Exception) -> tuple[int, str, str]:

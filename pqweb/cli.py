@@ -18,7 +18,7 @@ import click
 
 from perfectsched.runner import open_scheduler
 from queue_core.clikit.exits import EXIT_CODES_HELP, exit_code_for
-from queue_core.clikit.group import report_error
+from queue_core.clikit.group import main_wrapper, report_error
 from queue_core.clikit.options import CLIState, common_options, state_of
 from queue_core.clikit.settings import open_queue, settings, short_lived_retries
 from queue_core.errors import ConfigError
@@ -80,6 +80,12 @@ def refuse_token(value: Any) -> None:
     "--allow-actions", is_flag=True, default=None, help=f"Let users logged in with the token ({TOKEN_ENV}) act."
 )
 @click.option(
+    "--secure-cookie",
+    is_flag=True,
+    default=None,
+    help="Mark the session cookie Secure: browsers send it over HTTPS only (config web_secure_cookie).",
+)
+@click.option(
     "--schedule-table",
     metavar="NAME",
     help="The schedule table shown (config schedule_table, env PQ_SCHEDULE_TABLE; default: pq_schedules).",
@@ -87,18 +93,30 @@ def refuse_token(value: Any) -> None:
 @click.option("--token", hidden=True)
 @click.version_option(package_name="pq", prog_name=PROG, message="%(prog)s %(version)s")
 @common_options(own_logging=True, long_running=True)
-def cli(listen: str, allow_actions: bool | None, schedule_table: str | None, token: str | None) -> None:
+def cli(
+    listen: str, allow_actions: bool | None, secure_cookie: bool | None, schedule_table: str | None, token: str | None
+) -> None:
     """Serve the pq dashboard (read-only unless --allow-actions)."""
     refuse_token(token)
     host, port = parse_listen(listen)
-    overrides = {"web_allow_actions": allow_actions, "schedule_table": schedule_table or None}
+    overrides = {
+        "web_allow_actions": allow_actions,
+        "web_secure_cookie": secure_cookie,
+        "schedule_table": schedule_table or None,
+    }
     cfg = settings(extra_keys=EXTRA_KEYS, overrides=overrides)
-    web = WebSettings(
+    web = web_settings(cfg)
+    serve(cfg, web, host, port, verbose=state_of(None).verbose)
+
+
+def web_settings(cfg: Any) -> WebSettings:
+    """The dashboard's settings from ``cfg`` (options, environment, config file merged)."""
+    return WebSettings(
         allow_actions=bool(cfg["web_allow_actions"]),
         token=os.environ.get(TOKEN_ENV) or cfg["web_token"],
         refresh=float(cfg["web_refresh"]),
+        secure_cookie=bool(cfg["web_secure_cookie"]),
     )
-    serve(cfg, web, host, port, verbose=state_of(None).verbose)
 
 
 def serve(cfg: Any, web: WebSettings, host: str, port: int, *, verbose: bool = False) -> None:
@@ -122,6 +140,6 @@ def serve(cfg: Any, web: WebSettings, host: str, port: int, *, verbose: bool = F
         )
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """Run the pqweb command line."""
-    return cli.main(args=argv, prog_name=PROG)
+#: the console script: a ``-D`` URL holding a password leaves this process's argv at start
+#: (``queue_core.clikit.argv_password``), as it does for the workers
+main = main_wrapper(cli, PROG)

@@ -1,11 +1,20 @@
-"""How values read on a page (pure): ages, times, and task data as pretty JSON cut to a size a
-page can carry. The templates escape everything these return."""
+"""How values read on a page (pure): ages, times, task data as pretty JSON cut to a size a
+page can carry, and user text made safe to show (:func:`shown`, applied by the templates to every
+``{{ }}`` they print)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Any
+
+from markupsafe import Markup, escape
+
+#: the characters that reorder the text around them (embeddings, overrides, isolates, marks):
+#: shown as their escape, never applied (``invoice\u202egnp.exe`` is not ``invoiceexe.png``)
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 #: the most characters of a task's data (or result, or error) a page shows
 MAX_SHOWN = 20_000
@@ -55,3 +64,29 @@ def cut(text: str | None, limit: int = MAX_SHOWN) -> str:
 def _printable(text: str) -> str:
     """``text`` as UTF-8 can carry it: a lone surrogate becomes ``\\udXXX``."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(value: Any) -> Any:
+    """What a template prints for ``value``: text escaped, each bidirectional control as a
+    visible ``\\u202e`` in ``<span class="bidi">``; Markup (already made safe) and non-text as
+    they are. For element content only: an attribute takes :func:`field`."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    if not _BIDI.search(value):
+        return escape(value)
+    return Markup(_BIDI.sub(lambda m: f'<span class="bidi">{_escape_of(m[0])}</span>', str(escape(value))))
+
+
+def plain(value: Any) -> Markup:
+    """``value`` as escaped text with each bidirectional control written as ``\\u202e`` (no
+    markup: for SVG text and titles)."""
+    return Markup(_BIDI.sub(lambda m: _escape_of(m[0]), str(escape(value))))
+
+
+def field(value: Any) -> Markup:
+    """``value`` escaped for an attribute, exactly (a form sends a key back as it is)."""
+    return escape("" if value is None else value)
+
+
+def _escape_of(char: str) -> str:
+    return f"\\u{ord(char):04x}"

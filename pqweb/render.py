@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from . import formatting
+from . import actions, formatting
 from .security import CSRF_FIELD, session_of
 from .settings import WebSettings
 
@@ -38,9 +38,12 @@ def templates(web: WebSettings) -> Jinja2Templates:
     env = Environment(
         loader=PackageLoader("pqweb", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=formatting.shown,  # every {{ }}: bidirectional controls shown, never applied
     )
     env.filters.update(age=formatting.age, when=formatting.when, pretty=formatting.pretty_json, cut=formatting.cut)
-    env.globals.update(web=web, csrf_field=CSRF_FIELD)
+    env.filters.update(field=formatting.field, plain=formatting.plain)
+    env.globals.update(web=web, csrf_field=CSRF_FIELD, queue_actions=actions.queue_actions)
+    env.globals.update(run_actions=actions.run_actions)
     return Jinja2Templates(env=env)
 
 

@@ -1,9 +1,12 @@
-"""The dashboard's guard: the signed session cookie (its CSRF token, whether it logged in with
-the token), the check every POST passes, and the headers every response carries.
+"""The dashboard's guard: the signed session cookie (its CSRF token, the id of its login),
+the check every POST passes, and the headers every response carries.
 
 The session is a cookie signed with a key made at start (a restart logs everyone out), HttpOnly
-and SameSite=Strict. A POST carries the session's CSRF token in the form field ``csrf`` or the
-header ``X-CSRF-Token``; tokens are compared with :func:`hmac.compare_digest`.
+and SameSite=Lax: a link from another site keeps the session, while a POST from another site
+carries no cookie (and no CSRF token). A POST carries the session's CSRF token in the form field
+``csrf`` or the header ``X-CSRF-Token``; tokens are compared with :func:`hmac.compare_digest`.
+A login is an id the process holds (:class:`Logins`): logging out forgets it, so a copy of the
+cookie replayed afterwards is an anonymous session.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
-from collections.abc import Mapping
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,32 +47,74 @@ HEADERS = (
 )
 
 
+#: the most logins a process holds at once (the oldest is forgotten past it)
+MAX_LOGINS = 10_000
+
+
+class Logins:
+    """The logins this process holds, by id, each until its logout or :data:`SESSION_AGE`.
+
+    Held in memory: a restart, like the per-process signing key, logs everyone out, and a second
+    pqweb process knows neither this one's key nor its logins (see docs/dashboard.md)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, limit: int = MAX_LOGINS):
+        self._clock = clock
+        self._limit = limit
+        self._started: OrderedDict[str, float] = OrderedDict()
+
+    def open(self) -> str:
+        """A new login's id."""
+        sid = secrets.token_urlsafe(24)
+        self._started[sid] = self._clock()
+        while len(self._started) > self._limit:
+            self._started.popitem(last=False)
+        return sid
+
+    def alive(self, sid: object) -> bool:
+        started = self._started.get(sid) if isinstance(sid, str) else None
+        return started is not None and self._clock() - started < SESSION_AGE
+
+    def close(self, sid: str | None) -> None:
+        if sid is not None:
+            self._started.pop(sid, None)
+
+
 @dataclass
 class Session:
-    """One browser's session: its CSRF token and whether it logged in."""
+    """One browser's session: its CSRF token and the id of its login (None: not logged in)."""
 
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    authenticated: bool = False
+    login_id: str | None = None
     #: whether the cookie must be (re)sent
     changed: bool = True
 
-    def login(self) -> None:
-        """Logged in: a new CSRF token (one seen before the login is worth nothing after)."""
-        self.csrf, self.authenticated, self.changed = secrets.token_urlsafe(32), True, True
+    @property
+    def authenticated(self) -> bool:
+        return self.login_id is not None
 
-    def logout(self) -> None:
-        self.csrf, self.authenticated, self.changed = secrets.token_urlsafe(32), False, True
+    def login(self, logins: Logins) -> None:
+        """Logged in: a new login id and CSRF token (one seen before the login is worth nothing after)."""
+        logins.close(self.login_id)
+        self.csrf, self.login_id, self.changed = secrets.token_urlsafe(32), logins.open(), True
+
+    def logout(self, logins: Logins) -> None:
+        """Logged out here and on the server: the login id is forgotten, so a copy of this
+        session's cookie (and its CSRF token) is worth nothing after."""
+        logins.close(self.login_id)
+        self.csrf, self.login_id, self.changed = secrets.token_urlsafe(32), None, True
 
 
 class SessionKeys:
-    """Signs and reads session cookies with a key of this process."""
+    """Signs and reads session cookies with a key of this process; checks their logins."""
 
-    def __init__(self, secret: bytes | None = None, *, secure: bool = False):
+    def __init__(self, secret: bytes | None = None, *, secure: bool = False, logins: Logins | None = None):
         self._signer = URLSafeTimedSerializer(secret or secrets.token_bytes(32), salt="pqweb-session")
         self.secure = secure
+        self.logins = logins or Logins()
 
     def load(self, cookie: str | None) -> Session:
-        """The session of ``cookie``; a new one when it is missing, forged or too old."""
+        """The session of ``cookie``; a new one when it is missing, forged or too old; not
+        logged in when its login ended (logout, age)."""
         if not cookie:
             return Session()
         try:
@@ -76,13 +123,14 @@ class SessionKeys:
             return Session()
         if not isinstance(value, dict) or not isinstance(value.get("c"), str):
             return Session()
-        return Session(value["c"], value.get("a") is True, changed=False)
+        sid = value.get("s")
+        return Session(value["c"], sid if self.logins.alive(sid) else None, changed=False)
 
     def cookie(self, session: Session) -> str:
         """The Set-Cookie value of ``session``."""
-        value = self._signer.dumps({"c": session.csrf, "a": session.authenticated})
+        value = self._signer.dumps({"c": session.csrf, "s": session.login_id})
         secure = "; Secure" if self.secure else ""
-        return f"{COOKIE}={value}; Path=/; Max-Age={SESSION_AGE}; HttpOnly; SameSite=Strict{secure}"
+        return f"{COOKIE}={value}; Path=/; Max-Age={SESSION_AGE}; HttpOnly; SameSite=Lax{secure}"
 
 
 class Guard:

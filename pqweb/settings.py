@@ -16,6 +16,7 @@ EXTRA_KEYS: dict[str, tuple] = {
     "web_allow_actions": (False, "bool", "let logged-in users retry, cancel, move tasks and pause queues"),
     "web_token": (None, "opt-str", "the token a user logs in with (never on the command line)"),
     "web_refresh": (2.0, "float+", "seconds between the live updates of a page"),
+    "web_secure_cookie": (False, "bool", "mark the session cookie Secure (served over HTTPS, e.g. behind a proxy)"),
 }
 TOKEN_ENV = "PQWEB_TOKEN"
 #: the shortest token accepted

@@ -14,7 +14,9 @@ from starlette.responses import RedirectResponse
 from queue_core.errors import ValidationError
 from queue_core.queue import Queue
 
-from ..security import check_action
+from ..actions import DESTRUCTIVE, WHY_NOT
+from ..errors import ConfirmationNeeded, NotOfferedError
+from ..security import CSRF_FIELD, check_action
 from ..settings import WebSettings
 
 T = TypeVar("T")
@@ -70,3 +72,17 @@ def int_param(value: str | None, what: str) -> int | None:
     if not (value.isascii() and value.isdigit()) or len(value) > 19:
         raise ValidationError(f"{what} must be a whole number")
     return int(value)
+
+
+def check_offered(action: str, offered: tuple[str, ...], what: str) -> None:
+    """NotOfferedError unless ``action`` is among the actions ``offered`` for ``what`` in its state."""
+    if action not in offered:
+        raise NotOfferedError(f"{what}: {WHY_NOT.get(action, 'not valid now')}")
+
+
+def check_confirmed(form: Mapping[str, Any], action: str, question: str, back: str) -> None:
+    """For a destructive ``action`` without ``confirmed=yes``: ConfirmationNeeded (its page asks
+    ``question`` and posts the same form again, confirmed; ``back`` is the way out)."""
+    if action in DESTRUCTIVE and form.get("confirmed") != "yes":
+        fields = {k: str(v) for k, v in form.items() if k not in (CSRF_FIELD, "confirmed") and isinstance(v, str)}
+        raise ConfirmationNeeded(question, fields, back)

@@ -12,7 +12,7 @@ import pqflow
 
 from ..render import render
 from .common import queue_of
-from .schedules import due_next, scheduler_of
+from .schedules import due_next, overdue, scheduler_of
 
 #: rows of each part
 SHOWN = 5
@@ -20,7 +20,10 @@ SHOWN = 5
 
 def schedules_due(request: Request) -> Response:
     sched = scheduler_of(request)
-    due = due_next(list(sched.list()), SHOWN) if sched is not None else []
+    due = []
+    if sched is not None:
+        now = sched.queue.now()
+        due = [(m, f, overdue(m, now)) for m, f in due_next(list(sched.list()), SHOWN)]
     return render(request, "_glance_schedules.html", {"sched": sched, "due": due})
 
 

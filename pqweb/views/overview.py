@@ -13,8 +13,9 @@ from queue_core.queue import Queue, QueueInfo
 from queue_core.statistics import MINUTE, Statistics, bucket_start
 
 from .. import charts
+from ..actions import queue_actions
 from ..render import render
-from .common import action_form, blocking, queue_of, see_other
+from .common import action_form, blocking, check_confirmed, check_offered, queue_of, see_other
 
 #: minutes of throughput a queue's chart shows
 CHART_MINUTES = 60
@@ -62,8 +63,11 @@ def _queue_action(name: str, done: str):
 
     async def act(request: Request) -> Response:
         form = await action_form(request)
-        queue = queue_of(request)
-        await blocking(getattr(queue, name), str(form.get("queue", "")))
+        queue, name_of = queue_of(request), str(form.get("queue", ""))
+        paused = (await blocking(queue.queue_settings, name_of)).paused
+        check_offered(name, queue_actions(paused), f"queue {name_of!r}")
+        check_confirmed(form, name, f"Pause queue {name_of!r}? Its waiting tasks stop being started.", "/")
+        await blocking(getattr(queue, name), name_of)
         return see_other("/", done=done)
 
     return act

@@ -15,8 +15,20 @@ from pqflow.errors import RenderError
 from queue_core.errors import ValidationError
 
 from .. import charts
+from ..actions import run_actions
 from ..render import render
-from .common import action_form, blocking, int_param, query_string, queue_of, see_other, text_params, web_of
+from .common import (
+    action_form,
+    blocking,
+    check_confirmed,
+    check_offered,
+    int_param,
+    query_string,
+    queue_of,
+    see_other,
+    text_params,
+    web_of,
+)
 
 FILTERS = ("workflow", "status")
 
@@ -83,10 +95,14 @@ def why(request: Request) -> Response:
     return render(request, "_why.html", {"run": run, "step": step, "why": run.why(step)})
 
 
-def _act(fn, done: str):
+def _act(fn, action: str, done: str):
     async def act(request: Request) -> Response:
         form = await action_form(request)
         run_id = _run_id(form.get("id"))
+        run = await blocking(pqflow.get_run, run_id, queue=queue_of(request))
+        check_offered(action, run_actions(run.status, run.cancel_requested), f"run {run_id!r} is {run.status}")
+        question = f"Cancel run {run_id!r}? Nothing new starts and its running steps are told to stop."
+        check_confirmed(form, action, question, "/run?" + query_string({"id": run_id}))
         await blocking(fn, queue_of(request), run_id)
         return see_other("/run", id=run_id, done=done)
 
@@ -99,6 +115,6 @@ ROUTES = [
     Route("/live/run", live),
     Route("/run/graph.svg", graph),
     Route("/run/why", why),
-    Route("/run/cancel", _act(pqflow.cancel_run, "run-cancelled"), methods=["POST"]),
-    Route("/run/retry", _act(pqflow.retry_run, "run-retried"), methods=["POST"]),
+    Route("/run/cancel", _act(pqflow.cancel_run, "cancel-run", "run-cancelled"), methods=["POST"]),
+    Route("/run/retry", _act(pqflow.retry_run, "retry-run", "run-retried"), methods=["POST"]),
 ]

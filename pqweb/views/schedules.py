@@ -18,8 +18,10 @@ from perfectsched.history import latest_occurrences
 from queue_core.errors import AlreadyExistsError, NotFoundError, SchemaError, ValidationError
 
 from ..render import render
-from .common import action_form, blocking, see_other
+from .common import action_form, blocking, check_confirmed, query_string, see_other
 
+#: seconds past its due time after which an active schedule is shown as overdue (no runner fired it)
+OVERDUE_AFTER = 60
 #: fire times shown per schedule
 FIRES = 10
 #: the form's fields, as perfectsched's add and modify take them
@@ -48,14 +50,21 @@ def fires(m: ScheduleMetadata, n: int = FIRES) -> list[preview.Fire]:
     return preview.fires_from(m.cron, int(m.next_time), n, m.timezone, m.dst)
 
 
+def overdue(m: ScheduleMetadata, now: float) -> bool:
+    """Whether active schedule ``m`` should have fired more than :data:`OVERDUE_AFTER` s ago
+    (its runner is down or behind)."""
+    return m.status == "active" and m.problem is None and m.next_time < now - OVERDUE_AFTER
+
+
 def due_next(metas: list[ScheduleMetadata], n: int = 5) -> list[tuple[ScheduleMetadata, preview.Fire]]:
     """The next ``n`` fire times across the schedules, soonest first."""
     pairs = [(m, f) for m in metas for f in fires(m, n)]
     return sorted(pairs, key=lambda p: (p[1].time, p[0].key))[:n]
 
 
-def _listed(sched: Scheduler) -> list[tuple[ScheduleMetadata, list[preview.Fire]]]:
-    return [(m, fires(m)) for m in sched.list()]
+def _listed(sched: Scheduler) -> list[tuple[ScheduleMetadata, list[preview.Fire], bool]]:
+    now = sched.queue.now()
+    return [(m, fires(m), overdue(m, now)) for m in sched.list()]
 
 
 def _page_context(request: Request, **extra: Any) -> dict:
@@ -166,7 +175,10 @@ async def modify(request: Request) -> Response:
 async def delete(request: Request) -> Response:
     form = await action_form(request)
     sched = _required(request)
-    await blocking(sched[_key(form.get("key"))].delete)
+    key = _key(form.get("key"))
+    question = f"Delete schedule {key!r}? It fires no more (the tasks it submitted stay)."
+    check_confirmed(form, "delete-schedule", question, "/schedule?" + query_string({"key": key}))
+    await blocking(sched[key].delete)
     return see_other("/schedules", done="schedule-deleted")
 
 

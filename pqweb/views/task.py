@@ -9,8 +9,9 @@ from starlette.routing import Route
 
 from queue_core.errors import ValidationError
 
+from ..actions import task_actions
 from ..render import render
-from .common import action_form, blocking, queue_of, see_other
+from .common import action_form, blocking, check_confirmed, check_offered, query_string, queue_of, see_other
 
 
 def _key(value: object) -> str:
@@ -24,13 +25,18 @@ def page(request: Request) -> Response:
     key = _key(request.query_params.get("key"))
     task = queue[key]
     meta = task.metadata()
-    return render(request, "task.html", {"task": meta, "history": task.history()})
+    context = {"task": meta, "history": task.history(), "actions": task_actions(meta)}
+    return render(request, "task.html", context)
 
 
 def _act(name: str, done: str):
     async def act(request: Request) -> Response:
         form = await action_form(request)
         key = _key(form.get("key"))
+        meta = await blocking(queue_of(request)[key].metadata)
+        check_offered(name, task_actions(meta), f"task {key!r} is {meta.status}")
+        back = "/task?" + query_string({"key": key})
+        check_confirmed(form, name, f"{_LABELS[name]} task {key!r} ({meta.status})?", back)
         await blocking(_ACTIONS[name], queue_of(request), key, form)
         return see_other("/task", key=key, done=done)
 
@@ -43,6 +49,7 @@ _ACTIONS = {
     "force-finish": lambda q, key, form: q[key].force_finish(),
     "move": lambda q, key, form: q.move(key, str(form.get("queue", ""))),
 }
+_LABELS = {"retry": "Retry", "cancel": "Cancel", "force-finish": "Force-finish", "move": "Move"}
 _DONE = {"retry": "retried", "cancel": "cancelled", "force-finish": "force-finished", "move": "moved"}
 
 ROUTES = [

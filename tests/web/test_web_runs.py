@@ -127,7 +127,7 @@ def test_cancel_and_retry_change_the_run(queue):
     r = c.post("/run/retry", data={"id": "f1", "csrf": csrf})
     assert r.status_code == 303 and r.headers["location"] == "/run?id=f1&done=run-retried"
     assert pqflow.get_run("f1", queue=queue).status == "running"
-    r = c.post("/run/cancel", data={"id": "f1", "csrf": csrf})
+    r = c.post("/run/cancel", data={"id": "f1", "csrf": csrf, "confirmed": "yes"})
     assert r.status_code == 303
     drive(queue)
     assert pqflow.get_run("f1", queue=queue).status == "cancelled"
@@ -190,7 +190,8 @@ def test_the_new_pages_carry_the_security_headers_and_no_inline_script_or_style(
         assert r.headers["x-content-type-options"] == "nosniff", path
         if "svg" not in path:
             assert " style=" not in r.text and "onclick" not in r.text.lower(), path
-            assert re.findall(r"<script[^>]*>", r.text) in ([], ['<script src="/static/htmx.min.js">']), path
+            scripts = ['<script src="/static/htmx.min.js">', '<script src="/static/pqweb.js" defer>']
+            assert re.findall(r"<script[^>]*>", r.text) in ([], scripts), path
 
 
 #: the statements a page of runs or schedules costs, as docs/dashboard.md states them (however

@@ -59,7 +59,7 @@ def test_add_modify_and_delete_change_the_database(sched):
     assert r.status_code == 303
     m = sched["s1"].metadata()
     assert (m.cron, m.catchup, m.timezone) == ("15 4 * * *", "skip", "Europe/Berlin")
-    assert c.post("/schedule/delete", data={"key": "s1", "csrf": csrf}).status_code == 303
+    assert c.post("/schedule/delete", data={"key": "s1", "csrf": csrf, "confirmed": "yes"}).status_code == 303
     assert not sched["s1"].exists()
 
 
