@@ -122,6 +122,7 @@ def run_block(block: Block, where: Path, document: str) -> None:
     )
 
 
+@pytest.mark.timeout(900)  # the README's tour: some thirty commands, four workers, on a loaded machine
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_every_block_of_a_document_runs_as_written(document, tmp_path):
     blocks = [b for b in blocks_of(ROOT / document) if b.directive != "skip"]

@@ -15,7 +15,7 @@ import queue_core
 
 BIN = Path(sys.executable).parent
 
-HANDLERS = '''
+HANDLERS = """
 import pathlib
 import queue_core
 import pqflow
@@ -45,7 +45,7 @@ class Decider(pqflow.Decider):
 
 def occurrence(task):
     pathlib.Path(f"{task.key}.{task.scheduled_time}.done").write_text("ok")
-'''
+"""
 
 
 def _run(prog: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -90,8 +90,19 @@ def test_pqflow_run_imports_the_decider_from_the_current_directory(here, db_url,
 def test_perfectsched_run_imports_the_handler_from_the_current_directory(here, db_url, table_name, backend, target):
     db = ["-D", db_url, "--table", table_name, "--schedule-table", table_name + "_s"]
     _run("perfectsched", "init", *db, cwd=here)
-    _run("perfectsched", "add", "nightly", "job", "0 0 * * *", "--start", "2026-01-01T00:00:00+00:00", "--catchup",
-         "latest", *db, cwd=here)
+    _run(
+        "perfectsched",
+        "add",
+        "nightly",
+        "job",
+        "0 0 * * *",
+        "--start",
+        "2026-01-01T00:00:00+00:00",
+        "--catchup",
+        "latest",
+        *db,
+        cwd=here,
+    )
     _run("perfectsched", "run", *target, *db, "--burst", "--poll-interval", "0.1", cwd=here)
     assert [p.name for p in here.glob("nightly.*.done")], sorted(p.name for p in here.iterdir())
     if backend != "sqlite":
