@@ -139,6 +139,7 @@ class SchedulerLoop:
         self.db_backoff = OutageWait()
         self.healthy = False  # True once a step succeeded (a missing table then is transient)
         self.attempted: set[tuple[str, int]] = set()  # burst: occurrences handled in this run
+        self.last_next: tuple[str, int] | None = None  # the next occurrence last logged
 
     # -- setup ---------------------------------------------------------------------------
     @property
@@ -318,16 +319,25 @@ class SchedulerLoop:
     def _idle_wait(self) -> float:
         interval = self.poll_interval
         try:
-            due = self.open_sched.next_due()
+            nxt = self.open_sched.next_occurrence()
         except DatabaseError as exc:
             log.warning("could not read the next due time: %s", exc)
             return interval
-        if due is None:
+        if nxt is None:
             return interval
+        self._log_next(nxt)
+        due = nxt[1]
         left = due - self.open_sched.now()
         if left <= 0:  # held by another scheduler right now; it will advance it
             return interval
         return max(MIN_WAIT, min(interval, left))
+
+    def _log_next(self, nxt: tuple[str, float, int, str]) -> None:
+        """Log the next due occurrence once each time it changes (an idle scheduler says what it waits for)."""
+        key, _due, scheduled, zone = nxt
+        if self.last_next != (key, scheduled):
+            self.last_next = (key, scheduled)
+            log.info("next: schedule %s at %s (%s)", key, _iso(scheduled, zone), zone)
 
     def _restart(self) -> None:
         self.restart_requested = False

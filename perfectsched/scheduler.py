@@ -547,6 +547,10 @@ class Scheduler:
         """When the next schedule becomes due (None without schedules)."""
         return self.store.next_timeout()
 
+    def next_occurrence(self) -> tuple[str, float, int, str] | None:
+        """The schedule due first: (key, due time, scheduled time, timezone); None without any."""
+        return self.store.next_due_row()
+
 
 def open(
     url: str | None = None,

@@ -18,6 +18,7 @@ import networkx as nx
 
 from pqflow.dag import DEFAULT_TRIGGER, snapshot_graph
 from pqflow.errors import RenderError
+from queue_core import extras
 
 __all__ = ["FORMATS", "STATUS_COLOURS", "render"]
 
@@ -34,7 +35,11 @@ STATUS_COLOURS: dict[str, str] = {
 }
 _UNKNOWN_COLOUR = "#ffffff"
 _DOT_TIMEOUT = 60.0
-_NO_RENDERER = "rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib (pip install matplotlib)"
+_NO_RENDERER = (
+    "rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib: install pq[graph] ("
+    + extras.install_hint("matplotlib")
+    + ")"
+)
 
 
 def render(

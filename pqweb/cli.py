@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from perfectsched.runner import open_scheduler
+from queue_core import extras
 from queue_core.clikit.exits import EXIT_CODES_HELP, exit_code_for
 from queue_core.clikit.group import main_wrapper, report_error
 from queue_core.clikit.options import CLIState, common_options, state_of
@@ -121,6 +122,8 @@ def web_settings(cfg: Any) -> WebSettings:
 
 def serve(cfg: Any, web: WebSettings, host: str, port: int, *, verbose: bool = False) -> None:
     """Run the dashboard of ``cfg``'s queue on ``host:port`` until interrupted."""
+    for module in ("starlette", "jinja2", "uvicorn", "multipart", "itsdangerous"):
+        extras.require(module, "pqweb")
     import uvicorn
 
     from .app import create_app

@@ -36,6 +36,8 @@ def metrics(listen: str, once: bool, schedule_table: str | None) -> None:
     from . import metrics as metrics_mod
     from .metrics_http import http_server
 
+    metrics_mod.check_installed()
+
     host, port = parse_listen(listen)
     options = {"schedule_table": schedule_table}
     with open_queue(settings()) as q:

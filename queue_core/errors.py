@@ -57,6 +57,11 @@ class DatabaseError(TaskError):
     """The database failed or could not be reached (after bounded retries)."""
 
 
+class DatabaseUnreachableError(DatabaseError):
+    """No connection to the database could be opened (a closed port, an unknown host, a SQLite
+    file that cannot be opened): nothing was read or written."""
+
+
 class OutcomeUnknownError(DatabaseError):
     """The database failed after a write was sent and may have applied it (the connection was
     lost during an autocommit statement or a COMMIT): nothing tells whether it did. Do it again:

@@ -1,7 +1,8 @@
 """Find the handler a worker serves from a command-line TARGET.
 
 TARGET is ``module:Name``, ``path/to/file.py:Name`` or, PerfectQueue style, a bare ``Name``
-looked up in the modules named with ``-r/--require``. ``-I/--include`` adds import paths.
+looked up in the modules named with ``-r/--require``. Modules are imported from the current
+directory first, as ``celery -A`` and ``rq worker`` do; ``-I/--include`` adds import paths before it.
 Only code the operator names is ever imported; task data never selects code.
 """
 
@@ -62,12 +63,18 @@ def _attr(module, dotted: str, where: str) -> Any:
     return obj
 
 
-def load_target(spec: str, include: Sequence[str] = (), require: Sequence[str] = ()) -> Any:
-    """Import and return the handler named by ``spec``."""
-    for path in include:
+def _add_import_paths(include: Sequence[str]) -> None:
+    """Put the current directory, then each of ``include`` before it, at the front of ``sys.path``
+    (a console script's ``sys.path[0]`` is its own bin directory, not where it was started)."""
+    for path in [os.getcwd(), *include]:
         path = os.path.abspath(path)
         if path not in sys.path:
             sys.path.insert(0, path)
+
+
+def load_target(spec: str, include: Sequence[str] = (), require: Sequence[str] = ()) -> Any:
+    """Import and return the handler named by ``spec``."""
+    _add_import_paths(include)
     required = [_import_module(name) if not name.endswith(".py") else _import_file(name) for name in require]
     if not spec:
         raise ConfigError("no TARGET given")

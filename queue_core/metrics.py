@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from . import statistics
-from .errors import ConfigError, TaskError
+from . import extras, statistics
+from .errors import TaskError
 
 log = logging.getLogger("queue_core.metrics")
 
@@ -38,13 +38,14 @@ class Sample:
     value: float = 0.0
 
 
-def _prometheus():
-    try:
-        import prometheus_client  # noqa: F401 - imported for its presence
-        from prometheus_client import core
-    except ImportError:
-        raise ConfigError("metrics need prometheus_client: pip install 'pq[metrics]'") from None
-    return core
+def _prometheus(purpose: str = "metrics"):
+    """``prometheus_client.core``; MissingExtraError naming the ``metrics`` extra without it."""
+    return extras.require("prometheus_client.core", purpose)
+
+
+def check_installed(purpose: str = "perfectqueue metrics") -> None:
+    """Raise MissingExtraError (naming the ``metrics`` extra) unless prometheus_client is installed."""
+    _prometheus(purpose)
 
 
 class QueueCollector:

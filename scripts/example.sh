@@ -4,6 +4,7 @@
 # a run's graph in the terminal, and the dashboard (started when run from a terminal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== installing pq into .venv (pip install -e '.[web]'; a minute or two the first time)"
 [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[web]' 2>&1 | grep -v -e "is ignored" >&2 || true
 PATH="$PWD/.venv/bin:$PATH" exec examples/tour/run.sh

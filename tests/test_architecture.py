@@ -448,6 +448,7 @@ def test_the_signal_check_sees_aliases():
 #: what the store may use of queue_core: the errors it raises, the rules it applies, the clock it reads
 STORE_MAY_IMPORT = {
     "queue_core.errors",
+    "queue_core.extras",  # the extra that installs a missing driver (a leaf: it imports only the errors)
     "queue_core.policy",
     "queue_core.statistics",  # the pure rules of what an event counts, which the roll-up applies
     "queue_core.attempt_events",  # the pure rules of which event carries an attempt's claim

@@ -28,6 +28,12 @@ pqflow runs
 RUN=$(pqflow runs --format json | python3 -c 'import json, sys; print(sorted(r["run_id"] for r in json.load(sys.stdin))[0])')
 echo "== run $RUN"
 pqflow status "$RUN"
+echo "== what its steps computed: the customers' list and the report (pqflow status $RUN --format json)"
+pqflow status "$RUN" --format json | python3 -c '
+import json, sys
+steps = json.load(sys.stdin)["steps"]
+print("customers:", steps["customers"]["result"])
+print("report:   ", json.dumps(steps["report"]["result"]))'
 pqflow graph --run "$RUN"
 
 echo "== the dashboard (pip install -e '.[web]'): queues, tasks, schedules and runs of this file"

@@ -25,7 +25,15 @@ from sqlalchemy.pool import StaticPool
 
 from .. import policy, url_secrets
 from ..clock import ClockReading
-from ..errors import AccessDeniedError, ConfigError, DatabaseError, OutcomeUnknownError, SchemaError, TaskError
+from ..errors import (
+    AccessDeniedError,
+    ConfigError,
+    DatabaseError,
+    DatabaseUnreachableError,
+    OutcomeUnknownError,
+    SchemaError,
+    TaskError,
+)
 from .dialects import Dialect
 from .receipts import Receipt
 
@@ -200,13 +208,20 @@ class Database:
         (so a write it reports as a no-op may have been its own earlier attempt)."""
         return bool(getattr(self._local, "retried", False))
 
-    def _failure(self, what: str, exc: Exception, maybe_applied: bool) -> DatabaseError:
-        """The error a run that gave up raises: OutcomeUnknownError when a write may have been
+    def _failure(self, what: str, exc: Exception, maybe_applied: bool, connected: bool = True) -> DatabaseError:
+        """The error a run that gave up raises: "cannot connect to URL: why" when no connection
+        could be opened (whatever the run was for); OutcomeUnknownError when a write may have been
         applied (its statement or COMMIT was under way when the connection failed)."""
+        if not connected:
+            return self.unreachable(exc)
         text = f"{what} failed on {self.masked_url}: {self.scrub(exc)}"
         if maybe_applied:
             return OutcomeUnknownError(text + " (the write may have been applied: do it again to find out)")
         return DatabaseError(text)
+
+    def unreachable(self, exc: BaseException) -> DatabaseUnreachableError:
+        """The error of a connection that could not be opened: "cannot connect to URL: why"."""
+        return DatabaseUnreachableError(f"cannot connect to {self.masked_url}: {self.scrub(exc)}")
 
     def commit_was_uncertain(self) -> bool:
         """Whether an earlier attempt of the :meth:`run` under way (or just ended) in this thread
@@ -224,10 +239,14 @@ class Database:
 
     def dedicated_connection(self) -> sa.Connection:
         """A connection of the pool for a caller that holds it for long (closed by the caller);
-        never for a database that :attr:`shares_one_connection`."""
+        never for a database that :attr:`shares_one_connection`. DatabaseUnreachableError when
+        none can be opened."""
         if os.getpid() != self._pid:
             self.after_fork()
-        return self.engine.connect()
+        try:
+            return self.engine.connect()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.unreachable(exc) from None
 
     def after_fork(self) -> None:
         """Drop pooled connections inherited from a parent process."""
@@ -367,7 +386,7 @@ class Database:
         backoff = policy.transaction_backoff(self.retry_max_wait)
         self._local.uncertain = False
         while True:
-            maybe_applied = False
+            maybe_applied: bool | None = None  # None: no connection opened yet
             try:
                 self._local.retried = attempt > 0
                 with self._connection(write, autocommit) as conn:
@@ -378,7 +397,7 @@ class Database:
             except TaskError:
                 raise
             except sa.exc.SQLAlchemyError as exc:
-                self._local.uncertain = self._local.uncertain or maybe_applied
+                self._local.uncertain = self._local.uncertain or bool(maybe_applied)
                 if (schema_problem := self._schema_problem(what, exc)) is not None:
                     raise schema_problem from None
                 if isinstance(exc, sa.exc.DBAPIError) and self.dialect.is_denied(exc):
@@ -388,7 +407,8 @@ class Database:
                     ) from None
                 attempt += 1
                 if not self._is_transient(exc) or attempt > self.max_retry_count:
-                    raise self._failure(what, exc, self._local.uncertain and self._is_transient(exc)) from None
+                    uncertain = self._local.uncertain and self._is_transient(exc)
+                    raise self._failure(what, exc, uncertain, connected=maybe_applied is not None) from None
                 log.warning(
                     "%s: transient database error (attempt %d/%d): %s",
                     what,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 
+from .. import extras
 from .dialects import Dialect
 
 
 class PostgreSQLDialect(Dialect):
     name = "postgresql"
     column_names_fold_case = False
-    install_hint = "pip install 'psycopg[binary]' (or the project's [postgres] extra)"
+    install_hint = "install pq[postgres] (" + extras.install_hint("psycopg") + ")"
 
     def as_bytes(self, text):
         return sa.func.convert_to(text, "UTF8")  # a cast to bytea would read backslash escapes

@@ -246,6 +246,14 @@ class ScheduleStore(VersionedTables):
         stmt = sa.select(sa.func.min(self.t.c.timeout))
         return self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="next due schedule")
 
+    def next_due_row(self) -> tuple[str, float, int, str] | None:
+        """The schedule that becomes due first, as (key, due time, its occurrence's scheduled
+        time, its timezone); None without schedules (uses the timeout index)."""
+        t = self.t
+        stmt = sa.select(t.c.key, t.c.timeout, t.c.next_time, t.c.timezone).order_by(t.c.timeout, t.c.key).limit(1)
+        row = self.db.run(lambda c: c.execute(stmt).first(), write=False, what="next due schedule")
+        return None if row is None else (row[0], float(row[1]), int(row[2]), row[3])
+
     def _due(self, now: float) -> builtins.list:
         return [self.t.c.timeout <= now, self.t.c.error.is_(None)]
 

@@ -44,3 +44,7 @@ def test_the_tour_runs_a_schedule_of_workflow_runs_with_a_map_and_names_the_dash
     assert "bill       succeeded (11/12 succeeded, 1 failed)" in out
     assert "[map over customers: 11/12 succeeded, 1 failed]" in out
     assert "then open http://127.0.0.1:8080/" in out and "tour finished in" in out
+    customers = [f"customer-{i:03d}" for i in range(12)]
+    assert f"customers: {customers}" in out  # what the steps computed, not only their statuses
+    total = sum(1000 + 37 * i for i in range(12) if i != 7)
+    assert f'report:    {{"billed": 11, "total_cents": {total}, "by_hand": ["customer-007"]}}' in out

@@ -203,7 +203,8 @@ def test_clear_error_without_dot_or_matplotlib(snapshot: dict, monkeypatch: pyte
     with pytest.raises(RenderError) as exc:
         render(snapshot, STATUSES, fmt)
     assert str(exc.value) == (
-        f"rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib (pip install matplotlib)"
+        f"rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib: "
+        "install pq[graph] (pip install 'pq[graph]')"
     )
     assert isinstance(exc.value, FlowError) and isinstance(exc.value, RuntimeError)
 
