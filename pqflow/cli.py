@@ -198,6 +198,9 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
 
         if not q.transaction(submit, what="start run"):
             raise CLIError(f"run {run_id!r} already exists (a task with this key is in the table)", EXIT_EXISTS)
+        nobody = get_run(run_id, queue=q).unserved()
+    if nobody is not None:  # stored all the same: a decider started later picks it up
+        click.echo(f"{PROG}: warning: {nobody}: run {run_id!r} is stored and waits for one", err=True)
     click.echo(run_id)
 
 
@@ -225,8 +228,9 @@ def status(run_id: str, fmt: str, items_of: str | None) -> None:
             # ended before a decider picked it up (cancelled, or no worker knew the workflow):
             # get_run leaves finished_at unset then; take it from the run row
             r.finished_at = q[run_id].metadata().finished_at
+        nobody = r.unserved() if r.snapshot is None else None
     if fmt == "json":
-        print_json(_run_json(r))
+        print_json(_run_json(r) | {"unserved": nobody})
         return
     click.echo(f"{'run:':<10} {r.run_id}")
     click.echo(f"{'workflow:':<10} {r.workflow}")
@@ -240,6 +244,8 @@ def status(run_id: str, fmt: str, items_of: str | None) -> None:
             if r.status == "running"
             else "steps:     - (ended before a decider picked it up)"
         )
+        if nobody is not None:
+            click.echo(f"{'waiting:':<10} {nobody}")
         return
     click.echo("")
     print_table(_step_rows(r), STEP_COLUMNS)

@@ -7,6 +7,7 @@ id, and the live rows no decider has taken up yet), no OFFSET and no count.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ import queue_core
 from queue_core.errors import ValidationError
 from queue_core.validate import check_int, check_name
 
+from . import logic
 from .rows import RUNS_GROUP, SEP, RunState
 from .runs import run_status
 
@@ -37,6 +39,10 @@ class RunSummary:
     steps_total: int | None = None
     steps_succeeded: int | None = None
     steps_failed: int | None = None
+    #: the queue of its row
+    queue: str = "default"
+    #: a running run no decider has taken up: "no live worker serves workflow X", or None
+    unserved: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,9 +55,13 @@ class RunsPage:
 def summary(row: dict) -> RunSummary:
     """A run row (as ``Transaction.runs.read`` returns it) as a :class:`RunSummary`."""
     state = RunState.load(row.get("workflow"))
-    counts = (state.total, state.succeeded, state.failed) if state is not None else (None, None, None)
     finished = state.finished_at if state is not None else row.get("finished_at")
-    return RunSummary(row["id"], row["key"], row["type"], run_status(row), row["created_at"], finished, *counts)
+    summary = RunSummary(row["id"], row["key"], row["type"], run_status(row), row["created_at"], finished)
+    if state is None:
+        return dataclasses.replace(summary, queue=row["queue"])
+    return dataclasses.replace(
+        summary, steps_total=state.total, steps_succeeded=state.succeeded, steps_failed=state.failed
+    )
 
 
 def runs_page(
@@ -73,7 +83,25 @@ def runs_page(
         found += [r for r in batch if status is None or r.status == status]
         if len(found) >= limit or cursor is None:
             break
-    return RunsPage(tuple(found), cursor)
+    return RunsPage(tuple(_with_unserved(q, found)), cursor)
+
+
+def _with_unserved(q: queue_core.Queue, runs: list[RunSummary]) -> list[RunSummary]:
+    """``runs``, those no decider has taken up yet with what they wait for (one read of the
+    live workers, only when there is such a run)."""
+    if not any(_unpicked(r) for r in runs):
+        return runs
+    workers = q.workers()
+    return [
+        dataclasses.replace(r, unserved=logic.unserved(r.workflow, r.queue, workers, what="workflow"))
+        if _unpicked(r)
+        else r
+        for r in runs
+    ]
+
+
+def _unpicked(run: RunSummary) -> bool:
+    return run.steps_total is None and run.status == "running"
 
 
 def _check(workflow: str | None, status: str | None, cursor: int | None, limit: int) -> None:

@@ -15,9 +15,10 @@ Snapshots are treated as immutable: their precomputed form is cached by identity
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "ACTIVE",
@@ -27,11 +28,14 @@ __all__ = [
     "SUBMITTED_STATUSES",
     "TERMINAL",
     "Evaluation",
+    "Waiting",
     "decide",
     "explain",
     "map_status",
     "run_status",
     "verdict",
+    "waiting_for",
+    "unserved",
 ]
 
 TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
@@ -201,9 +205,15 @@ _NEEDS = {
 
 
 def explain(
-    snapshot: dict[str, Any], submitted: Mapping[str, str], step: str, *, cancel_requested: bool = False
+    snapshot: dict[str, Any],
+    submitted: Mapping[str, str],
+    step: str,
+    *,
+    cancel_requested: bool = False,
+    waiting: str | None = None,
 ) -> str:
-    """One line answering "why is this step (not) running?"; ValueError for an unknown step."""
+    """One line answering "why is this step (not) running?"; ValueError for an unknown step.
+    ``waiting``: what the step waits for when it is waiting (:func:`waiting_for`)."""
     c = _compile(snapshot)
     if step not in c.parents:
         raise ValueError(f"unknown step {step!r} (steps: {', '.join(c.order)})")
@@ -216,7 +226,7 @@ def explain(
     head = f"step {step!r}"
     if step in submitted:
         text = {
-            "waiting": f"{head} is waiting in the queue for a worker",
+            "waiting": f"{head} is waiting: {waiting}" if waiting else f"{head} is waiting in the queue for a worker",
             "running": f"{head} is running",
             "succeeded": f"{head} succeeded",
             "failed": f"{head} failed",
@@ -245,3 +255,61 @@ def explain(
         what = ", ".join(f"{p} {d.statuses[p]}" for p in culprits)
         reason = f"{noun} {what} and trigger {trigger} {_NEEDS[trigger]}"
     return f"{head} is skipped: {reason}; parents: {listing}"
+
+
+class Serving(Protocol):
+    """A live worker as the registry lists it (``queue_core.registry.WorkerInfo``)."""
+
+    @property
+    def queues(self) -> tuple[str, ...]: ...
+    @property
+    def types(self) -> tuple[str, ...] | None: ...
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What the row of a waiting step (or a run no decider took yet) says of its wait: its task
+    type and queue, when it is due, how often its function raised, how many retries it has."""
+
+    type: str
+    queue: str
+    due_at: float
+    failures: int = 0
+    retries: int = 0
+
+
+def unserved(type_: str, queue: str, workers: Iterable[Serving], *, what: str = "type") -> str | None:
+    """Why no live worker would lease a task of ``type_`` in ``queue``, or None when one would.
+    ``what`` names the type (``workflow``: a run row's type is its workflow)."""
+    workers = list(workers)
+    if any(queue in w.queues and (w.types is None or type_ in w.types) for w in workers):
+        return None
+    if any(w.types is None or type_ in w.types for w in workers):
+        return f"no live worker serves queue {queue} ({what} {type_} is served in other queues)"
+    return f"no live worker serves {what} {type_}"
+
+
+def waiting_for(wait: Waiting, workers: Iterable[Serving], now: float, *, paused: bool = False) -> str:
+    """What a waiting row waits for, in one line: its backoff or due time, a paused queue, no
+    live worker serving its type and queue; else a free worker."""
+    reasons = []
+    if wait.due_at > now:
+        at = _clock_time(wait.due_at, now)
+        if wait.failures:
+            of = f"attempt {wait.failures + 1} of {wait.retries + 1}"
+            reasons.append(f"retrying at {at} ({of}, backoff)")
+        else:
+            reasons.append(f"due at {at}")
+    if paused:
+        reasons.append(f"queue {wait.queue} is paused")
+    nobody = unserved(wait.type, wait.queue, workers)
+    if nobody is not None:
+        reasons.append(nobody)
+    return "; ".join(reasons) or "in the queue for a free worker (a live worker serves it)"
+
+
+def _clock_time(at: float, now: float) -> str:
+    """``at`` in UTC: the time of day, with the date when it is not today's."""
+    day = dt.datetime.fromtimestamp(at, dt.UTC)
+    same_day = day.date() == dt.datetime.fromtimestamp(now, dt.UTC).date()
+    return day.strftime("%H:%M:%SZ" if same_day else "%Y-%m-%d %H:%M:%SZ")

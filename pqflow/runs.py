@@ -60,6 +60,8 @@ class StepInfo:
     started_at: float | None = None
     finished_at: float | None = None
     items: MapInfo | None = None  # a map step's counts, once its items exist
+    #: what its row says of its wait (a waiting step): type, queue, due time, failures, retries
+    wait: logic.Waiting | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class Run:
     finished_at: float | None = None
     cancel_requested: bool = False
     queue: queue_core.Queue | None = field(default=None, repr=False)
+    #: a run no decider has taken up yet: its row's type (the workflow), queue and due time
+    pickup: logic.Waiting | None = None
 
     def cancel(self, now: float | None = None) -> Run:
         return cancel_run(self._queue(), self.run_id, now=now)
@@ -110,9 +114,15 @@ class Run:
 
     def why(self, step: str) -> str:
         if self.snapshot is None:
-            return f"run {self.run_id!r} has not been picked up by a decider yet"
+            return self.not_picked_up()
         try:
-            text = logic.explain(self.snapshot, self._submitted(), step, cancel_requested=self.cancel_requested)
+            text = logic.explain(
+                self.snapshot,
+                self._submitted(),
+                step,
+                cancel_requested=self.cancel_requested,
+                waiting=self._waiting(self.steps.get(step)),
+            )
         except ValueError as exc:
             raise UnknownStepError(str(exc)) from None
         mapped = self.snapshot["steps"][step].get("map")
@@ -121,6 +131,31 @@ class Run:
         elif mapped:
             text += f"; map over {mapped} (one task per item of its result)"
         return text
+
+    def not_picked_up(self) -> str:
+        """Why no decider has taken this run up yet: no live worker serves its workflow, or one
+        does and has not got to it."""
+        head = f"run {self.run_id!r} has not been picked up by a decider yet"
+        if self.pickup is None or self.status != "running":
+            return head
+        nobody = self.unserved()
+        return f"{head}: {nobody}" if nobody else f"{head} (a live decider serves workflow {self.pickup.type})"
+
+    def unserved(self) -> str | None:
+        """For a run no decider has taken up yet, still open: "no live worker serves workflow
+        X" when none of the live workers would lease its row; else None."""
+        if self.pickup is None or self.status != "running":
+            return None
+        return logic.unserved(self.pickup.type, self.pickup.queue, self._queue().workers(), what="workflow")
+
+    def _waiting(self, step: StepInfo | None) -> str | None:
+        """What a waiting step waits for (``logic.waiting_for``), from its row and the live workers."""
+        if step is None or step.status != "waiting" or step.wait is None:
+            return None
+        q = self._queue()
+        now = q.now()
+        paused = q.queue_settings(step.wait.queue).paused
+        return logic.waiting_for(step.wait, q.workers(now=now), now, paused=paused)
 
     def _submitted(self) -> dict[str, str]:
         return {n: s.status for n, s in self.steps.items() if s.status not in ("pending", "skipped")}
@@ -167,7 +202,10 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
         return _unpicked(row, data, q)
     state, dag = ref.state, ref.dag
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
-    steps = {name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name))) for name in dag["order"]}
+    steps = {
+        name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name)), dag["steps"][name])
+        for name in dag["order"]
+    }
     return Run(
         run_id,
         dag["workflow"],
@@ -197,16 +235,21 @@ def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         queue=q,
+        pickup=logic.Waiting(row["type"], row["queue"], row["run_at"]),
     )
 
 
-def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None) -> StepInfo:
+def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None, spec: dict) -> StepInfo:
     if row is None:
         return StepInfo(name, "pending")
     now = tx.now
     status = status_of_row(row, now)
     node = NodeState.load(row.get("workflow"))
     items = None
+    wait = None
+    if status == "waiting":
+        failures = node.failures if node is not None else 0
+        wait = logic.Waiting(row["type"], row["queue"], row["run_at"], failures, int(spec.get("retries", 0)))
     if node is not None and node.map is not None:
         counts = tx.runs.count_group(tx.conn, node_key(run_id, name), now)
         items = MapInfo(
@@ -219,10 +262,13 @@ def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None) -> Ste
         )
         if status == "pending" and node.map.open:
             status = "running" if items.running else "waiting"
+            # its items' wait: for a worker of their type (their own due times are theirs)
+            wait = logic.Waiting(row["type"], row["queue"], 0.0) if status == "waiting" else None
     result = None
     if status == "succeeded" and row.get("result"):
         result = json.loads(row["result"])
-    return StepInfo(name, status, row["attempts"], result, row["error"], row["started_at"], row["finished_at"], items)
+    times = (row["started_at"], row["finished_at"])
+    return StepInfo(name, status, row["attempts"], result, row["error"], *times, items, wait)
 
 
 def list_runs(q: queue_core.Queue, *, workflow: str | None = None) -> list[dict]:

@@ -126,7 +126,7 @@ def events(
             pass
 
 
-WORKER_COLUMNS = ["owner", "queues", "types", "version", "started_at", "last_seen", "held"]
+WORKER_COLUMNS = ["owner", "queues", "types", "version", "started_at", "last_seen", "held", "held_keys"]
 
 
 @click.command(short_help="List the live worker processes and what they hold.")
@@ -134,7 +134,8 @@ WORKER_COLUMNS = ["owner", "queues", "types", "version", "started_at", "last_see
 @common_options
 def workers(fmt: str) -> None:
     """List the worker processes seen within registry_timeout: host:pid, the queues and task types
-    they serve, their pq version, when they started and were last seen, the tasks they hold now."""
+    they serve, their pq version, when they started and were last seen, the tasks they hold now
+    (how many, and their keys)."""
     with open_queue(settings()) as q:
         found = q.workers()
     if fmt == "json":
@@ -147,6 +148,7 @@ def workers(fmt: str) -> None:
             "types": "(any)" if w.types is None else ",".join(w.types),
             "started_at": format_time(w.started_at),
             "last_seen": format_time(w.last_seen),
+            "held_keys": ",".join(w.held_keys) + (",…" if w.held > len(w.held_keys) else "") or "-",
         }
         for w in found
     ]

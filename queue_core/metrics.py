@@ -3,11 +3,12 @@
 :func:`wsgi_app` / :func:`asgi_app` to mount in an application's own server.
 
 What a scrape reads (docs/operations.md#metrics): the tasks not finished by queue, type and status
-through the claim indexes (never the finished rows), the all-time statistics buckets (the
-counters and histograms: as fresh as the last roll-up), the registered workers, the queues'
-settings, and what the packages above the queue add through the entry point group
-``pq.metrics`` (perfectsched: schedule lag; pqflow: workflow runs by status): each such entry
-is a callable ``(queue, now, options) -> iterable of Sample``.
+through the claim indexes (never the finished rows), the all-time statistics buckets with the
+events no roll-up has counted yet, in one snapshot (the counters and histograms: whole from the
+moment an event commits, never going back; at 0 for a queue and type with unfinished tasks that
+has counted nothing yet), the registered workers, the queues' settings, and what the packages
+above the queue add through the entry point group ``pq.metrics`` (perfectsched: schedule lag;
+pqflow: workflow runs by status): each such entry is a callable ``(queue, now, options) -> iterable of Sample``.
 """
 
 from __future__ import annotations
@@ -60,15 +61,16 @@ class QueueCollector:
 
     def collect(self) -> Iterator:
         now = self.queue.now()
-        yield from self._tasks(now)
-        yield from self._totals()
+        live = self.queue.store.live_counts(now)
+        yield from self._tasks(now, live)
+        yield from self._totals(set(live))
         yield from self._workers_and_queues(now)
         yield from self._added_samples(now)
 
     def describe(self) -> list:
         return []  # read at each scrape: nothing to check at registration
 
-    def _tasks(self, now: float) -> Iterator:
+    def _tasks(self, now: float, live: dict) -> Iterator:
         core = self.core
         tasks = core.GaugeMetricFamily(
             "pq_tasks", "Tasks not finished, by queue, type and status", labels=["queue", "type", "status"]
@@ -79,7 +81,7 @@ class QueueCollector:
             labels=["queue"],
         )
         earliest: dict[str, float] = {}
-        for (queue, type_), counts in sorted(self.queue.store.live_counts(now).items()):
+        for (queue, type_), counts in sorted(live.items()):
             for status in ("waiting", "scheduled", "running", "pending"):
                 tasks.add_metric([queue, type_, status], counts[status])
             if counts["oldest_due"] is not None:
@@ -89,7 +91,10 @@ class QueueCollector:
         yield tasks
         yield oldest
 
-    def _totals(self) -> Iterator:
+    def _totals(self, known: set[tuple[str, str]]) -> Iterator:
+        """The counters and histograms of every queue and type that has counted anything, and
+        at 0 of those ``known`` (with unfinished tasks) that have not: a counter exists before
+        its first increment, so that a rate over it sees the first one."""
         core = self.core
         labels = ["queue", "type"]
         started = core.CounterMetricFamily(
@@ -103,9 +108,11 @@ class QueueCollector:
         run = core.HistogramMetricFamily(
             "pq_task_run_seconds", "Seconds from start to end of an attempt", labels=labels
         )
-        for bucket in self.queue.stats_totals():
-            key = [bucket.queue, bucket.type]
-            tally = bucket.tally
+        tallies = {(b.queue, b.type): b.tally for b in self.queue.stats_totals()}
+        for pair in known - set(tallies):
+            tallies[pair] = statistics.Tally()
+        for (queue, type_), tally in sorted(tallies.items()):
+            key = [queue, type_]
             started.add_metric(key, tally.started)
             retried.add_metric(key, tally.retried)
             for name, outcome in _OUTCOMES.items():

@@ -54,7 +54,8 @@ class QueueStatistics:
         times, per bucket of time (a minute, or an hour for reads reaching back more than two
         days) and summed per queue and type (``Statistics.totals``), from ``since`` (epoch
         seconds or an aware datetime; default: an hour ago) until ``until`` (default: now).
-        ``roll_up``: count what the workers have not rolled up yet first (needs write access)."""
+        ``roll_up``: count what the workers have not rolled up yet first (needs write access);
+        without it the read adds those events itself, writing nothing."""
         now = self.now(now)
         start = now - 3600 if since is None else _time(since, "since")
         end = now if until is None else _time(until, "until")
@@ -63,13 +64,14 @@ class QueueStatistics:
         if roll_up:
             self.roll_up_stats(now=now)
         span = statistics.read_span(start, now)
-        rows = self.store.stats_rows(span, start, end, queue, type)
+        rows = self.store.stats_rows(span, start, end, queue, type, uncounted=True)
         buckets = tuple(Bucket(k[2], k[3], k[0], k[1], tally) for k, tally in rows)
         return Statistics(start, end, span, buckets)
 
     def stats_totals(self) -> list[Bucket]:
-        """The all-time buckets, one per queue and type (what the metrics' counters show)."""
-        return [Bucket(k[2], k[3], k[0], k[1], tally) for k, tally in self.store.stats_totals()]
+        """The all-time buckets, one per queue and type, with the events no roll-up has counted
+        yet (what the metrics' counters show: whole as soon as an event commits)."""
+        return [Bucket(k[2], k[3], k[0], k[1], tally) for k, tally in self.store.stats_totals(uncounted=True)]
 
 
 def _time(value: Any, what: str) -> float:

@@ -39,6 +39,8 @@ class WorkerInfo:
     last_seen: float
     #: how many tasks it holds a lease on now
     held: int
+    #: the keys of those tasks, in key order (at most ``store.workers.MAX_HELD_KEYS``)
+    held_keys: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -56,6 +58,7 @@ def worker_info(row: dict) -> WorkerInfo:
         started_at=row["started_at"],
         last_seen=row["last_seen"],
         held=row["held"],
+        held_keys=tuple(row.get("held_keys", ())),
     )
 
 

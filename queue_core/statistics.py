@@ -100,19 +100,39 @@ class Distribution:
 
     def quantile(self, q: float) -> float | None:
         """The ``q`` quantile, interpolated linearly inside its bucket (the last, unbounded
-        bucket answers its lower bound); None when empty."""
+        bucket answers its lower bound), kept within what was added (:meth:`_within`); None
+        when empty. A single value is answered exactly (it is the sum)."""
         n = self.count
         if not n:
             return None
+        if n == 1:
+            return self.total
         rank, seen = q * n, 0
         for i, c in enumerate(self.counts):
             if c and seen + c >= rank:
                 low = BOUNDS[i - 1] if i else 0.0
-                if i == len(BOUNDS):
-                    return low
-                return low + (BOUNDS[i] - low) * max(0.0, rank - seen) / c
+                value = low if i == len(BOUNDS) else low + (BOUNDS[i] - low) * max(0.0, rank - seen) / c
+                return self._within(i, value)
             seen += c
-        return BOUNDS[-1]
+        return self._within(len(self.counts) - 1, BOUNDS[-1])
+
+    def _within(self, i: int, value: float) -> float:
+        """``value``, of bucket ``i``, kept between the smallest and the largest value added, as
+        far as the counts and the sum tell them: in the highest bucket at most the larger of its
+        lower bound and the least its values' mean can be (both at most the largest value); in
+        the lowest at least the smaller of its upper bound and the most its values' mean can be
+        (both at least the smallest). One bucket alone: its values' mean."""
+        used = [j for j, c in enumerate(self.counts) if c]
+        bound = [*BOUNDS, math.inf]
+        if i == used[-1]:
+            below = sum(self.counts[j] * bound[j] for j in used[:-1])
+            least_mean = (self.total - below) / self.counts[i]
+            value = min(value, max(least_mean, BOUNDS[i - 1] if i else 0.0))
+        if i == used[0]:
+            above = sum(self.counts[j] * (BOUNDS[j - 1] if j else 0.0) for j in used[1:])
+            most_mean = (self.total - above) / self.counts[i]
+            value = max(value, min(most_mean, bound[i]))
+        return value
 
     def summary(self) -> dict:
         return {

@@ -59,7 +59,14 @@ def run_data(request: Request) -> dict:
     run = pqflow.get_run(_run_id(request.query_params.get("id")), queue=queue_of(request))
     steps = [(s.name, s.status, s.started_at, s.finished_at) for s in run.steps.values()]
     now = queue_of(request).now()
-    return {"run": run, "timeline": charts.timeline(steps, now), "version": _version(run), "now": now}
+    unserved = run.unserved() if run.snapshot is None else None
+    return {
+        "run": run,
+        "timeline": charts.timeline(steps, now),
+        "version": _version(run),
+        "now": now,
+        "unserved": unserved,
+    }
 
 
 def _version(run: pqflow.Run) -> str:

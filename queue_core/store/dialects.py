@@ -187,6 +187,11 @@ class Dialect:
         """SQL: whether the DOUBLE ``value`` is NaN (only PostgreSQL stores one)."""
         return sa.false()
 
+    def snapshot_read(self, conn: sa.Connection) -> None:
+        """Make the transaction just begun on ``conn`` read one snapshot in all its statements
+        (before its first statement): REPEATABLE READ, which needs no privilege beyond SELECT."""
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
     def lock_rows(self, stmt: sa.Select) -> sa.Select:
         """A blocking row lock (for serialising decisions about one row)."""
         return stmt.with_for_update()

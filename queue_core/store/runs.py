@@ -44,6 +44,8 @@ _LIGHT = (
     "grp",
     "workflow",
     "resource",
+    "queue",
+    "run_at",
 )
 
 

@@ -34,6 +34,9 @@ class SQLiteDialect(Dialect):
     def lock_candidates(self, stmt):
         return stmt  # the write transaction (BEGIN IMMEDIATE) holds the database lock
 
+    def snapshot_read(self, conn):
+        pass  # a read transaction of SQLite reads one snapshot (WAL) or keeps writers out
+
     def lock_rows(self, stmt):
         return stmt
 

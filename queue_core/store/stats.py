@@ -235,24 +235,67 @@ class TaskStatistics:
         return Tally(**counts, wait=wait, run=run)
 
     def stats_rows(
-        self, span: int, since: float, until: float, queue: str | None = None, type_: str | None = None
+        self,
+        span: int,
+        since: float,
+        until: float,
+        queue: str | None = None,
+        type_: str | None = None,
+        *,
+        uncounted: bool = False,
     ) -> list[tuple[BucketKey, Tally]]:
         """The buckets of ``span`` that overlap [since, until), oldest first (of ``queue`` and
-        ``type_`` only, if given)."""
+        ``type_`` only, if given); ``uncounted``: with what the events no roll-up has counted yet
+        add to them (:meth:`_read_counted`)."""
         s = self.stats_t
         where = [s.c.span == span, s.c.start > since - span, s.c.start < until]
         where += [] if queue is None else [s.c.queue == queue]
         where += [] if type_ is None else [s.c.type == type_]
-        stmt = sa.select(s).where(*where).order_by(s.c.start, s.c.queue, s.c.type)
-        rows = self.db.run(lambda c: c.execute(stmt).all(), write=False, what="read statistics")
-        return [((r.span, r.start, r.queue, r.type), self._tally(r._mapping)) for r in rows]
 
-    def stats_totals(self) -> list[tuple[BucketKey, Tally]]:
-        """The all-time buckets, one per queue and type."""
-        s = self.stats_t
-        stmt = sa.select(s).where(s.c.span == statistics.ALL_TIME).order_by(s.c.queue, s.c.type)
-        rows = self.db.run(lambda c: c.execute(stmt).all(), write=False, what="read statistics")
-        return [((r.span, r.start, r.queue, r.type), self._tally(r._mapping)) for r in rows]
+        def keep(key: BucketKey) -> bool:
+            _, start, q, t = key
+            return since - span < start < until and queue in (None, q) and type_ in (None, t)
+
+        return self._read_counted(sa.select(s).where(*where), span, keep if uncounted else None)
+
+    def stats_totals(self, *, uncounted: bool = False) -> list[tuple[BucketKey, Tally]]:
+        """The all-time buckets, one per queue and type; ``uncounted``: with the events no
+        roll-up has counted yet (the counters of the metrics, whole once an event commits)."""
+        stmt = sa.select(self.stats_t).where(self.stats_t.c.span == statistics.ALL_TIME)
+        return self._read_counted(stmt, statistics.ALL_TIME, (lambda key: True) if uncounted else None)
+
+    def _read_counted(self, stmt: sa.Select, span: int, keep: Any) -> list[tuple[BucketKey, Tally]]:
+        """The buckets ``stmt`` reads plus what the events no roll-up or delete has counted yet
+        add to the buckets of ``span`` that ``keep`` accepts (None: none), read (never written) in one
+        snapshot: an event is counted once, in a bucket or as uncounted, even while a roll-up or
+        a purge commits (so counters never go back). Ordered by start, queue and type."""
+
+        def read(conn) -> list[tuple[BucketKey, Tally]]:
+            if keep is not None:
+                self.db.dialect.snapshot_read(conn)
+            found = {(r.span, r.start, r.queue, r.type): self._tally(r._mapping) for r in conn.execute(stmt).all()}
+            for key, tally in self._uncounted(conn).items() if keep is not None else ():
+                if key[0] == span and keep(key):
+                    found.setdefault(key, Tally()).merge(tally)
+            return sorted(found.items(), key=lambda item: (item[0][1], item[0][2], item[0][3]))
+
+        return self.db.run(read, write=False, what="read statistics")
+
+    def _uncounted(self, conn) -> dict[BucketKey, Tally]:
+        """What the events no roll-up has counted yet (after its position, or passed over by it)
+        add to each bucket; nothing for a position edited by hand (said in the log)."""
+        m, e, g = self.meta, self.events_t, self.gaps_t
+        after = conn.execute(sa.select(m.c.value).where(m.c.name == POSITION)).scalar()
+        if after is None:
+            return {}
+        try:
+            uncounted = sa.or_(
+                e.c.id > self._position(after), sa.exists().where(e.c.id.between(g.c.first_id, g.c.last_id))
+            )
+            return statistics.tally_groups(self._groups_where(conn, uncounted))
+        except CorruptRowError as exc:
+            log.warning("statistics of events not rolled up yet left out: %s", exc)
+            return {}
 
     def prune_stats(self, spans_before: Sequence[tuple[int, float]]) -> int:
         """Delete the buckets of each ``(span, before)`` that start before ``before``."""

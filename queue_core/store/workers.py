@@ -102,18 +102,30 @@ class WorkerRows:
 
     def worker_rows(self, seen_since: float, now: float) -> list[dict]:
         """The workers seen since ``seen_since``, oldest first, each with ``held``: how many tasks
-        it holds a lease on at ``now``."""
+        it holds a lease on at ``now``, and ``held_keys``: their keys (at most
+        :data:`MAX_HELD_KEYS`, in key order). Read here, from the rows leased: a worker writes
+        nothing more per task for it."""
         w, t = self.workers_t, self.t
         held = (
-            sa.select(t.c.owner, sa.func.count().label("n"))
+            sa.select(t.c.owner, t.c.key)
             .where(t.c.state == LIVE, t.c.leased == 1, t.c.timeout > now)
-            .group_by(t.c.owner)
+            .order_by(t.c.owner, t.c.key)
         )
 
         def read(conn) -> list[dict]:
             rows = conn.execute(sa.select(w).where(w.c.last_seen >= seen_since).order_by(w.c.started_at, w.c.owner))
             found = [dict(r._mapping) for r in rows]
-            counts = dict(conn.execute(held).all()) if found else {}
-            return [r | {"held": int(counts.get(r["owner"], 0))} for r in found]
+            keys: dict[str, list[str]] = {}
+            for owner, key in conn.execute(held).all() if found else ():
+                keys.setdefault(owner, []).append(key)
+            return [_with_held(r, keys.get(r["owner"], [])) for r in found]
 
         return self.db.run(read, write=False, what="list workers")
+
+
+#: the most keys of held tasks listed per worker (its count is always whole)
+MAX_HELD_KEYS = 100
+
+
+def _with_held(row: dict, keys: list[str]) -> dict:
+    return row | {"held": len(keys), "held_keys": keys[:MAX_HELD_KEYS]}

@@ -76,6 +76,14 @@ class Flow:
     def json(self, command: str, *args: str):
         return json.loads(self.ok(command, *args, "--format", "json"))
 
+    def start(self, workflow: str, run_id: str, *args: str, input: str | None = None) -> str:
+        """``start`` while no decider runs: the run id on stdout, and on stderr the one line
+        saying that no live worker serves the workflow."""
+        result = self("start", workflow, run_id, *args, input=input)
+        assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+        assert result.stderr == unserved_warning(workflow, run_id)
+        return result.stdout
+
     def worker(self, *target: str, cwd: Path | None = None) -> str:
         """A real ``pqflow run ... --burst`` process; returns its log (stderr)."""
         proc = script("run", *target, *self.db(), "--burst", "--poll-interval", "0.1", cwd=cwd)
@@ -95,6 +103,10 @@ def flow(db_url, table_name, backend):
     if backend != "sqlite":
         from conftest import drop_tables
         drop_tables(db_url, table_name)
+
+
+def unserved_warning(workflow: str, run_id: str) -> str:
+    return f"pqflow: warning: no live worker serves workflow {workflow}: run {run_id!r} is stored and waits for one\n"
 
 
 def step_table(stdout: str) -> dict[str, list[str]]:
@@ -124,9 +136,9 @@ def runs_table(stdout: str) -> dict[str, list[str]]:
 # -- end to end ------------------------------------------------------------------------------------
 def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     log = tmp_path / "steps.log"
-    assert flow.ok("start", "cli_etl", "ok1", json.dumps({"log": str(log)})) == "ok1\n"
-    assert flow.ok("start", "cli_etl", "bad1", json.dumps({"log": str(log), "fail": True})) == "bad1\n"
-    assert flow.ok("start", "cli_etl", "gone1") == "gone1\n"
+    assert flow.start("cli_etl", "ok1", json.dumps({"log": str(log)})) == "ok1\n"
+    assert flow.start("cli_etl", "bad1", json.dumps({"log": str(log), "fail": True})) == "bad1\n"
+    assert flow.start("cli_etl", "gone1") == "gone1\n"
     # not picked up yet: status says so; cancel finishes the run row at once
     out = flow.ok("status", "ok1")
     assert field(out, "status") == "running" and "not picked up by a decider yet" in out
@@ -189,8 +201,8 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     # workflow no decider has served yet
     with flow.queue() as q:
         q.submit("email1", "email", {"to": "x"})
-    flow.ok("start", "cli_etl", "late1")
-    flow.ok("start", "cli_other", "other1")
+    flow.start("cli_etl", "late1")
+    flow.start("cli_other", "other1")
     table = runs_table(flow.ok("runs"))
     assert list(table) == ["ok1", "bad1", "gone1", "late1", "other1"]
     assert table["late1"][:3] == ["cli_etl", "running", "-"] and table["other1"][:3] == ["cli_other", "running", "-"]
@@ -218,7 +230,7 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
 
 def test_retry_keeps_succeeded_steps_and_require_style_target(flow, tmp_path):
     log, marker = tmp_path / "steps.log", tmp_path / "marker"
-    flow.ok("start", "cli_etl", "m1", json.dumps({"log": str(log), "marker": str(marker)}))
+    flow.start("cli_etl", "m1", json.dumps({"log": str(log), "marker": str(marker)}))
     # PerfectQueue style: -I PATH -r MODULE Name, from another directory
     flow.worker("-I", str(HERE), "-r", "flows_cli", "Decider", cwd=tmp_path)
     before = flow.json("status", "m1")
@@ -272,16 +284,16 @@ def test_cancel_and_retry_of_a_run_started_by_the_library(flow):
 
 # -- errors that need a database -------------------------------------------------------------------
 def test_start_errors(flow):
-    flow.ok("start", "cli_etl", "d1", '{"a": 1}')
+    flow.start("cli_etl", "d1", '{"a": 1}')
     assert_error(flow("start", "cli_etl", "d1"), 3, "run 'd1' already exists")
     assert_error(flow("start", "cli_etl", "j1", "{nope"), 1, "DATA is not valid JSON")
     assert_error(flow("start", "cli_etl", "j2", "[1, 2]"), 1, "DATA must be a JSON object")
     assert_error(flow("start", "cli_etl", "a#b"), 1, "run id must not contain '#'")
     assert_error(flow("start", "cli.etl", "j3"), 1, "invalid workflow name 'cli.etl'")
-    flow.ok("start", "cli_etl", "j4", '{"__pqflow__": {}}')  # nothing is reserved: the data is the user's
+    flow.start("cli_etl", "j4", '{"__pqflow__": {}}')  # nothing is reserved: the data is the user's
     with flow.queue() as q:
         assert q["j4"].metadata().data == {"__pqflow__": {}}
-    assert flow.ok("start", "cli_etl", "s1", "-", input='{"from": "stdin"}') == "s1\n"
+    assert flow.start("cli_etl", "s1", "-", input='{"from": "stdin"}') == "s1\n"
     assert flow.json("status", "s1")["input"] == {"from": "stdin"}
     with flow.queue() as q:  # exactly queue.submit(RUN_ID, WORKFLOW, DATA); nothing else was written
         assert [(m.key, m.type, m.data) for m in q.list()] == [

@@ -231,4 +231,6 @@ def test_a_run_no_decider_took_up_yet_says_so(queue):
     assert 'id="not-picked"' in html and 'id="run-graph"' not in html
     assert _rows(c.get("/runs").text) == ["started", "plain"]
     assert "not picked up yet" in c.get("/runs").text
+    assert "not picked up yet: no live worker serves workflow web_flow" in c.get("/runs").text
+    assert "no live worker serves workflow web_flow" in html  # the run page says what it waits for
     assert c.get("/run/why", params={"id": "plain", "step": "fetch"}).status_code == 200
