@@ -6,6 +6,7 @@ turns store rows into objects. It never builds SQL (that is ``queue_core.store``
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -290,7 +291,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         types = None if types is None else check_types(types)
         served = self.served_queues if queues is None else check_served_queues(queues)
-        now = self.now(now)
+        given, now = now, self.now(now)
         alive = self._alive(alive_time)
         plain, deferred = self._split(finish)
         entries, more = self._settle_entries(plain, now), _DeferredBatch(self, deferred, now)
@@ -307,10 +308,11 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             types=types,
             queues=order,
             notes=notes,
+            clock=functools.partial(self.now, given),  # the time it writes: read after its lock waits
         )
         self._mark_settled(plain, lost, now)
         more.mark(now)
-        return [AcquiredTask(self, r, now) for r in rows]
+        return [AcquiredTask(self, r, r["started_at"]) for r in rows]
 
     def finish_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> list[AcquiredTask]:
         """Finish several held tasks (outcome success, or their deferred finish) in one transaction.

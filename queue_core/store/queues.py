@@ -208,7 +208,8 @@ class NamedQueues:
         return {key: int(n) for key, n in conn.execute(stmt)}
 
     def _record_starts(self, conn, rate: RateLimit, rows: list[dict], now: float) -> None:
-        """Record the starts of ``rows`` in rate-limited queue ``s``, and forget those no window
+        """Record the starts of ``rows`` (leased: at their ``started_at``, the time the claim wrote,
+        read after its lock waits) in rate-limited queue ``s``, and forget those no window
         can count any more: older than the window and :data:`CLOCK_MARGIN` (the clocks of two
         claimers may read apart: SQLite's are the hosts'), by a claim that started something."""
         st = self.starts_t  # type: ignore[attr-defined]
@@ -217,7 +218,10 @@ class NamedQueues:
             return
         conn.execute(  # a start already recorded (the same task at the same instant) counts once
             self.db.dialect.insert_if_absent(st, ("queue", "rate_key", "started_at", "task_id")),
-            [{"queue": rate.queue, "rate_key": key_of(r), "started_at": now, "task_id": r["id"]} for r in rows],
+            [
+                {"queue": rate.queue, "rate_key": key_of(r), "started_at": r["started_at"], "task_id": r["id"]}
+                for r in rows
+            ],
         )
         forget = now - rate.window - max(rate.window, CLOCK_MARGIN)
         conn.execute(sa.delete(st).where(st.c.queue == rate.queue, st.c.started_at <= forget))
