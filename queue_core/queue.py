@@ -275,6 +275,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         types: Iterable[str] | None = None,
         queues: Any = None,
         notes: dict | None = None,
+        start_within: float = 0.0,
     ) -> list[AcquiredTask]:
         """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types) from
         ``queues`` (default: the config's ``queues``): ``"critical,default"`` or a list of names
@@ -282,6 +283,12 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         names to weights reads them in a weighted random order (:func:`policy.queue_order`).
         ``notes``: a dict the claim fills: ``rate_wait``, the seconds until a rate limit that held
         due tasks back lets one start.
+
+        ``start_within``: the seconds within which the caller starts the handler of a task of a
+        rate-limited queue it leases (such a task comes only first in a batch); its start is
+        counted at that deadline, the task's ``start_by``, and one not started by then must be
+        given back unrun (the worker does): then no window of the limit's length holds more than
+        its starts. 0: the lease is the start.
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
         the claim (a worker settles its last batch and leases the next one in one commit).
@@ -293,6 +300,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         served = self.served_queues if queues is None else check_served_queues(queues)
         given, now = now, self.now(now)
         alive = self._alive(alive_time)
+        within = check_duration(start_within, "start_within")
         plain, deferred = self._split(finish)
         entries, more = self._settle_entries(plain, now), _DeferredBatch(self, deferred, now)
         lost: list[Settled] = []
@@ -309,6 +317,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             queues=order,
             notes=notes,
             clock=functools.partial(self.now, given),  # the time it writes: read after its lock waits
+            start_within=within,
         )
         self._mark_settled(plain, lost, now)
         more.mark(now)

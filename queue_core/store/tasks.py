@@ -283,6 +283,7 @@ class TaskStore(
         queues: Sequence[str] = (DEFAULT_QUEUE,),
         notes: dict | None = None,
         clock: Callable[[], float] | None = None,
+        start_within: float = 0.0,
     ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
@@ -291,7 +292,9 @@ class TaskStore(
         the write lock of ``BEGIN IMMEDIATE``, elsewhere a limited queue's settings row and the
         fair lock), for the time the claim writes: the lease's expiry and ``started_at``, the
         claim events, a rate limit's starts. A claim that waited for a lock never writes the time
-        it read before the wait: a lease born expired would run twice at once.
+        it read before the wait: a lease born expired would run twice at once. ``start_within``:
+        the seconds within which the caller starts the handler of a rate-limited task (each such
+        row's ``start_by``: its start is counted then; ``store/queues.py``).
 
         ``queues``: the queues to lease from, best first (a queue's tasks are taken before the
         next queue's; paused ones are passed over, limited ones give at most their free slots:
@@ -329,14 +332,14 @@ class TaskStore(
                 also(conn)
             if self.db.last_run_retried() and stamps:
                 if mine := self._leased_under(conn, token, [at + alive_time for at in stamps]):
-                    return mine, 0
+                    return self.with_start_by(conn, mine, start_within), 0
             if not n:
                 return [], 0
 
             def claim_one(view, room, behind, admit, entry):
                 return view._claim(conn, room, alive_time, now, owner, types, token, stamp, behind, admit, entry)
 
-            return self._claim_queues(conn, n, now, queues, claim_one, notes)
+            return self._claim_queues(conn, n, now, queues, claim_one, notes, start_within)
 
         for _ in range(4):
             token = new_token()
