@@ -255,18 +255,22 @@ def free_slots(cap: int, running: int) -> int:
     return max(0, cap - running)
 
 
-#: the seconds within which a worker's processor starts the handler of a rate-limited task it
-#: leased: the start is counted at the end of them, and a task not started by then is given back
+#: the most seconds within which a worker's processor starts the handler of a rate-limited task
+#: it leased: the start is counted at the end of them, and a task not started by then is given back
 RATE_START_GRACE = 0.25
+#: the start grace is at most this share of the limit's window: in saturation a queue gets its N
+#: starts per window + grace, so the grace costs at most this share of the rate
+RATE_GRACE_SHARE = 0.05
 
 
-def start_by(started_at: float, within: float) -> float:
-    """When the handler of a rate-limited task leased at ``started_at`` starts at the latest, its
-    holder having promised to start it ``within`` seconds: the time its start is counted at. A
-    claim admits a start while fewer than the limit's N counted starts are later than its time
-    minus the window, so any window holds at most N handler starts (each starts after its own
-    claim, and no later than its counted time)."""
-    return started_at + within
+def start_by(started_at: float, within: float, window: float) -> float:
+    """When the handler of a rate-limited task (of a limit's ``window``) leased at ``started_at``
+    starts at the latest, its holder having promised to start it within ``within`` seconds (at most
+    :data:`RATE_GRACE_SHARE` of the window): the time its start is counted at. A claim admits a
+    start while fewer than the limit's N counted starts are later than its time minus the window,
+    so any window holds at most N handler starts (each starts after its own claim, and no later
+    than its counted time)."""
+    return started_at + min(within, window * RATE_GRACE_SHARE)
 
 
 def too_late_to_start(deadline: float | None, now: float) -> bool:

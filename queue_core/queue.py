@@ -285,8 +285,9 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         due tasks back lets one start.
 
         ``start_within``: the seconds within which the caller starts the handler of a task of a
-        rate-limited queue it leases (such a task comes only first in a batch); its start is
-        counted at that deadline, the task's ``start_by``, and one not started by then must be
+        rate-limited queue it leases (such a task comes only first in a batch; at most a twentieth
+        of the limit's window: ``policy.start_by``); its start is counted at that deadline, the
+        task's ``start_by``, and one not started by then must be
         given back unrun (the worker does): then no window of the limit's length holds more than
         its starts. 0: the lease is the start.
 

@@ -166,8 +166,8 @@ class NamedQueues:
         ``start_by`` their claim counted their start at."""
         settings = self.settings_in(conn, sorted({r["queue"] for r in rows}))
         for r in rows:
-            if (s := settings.get(r["queue"])) is not None and s.rate is not None:
-                r["start_by"] = policy.start_by(r["started_at"], within)
+            if (s := settings.get(r["queue"])) is not None and (rate := s.rate) is not None:
+                r["start_by"] = policy.start_by(r["started_at"], within, rate.window)
         return rows
 
     def _rate_room(self, conn, view, rate: RateLimit, room: int, now: float):
@@ -238,7 +238,7 @@ class NamedQueues:
         if not rows:
             return
         for r in rows:
-            r["start_by"] = policy.start_by(r["started_at"], within)
+            r["start_by"] = policy.start_by(r["started_at"], within, rate.window)
         conn.execute(  # a start already recorded (the same task at the same instant) counts once
             self.db.dialect.insert_if_absent(st, ("queue", "rate_key", "started_at", "task_id")),
             [

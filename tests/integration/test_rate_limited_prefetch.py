@@ -33,10 +33,17 @@ def test_a_rate_limited_start_is_counted_at_the_latest_time_its_handler_starts(q
     queue.limit("api", rate="1/3s", now=T0)
     for key in ("a", "b"):
         queue.submit(key, "t", {}, queue="api", now=T0 - 10)
+    (task,) = queue.poll_multi(3, now=T0, queues="api", start_within=0.125)
+    assert task.start_by == T0 + 0.125 and _starts(queue) == [T0 + 0.125]
+    assert queue.poll_multi(3, now=T0 + 3.1, queues="api") == []  # its window ends at T0 + 3.125
+    assert [t.key for t in queue.poll_multi(3, now=T0 + 3.125, queues="api")] == ["b"]
+
+
+def test_the_start_grace_is_at_most_a_twentieth_of_the_window(queue):
+    queue.limit("api", rate="5/1s", now=T0)
+    queue.submit("a", "t", {}, queue="api", now=T0 - 10)
     (task,) = queue.poll_multi(3, now=T0, queues="api", start_within=0.25)
-    assert task.start_by == T0 + 0.25 and _starts(queue) == [T0 + 0.25]
-    assert queue.poll_multi(3, now=T0 + 3.2, queues="api") == []  # its window ends at T0 + 3.25
-    assert [t.key for t in queue.poll_multi(3, now=T0 + 3.25, queues="api")] == ["b"]
+    assert task.start_by == T0 + 0.05 and _starts(queue) == [T0 + 0.05]
     queue.submit("c", "t", {}, now=T0)
     (plain,) = queue.poll_multi(3, now=T0 + 4, start_within=0.25)  # the default queue: no limit
     assert plain.start_by is None
@@ -54,7 +61,7 @@ def test_a_processor_gives_back_a_rate_limited_task_it_could_not_start_in_time(q
     queue.submit("a", "t", {}, queue="api", now=clock.now() - 1)
     (task,) = queue.poll_multi(1, queues="api", start_within=policy.RATE_START_GRACE)
     proc.monitor.hold(task)
-    clock.advance(policy.RATE_START_GRACE + 0.01)  # stalled past the time its start was counted at
+    clock.advance(0.15 + 0.01)  # stalled past the time its start was counted at (3 s / 20 after its claim)
     proc.process(task)
     m = queue["a"].metadata()
     assert ran == [] and (m.status, m.attempts) == ("waiting", 0)
@@ -67,7 +74,7 @@ def test_a_processor_starts_a_rate_limited_task_by_its_start_time(queue, clock):
     queue.submit("a", "t", {}, queue="api", now=clock.now() - 1)
     (task,) = queue.poll_multi(1, queues="api", start_within=policy.RATE_START_GRACE)
     proc.monitor.hold(task)
-    clock.advance(policy.RATE_START_GRACE)
+    clock.advance(0.15)
     proc.process(task)
     proc.settler.flush()
     assert ran == ["a"] and queue["a"].metadata().outcome == "success"
