@@ -255,6 +255,39 @@ def free_slots(cap: int, running: int) -> int:
     return max(0, cap - running)
 
 
+#: the most seconds within which a worker's processor starts the handler of a rate-limited task
+#: it leased: the start is counted at the end of them, and a task not started by then is given back
+RATE_START_GRACE = 0.25
+#: the start grace is at most this share of the limit's window: in saturation a queue gets its N
+#: starts per window + grace, so the grace costs at most this share of the rate
+RATE_GRACE_SHARE = 0.05
+
+
+def start_by(started_at: float, within: float, window: float) -> float:
+    """When the handler of a rate-limited task (of a limit's ``window``) leased at ``started_at``
+    starts at the latest, its holder having promised to start it within ``within`` seconds (at most
+    :data:`RATE_GRACE_SHARE` of the window): the time its start is counted at. A claim admits a
+    start while fewer than the limit's N counted starts are later than its time minus the window,
+    so any window holds at most N handler starts (each starts after its own claim, and no later
+    than its counted time)."""
+    return started_at + min(within, window * RATE_GRACE_SHARE)
+
+
+def too_late_to_start(deadline: float | None, now: float) -> bool:
+    """Whether a leased task whose start was counted at ``deadline`` (None: no rate limit) may no
+    longer start at ``now``: it is given back unrun instead (its counted start stays)."""
+    return deadline is not None and now > deadline
+
+
+def rate_limited_room(want: int, ahead: int) -> int:
+    """How many of a rate-limited queue's tasks a claim may lease, wanting ``want`` with ``ahead``
+    tasks leased before them in its batch: one, and only as the batch's first. A processor runs
+    a batch's tasks one after the other; a limited task leased behind another would start when
+    that one is done, long after the start it was counted as (its claim's time), next to the
+    start of the next one: prefetch would bunch the starts the limit spaces out."""
+    return min(want, 1) if ahead == 0 else 0
+
+
 def may_claim(row: Mapping, running: Mapping[str, int]) -> bool:
     """Whether a row's user has a free slot (rows without a user or a cap always do)."""
     if row["resource"] is None or row["max_running"] is None:

@@ -205,6 +205,7 @@ class Processor:
                 finish=[t for t, _ in settled],
                 types=self.types,
                 notes=self._notes,
+                start_within=policy.RATE_START_GRACE,
             )
         except DatabaseError:
             self.settler.put_back(settled)
@@ -285,6 +286,8 @@ class Processor:
         if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited
             self.monitor.drop(task)
             return self._settle(task, None, 0.0, started=False)
+        if policy.too_late_to_start(task.start_by, self.queue.now()):
+            return self._give_back_late(task)
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         with tracing.attempt_span(task) as span:
             started = time.monotonic()
@@ -294,6 +297,18 @@ class Processor:
             self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
             self._settle(task, error, elapsed)
             tracing.ended(span, task, error)
+
+    def _give_back_late(self, task) -> None:
+        """A rate-limited task not started by the time its start was counted at: starting it now
+        could put more starts in a window than the limit; it is given back unrun (due now, its
+        attempt given back), its counted start kept."""
+        self.monitor.drop(task)
+        try:
+            task.release()
+        except TaskError as exc:
+            log.warning("could not give back task=%s (its lease will expire): %s", task.key, exc)
+            return
+        log.warning("gave back task=%s type=%s: not started by its rate limit's start time", task.key, task.type)
 
     def _settle(self, task, error, elapsed, started: bool = True) -> None:
         try:

@@ -6,6 +6,7 @@ turns store rows into objects. It never builds SQL (that is ``queue_core.store``
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -274,6 +275,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         types: Iterable[str] | None = None,
         queues: Any = None,
         notes: dict | None = None,
+        start_within: float = 0.0,
     ) -> list[AcquiredTask]:
         """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types) from
         ``queues`` (default: the config's ``queues``): ``"critical,default"`` or a list of names
@@ -281,6 +283,13 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         names to weights reads them in a weighted random order (:func:`policy.queue_order`).
         ``notes``: a dict the claim fills: ``rate_wait``, the seconds until a rate limit that held
         due tasks back lets one start.
+
+        ``start_within``: the seconds within which the caller starts the handler of a task of a
+        rate-limited queue it leases (such a task comes only first in a batch; at most a twentieth
+        of the limit's window: ``policy.start_by``); its start is counted at that deadline, the
+        task's ``start_by``, and one not started by then must be
+        given back unrun (the worker does): then no window of the limit's length holds more than
+        its starts. 0: the lease is the start.
 
         ``finish``: held tasks to finish with outcome success in the same transaction, before
         the claim (a worker settles its last batch and leases the next one in one commit).
@@ -290,8 +299,9 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         types = None if types is None else check_types(types)
         served = self.served_queues if queues is None else check_served_queues(queues)
-        now = self.now(now)
+        given, now = now, self.now(now)
         alive = self._alive(alive_time)
+        within = check_duration(start_within, "start_within")
         plain, deferred = self._split(finish)
         entries, more = self._settle_entries(plain, now), _DeferredBatch(self, deferred, now)
         lost: list[Settled] = []
@@ -307,10 +317,12 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             types=types,
             queues=order,
             notes=notes,
+            clock=functools.partial(self.now, given),  # the time it writes: read after its lock waits
+            start_within=within,
         )
         self._mark_settled(plain, lost, now)
         more.mark(now)
-        return [AcquiredTask(self, r, now) for r in rows]
+        return [AcquiredTask(self, r, r["started_at"]) for r in rows]
 
     def finish_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> list[AcquiredTask]:
         """Finish several held tasks (outcome success, or their deferred finish) in one transaction.

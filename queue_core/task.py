@@ -227,6 +227,9 @@ class AcquiredTask:
         self.trace: str | None = row.get("trace")
         #: when this process leased it
         self.claimed_at = now
+        #: a task of a rate-limited queue: the latest time its handler may start, when its start
+        #: was counted (``poll_multi(start_within=)``); None: no rate limit
+        self.start_by: float | None = row.get("start_by")
         self.status = "running"
         self.outcome: str | None = None
         self.finished_at: float | None = None

@@ -342,7 +342,13 @@ class Database:
             after = monotonic()
             return ClockReading(server, (before + after) / 2, after - before)
 
-        return self.run(read, write=False, what="read the server clock")
+        # Read inside another run's transaction too (a claim asks the clock once its locks are
+        # held): that run's own state (retried, uncertain) is left as it was.
+        outer = (getattr(self._local, "retried", False), getattr(self._local, "uncertain", False))
+        try:
+            return self.run(read, write=False, what="read the server clock")
+        finally:
+            self._local.retried, self._local.uncertain = outer
 
     def check_before_use(self, check: Callable[[sa.Connection], bool]) -> None:
         """Run ``check(conn)`` in a read transaction of its own before the next :meth:`run`, and

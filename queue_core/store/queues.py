@@ -104,18 +104,28 @@ class NamedQueues:
 
     # -- the claim's walk ----------------------------------------------------------------
     def _claim_queues(
-        self, conn, n: int, now: float, queues: Sequence[str], claim_one, notes: dict | None = None
+        self,
+        conn,
+        n: int,
+        now: float,
+        queues: Sequence[str],
+        claim_one,
+        notes: dict | None = None,
+        start_within: float = 0.0,
     ) -> tuple[list[dict], int]:
         """Up to ``n`` rows from ``queues`` in that order, each queue's through
         ``claim_one(view, room, behind, admit, entry)`` (``behind``: rows of earlier queues are in
         the batch; ``admit``: the rows a rate limit per key lets start, or None; ``entry``: what
         the walk reads first, read already, or None); paused queues are passed over, a limited
-        one gives at most its free slots and the starts its rate allows. Serving several queues,
+        one gives at most its free slots and the starts its rate allows, a rate-limited one only
+        the first task of the batch (:func:`policy.rate_limited_room`). Serving several queues,
         one statement first reads every queue's entry (:meth:`_entries`): those with nothing due
         are not walked, and the others' walks skip their first read, so a claim costs as many
         round trips as one serving a single queue.
         ``notes["rate_wait"]``: when nothing was leased and a rate held due tasks back, the
-        seconds until its window lets one start (the worker sleeps that long, not a whole poll)."""
+        seconds until its window lets one start (the worker sleeps that long, not a whole poll).
+        ``start_within``: the seconds within which the caller starts a rate-limited task's handler
+        (its row's ``start_by``, when its start is counted: :func:`policy.start_by`)."""
         settings = self.settings_in(conn, queues, lock=True)
         running = [q for q in queues if not (q in settings and settings[q].paused)]
         entries = self._entries(conn, running, now) if len(running) > 1 else None
@@ -126,8 +136,11 @@ class NamedQueues:
             if entries is not None and entry is None:
                 continue  # nothing due there
             s = settings.get(name)
-            room = self._room(conn, s, n - len(delivered), now)
             rate = s.rate if s is not None else None
+            want = n - len(delivered)
+            if rate is not None and (want := policy.rate_limited_room(want, len(delivered))) == 0:
+                continue  # behind other tasks of the batch: not leased by this claim
+            room = self._room(conn, s, want, now)
             plain = view = self.in_queue(name)  # type: ignore[attr-defined]
             admit = None
             if room > 0 and rate is not None:
@@ -138,7 +151,7 @@ class NamedQueues:
                 continue
             rows, ended, cut = claim_one(view, room, bool(delivered), admit, entry if view is plain else None)
             if rate is not None:
-                self._record_starts(conn, rate, rows, now)
+                self._record_starts(conn, rate, rows, now, start_within)
                 if not rows and notes is not None:
                     self._note_rate_wait(conn, rate, now, notes)
             delivered += rows
@@ -148,13 +161,20 @@ class NamedQueues:
         return delivered, consumed
 
     # -- rate limits ---------------------------------------------------------------------
+    def with_start_by(self, conn, rows: list[dict], within: float) -> list[dict]:
+        """``rows`` (leased by an earlier run of this claim), those of rate-limited queues with the
+        ``start_by`` their claim counted their start at."""
+        settings = self.settings_in(conn, sorted({r["queue"] for r in rows}))
+        for r in rows:
+            if (s := settings.get(r["queue"])) is not None and (rate := s.rate) is not None:
+                r["start_by"] = policy.start_by(r["started_at"], within, rate.window)
+        return rows
+
     def _rate_room(self, conn, view, rate: RateLimit, room: int, now: float):
-        """The view, admission and room of a claim from a rate-limited queue: one task (a batch's
-        later tasks would start after their lease, bunching starts), if the window has a start
-        left for the whole queue; per key, the keys with none left are not read at all and the
-        others' rows are admitted up to what each has left."""
+        """The view, admission and room (at most ``room``) of a claim from a rate-limited queue:
+        for the whole queue, its room if the window has a start left; per key, the keys with none
+        left are not read at all and the others' rows are admitted up to what each has left."""
         used = self._starts_in(conn, rate, now)
-        room = min(room, 1)  # one task per claim: it starts right after the start it was counted as
         if rate.key is None:  # every start of the queue counts (also those made under a rate per key)
             return view, None, min(room, policy.free_slots(rate.limit, sum(used.values())))
         left = {key: policy.free_slots(rate.limit, n) for key, n in used.items()}
@@ -207,17 +227,24 @@ class NamedQueues:
         )
         return {key: int(n) for key, n in conn.execute(stmt)}
 
-    def _record_starts(self, conn, rate: RateLimit, rows: list[dict], now: float) -> None:
-        """Record the starts of ``rows`` in rate-limited queue ``s``, and forget those no window
+    def _record_starts(self, conn, rate: RateLimit, rows: list[dict], now: float, within: float = 0.0) -> None:
+        """Record the starts of ``rows`` in rate-limited queue ``s`` at the latest time their
+        handlers start (``start_by``, set on each row: ``within`` seconds after their lease's
+        ``started_at``, the time the claim wrote, read after its lock waits), and forget those no window
         can count any more: older than the window and :data:`CLOCK_MARGIN` (the clocks of two
         claimers may read apart: SQLite's are the hosts'), by a claim that started something."""
         st = self.starts_t  # type: ignore[attr-defined]
         key_of = _rate_key_of(rate.key)
         if not rows:
             return
+        for r in rows:
+            r["start_by"] = policy.start_by(r["started_at"], within, rate.window)
         conn.execute(  # a start already recorded (the same task at the same instant) counts once
             self.db.dialect.insert_if_absent(st, ("queue", "rate_key", "started_at", "task_id")),
-            [{"queue": rate.queue, "rate_key": key_of(r), "started_at": now, "task_id": r["id"]} for r in rows],
+            [
+                {"queue": rate.queue, "rate_key": key_of(r), "started_at": r["start_by"], "task_id": r["id"]}
+                for r in rows
+            ],
         )
         forget = now - rate.window - max(rate.window, CLOCK_MARGIN)
         conn.execute(sa.delete(st).where(st.c.queue == rate.queue, st.c.started_at <= forget))

@@ -15,7 +15,7 @@ import copy
 import functools
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -282,8 +282,19 @@ class TaskStore(
         types: Sequence[str] | None = None,
         queues: Sequence[str] = (DEFAULT_QUEUE,),
         notes: dict | None = None,
+        clock: Callable[[], float] | None = None,
+        start_within: float = 0.0,
     ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
+
+        ``now``: the time the claim judges which rows are due and which leases count. ``clock()``
+        (default: ``now``): asked once the locks a queue's walk may wait for are held (on SQLite
+        the write lock of ``BEGIN IMMEDIATE``, elsewhere a limited queue's settings row and the
+        fair lock), for the time the claim writes: the lease's expiry and ``started_at``, the
+        claim events, a rate limit's starts. A claim that waited for a lock never writes the time
+        it read before the wait: a lease born expired would run twice at once. ``start_within``:
+        the seconds within which the caller starts the handler of a rate-limited task (each such
+        row's ``start_by``: its start is counted then; ``store/queues.py``).
 
         ``queues``: the queues to lease from, best first (a queue's tasks are taken before the
         next queue's; paused ones are passed over, limited ones give at most their free slots:
@@ -303,6 +314,13 @@ class TaskStore(
         """
         pending = list(settle)
         token = 0
+        read = clock or (lambda: now)
+        stamps: list[float] = []  # the times its runs leased at: a retried run finds its own leases
+
+        def stamp() -> float:
+            at = max(now, read())
+            stamps.append(at)
+            return at
 
         def work(conn):
             self.claim_table(conn)
@@ -312,15 +330,16 @@ class TaskStore(
                     lost[:] = gone
             if also is not None:
                 also(conn)
-            if self.db.last_run_retried() and (mine := self._leased_under(conn, token, now + alive_time)):
-                return mine, 0
+            if self.db.last_run_retried() and stamps:
+                if mine := self._leased_under(conn, token, [at + alive_time for at in stamps]):
+                    return self.with_start_by(conn, mine, start_within), 0
             if not n:
                 return [], 0
 
             def claim_one(view, room, behind, admit, entry):
-                return view._claim(conn, room, alive_time, now, owner, types, token, behind, admit, entry)
+                return view._claim(conn, room, alive_time, now, owner, types, token, stamp, behind, admit, entry)
 
-            return self._claim_queues(conn, n, now, queues, claim_one, notes)
+            return self._claim_queues(conn, n, now, queues, claim_one, notes, start_within)
 
         for _ in range(4):
             token = new_token()
@@ -332,12 +351,13 @@ class TaskStore(
             notes["ended_rows"] = True
         return []
 
-    def _leased_under(self, conn, token: int, expires: float) -> list[dict]:
-        """The rows a claim with ``token`` leased until ``expires`` (an earlier run of its
+    def _leased_under(self, conn, token: int, expiries: list[float]) -> list[dict]:
+        """The rows a claim with ``token`` leased until one of ``expiries`` (an earlier run of its
         transaction committed); found through the (state, timeout) index. Every one of them is
         delivered (that claim cut its batch already): its attempt-limited row, if any, first."""
         t = self.t
-        held = sa.select(t).where(t.c.state == LIVE, t.c.timeout == expires, t.c.lease_token == token, t.c.leased == 1)
+        until = t.c.timeout.in_(sorted(set(expiries)))
+        held = sa.select(t).where(t.c.state == LIVE, until, t.c.lease_token == token, t.c.leased == 1)
         rows = [dict(r._mapping) for r in conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))]
         return sorted(rows, key=lambda r: r["max_attempts"] is None)  # stable: the limited one first
 
@@ -355,11 +375,13 @@ class TaskStore(
         return None
 
     def _claim(
-        self, conn, n, alive_time, now, owner, types, token, behind=False, admit=None, entry=None
+        self, conn, n, alive_time, now, owner, types, token, stamp, behind=False, admit=None, entry=None
     ) -> tuple[list[dict], int, bool]:
         """Lease up to ``n`` due rows of this store's scope (a queue); returns them, how many
         picked rows the claim ended instead, and whether the batch was cut before a row with
-        ``max_attempts`` (``behind``: other rows come first in the batch). ``admit(rows)``: those
+        ``max_attempts`` (``behind``: other rows come first in the batch). Rows are picked as due
+        at ``now``; what the claim writes of them is at ``stamp()``, read once they are locked
+        (every lock this walk may wait for is held then). ``admit(rows)``: those
         of the rows a limit lets start (a rate limit per user or type). ``entry``: what
         :attr:`_user_and_top` reads, read already in this transaction (several queues served)."""
         t = self.t
@@ -382,6 +404,7 @@ class TaskStore(
             picked = self._pick_userless(conn, n, now, lock=True, types=types, tops=tops)
         if not picked:
             return [], 0, False
+        now = stamp()
         deliver, consumed = self._screen(conn, picked, now)
         if admit is not None:
             deliver = admit(deliver)

@@ -94,3 +94,10 @@ def occurrence(task):
     _record(task, key=key)
     time.sleep(task.data.get("sleep", 0))
     _record(task, "done", key=key)
+
+
+def stamped(task):
+    """Appends "<key> <time.time()>" to data["starts"] as its handler starts; sleeps data["sleep"]."""
+    with open(task.data["starts"], "a") as fh:
+        fh.write(f"{task.key} {time.time():.6f}\n")
+    time.sleep(task.data.get("sleep", 0))
