@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .app import make_runner
@@ -51,14 +50,11 @@ class LivenessBeat(threading.Thread):
     its own: a monitor waiting on the database (a lease heartbeat waiting for SQLite's write lock,
     which a frozen process holds) leaves its child alive, not silent; the supervisor killed such
     children with the frozen one. A frozen process or a handler holding the GIL beats no more;
-    nor a child whose monitor died or has been stuck in one turn for :func:`stuck_limit`. A child
-    whose supervisor is gone calls ``orphaned()``: it ends at once (nobody would replace it),
-    by default without giving back anything."""
+    nor a child whose monitor died or has been stuck in one turn for :func:`stuck_limit`."""
 
-    def __init__(self, beat_fd: int, settings: dict, monitor: TaskMonitor, orphaned: Callable[[], None] | None = None):
+    def __init__(self, beat_fd: int, settings: dict, monitor: TaskMonitor):
         super().__init__(name="pq-liveness", daemon=True)
         self.beat_fd, self.monitor = beat_fd, monitor
-        self.orphaned = orphaned or (lambda: exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: exiting"))
         self.interval, self.stuck_limit = settings["child_heartbeat_interval"], stuck_limit(settings)
 
     def run(self) -> None:
@@ -67,19 +63,9 @@ class LivenessBeat(threading.Thread):
                 try:
                     os.write(self.beat_fd, b"\0")
                 except OSError:  # the supervisor is gone: nobody will replace us, so stop hard
-                    _say(f"processor pid={os.getpid()}: supervisor gone: ending at once")
-                    self.orphaned()
-                    return
+                    exit_now(EXIT_IMMEDIATE, f"processor pid={os.getpid()}: supervisor gone: exiting")
             if self.monitor.halted.wait(self.interval):
                 return
-
-
-def _say(line: str) -> None:
-    """One line on stderr without a lock (a log call could wait for one another thread holds)."""
-    try:
-        os.write(2, f"{line}\n".encode(errors="replace"))
-    except OSError:
-        pass
 
 
 class TaskMonitor(threading.Thread):
@@ -89,13 +75,7 @@ class TaskMonitor(threading.Thread):
     taken over, and (process mode) starts the :class:`LivenessBeat` of its child.
     """
 
-    def __init__(
-        self,
-        settings: dict,
-        beat_fd: int | None = None,
-        settler: Settler | None = None,
-        orphaned: Callable[[], None] | None = None,
-    ):
+    def __init__(self, settings: dict, beat_fd: int | None = None, settler: Settler | None = None):
         super().__init__(name="pq-task-monitor", daemon=True)
         self.interval = settings["task_heartbeat_interval"]
         self.alive_time = settings["alive_time"]
@@ -105,7 +85,7 @@ class TaskMonitor(threading.Thread):
         self.halted = threading.Event()
         #: when the turn the monitor is in began (monotonic), None while it waits for the next
         self.busy_since: float | None = None
-        self._beat = None if beat_fd is None else LivenessBeat(beat_fd, settings, self, orphaned)
+        self._beat = None if beat_fd is None else LivenessBeat(beat_fd, settings, self)
 
     def hold(self, task, runner=None) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from .listener import start_listener
 from .monitor import TaskMonitor, run_handler
 from .queue import Queue
 from .registry import registration_of
-from .service import EXIT_IMMEDIATE, EXIT_OK, EXIT_RECYCLE, IMMEDIATE_GRACE, LoopControl, OutageWait, exit_now
+from .service import EXIT_OK, EXIT_RECYCLE, IMMEDIATE_GRACE, LoopControl, OutageWait, exit_now
 from .settler import Settler
 
 log = logging.getLogger("queue_core.worker")
@@ -79,11 +79,7 @@ class Processor:
         self.settler = Settler(self.queue)
         names = list(self.queue.served_queues[0])
         self.registration = registration_of(self.queue, names, None if self.types is None else list(self.types))
-        # a child whose supervisor died gives back what it has not started, as at an immediate stop:
-        # only the task whose handler runs is left to expire, charged a crash
-        self.monitor = TaskMonitor(
-            settings, beat_fd, self.settler, orphaned=lambda: stop_at_once([self], EXIT_IMMEDIATE)
-        )
+        self.monitor = TaskMonitor(settings, beat_fd, self.settler)
         #: what this processor holds, kept where the process replacing it can read it should it die
         self.ledger: LeaseLedger | NoLedger = ledger or NoLedger()
         self.settler.release = self.monitor.drop

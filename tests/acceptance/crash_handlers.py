@@ -9,7 +9,6 @@ data["crashes"] runs (every run without it), counted in files under data["dir"].
 from __future__ import annotations
 
 import os
-import time
 
 import pqflow
 
@@ -33,10 +32,8 @@ def _crash_if_asked(data: dict, name: str) -> None:
 
 
 def crashing(task) -> None:
-    """A plain task: record the run, sleep data["sleep"] (default none), then kill the process
-    if it is the one asked to."""
+    """A plain task: record the run, then kill the process if it is the one asked to."""
     _ran(task.data, task.key)
-    time.sleep(task.data.get("sleep", 0))
     _crash_if_asked(task.data, task.key)
 
 

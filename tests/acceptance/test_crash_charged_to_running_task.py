@@ -4,7 +4,6 @@ are given back uncharged: real worker processes on SQLite, MariaDB and PostgreSQ
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections import Counter
@@ -14,7 +13,7 @@ import pqflow
 
 sys.path.insert(0, str(Path(__file__).parent))
 import crash_handlers  # noqa: E402
-from procs import _children, finish, start_worker, wait_for  # noqa: E402
+from procs import finish, start_worker, wait_for  # noqa: E402
 
 HANDLERS = str(Path(__file__).with_name("crash_handlers.py"))
 #: the lease the crashed task waits out before it runs again (its holder is dead)
@@ -71,46 +70,3 @@ def test_plain_tasks_of_one_batch_are_not_charged_a_neighbours_crash(wq, tmp_pat
     assert rows["t10"].attempts == 3 and _runs(log)["t10"] == 3  # two crashes charged, then its success
     assert {k: rows[k].attempts for k in keys if k != "t10"} == {k: 1 for k in keys if k != "t10"}, out[-3000:]
     assert out.count("exited with -9") == 2
-
-
-def test_a_child_whose_supervisor_died_gives_back_what_it_has_not_started(wq, tmp_path):
-    """The supervisor alone SIGKILLed: its child ends at once (nobody would replace it), having
-    given back its batch's waiting tasks uncharged; the running one's lease is left to expire."""
-    log = tmp_path / "runs.log"
-    wq.submit("slow", "crashing", {"log": str(log), "dir": str(tmp_path), "sleep": 60})
-    for k in ("w1", "w2", "w3"):
-        wq.submit(k, "crashing", {"log": str(log), "dir": str(tmp_path)})
-    proc = _worker(wq, "crashing", processors=1, task_prefetch=3, alive_time=60)
-    try:
-        wait_for(lambda: log.exists() and "slow" in _runs(log), timeout=60, what="the slow task's start")
-        children = _children(proc.pid)
-        os.kill(proc.pid, signal.SIGKILL)
-        wait_for(lambda: not any(_alive(c) for c in children), timeout=30, what="the child's end")
-    finally:
-        for pid in [proc.pid, *children]:
-            _kill_group(pid)
-        proc.communicate(timeout=30)
-    rows = {t.key: t for t in wq.list()}
-    assert {k: (rows[k].status, rows[k].attempts) for k in ("w1", "w2", "w3")} == dict.fromkeys(
-        ("w1", "w2", "w3"), ("waiting", 0))
-    assert (rows["slow"].status, rows["slow"].attempts) == ("running", 1)  # its lease expires: charged
-    assert _runs(log) == {"slow": 1}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
