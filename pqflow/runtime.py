@@ -216,12 +216,8 @@ class Decider(Runner):
                 "failed",
                 f"step {node.step!r} of workflow {run.dag['workflow']!r} no longer exists in the worker's code",
             )
-        if policy.crashed_too_often(t.attempts, node.failures):
-            return (
-                "failed",
-                f"its worker died {policy.crashes(t.attempts, node.failures)} times while running it (lease expired)",
-            )
-        return None
+        crashed = policy.crash_refusal(t.attempts, node.failures)
+        return None if crashed is None else ("failed", crashed)
 
     def _function(self, workflow: str, step: str):
         try:

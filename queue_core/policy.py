@@ -14,7 +14,11 @@ all call these functions; none of them decides on its own. ``docs/policy.md`` li
 3. **What spends an attempt.** A claim counts one. A run of the handler keeps it, and so does an
    expired lease (its holder may have run the handler before it died); a release (``release()``,
    and the unrun rest of a batch a stopping worker gives back) and a lease taken over before the
-   handler started give it back.
+   handler started give it back. **A crash is charged only to the task whose handler was running
+   when its process died** (:func:`crash_end`): the others its process held (leased behind it in
+   its batch, or run before it with their successes not yet written) are given back uncharged by
+   the process that replaces it; a workflow step and a plain task count crashes alike, in their
+   attempts (:func:`crashes`, :func:`crash_refusal`).
 4. **Lease expiry.** A lease is held while ``leased`` and ``now < timeout``; after that the row is
    waiting and due again (a lease ending later than ``now + MAX_LEASE``, which no claim or heartbeat
    writes, counts towards no user's cap), and the claim that takes it decides on it as on any due
@@ -146,14 +150,23 @@ def step_after_error(failures: int, retries: int, policy: Backoff, rng: RandomSo
 
 def crashes(attempts: int, failures: int) -> int:
     """How often a workflow step's worker died running it: its acquisitions but this one, less
-    the runs that ended in an error (releases and leases lost before the start are not counted
-    in ``attempts``, see :func:`spends_attempt`)."""
+    the runs that ended in an error (releases, leases lost before the start and the leases a
+    dead process held without running them are not counted in ``attempts``: see
+    :func:`spends_attempt`, :func:`crash_end`)."""
     return attempts - 1 - failures
 
 
 def crashed_too_often(attempts: int, failures: int) -> bool:
     """Whether a workflow step is failed instead of run: its worker died more than CRASH_ALLOWANCE times."""
     return crashes(attempts, failures) > CRASH_ALLOWANCE
+
+
+def crash_refusal(attempts: int, failures: int) -> str | None:
+    """The error a workflow step fails with instead of running once its worker died more than
+    CRASH_ALLOWANCE times while running it; None: it may run."""
+    if not crashed_too_often(attempts, failures):
+        return None
+    return f"its worker died {crashes(attempts, failures)} times while running it (lease expired)"
 
 
 # -- 3. what spends an attempt ------------------------------------------------------------------
@@ -168,6 +181,10 @@ class LeaseEnd(StrEnum):
     RELEASED = "released"
     #: taken over by another worker while it waited its turn in its batch: never ran here
     LOST_BEFORE_START = "lost before start"
+    #: its process died while another task's handler ran, or between two handlers: it waited its
+    #: turn in its batch, or its handler had succeeded and the success was lost before it was
+    #: written; it did not bring the process down (given back by the process that replaces it)
+    ORPHANED = "orphaned"
 
 
 #: the ends that keep the attempt the claim counted; the others give it back
@@ -177,6 +194,14 @@ SPENDS_ATTEMPT = frozenset({LeaseEnd.RAN, LeaseEnd.EXPIRED})
 def spends_attempt(end: LeaseEnd) -> bool:
     """Whether a lease that ended so keeps the attempt its claim counted."""
     return end in SPENDS_ATTEMPT
+
+
+def crash_end(running: bool) -> LeaseEnd:
+    """How the lease of a task ends when the process holding it died: charged as a crash
+    (EXPIRED: its lease is left to expire, its attempt kept) when its handler was ``running``
+    then, else given back uncharged (ORPHANED). Code run for a whole batch (a handler class's
+    ``prefetch``) counts as running every task of the batch."""
+    return LeaseEnd.EXPIRED if running else LeaseEnd.ORPHANED
 
 
 def attempts_after(end: LeaseEnd, attempts: int) -> int:

@@ -19,6 +19,7 @@ from .app import served_types
 from .chores import Chore
 from .config import DEFAULTS
 from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskError
+from .lease_ledger import LeaseLedger, NoLedger
 from .listener import start_listener
 from .monitor import TaskMonitor, run_handler
 from .queue import Queue
@@ -67,6 +68,7 @@ class Processor:
         queue=None,
         beat_fd: int | None = None,
         name: str = "processor",
+        ledger: LeaseLedger | None = None,
     ):
         self.target = target
         self.types = served_types(target)  # leased: only tasks of these types (None: any)
@@ -78,6 +80,8 @@ class Processor:
         names = list(self.queue.served_queues[0])
         self.registration = registration_of(self.queue, names, None if self.types is None else list(self.types))
         self.monitor = TaskMonitor(settings, beat_fd, self.settler)
+        #: what this processor holds, kept where the process replacing it can read it should it die
+        self.ledger: LeaseLedger | NoLedger = ledger or NoLedger()
         self.settler.release = self.monitor.drop
         self.control = LoopControl()
         self.processed = 0
@@ -126,6 +130,7 @@ class Processor:
         self.registration.join()
         listener = start_listener(self.queue, self.wake) if listen and not self.burst else None
         try:
+            give_back_orphans(self.queue, self.ledger)
             return self._loop()
         finally:
             if listener is not None:
@@ -133,6 +138,8 @@ class Processor:
             self.monitor.stop()
             self.monitor.join(5)
             self.settler.flush()
+            if not self.settler.waiting:  # else successes not written: given back by whoever follows
+                self.ledger.clear()
             self.registration.leave()
             if self._giving_back.is_set():
                 self._given_back.wait(GIVE_BACK_TIME)
@@ -210,6 +217,7 @@ class Processor:
         except DatabaseError:
             self.settler.put_back(settled)
             raise
+        self.ledger.record(tasks)
         self.db_backoff.succeeded()
         self.settler.report(settled)
         self._settled_with_claim = bool(settled)
@@ -221,7 +229,9 @@ class Processor:
         with self._batch_lock:
             if not self._giving_back.is_set():  # else an immediate stop gave them back already
                 self._unstarted = list(tasks)
+        self.ledger.running_all()  # a crash in code run for the whole batch is charged to all of it
         prefetch(self.target, self.queue, tasks)
+        self.ledger.running(None)
         while (t := self._next_unstarted()) is not None:
             self.process(t)
             self.processed += 1
@@ -291,7 +301,9 @@ class Processor:
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         with tracing.attempt_span(task) as span:
             started = time.monotonic()
+            self.ledger.running(task)  # should the process die now, this task alone is charged
             error = run_handler(self.target, task, self.monitor)  # KeyboardInterrupt included: the task's error
+            self.ledger.running(None)
             elapsed = time.monotonic() - started
             avg = self._avg_task_time
             self._avg_task_time = elapsed if avg is None else 0.8 * avg + 0.2 * elapsed
@@ -368,6 +380,31 @@ def _give_back(proc: Processor) -> None:
         proc.give_back_now()
     except Exception as exc:  # noqa: BLE001 - best effort: the stop must happen regardless
         log.warning("could not give back unstarted tasks at an immediate stop: %s", exc)
+
+
+def give_back_orphans(queue, ledger: LeaseLedger | NoLedger) -> None:
+    """Give back what the dead process whose ledger this is held (:mod:`queue_core.lease_ledger`):
+    each lease but the one whose handler was running goes back uncharged, due now
+    (:func:`policy.crash_end`); that one is left to expire, a crash charged. Best effort: a lease
+    not given back expires, charged too."""
+    held = ledger.read()
+    if not held:
+        return
+    back = [(i, token) for i, token, running in held if not policy.spends_attempt(policy.crash_end(running))]
+    charged = [i for i, _, running in held if policy.spends_attempt(policy.crash_end(running))]
+    try:
+        n = queue.release_leases(back)
+    except DatabaseError as exc:
+        log.warning("could not give back the tasks a dead processor held (their leases expire): %s", exc)
+        return
+    finally:
+        ledger.clear()
+    log.info(
+        "a processor died holding %d tasks: %d given back uncharged; charged a crash: task id %s",
+        len(held),
+        n,
+        ", ".join(map(str, charged)) or "none (no handler was running)",
+    )
 
 
 def prefetch(target: Any, queue, tasks: list) -> None:

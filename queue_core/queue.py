@@ -353,6 +353,17 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
                     t._mark_released(now)
         return len(released)
 
+    def release_leases(self, leases: Sequence[tuple[int, int]], *, now: float | None = None) -> int:
+        """Give back the leases ``(task id, lease token)`` that a process which died held without
+        running their handlers (:class:`~queue_core.lease_ledger.LeaseLedger`): due now, their
+        attempts given back, one transaction per claim; those finished or taken over meanwhile
+        are left as they are. Returns how many were given back."""
+        now = self.now(now)
+        by_token: dict[int, list[int]] = {}
+        for id_, token in leases:
+            by_token.setdefault(token, []).append(id_)
+        return sum(len(self.store.release_batch(ids, token, now)) for token, ids in by_token.items())
+
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
         """The plain and the deferred finishes of ``tasks``, each lease once (listed twice, or two
         copies of one task: finished once) and none whose holder ended it already."""

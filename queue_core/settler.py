@@ -65,6 +65,12 @@ class Settler:
                 self._items[:0] = items
                 self._since = self._since or self.clock()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether successes wait to be written."""
+        with self._lock:
+            return bool(self._items)
+
     def due(self) -> bool:
         """Whether the monitor thread should write the waiting finishes now."""
         since, now = self._since, self.clock()

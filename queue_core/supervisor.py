@@ -1,11 +1,14 @@
 """The supervisor of a worker's child processes (``processor_type = "process"``, the default).
 
-It forks ``processors`` children, each running ``child_main(settings, beat_fd, slot)`` in a
-process group of its own and beating ``beat_fd`` while alive, and keeps them:
+It forks ``processors`` children, each running ``child_main(settings, beat_fd, slot, ledger)`` in
+a process group of its own, beating ``beat_fd`` while alive and keeping in ``ledger`` (memory of
+the supervisor's, one per slot: :mod:`queue_core.lease_ledger`) the leases it holds, and keeps them:
 
 * a child silent for ``child_heartbeat_limit`` is SIGKILLed with its process group and replaced;
   a child that exits is replaced (in burst mode, not once it exited 0); a slot is forked again
-  ``child_fork_frequency_limit`` seconds after its previous fork at the soonest;
+  ``child_fork_frequency_limit`` seconds after its previous fork at the soonest; the child that
+  replaces a dead one first gives back what the dead one held without running it, uncharged
+  (one that is not replaced has it given back from a process of its own);
 * a stop or a graceful restart reaches each child as TERM, resent every ``child_kill_interval``
   until it exits, and escalated to SIGKILL after ``child_graceful_kill_limit`` (if set); an
   immediate stop or restart reaches each child as QUIT (it gives back what it has not started
@@ -19,21 +22,25 @@ What each signal does: :data:`queue_core.service.WORKER_SIGNALS` (docs/worker.md
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import signal
 import time
 from collections.abc import Callable
 
-from .apart import fork_holding
+from .apart import CheckApart, fork_holding
+from .lease_ledger import LeaseLedger
 from .logs import reopen_logs
-from .processor import open_checked
+from .processor import give_back_orphans, open_checked, open_queue
 from .service import EXIT_OK, IMMEDIATE_GRACE, WORKER_SIGNALS, Intent, Signals, reload_settings
 
 log = logging.getLogger("queue_core.worker")
 
-#: a child's work: (settings, beat_fd, slot) -> exit code
-ChildMain = Callable[[dict, int, int], int]
+#: a child's work: (settings, beat_fd, slot, ledger) -> exit code
+ChildMain = Callable[[dict, int, int, LeaseLedger], int]
+#: the longest the supervisor waits for the give-back of what a child it does not replace held
+GIVE_BACK_LIMIT = 5.0
 
 
 class Child:
@@ -60,6 +67,7 @@ class Supervisor:
         self.children: dict[int, Child] = {}  # pid -> child
         self.slots_done: set[int] = set()
         self.last_fork: dict[int, float] = {}
+        self.ledgers: dict[int, LeaseLedger] = {}  # slot -> the leases of its child, shared with it
         self.restart_pending: set[int] = set()
         self.signals: Signals | None = None
 
@@ -151,6 +159,7 @@ class Supervisor:
         wait = self.settings["child_fork_frequency_limit"] - (self.clock() - self.last_fork.get(slot, -1e9))
         if wait > 0:
             time.sleep(min(wait, 5))
+        self.ledgers.setdefault(slot, LeaseLedger())  # before the first fork: shared with every child of the slot
         r, w = os.pipe()
         pid = fork_holding(WORKER_SIGNALS)  # the child's handlers catch what is sent before they are set
         if pid == 0:
@@ -166,7 +175,7 @@ class Supervisor:
         """The forked child: run ``child_main`` and exit with its code, never return."""
         code = 1
         try:
-            code = self.child_main(self.settings, beat_fd, slot)
+            code = self.child_main(self.settings, beat_fd, slot, self.ledgers[slot])
         except BaseException:  # noqa: BLE001
             log.exception("processor crashed")
         finally:
@@ -199,14 +208,30 @@ class Supervisor:
     def _replace(self, c: Child, code: int) -> None:
         log.info("processor %d pid=%d exited with %s", c.slot, c.pid, code)
         if self.stopping:
-            return
+            return self._give_back(c.slot)
         if c.slot in self.restart_pending:
             self.restart_pending.discard(c.slot)
         elif self.burst and code == EXIT_OK:
             self.slots_done.add(c.slot)
-            return
+            return self._give_back(c.slot)
         if c.slot < self.settings["processors"]:
-            self.spawn(c.slot)
+            self.spawn(c.slot)  # gives back what its predecessor held, as it starts
+        else:
+            self._give_back(c.slot)
+
+    def _give_back(self, slot: int) -> None:
+        """What the ended child of a slot nobody replaces held without running it, given back
+        (:func:`~queue_core.processor.give_back_orphans`) from a process of its own: the
+        supervisor never connects (:mod:`queue_core.apart`). Nothing to do after a clean end."""
+        ledger = self.ledgers.get(slot)
+        if ledger is None or not ledger.read():
+            return
+        work = functools.partial(_give_back_apart, self.settings, ledger)
+        try:
+            CheckApart(work, WORKER_SIGNALS).result(GIVE_BACK_LIMIT)
+        except Exception as exc:  # noqa: BLE001 - best effort: their leases expire otherwise
+            log.warning("could not give back what processor %d held (its leases expire): %s", slot, exc)
+        ledger.clear()
 
     def keepalive(self) -> None:
         """Kill the children silent past ``child_heartbeat_limit``; resend TERM to those asked to
@@ -228,6 +253,14 @@ class Supervisor:
                 elif now - c.last_signal > self.settings["child_kill_interval"]:
                     _send(c.pid, signal.SIGTERM)
                     c.last_signal = now
+
+
+def _give_back_apart(settings: dict, ledger: LeaseLedger) -> None:
+    queue = open_queue(settings)
+    try:
+        give_back_orphans(queue, ledger)
+    finally:
+        queue.close()
 
 
 def _send(pid: int, sig) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 from .apart import CheckApart
 from .app import describe_types, served_types
 from .errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
+from .lease_ledger import LeaseLedger
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
 from .processor import Processor, open_checked, stop_at_once
@@ -135,10 +136,10 @@ def install_child_signals(proc: Processor) -> Signals:
     return Signals(CHILD_SIGNALS, actions, repeated_stop_is_immediate=False).act_in_thread()
 
 
-def _child_main(target: Any, burst: bool, settings: dict, beat_fd: int, slot: int) -> int:
+def _child_main(target: Any, burst: bool, settings: dict, beat_fd: int, slot: int, ledger: LeaseLedger) -> int:
     os.setpgid(0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the supervisor's wake-up, not ours
-    proc = Processor(target, settings, burst=burst, beat_fd=beat_fd, name=f"processor-{slot}")
+    proc = Processor(target, settings, burst=burst, beat_fd=beat_fd, name=f"processor-{slot}", ledger=ledger)
     install_child_signals(proc)
     log.info("processor %d running pid=%d", slot, os.getpid())
     return proc.run()

@@ -6,7 +6,7 @@ from queue_core import config
 from queue_core.supervisor import Supervisor
 
 
-def child_main(settings, beat_fd, slot):
+def child_main(settings, beat_fd, slot, ledger):
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
     signal.signal(signal.SIGQUIT, lambda *a: os._exit(0))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGINT, signal.SIGUSR2])

@@ -120,7 +120,7 @@ EARLY_STOP = textwrap.dedent("""
     from queue_core.supervisor import Supervisor
     gate_r, gate_w = os.pipe()
 
-    def child_main(settings, beat_fd, slot):
+    def child_main(settings, beat_fd, slot, ledger):
         os.read(gate_r, 1)  # a slow start: the stop comes before the child's own handlers
         stopped = []
         signals = Signals({signal.SIGTERM: Intent.STOP}, {Intent.STOP: lambda: stopped.append(1)})

@@ -1,0 +1,53 @@
+"""The leases a dead process held without running them are given back by (task id, lease token):
+due now, their attempts given back; a lease finished or taken over meanwhile is left alone."""
+
+from __future__ import annotations
+
+from queue_core import config
+from queue_core.lease_ledger import LeaseLedger
+from queue_core.supervisor import Supervisor
+
+
+def test_release_leases_gives_back_only_the_dead_holders_own_leases(queue, clock):
+    for k in ("a", "b", "c", "d"):
+        queue.submit(k, "t")
+    batch = queue.poll_multi(4, alive_time=10)
+    assert [t.key for t in batch] == ["a", "b", "c", "d"] and {t.attempts for t in batch} == {1}
+    by_key = {t.key: t for t in batch}
+    by_key["b"].finish()
+    clock.advance(11)  # every lease expired; another worker takes c over
+    (again,) = queue.poll_multi(1, alive_time=10)
+    assert again.key == "a"  # the longest due first: a, then c, d
+    queue.release_leases([(t._id, t._token) for t in batch])
+    assert queue["a"].metadata().attempts == 2  # held by its new holder: left alone
+    assert queue["b"].metadata().status == "finished"
+    for k in ("c", "d"):
+        m = queue[k].metadata()
+        assert (m.status, m.attempts) == ("waiting", 0), k
+        assert m.run_at == clock.now()
+
+
+def test_release_leases_returns_how_many_it_gave_back(queue, clock):
+    queue.submit("a", "t")
+    queue.submit("b", "t")
+    batch = queue.poll_multi(2, alive_time=10)
+    assert queue.release_leases([(t._id, t._token) for t in batch]) == 2
+    assert queue.release_leases([(t._id, t._token) for t in batch]) == 0  # not held any more
+    assert [t.key for t in queue.poll_multi(2, alive_time=10)] == ["a", "b"]
+
+
+def test_a_supervisor_gives_back_what_a_child_it_does_not_replace_held_but_the_running_task(wq):
+    """A child that ended and is not forked again (the worker stops): its supervisor gives back,
+    from a process of its own, each lease of its ledger but the one whose handler was running."""
+    for k in ("a", "b", "c"):
+        wq.submit(k, "t")
+    batch = wq.poll_multi(3, alive_time=60)
+    sup = Supervisor(lambda *_: 0, config.build({"url": wq.config["url"], "table": wq.table}), burst=False,
+                     config_loader=None)
+    ledger = sup.ledgers[0] = LeaseLedger()
+    ledger.record(batch)
+    ledger.running(batch[1])
+    sup._give_back(0)
+    assert ledger.read() == []
+    assert {k: (wq[k].metadata().status, wq[k].metadata().attempts) for k in ("a", "b", "c")} == {
+        "a": ("waiting", 0), "b": ("running", 1), "c": ("waiting", 0)}
