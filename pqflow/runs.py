@@ -7,6 +7,7 @@ count); the items of a map are listed only when asked for (:meth:`Run.items`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,9 @@ class StepInfo:
     started_at: float | None = None
     finished_at: float | None = None
     items: MapInfo | None = None  # a map step's counts, once its items exist
+    #: a failed step's last traceback (capped as stored), and the attempt and worker it came from
+    traceback: str | None = None
+    traceback_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     state, dag = ref.state, ref.dag
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
     steps = {name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name))) for name in dag["order"]}
+    _add_tracebacks(tx, steps, nodes, run_id)
     return Run(
         run_id,
         dag["workflow"],
@@ -180,6 +185,16 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
         cancel_requested=state.cancel,
         queue=q,
     )
+
+
+def _add_tracebacks(tx: Transaction, steps: dict[str, StepInfo], nodes: dict, run_id: str) -> None:
+    """The last traceback of each failed step that kept one (one read of their events)."""
+    failed = {nodes[node_key(run_id, n)]["id"]: n for n, s in steps.items() if s.status == "failed" and s.items is None}
+    for task_id, found in tx.runs.tasks.last_tracebacks(tx.conn, list(failed)).items():
+        shown = f"attempt {found['attempt']} on worker {found['owner'] or '-'}"
+        steps[failed[task_id]] = dataclasses.replace(
+            steps[failed[task_id]], traceback=found["traceback"], traceback_from=shown
+        )
 
 
 def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:

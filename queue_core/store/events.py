@@ -341,6 +341,14 @@ class TaskEvents:
         stmt = sa.select(e).where(e.c.task_id == task_id).order_by(e.c.id)
         return [dict(r._mapping) for r in conn.execute(stmt)]
 
+    def last_tracebacks(self, conn, ids: Sequence[int]) -> dict[int, dict]:
+        """The traceback each of the tasks ``ids`` kept last (of the error that ended its latest
+        failed attempt), with that attempt (``attempt``) and its worker (``owner``)."""
+        e = self.events_t
+        cols = (e.c.task_id, e.c.attempt, e.c.owner, e.c.traceback)
+        stmt = sa.select(*cols).where(e.c.task_id.in_(list(ids)), e.c.traceback.is_not(None)).order_by(e.c.id)
+        return {r.task_id: dict(r._mapping) for r in conn.execute(stmt)} if ids else {}
+
     def history_rows(self, key: str) -> tuple[dict, list[dict]] | None:
         """The row of task ``key`` and its events, oldest first, read together (None: no such task)."""
         t = self.t

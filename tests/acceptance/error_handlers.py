@@ -33,8 +33,21 @@ def huge(task):
     _raise_huge(task.data.get("unit", "x"))
 
 
+def _deep_failure(attempt: int) -> None:
+    raise ValueError(f"bad value on attempt {attempt}")
+
+
+def failing(task):
+    _record(task.data.get("log"), task.key)
+    _deep_failure(task.attempts)
+
+
+def fine(task):
+    _record(task.data.get("log"), task.key)
+
+
 class Huge(queue_core.Dispatch):
-    routes = [(re.compile(r"^huge"), huge)]
+    routes = [(re.compile(r"^huge"), huge), ("failing", failing), ("fine", fine)]
 
 
 huge_flow = pqflow.Workflow("huge_errors", retries=1, retry_wait=0)
@@ -46,5 +59,13 @@ def boom(ctx):
     _raise_huge((ctx.data or {}).get("unit", "x"))
 
 
+failing_flow = pqflow.Workflow("failing_steps", retries=1, retry_wait=0)
+
+
+@failing_flow.step()
+def wobbly(ctx):
+    _deep_failure(ctx.attempt)
+
+
 class Decider(pqflow.Decider):
-    workflows = [huge_flow]
+    workflows = [huge_flow, failing_flow]
