@@ -59,3 +59,17 @@ def test_a_reason_is_cut_to_its_own_limit_with_the_same_marker():
 
     text = reason(ValueError("é" * 5000))
     assert len(text.encode()) <= MAX_REASON and CUT.search(text)
+
+
+def test_event_rows_appended_as_values_are_cut_like_bound_ones(queue):
+    # MySQL/MariaDB renders such rows as SQL itself (past the column types' binding): cut the same
+    error = HUGE["three-byte"]
+    queue.submit("k", "t", {})
+    row = queue.store.get("k")
+    event = {"task_id": row["id"], "key": "k", "queue": row["queue"], "type": "t", "kind": "retried", "at": 1.0}
+    event |= {"attempt": 1, "owner": "h:1", "outcome": None, "detail": error, "waited": None, "ran": None}
+    event |= {"due_at": None, "tracked": 0, "traceback": error}
+    queue.store.db.run(lambda c: queue.store.record(c, [event]), what="record")
+    (kept,) = [e for e in queue["k"].history() if e.kind == "retried"]
+    assert_cut(kept.error, error)
+    assert_cut(kept.traceback, error)
