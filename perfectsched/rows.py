@@ -20,7 +20,7 @@ from typing import Any
 from queue_core import errors as qe
 from queue_core import strict_json
 from queue_core.store import rowcheck
-from queue_core.validate import check_name, check_queue, check_tags, check_time, encode_data
+from queue_core.validate import cap_text, check_name, check_queue, check_tags, check_time, encode_data
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
@@ -32,6 +32,7 @@ MAX_KEY_LENGTH = 240
 #: what computing a row raises when a column holds what no check foresaw (json, zoneinfo and
 #: datetime errors; a wrong type read from a column SQLite let through)
 CANNOT_COMPUTE = (ValueError, TypeError, ArithmeticError, LookupError, RecursionError)
+#: bytes of the reason a row cannot be computed (cut with a marker: ``validate.cap_text``)
 MAX_REASON = 2000
 
 
@@ -165,7 +166,7 @@ def problem(row: Mapping, max_data_size: int) -> str | None:
 def reason(exc: BaseException) -> str:
     """Why a row cannot be computed, in one line."""
     text = str(exc) if isinstance(exc, qe.ValidationError) else f"{type(exc).__name__}: {exc}"
-    return " ".join(text.split())[:MAX_REASON]
+    return cap_text(" ".join(text.split()), MAX_REASON)
 
 
 @dataclass(frozen=True)

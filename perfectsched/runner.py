@@ -57,6 +57,8 @@ from queue_core.service import (
     exit_now,
     reload_settings,
 )
+from queue_core.tracebacks import traceback_text
+from queue_core.validate import _error_text
 
 from . import cron as cronlib
 from .scheduler import EXTRA_KEYS, Scheduler
@@ -384,15 +386,7 @@ class SchedulerLoop:
                     task.scheduled_time,
                 )
             elif task.done and getattr(task, "decided_error", None) is not None:
-                err = task.decided_error
-                log.warning(
-                    "retry schedule=%s scheduled_time=%d (%s): %s: %s",
-                    task.key,
-                    task.scheduled_time,
-                    when,
-                    type(err).__name__,
-                    err,
-                )
+                _log_retry(task, task.decided_error, when)
             elif task.done:
                 log.info(
                     "settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
@@ -403,14 +397,7 @@ class SchedulerLoop:
                 )
             elif error is not None:
                 task.retry_or_fail(error)
-                log.warning(
-                    "retry schedule=%s scheduled_time=%d (%s): %s: %s",
-                    task.key,
-                    task.scheduled_time,
-                    when,
-                    type(error).__name__,
-                    error,
-                )
+                _log_retry(task, error, when)
             else:
                 task.finish()
                 log.info(
@@ -456,3 +443,9 @@ def run_scheduler(
     return SchedulerLoop(
         settings, target=target, burst=burst, poll_interval=poll_interval, config_loader=config_loader
     ).run()
+
+
+def _log_retry(task, error: BaseException, when: str) -> None:
+    """A handler's error on an occurrence, once, with its traceback (capped as every error text)."""
+    text = traceback_text(error) or _error_text(error)
+    log.warning("retry schedule=%s scheduled_time=%d (%s): %s", task.key, task.scheduled_time, when, text)

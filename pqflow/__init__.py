@@ -14,7 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from .dag import StepDef, Workflow, get_workflow, registered_workflows
-from .errors import FlowError, StepResultError, UnknownRunError, UnknownWorkflowError, WorkflowDefinitionError
+from .errors import (
+    FlowError,
+    InvalidRunIdError,
+    StepResultError,
+    UnknownRunError,
+    UnknownWorkflowError,
+    WorkflowDefinitionError,
+)
 from .listing import RUN_STATUSES, RunsPage, RunSummary, runs_page
 from .runs import ItemInfo, MapInfo, Run, StepInfo, cancel_run, get_run, list_runs, retry_run
 from .runtime import Decider, StepContext
@@ -37,6 +44,7 @@ def graph(target: Any, format: str = "text") -> str | bytes:
 __all__ = [
     "Decider",
     "FlowError",
+    "InvalidRunIdError",
     "ItemInfo",
     "MapInfo",
     "RUN_STATUSES",

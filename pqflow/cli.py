@@ -19,7 +19,7 @@ import click
 from queue_core.clikit.exits import EXIT_CODES_HELP, EXIT_EXISTS, EXIT_NOT_FOUND, CLIError
 from queue_core.clikit.group import PQGroup, main_wrapper
 from queue_core.clikit.options import common_options
-from queue_core.clikit.output import format_time, json_text, print_json, print_table, short_error
+from queue_core.clikit.output import format_time, json_text, print_json, print_table, printable, short_error
 from queue_core.clikit.parsing import parse_json_object
 from queue_core.clikit.settings import open_queue, settings
 from queue_core.clikit.worker_command import run_worker_command, worker_options
@@ -32,7 +32,7 @@ from .engine import check_run_id
 from .errors import FlowError, UnknownRunError, UnknownWorkflowError
 from .render import FORMATS
 from .rows import RunState
-from .runs import Run, cancel_run, get_run, list_runs, retry_run, run_status
+from .runs import Run, StepInfo, cancel_run, get_run, list_runs, retry_run, run_status
 from .runtime import Decider
 
 PROG = "pqflow"
@@ -111,6 +111,7 @@ def _run_json(run: Run) -> dict:
                 "attempts": s.attempts,
                 "result": s.result,
                 "error": s.error,
+                "traceback": s.traceback,
                 "started_at": s.started_at,
                 "finished_at": s.finished_at,
                 **({"items": s.items.__dict__} if s.items is not None else {}),
@@ -249,6 +250,17 @@ def status(run_id: str, fmt: str, items_of: str | None) -> None:
         return
     click.echo("")
     print_table(_step_rows(r), STEP_COLUMNS)
+    for s in r.steps.values():
+        _print_traceback(s)
+
+
+def _print_traceback(s: StepInfo) -> None:
+    """The traceback a failed step kept (its last failed attempt's), indented, after a head line."""
+    if s.traceback is None:
+        return
+    click.echo(f"\ntraceback of step {s.name} ({s.traceback_from}):")
+    for line in s.traceback.splitlines():
+        click.echo("  " + printable(line))
 
 
 def _print_items(run: Run, step: str, fmt: str) -> None:
@@ -395,6 +407,7 @@ def why(run_id: str, step: str) -> None:
         click.echo(r.why(step))
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_NOT_FOUND) from None
+    _print_traceback(r.steps[step])
 
 
 # -- graph -----------------------------------------------------------------------------------------

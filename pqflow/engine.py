@@ -25,7 +25,7 @@ from queue_core.queue import Transaction, check_name
 from queue_core.row_states import FINISHED, PENDING
 from queue_core.store.schema import DEFAULT_QUEUE
 
-from .errors import FlowError, UnknownRunError
+from .errors import FlowError, InvalidRunIdError, UnknownRunError
 from .rows import (
     MAX_MAP_ITEMS,
     MAX_RUN_ID,
@@ -328,11 +328,14 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     return [values[i] for i in sorted(values)], sorted(failed)
 
 
-def retry_step(tx: Transaction, task: Any, node: NodeState, run_at: float, error: str) -> None:
+def retry_step(
+    tx: Transaction, task: Any, node: NodeState, run_at: float, error: str, traceback: str | None = None
+) -> None:
     """Give a failed step back for another try (its failures counted in the row, not in ``node``:
-    the transaction may run twice)."""
+    the transaction may run twice); ``traceback``: its error's, kept with the attempt."""
     again = dataclasses.replace(node, failures=node.failures + 1)
-    tx.runs.retry_held(tx.conn, task.row_id, task.lease_token, run_at, tx.now, error=error, workflow=again.dump())
+    held = (task.row_id, task.lease_token, run_at, tx.now)
+    tx.runs.retry_held(tx.conn, *held, error=error, workflow=again.dump(), traceback=traceback)
 
 
 def request_cancel(tx: Transaction, run_id: str) -> str:
@@ -350,11 +353,16 @@ def request_cancel(tx: Transaction, run_id: str) -> str:
 
 
 def check_run_id(run_id: Any) -> str:
-    check_name(run_id, "run id")
+    """``run_id`` if it can name a run; else InvalidRunIdError (a ValidationError that is
+    permanent: a run task submitted under it fails at once, ``policy.is_permanent``)."""
+    try:
+        check_name(run_id, "run id")
+    except ValidationError as exc:
+        raise InvalidRunIdError(str(exc)) from None
     if "#" in run_id:
-        raise ValidationError("run id must not contain '#'")
+        raise InvalidRunIdError("run id must not contain '#'")
     if len(run_id) > MAX_RUN_ID:
-        raise ValidationError(
+        raise InvalidRunIdError(
             f"run id is {len(run_id)} characters long; the limit is {MAX_RUN_ID} (step keys add '#<step>#<item>')"
         )
     return run_id

@@ -7,13 +7,14 @@ exists.". This module imports nothing else from pqflow.
 
 from __future__ import annotations
 
-from queue_core.errors import TaskError
+from queue_core.errors import PermanentError, TaskError, ValidationError
 
 __all__ = [
     "FlowError",
     "WorkflowDefinitionError",
     "UnknownWorkflowError",
     "UnknownRunError",
+    "InvalidRunIdError",
     "UnknownStepError",
     "StepResultError",
     "RenderError",
@@ -34,6 +35,10 @@ class UnknownWorkflowError(FlowError, LookupError):
 
 class UnknownRunError(FlowError, LookupError):
     """No workflow run with this id exists."""
+
+
+class InvalidRunIdError(FlowError, ValidationError, PermanentError):
+    """The run id cannot name a run: a run task submitted with it fails at once, never retried."""
 
 
 class StepResultError(FlowError, ValueError):

@@ -7,6 +7,7 @@ count); the items of a map are listed only when asked for (:meth:`Run.items`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,9 @@ class StepInfo:
     items: MapInfo | None = None  # a map step's counts, once its items exist
     #: what its row says of its wait (a waiting step): type, queue, due time, failures, retries
     wait: logic.Waiting | None = None
+    #: a failed step's last traceback (capped as stored), and the attempt and worker it came from
+    traceback: str | None = None
+    traceback_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
         name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name)), dag["steps"][name])
         for name in dag["order"]
     }
+    _add_tracebacks(tx, steps, nodes, run_id)
     return Run(
         run_id,
         dag["workflow"],
@@ -218,6 +223,16 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
         cancel_requested=state.cancel,
         queue=q,
     )
+
+
+def _add_tracebacks(tx: Transaction, steps: dict[str, StepInfo], nodes: dict, run_id: str) -> None:
+    """The last traceback of each failed step that kept one (one read of their events)."""
+    failed = {nodes[node_key(run_id, n)]["id"]: n for n, s in steps.items() if s.status == "failed" and s.items is None}
+    for task_id, found in tx.runs.tasks.last_tracebacks(tx.conn, list(failed)).items():
+        shown = f"attempt {found['attempt']} on worker {found['owner'] or '-'}"
+        steps[failed[task_id]] = dataclasses.replace(
+            steps[failed[task_id]], traceback=found["traceback"], traceback_from=shown
+        )
 
 
 def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:

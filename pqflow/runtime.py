@@ -19,6 +19,7 @@ from queue_core import policy
 from queue_core.app import Runner, UnknownTypeError
 from queue_core.deferred import Deferred
 from queue_core.queue import Transaction
+from queue_core.tracebacks import traceback_text
 from queue_core.validate import _error_text, decode_data
 
 from . import engine
@@ -247,23 +248,34 @@ class Decider(Runner):
         if policy.ends_cancelled((self.ctx is not None and self.ctx.cancelled) or t.cancel_requested):
             return self._end(run, node, "cancelled")
         verdict = policy.step_after_error(
-            node.failures + 1, int(spec["retries"]), policy.Backoff(float(spec["retry_wait"])), self.queue.rng
+            node.failures + 1, int(spec["retries"]), policy.Backoff(float(spec["retry_wait"])), self.queue.rng, exc
         )
+        error, trace = _error_text(exc), traceback_text(exc)
         if isinstance(verdict, policy.Retry):
-            error = _error_text(exc)
             self.queue.transaction(
-                lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error), what="retry step"
+                lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error, trace), what="retry step"
             )
             t.done = True
-            log.warning(
-                "step retry run=%s step=%s%s attempt=%d: %s", run.run_id, node.step, _item(node), t.attempts, exc
-            )
-            return None
-        return self._end(run, node, "failed", error=f"{type(exc).__name__}: {exc}")
+            return self._log_error(logging.WARNING, "step retry", run, node, trace or error)
+        self._log_error(logging.ERROR, "step failed", run, node, trace or error)
+        return self._end(run, node, "failed", error=error, traceback=trace)
 
-    def _end(self, run: RunRef, node: NodeState, status: str, error: str | None = None, result: Any = None) -> None:
+    def _log_error(self, level: int, what: str, run: RunRef, node: NodeState, text: str) -> None:
+        """The error of an attempt of a step, once, with its traceback (capped)."""
+        item, attempt = _item(node), self.task.attempts
+        log.log(level, "%s run=%s step=%s%s attempt=%d: %s", what, run.run_id, node.step, item, attempt, text)
+
+    def _end(
+        self,
+        run: RunRef,
+        node: NodeState,
+        status: str,
+        error: str | None = None,
+        result: Any = None,
+        traceback: str | None = None,
+    ) -> None:
         t = self.task
-        done = Completion(t, run, node, status, result, error)
+        done = Completion(t, run, node, status, result, error, traceback=traceback)
         if status == "succeeded" and self.batch_completions:
             # written by the worker with its next batch (one commit for many completions)
             t.deferred = Deferred(_write_completions, done, lambda: self._after(done))

@@ -349,6 +349,7 @@ class Completion:
     result: Any = None
     error: str | None = None
     decision: Decision | None = None  # what its writing decided (after commit)
+    traceback: str | None = None  # of the error it failed with (kept with the attempt)
 
     def ended(self) -> Ended:
         ok = self.status == "succeeded"
@@ -391,6 +392,7 @@ def finish_step(tx: Transaction, done: Completion) -> Decision:
         tx.now,
         error=c.error,
         result=c.entry()["result"],
+        traceback=c.traceback,
     ):
         return Decision([], None)  # an earlier, committed attempt of this transaction wrote and decided it
     return settle(tx, c.run, [c.ended()])

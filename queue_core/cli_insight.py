@@ -75,9 +75,19 @@ def timeline(entries: list[TaskEvent]) -> list[str]:
     lines = []
     for i, e in enumerate(entries):
         lines.append("  " + event_line(e, with_key=False))
+        lines.extend(traceback_lines(e))
         if i == cut:
             lines.append("  ... (earlier attempts trimmed: a history keeps its first and last entries)")
     return lines
+
+
+def traceback_lines(e: TaskEvent) -> list[str]:
+    """The traceback an event of a task's history keeps (an attempt that ended in an error),
+    headed by the attempt and the worker it ran on, indented under its event line."""
+    if e.traceback is None:
+        return []
+    head = f"    traceback of attempt {e.attempt} on worker {e.owner or '-'}:"
+    return [head, *("      " + printable(line) for line in e.traceback.splitlines())]
 
 
 @click.command(short_help="Print task events (submitted, claimed, finished, ...).")

@@ -49,6 +49,11 @@ class ConfigError(TaskError):
     """Invalid configuration."""
 
 
+class PermanentError(TaskError):
+    """The task can never succeed as it was submitted (its key or data is invalid): a worker
+    fails it at once, with this error, and never retries it (``policy.is_permanent``)."""
+
+
 class ValidationError(TaskError, ValueError):
     """An argument was refused (bad key, data, time or option)."""
 

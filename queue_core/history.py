@@ -36,6 +36,9 @@ class TaskEvent:
     ran: float | None = None
     #: when it is due again (retried, released, promoted, reopened), or first due (submitted)
     due_at: float | None = None
+    #: the traceback of the error that ended the attempt (retried, finished as failure; capped
+    #: as stored), whose worker and attempt are ``owner`` and ``attempt``
+    traceback: str | None = None
     #: the position of this event in the stream (``Queue.events(since=...)`` resumes after it);
     #: "" in a task's history
     cursor: str = ""
@@ -115,6 +118,7 @@ def recorded_event(row: Mapping, cursor: str = "") -> TaskEvent:
         waited=row["waited"],
         ran=row["ran"],
         due_at=row["due_at"],
+        traceback=row.get("traceback"),
         cursor=cursor,
     )
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from .errors import PermanentError
 from .validate import INT32_MAX, MAX_DURATION
 
 #: the spread of a retry wait: ±20 % around the computed wait
@@ -129,9 +130,19 @@ class GiveUp:
     """Finish it as a failure: its attempts are spent."""
 
 
-def after_error(attempt: int, max_attempts: int | None, policy: Backoff, rng: RandomSource) -> Retry | GiveUp:
-    """What follows when attempt number ``attempt`` (1: the first) ended in an error."""
-    if exhausted(attempt, max_attempts):
+def is_permanent(error: BaseException | None) -> bool:
+    """Whether ``error``, raised by a handler or a workflow step, says that its task can never
+    succeed as it was submitted: a :class:`~queue_core.errors.PermanentError` (bad input: an
+    invalid key or data, which no retry changes). Every other error may be transient."""
+    return isinstance(error, PermanentError)
+
+
+def after_error(
+    attempt: int, max_attempts: int | None, policy: Backoff, rng: RandomSource, error: BaseException | None = None
+) -> Retry | GiveUp:
+    """What follows when attempt number ``attempt`` (1: the first) ended in ``error``: a retry
+    while attempts are left, unless the error is permanent (:func:`is_permanent`)."""
+    if is_permanent(error) or exhausted(attempt, max_attempts):
         return GiveUp()
     return Retry(backoff(policy, attempt, rng))
 
@@ -142,10 +153,12 @@ def requested_wait(wait: float | None, retry_wait: float) -> float:
     return retry_wait if wait is None else wait
 
 
-def step_after_error(failures: int, retries: int, policy: Backoff, rng: RandomSource) -> Retry | GiveUp:
-    """A workflow step whose function raised for the ``failures``-th time (this one included):
-    it runs at most ``retries + 1`` times, waits doubling from ``retry_wait``."""
-    return after_error(failures, retries + 1, policy, rng)
+def step_after_error(
+    failures: int, retries: int, policy: Backoff, rng: RandomSource, error: BaseException | None = None
+) -> Retry | GiveUp:
+    """A workflow step whose function raised ``error`` for the ``failures``-th time (this one
+    included): it runs at most ``retries + 1`` times, waits doubling from ``retry_wait``."""
+    return after_error(failures, retries + 1, policy, rng, error)
 
 
 def crashes(attempts: int, failures: int) -> int:

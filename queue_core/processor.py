@@ -26,6 +26,8 @@ from .queue import Queue
 from .registry import registration_of
 from .service import EXIT_OK, EXIT_RECYCLE, IMMEDIATE_GRACE, LoopControl, OutageWait, exit_now
 from .settler import Settler
+from .tracebacks import traceback_text
+from .validate import _error_text
 
 log = logging.getLogger("queue_core.worker")
 
@@ -339,18 +341,7 @@ class Processor:
                 task.finish(outcome="cancelled")
                 log.info("cancelled task=%s type=%s", task.key, task.type)
             elif error is not None:
-                what = task.retry_or_fail(error)
-                level = logging.ERROR if what == "failure" else logging.WARNING
-                log.log(
-                    level,
-                    "%s task=%s type=%s attempt=%d: %s: %s",
-                    "failed" if what == "failure" else "retry",
-                    task.key,
-                    task.type,
-                    task.attempts,
-                    type(error).__name__,
-                    error,
-                )
+                _log_error(task, error, task.retry_or_fail(error))
             else:
                 self.monitor.hold(task)  # heartbeated until its finish is written
                 self.settler.add(task, elapsed)  # finished with the next claim, or by the monitor
@@ -360,6 +351,14 @@ class Processor:
             log.error("could not settle task=%s (lease will expire and it will run again): %s", task.key, exc)
         except Exception:  # noqa: BLE001 - nothing a handler left behind may end the processor
             log.exception("could not settle task=%s (lease will expire and it will run again)", task.key)
+
+
+def _log_error(task, error: BaseException, what: str) -> None:
+    """A handler's error, once per attempt, with its traceback (capped as stored): WARNING when
+    the task will run again, ERROR when it failed for good."""
+    level, verb = (logging.ERROR, "failed") if what == "failure" else (logging.WARNING, "retry")
+    text = traceback_text(error) or _error_text(error)
+    log.log(level, "%s task=%s type=%s attempt=%d: %s", verb, task.key, task.type, task.attempts, text)
 
 
 def stop_at_once(processors: list[Processor], code: int) -> None:

@@ -20,6 +20,7 @@ from .store.schema import OUTCOMES
 from .store.settles import HeldAttempt
 from .store.task_changes import UNSET
 from .store.tasks import FINISHED, PENDING, TaskStore
+from .tracebacks import traceback_text
 from .validate import _error_text, check_duration, check_tags, decode_data, encode_data
 
 
@@ -288,7 +289,7 @@ class AcquiredTask:
             raise
         self.data = merged
 
-    def _finish(self, outcome: str, error: str | None, now, retention_time) -> None:
+    def _finish(self, outcome: str, error: str | None, now, retention_time, traceback: str | None = None) -> None:
         now = self.queue.now(now)
         config = self.queue.config
         retention = (
@@ -297,7 +298,7 @@ class AcquiredTask:
             else check_duration(retention_time, "retention_time")
         )
         with self._lock:
-            self.queue.store.finish(self._id, self._token, outcome, error, now + retention, now)
+            self.queue.store.finish(self._id, self._token, outcome, error, now + retention, now, traceback=traceback)
             self._mark_finished(outcome, error, now)
 
     def _mark_finished(self, outcome, error, now) -> None:
@@ -309,7 +310,7 @@ class AcquiredTask:
         self._finish(outcome, self.error, now, retention_time)
 
     def fail(self, error: Any = None, now: float | None = None, retention_time: float | None = None) -> None:
-        self._finish("failure", _error_text(error), now, retention_time)
+        self._finish("failure", _error_text(error), now, retention_time, traceback_text(error))
 
     def cancelled(self, now: float | None = None, retention_time: float | None = None) -> None:
         self._finish("cancelled", self.error, now, retention_time)
@@ -320,7 +321,7 @@ class AcquiredTask:
         wait = policy.requested_wait(given, self.queue.config["retry_wait"])
         err = UNSET if error is None else _error_text(error)
         with self._lock:
-            self.queue.store.retry(self._id, self._token, now + wait, now, err)
+            self.queue.store.retry(self._id, self._token, now + wait, now, err, traceback=traceback_text(error))
             self.status, self.done, self.run_at = "waiting", True, now + wait
             if error is not None:
                 self.error = err
@@ -351,7 +352,8 @@ class AcquiredTask:
 
     def retry_or_fail(self, error: Any, now: float | None = None) -> str:
         """What a worker does when a handler raised: retry with backoff or, at max_attempts, fail."""
-        verdict = policy.after_error(self.attempts, self.max_attempts, self.queue.backoff_policy(), self.queue.rng)
+        backoff = self.queue.backoff_policy()
+        verdict = policy.after_error(self.attempts, self.max_attempts, backoff, self.queue.rng, error)
         if isinstance(verdict, policy.GiveUp):
             self.fail(error, now=now)
             return "failure"

@@ -14,6 +14,7 @@ from .store.runs import RunRows
 from .store.task_changes import UNSET
 from .store.tasks import LIVE, PENDING, NewTask, TaskStore
 from .task import AcquiredTask, TaskMetadata, TaskQueue, metadata_from_row
+from .tracebacks import traceback_text
 from .validate import _error_text, encode_data
 
 
@@ -143,14 +144,17 @@ class Transaction:
         )
         err = task.error if error is UNSET else _error_text(error)
         text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
+        trace = None if error is UNSET else traceback_text(error)
+        purge_at = self.now + retention
         self._store.finish(
-            task._id, task._token, outcome, err, self.now + retention, self.now, data=text, conn=self.conn
+            task._id, task._token, outcome, err, purge_at, self.now, data=text, conn=self.conn, traceback=trace
         )
         self._after_commit.append(lambda: task._mark_finished(outcome, err, self.now))
 
     def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
         err = UNSET if error is None else _error_text(error)
-        self._store.retry(task._id, task._token, self.now + retry_wait, self.now, err, conn=self.conn)
+        trace = traceback_text(error)
+        self._store.retry(task._id, task._token, self.now + retry_wait, self.now, err, conn=self.conn, traceback=trace)
 
         def mark():
             task.status, task.done = "waiting", True

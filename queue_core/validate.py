@@ -294,8 +294,26 @@ def decode_data(text: str | None) -> dict:
     return value if isinstance(value, dict) else {"value": value}
 
 
-#: bytes of an error text: MySQL/MariaDB's TEXT column holds 65,535
+#: bytes of an error text: MySQL/MariaDB's TEXT column (every error column: a task's, an event's
+#: detail and traceback, a schedule's) holds 65,535
 MAX_ERROR_BYTES = 65000
+#: the marker that ends a cut error text (``{n}``: the bytes cut off)
+CUT_MARKER = "\u2026 [cut: {n} bytes more]"
+
+
+def cap_text(text: str, limit: int = MAX_ERROR_BYTES) -> str:
+    """``text`` as valid UTF-8 (lone surrogates escaped) of at most ``limit`` bytes: when longer,
+    cut at a character boundary and ended with :data:`CUT_MARKER` naming the bytes cut off. The
+    one cap of every error text pq stores (the error columns cap what is bound to them with it:
+    ``store/schema.ErrorText``)."""
+    if text.isascii() and len(text) <= limit:
+        return text
+    raw = text.encode("utf-8", "backslashreplace")
+    if len(raw) <= limit:
+        return raw.decode("utf-8")
+    room = limit - len(CUT_MARKER.format(n=len(raw)).encode("utf-8"))
+    kept = raw[: max(room, 0)].decode("utf-8", "ignore")  # a character cut in two is dropped whole
+    return kept + CUT_MARKER.format(n=len(raw) - len(kept.encode("utf-8")))
 
 
 @overload
@@ -304,12 +322,11 @@ def _error_text(error: BaseException) -> str: ...
 def _error_text(error: Any) -> str | None: ...
 def _error_text(error: Any) -> str | None:
     """``error`` as storable text: never raises (a handler's exception may have a broken
-    ``__str__``), valid UTF-8 (lone surrogates escaped), at most MAX_ERROR_BYTES bytes."""
+    ``__str__``), capped by :func:`cap_text`."""
     if error is None:
         return None
     try:
         text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
     except Exception:  # noqa: BLE001
         text = f"{type(error).__name__}: <str() failed>"
-    raw = text.encode("utf-8", "backslashreplace")[:MAX_ERROR_BYTES]
-    return raw.decode("utf-8", "ignore")
+    return cap_text(text)

@@ -86,7 +86,7 @@ class VersionedTables:
                 continue
             fold = self.db.dialect.column_names_fold_case
             columns = {ownership.column_name(c["name"], fold): c for c in inspector.get_columns(table.name)}
-            missing = {c.name for c in table.c} - _later_columns(self.added_columns) - set(columns)
+            missing = {c.name for c in table.c} - self.later_columns(table) - set(columns)
             if missing:
                 raise ForeignTableError(self._foreign(table, set(columns), missing))
             wrong = ownership.difference(inspector, table, columns, fold=fold, rowid=self.db.dialect.name == "sqlite")
@@ -94,6 +94,11 @@ class VersionedTables:
             if wrong:
                 raise ForeignTableError(self._not_ours(table, wrong))
         return found
+
+    def later_columns(self, table: sa.Table) -> frozenset[str]:
+        """The columns of ``table`` a later schema version added (an older table lacks them
+        until ``init`` upgrades it): here, those of the main table."""
+        return _later_columns(self.added_columns) if table is self.t else frozenset()
 
     def _not_ours(self, table: sa.Table, wrong: str) -> str:
         what = self.kind if table is not self.meta else f"the meta table of {self.kind} {self.name}"
@@ -203,7 +208,7 @@ class VersionedTables:
         prep = conn.dialect.identifier_preparer
         table = prep.quote(self.t.name)
         for name in self.added_columns.get(version, ()):
-            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {prep.quote(name)} {self._added_type(conn, name)}")
+            self.add_column(conn, self.t, name)
         for suffix in self.dropped_indexes.get(version, ()):
             if (index := f"ix_{self.t.name}_{suffix}") in indexes:
                 self._drop_index(conn, index)
@@ -226,8 +231,14 @@ class VersionedTables:
         """What a store writes at the end of every ``init``, its tables made and upgraded:
         nothing here."""
 
-    def _added_type(self, conn, name: str) -> str:
-        col = self.t.c[name]
+    def add_column(self, conn, table: sa.Table, name: str) -> None:
+        """ALTER TABLE ``table`` ADD COLUMN ``name`` as the release defines it."""
+        prep = conn.dialect.identifier_preparer
+        typ = self._added_type(conn, name, table)
+        conn.exec_driver_sql(f"ALTER TABLE {prep.quote(table.name)} ADD COLUMN {prep.quote(name)} {typ}")
+
+    def _added_type(self, conn, name: str, table: sa.Table | None = None) -> str:
+        col = (self.t if table is None else table).c[name]
         typ = col.type.compile(dialect=conn.dialect)
         default = col.server_default
         if default is None:

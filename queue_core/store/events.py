@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from ..attempt_events import CARRY_CLAIM, open_claims, trim_cut
 from .database import Database
+from .schema import ErrorText
 
 #: a task's history keeps its first and its last events (``docs/operations.md``)
 HISTORY_FIRST = 10
@@ -35,17 +36,20 @@ ENDS = frozenset({"finished", "gave_up", "set_aside", "force_finished", "cancell
 #: the columns of an event row, in the order :func:`event_columns` gives them
 COLUMNS = (
     *("task_id", "key", "queue", "type", "kind", "at", "attempt"),
-    *("owner", "outcome", "detail", "waited", "ran", "due_at", "tracked"),
+    *("owner", "outcome", "detail", "waited", "ran", "due_at", "tracked", "traceback"),
 )
 
 
-def event_columns(t: sa.Table, e: sa.Table, kind: str, with_detail: bool = False, with_due: bool = False) -> list:
+def event_columns(
+    t: sa.Table, e: sa.Table, kind: str, with_detail: bool = False, with_due: bool = False, with_traceback: bool = False
+) -> list:
     """The SELECT list (over the task table ``t``, as a change left its row; ``e``: the event
     table) of the event ``kind``: what each kind keeps of the row besides its identity and
     attempt. Its time is the bound parameter ``event_at``; with ``with_detail``, its detail is
     ``event_detail`` (else the row's error, where the kind keeps one); with ``with_due``, the due
     time of the attempt it ends is ``event_due`` (a change that moved the row's own: a retry, a
-    release)."""
+    release); with ``with_traceback``, the traceback of the error that ended the attempt is
+    ``event_traceback`` (else NULL: a success, or a change no error made)."""
     at: Any = sa.bindparam("event_at", type_=sa.Double())
     ended = kind in ENDS
     failed = sa.case((t.c.outcome == "failure", sa.func.substr(t.c.error, 1, DETAIL_LENGTH)), else_=None)
@@ -53,7 +57,7 @@ def event_columns(t: sa.Table, e: sa.Table, kind: str, with_detail: bool = False
     ran = sa.case((t.c.started_at.is_(None), None), else_=at - t.c.started_at)
     error: Any = sa.func.substr(t.c.error, 1, DETAIL_LENGTH)
     if with_detail:
-        error = sa.bindparam("event_detail", type_=sa.Text())
+        error = sa.bindparam("event_detail", type_=ErrorText())
     carried = _carried_claim(t, e, kind, with_due)
     return [
         t.c.id,
@@ -74,6 +78,7 @@ def event_columns(t: sa.Table, e: sa.Table, kind: str, with_detail: bool = False
         _ran(t, kind, ran),
         t.c.timeout if again else sa.null(),
         t.c.tracked,
+        sa.bindparam("event_traceback", type_=ErrorText()) if with_traceback else sa.null(),
     ]
 
 
@@ -170,6 +175,7 @@ def finished_events(held: Iterable[tuple[int, Any]], at: float, outcome: str) ->
             "ran": at - h.started_at,
             "due_at": None,
             "tracked": 0,
+            "traceback": None,
         }
         for i, h in held
     ]
@@ -177,7 +183,7 @@ def finished_events(held: Iterable[tuple[int, Any]], at: float, outcome: str) ->
 
 def _event_base(r: dict, at: float) -> dict:
     base = {"task_id": r["id"], "key": r["key"], "queue": r["queue"], "type": r["type"], "at": at}
-    return base | dict.fromkeys(("outcome", "detail", "ran", "due_at")) | {"tracked": r["tracked"]}
+    return base | dict.fromkeys(("outcome", "detail", "ran", "due_at", "traceback")) | {"tracked": r["tracked"]}
 
 
 class TaskEvents:
@@ -225,6 +231,7 @@ class TaskEvents:
         detail: Any = None,
         due: tuple | None = None,
         outcome: str | None = None,
+        traceback: str | None = None,
     ) -> None:
         """Append the event ``kind`` of each of the rows ``ids`` (changed by the caller's statement
         in this transaction: read as it left them). ``due``: when the attempt the change ended
@@ -232,11 +239,12 @@ class TaskEvents:
         owner (:meth:`attempt_dues`). One statement per 500 rows, built once per kind (a
         claim's settle runs it at every batch). A change that ends tasks notes those that ended
         as failure (``FailureReads.note_failed``) unless it says they all had another
-        ``outcome``."""
-        stmt = self._event_insert(kind, "ids", detail is not None, due is not None)
+        ``outcome``. ``traceback``: that of the error that ended the attempt (a retry, a failure)."""
+        stmt = self._event_insert(kind, "ids", detail is not None, due is not None, traceback is not None)
         ids = list(ids)
         run_at, owner = due if due is not None else (None, None)
         params = {"event_at": at, "event_detail": detail, "event_due": run_at, "event_owner": owner}
+        params["event_traceback"] = traceback
         for i in range(0, len(ids), 500):
             self._record_selected(conn, stmt, params | {"event_ids": ids[i : i + 500]})
             if kind in ENDS and outcome in (None, "failure"):
@@ -257,20 +265,22 @@ class TaskEvents:
         rows = conn.execute(sa.select(t.c.id, t.c.run_at, t.c.owner).where(t.c.id.in_(list(ids))))
         return {r.id: (r.run_at, r.owner) for r in rows}
 
-    def record_moved(self, conn, kind: str, dues: dict[int, tuple], ids: Sequence[int], at: float) -> None:
+    def record_moved(
+        self, conn, kind: str, dues: dict[int, tuple], ids: Sequence[int], at: float, traceback: str | None = None
+    ) -> None:
         """:meth:`record_ids` of the rows ``ids`` whose change moved their due time: each with the
         due time and holder of the attempt it ended (``dues``, from :meth:`attempt_dues`)."""
         by_due: dict[tuple | None, list[int]] = {}
         for i in ids:
             by_due.setdefault(dues.get(i, (None, None)), []).append(i)
         for due, some in by_due.items():
-            self.record_ids(conn, kind, some, at, due=due)
+            self.record_ids(conn, kind, some, at, due=due, traceback=traceback)
 
-    def _event_insert(self, kind: str, by: str, with_detail: bool, with_due: bool):
+    def _event_insert(self, kind: str, by: str, with_detail: bool, with_due: bool, with_traceback: bool = False):
         """INSERT ... SELECT of the events ``kind`` of the task rows chosen ``by`` their ids (the
         bound list ``event_ids``) or their key (``event_key``); returning ``tracked`` when changes
         are announced. Built once per shape."""
-        shape = (kind, by, with_detail, with_due, bool(self.channel))
+        shape = (kind, by, with_detail, with_due, with_traceback, bool(self.channel))
         cache = self.__dict__.setdefault("_event_inserts", {})
         if shape not in cache:
             t = self.t
@@ -279,7 +289,8 @@ class TaskEvents:
                 if by == "ids"
                 else t.c.key == sa.bindparam("event_key")
             )
-            rows = sa.select(*event_columns(t, self.events_t, kind, with_detail, with_due)).where(which)
+            columns = event_columns(t, self.events_t, kind, with_detail, with_due, with_traceback)
+            rows = sa.select(*columns).where(which)
             cache[shape] = self.db.dialect.insert_selected(self.events_t, COLUMNS, rows, self._returning)
         return cache[shape]
 
@@ -329,6 +340,14 @@ class TaskEvents:
         e = self.events_t
         stmt = sa.select(e).where(e.c.task_id == task_id).order_by(e.c.id)
         return [dict(r._mapping) for r in conn.execute(stmt)]
+
+    def last_tracebacks(self, conn, ids: Sequence[int]) -> dict[int, dict]:
+        """The traceback each of the tasks ``ids`` kept last (of the error that ended its latest
+        failed attempt), with that attempt (``attempt``) and its worker (``owner``)."""
+        e = self.events_t
+        cols = (e.c.task_id, e.c.attempt, e.c.owner, e.c.traceback)
+        stmt = sa.select(*cols).where(e.c.task_id.in_(list(ids)), e.c.traceback.is_not(None)).order_by(e.c.id)
+        return {r.task_id: dict(r._mapping) for r in conn.execute(stmt)} if ids else {}
 
     def history_rows(self, key: str) -> tuple[dict, list[dict]] | None:
         """The row of task ``key`` and its events, oldest first, read together (None: no such task)."""

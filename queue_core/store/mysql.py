@@ -11,7 +11,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 
+from ..validate import cap_text
 from .dialects import Dialect
+from .schema import ErrorText
 
 
 def error_code(exc: sa.exc.DBAPIError):
@@ -126,6 +128,19 @@ def _in_order(rows: Iterable[dict], columns: tuple[str, ...]) -> list[tuple]:
         return [tuple(r[c] for c in columns) for r in rows]
     get = operator.itemgetter(*columns)
     return [get(r) for r in rows]
+
+
+def _capped(table: sa.Table, columns: tuple[str, ...], rows: list[tuple]) -> list[tuple]:
+    """``rows`` (value tuples in the order of ``columns``) with the texts of ``table``'s error
+    columns capped as their type caps what is bound to them (values rendered here bypass it)."""
+    at = [i for i, c in enumerate(columns) if isinstance(table.c[c].type, ErrorText)]
+    if not at:
+        return rows
+    return [r if all(r[i] is None for i in at) else _cap_row(r, at) for r in rows]
+
+
+def _cap_row(row: tuple, at: list[int]) -> tuple:
+    return tuple(cap_text(v) if i in at and isinstance(v, str) else v for i, v in enumerate(row))
 
 
 def column_literals(values: Sequence) -> list[str]:
@@ -314,7 +329,7 @@ class MySQLDialect(Dialect):
     def insert_rows(self, conn, table, columns, rows):
         # rendered here: PyMySQL escapes each value of each row in Python, several times slower
         head = insert_head(table, tuple(columns))
-        values = rendered_values(_in_order(rows, tuple(columns)))
+        values = rendered_values(_capped(table, tuple(columns), _in_order(rows, tuple(columns))))
         for chunk in _text_chunks(values, INSERT_BYTES):
             conn.exec_driver_sql(head + ",".join(chunk), execution_options={"no_parameters": True})
 

@@ -307,6 +307,7 @@ class RunRows:
         result: str | None,
         workflow: str | None = None,
         purge_at: float = FOREVER,
+        traceback: str | None = None,
     ) -> bool:
         """The holder of a step's lease finishes it (fenced; PreemptedError when not ours).
         Kept until its run ends unless ``purge_at`` says otherwise. Returns False when this very
@@ -320,7 +321,7 @@ class RunRows:
         finish = task_where(t, "finish", token=token)
         res = conn.execute(sa.update(t).where(t.c.id == id_, *finish).values(**values))
         if res.rowcount == 1:
-            self.tasks.record_ids(conn, "finished", [id_], now, outcome=outcome)
+            self.tasks.record_ids(conn, "finished", [id_], now, outcome=outcome, traceback=traceback)
             return True
         if self._written_before(conn, [id_], {id_: token}, now):
             return False
@@ -377,16 +378,26 @@ class RunRows:
         return [e["id"] for e in todo if e["id"] not in written], sorted(already)
 
     def retry_held(
-        self, conn, id_: int, token: int, run_at: float, now: float, *, error: str | None, workflow: str
+        self,
+        conn,
+        id_: int,
+        token: int,
+        run_at: float,
+        now: float,
+        *,
+        error: str | None,
+        workflow: str,
+        traceback: str | None = None,
     ) -> None:
-        """The holder gives a failed step back at ``now`` for another try at ``run_at`` (fenced)."""
+        """The holder gives a failed step back at ``now`` for another try at ``run_at`` (fenced;
+        ``traceback``: of its error, kept by the event that ends the attempt)."""
         t = self.t
         values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
         retry = task_where(t, "retry", token=token)
         dues = self.tasks.attempt_dues(conn, [id_])
         res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
         if res.rowcount == 1:
-            self.tasks._record_again(conn, "retried", [id_], now, dues)
+            self.tasks._record_again(conn, "retried", [id_], now, dues, traceback)
         elif not self.tasks._applied_before(conn, id_, token, "retry"):
             self._refused(conn, id_, token, "retry")  # unless its own earlier run committed it
 

@@ -39,9 +39,9 @@ from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
 from ..row_states import FINISHED
-from ..validate import MAX_TAG_LENGTH
+from ..validate import MAX_ERROR_BYTES, MAX_TAG_LENGTH, cap_text
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 #: the queue of a task submitted without one, and the queue a worker given none serves
 DEFAULT_QUEUE = "default"
 #: the longest queue name (``validate.check_queue``: letters, digits and ``_.:-``)
@@ -132,6 +132,18 @@ def _long_text():
     return LongText()
 
 
+class ErrorText(TypeDecorator):
+    """A column of error text (TEXT: 65,535 bytes on MySQL/MariaDB): every text bound to it is
+    capped to :data:`~queue_core.validate.MAX_ERROR_BYTES` by :func:`~queue_core.validate.cap_text`,
+    with a marker where it was cut, on every database alike, whichever path writes it."""
+
+    impl = sa.Text()
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return cap_text(value, MAX_ERROR_BYTES) if isinstance(value, str) else value
+
+
 def _id_type():
     return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
@@ -169,7 +181,7 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("owner", sa.String(255), nullable=True),
         sa.Column("outcome", sa.String(16), nullable=True),
         sa.Column("cancel_requested", sa.SmallInteger(), nullable=False, server_default="0"),
-        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("error", ErrorText(), nullable=True),
         sa.Column("grp", ExactString(), nullable=True),
         sa.Column("result", _long_text(), nullable=True),
         sa.Column("workflow", _long_text(), nullable=True),
@@ -255,6 +267,8 @@ ADDED_COLUMNS: dict[int, tuple[str, ...]] = {
 RECOLLATED_COLUMNS: dict[int, tuple[str, ...]] = {7: ("key",)}
 #: indexes of earlier schema versions that a later one replaced (dropped by the upgrade)
 DROPPED_INDEXES: dict[int, tuple[str, ...]] = {3: ("claim", "type", "type_user", "user")}
+#: the same for the event table (``<table>_events``)
+EVENT_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {10: ("traceback",)}
 #: the same for the schedule table
 SCHEDULE_ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("error",), 3: ("queue",), 4: ("tags",)}
 
@@ -386,7 +400,7 @@ def event_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         sa.Column("owner", sa.String(255), nullable=True),
         sa.Column("outcome", sa.String(16), nullable=True),
         # what else the change says: an error's first line, the queue a task moved from
-        sa.Column("detail", sa.Text(), nullable=True),
+        sa.Column("detail", ErrorText(), nullable=True),
         # seconds from due to start (claimed), and from start to end (finished, retried, gave up)
         sa.Column("waited", sa.Double(), nullable=True),
         sa.Column("ran", sa.Double(), nullable=True),
@@ -394,6 +408,9 @@ def event_table(metadata: sa.MetaData, task_table_name: str) -> sa.Table:
         sa.Column("due_at", sa.Double(), nullable=True),
         # 1: the task was tracked when it changed (its change was announced: PostgreSQL NOTIFY)
         sa.Column("tracked", sa.SmallInteger(), nullable=False, server_default="0"),
+        # the traceback of the error that ended the attempt (retried, finished as failure), else
+        # NULL (schema version 10: EVENT_ADDED_COLUMNS)
+        sa.Column("traceback", ErrorText(), nullable=True),
         mysql_charset=MYSQL_CHARSET,
         sqlite_autoincrement=True,
     )
@@ -495,7 +512,7 @@ def schedule_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("updated_at", sa.Double(), nullable=False),
         # why the schedule cannot be computed: set aside (never due) until modified or resumed
-        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("error", ErrorText(), nullable=True),
         # the queue its occurrences' tasks are submitted to
         sa.Column("queue", ExactString(MAX_QUEUE_LENGTH), nullable=False, server_default=DEFAULT_QUEUE),
         # the tags its occurrences' tasks carry: a JSON list of tags (NULL: none)

@@ -97,17 +97,29 @@ class TaskChanges:
         now: float,
         data: str | None = None,
         conn=None,
+        traceback: str | None = None,
     ) -> None:
+        """The holder finishes the task (``traceback``: of the error it failed with, kept by the
+        event that ends its attempt)."""
         values: dict = dict(
             state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, timeout=self.purge_time(purge_at)
         )
-        self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}), now)
+        self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}), now, traceback)
 
-    def retry(self, id_: int, token: int, run_at: float, now: float, error: Any = UNSET, conn=None) -> None:
+    def retry(
+        self,
+        id_: int,
+        token: int,
+        run_at: float,
+        now: float,
+        error: Any = UNSET,
+        conn=None,
+        traceback: str | None = None,
+    ) -> None:
         """The holder gives the task back at ``now``, due at ``run_at`` (``error``: the new error
-        text)."""
+        text; ``traceback``: its traceback, kept by the event that ends the attempt)."""
         values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
-        self._held(conn, id_, token, "retry", values | ({} if error is UNSET else {"error": error}), now)
+        self._held(conn, id_, token, "retry", values | ({} if error is UNSET else {"error": error}), now, traceback)
 
     def release(self, id_: int, token: int, now: float, conn=None) -> None:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
@@ -177,11 +189,13 @@ class TaskChanges:
         nobody took): waiting, due ``now``, no owner, its attempt given back."""
         return dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
 
-    def _record_again(self, conn, kind: str, ids: Sequence[int], now: float, dues: dict[int, tuple]) -> None:
+    def _record_again(
+        self, conn, kind: str, ids: Sequence[int], now: float, dues: dict[int, tuple], traceback: str | None = None
+    ) -> None:
         """The events of rows given back to run again (retried, released), whose histories may
         grow without end: trimmed to their first and last entries. ``dues``: when each one's
         attempt was due, read before the change moved it (:meth:`attempt_dues`)."""
-        self.record_moved(conn, kind, dues, ids, now)
+        self.record_moved(conn, kind, dues, ids, now, traceback)
         self.trim_history(conn, ids)
 
     def _attempts_after(self, end: policy.LeaseEnd) -> dict:
@@ -191,9 +205,12 @@ class TaskChanges:
             return {}
         return {"attempts": sa.case((self.t.c.attempts > 0, self.t.c.attempts - 1), else_=0)}
 
-    def _held(self, conn, id_: int, token: int, name: str, values: dict, now: float) -> None:
+    def _held(
+        self, conn, id_: int, token: int, name: str, values: dict, now: float, traceback: str | None = None
+    ) -> None:
         """The holder's transition ``name`` and its event (not when an earlier run of this
-        transaction committed both, its acknowledgement lost)."""
+        transaction committed both, its acknowledgement lost), with the ``traceback`` of the
+        error that ended the attempt, if any."""
         t = self.t
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, token=token)).values(**values)
         kind = TASK_EVENTS[name]
@@ -202,9 +219,9 @@ class TaskChanges:
             dues = {} if name == "finish" else self.attempt_dues(c, [id_])
             if c.execute(stmt).rowcount == 1:
                 if name == "finish":
-                    self.record_ids(c, kind, [id_], now, outcome=values.get("outcome"))
+                    self.record_ids(c, kind, [id_], now, outcome=values.get("outcome"), traceback=traceback)
                 else:
-                    self._record_again(c, kind, [id_], now, dues)
+                    self._record_again(c, kind, [id_], now, dues, traceback)
             elif not self._applied_before(c, id_, token, name):
                 self._diagnose(c, id_, token, name)
 

@@ -35,6 +35,7 @@ from .schema import (
     ADDED_COLUMNS,
     DEFAULT_QUEUE,
     DROPPED_INDEXES,
+    EVENT_ADDED_COLUMNS,
     FOREVER,
     RECOLLATED_COLUMNS,
     SCHEMA_VERSION,
@@ -231,6 +232,17 @@ class TaskStore(
     def upgraded_to(self, conn, version: int) -> None:
         if version == 9:  # MySQL/MariaDB: the claim mark (a fresh table is made with it: as_made)
             self.db.dialect.add_claim_mark(conn, self.t)
+        added = EVENT_ADDED_COLUMNS.get(version, ())
+        if added:  # unless this init made the event table (with every column)
+            have = {c["name"].lower() for c in sa.inspect(conn).get_columns(self.events_t.name)}
+            for name in added:
+                if name not in have:
+                    self.add_column(conn, self.events_t, name)
+
+    def later_columns(self, table: sa.Table) -> frozenset[str]:
+        if table is self.events_t:
+            return frozenset(name for names in EVENT_ADDED_COLUMNS.values() for name in names)
+        return super().later_columns(table)
 
     def as_made(self, table: sa.Table) -> sa.Table:
         return self.db.dialect.with_claim_mark(table) if table is self.t else table

@@ -182,7 +182,9 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     why = flow.ok("why", "bad1", "load")
     assert why.startswith("step 'load' is skipped: parent transform failed and trigger all_success")
     assert "transform (failed)" in why and "audit (succeeded)" in why and why.count("\n") == 1
-    assert flow.ok("why", "bad1", "transform") == "step 'transform' failed\n"
+    why = flow.ok("why", "bad1", "transform")  # its one line, then its last attempt's traceback
+    assert why.startswith("step 'transform' failed\n\ntraceback of step transform (attempt 1 on worker ")
+    assert "\n  Traceback (most recent call last):\n" in why
     assert_error(flow("why", "bad1", "nope"), 4, "unknown step 'nope'", "extract, transform, audit, load, cleanup")
     assert_error(flow("retry", "ok1"), 1, "run 'ok1' is succeeded; only failed or cancelled runs can be retried")
     assert_error(flow("cancel", "ok1"), 1, "run 'ok1' is already succeeded")

@@ -51,7 +51,7 @@ def test_init_puts_an_older_tables_key_in_byte_order(queue, backend):
     store = queue.store
     downgrade(store, [], 6)
     queue.init()
-    assert store.schema_version() == 9
+    assert store.schema_version() == 10
     if backend == "postgresql" or backend == "postgres":
         collation = queue.db.run(lambda c: c.execute(sa.text(
             "SELECT collation_name FROM information_schema.columns WHERE table_name = :t AND column_name = 'key'"),

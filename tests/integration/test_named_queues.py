@@ -194,7 +194,7 @@ def test_init_upgrades_a_version_2_table_to_named_queues(queue):
     downgrade(store, ("queue",), 2)
     assert store.schema_version() == 2
     queue.init()
-    assert store.schema_version() == 9  # the current version: every upgrade on the way
+    assert store.schema_version() == 10  # the current version: every upgrade on the way
     with queue.db.engine.connect() as conn:
         names = {ix["name"] for ix in sa.inspect(conn).get_indexes(queue.table)}
         assert sa.inspect(conn).has_table(f"{queue.table}_queues")

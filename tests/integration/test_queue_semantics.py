@@ -446,7 +446,7 @@ def test_init_is_idempotent_and_force_recreates(queue):
     assert queue["k"].exists()
     queue.init(force=True)
     assert not queue["k"].exists()
-    assert queue.store.schema_version() == SCHEMA_VERSION == 9
+    assert queue.store.schema_version() == SCHEMA_VERSION == 10
 
 
 def test_init_upgrades_a_version_1_table(queue):

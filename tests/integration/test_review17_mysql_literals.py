@@ -51,6 +51,7 @@ def _rows(n0: int) -> list[tuple]:
                 -d,
                 None if i % 4 or abs(d) > 1e300 else d * 7,
                 i % 2,
+                (name * 60)[:3000] if i % 7 else None,  # traceback
             )
         )
     return rows
@@ -90,7 +91,7 @@ def test_large_task_ids_round_trip(queue, backend):
     _only_mysql(backend)
     e = queue.store.events_t
     ids = [2**63 - 1, 2**62 + 1, 2**53 + 1, 1]
-    rows = [(i, "k", "default", "t", "finished", T0, 1, "o", "success", None, 0.1, 0.2, None, 0) for i in ids]
+    rows = [(i, "k", "default", "t", "finished", T0, 1, "o", "success", None, 0.1, 0.2, None, 0, None) for i in ids]
     before = _max_id(queue)
     queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
     assert [r["task_id"] for r in _written(queue, before)] == ids
@@ -103,7 +104,7 @@ def test_a_batch_far_beyond_the_chunk_is_written_whole(queue, backend):
     n = 2500
     rows = [
         (i, ("\U0001f600" * 250) + f"{i:05d}", "default", "\U0001f4a9" * 255, "finished", T0 + i / 7, 1,
-         "\U0001f600" * 255, "success", None, i / 3, -i / 3, None, 0)
+         "\U0001f600" * 255, "success", None, i / 3, -i / 3, None, 0, None)
         for i in range(1, n + 1)
     ]
     size = sum(len(s) for s in mysql_store.rendered_values(rows))

@@ -193,5 +193,5 @@ def test_a_table_of_schema_8_reads_back_until_init_adds_the_mark(queue, backend,
     ways = _settle_ways(db_url, queue.table, monkeypatch, ["a", "b"], T0)  # a worker of this release, before init
     assert ways.held == [] and len(ways.read_back) == 2
     queue.init()
-    assert queue.store.schema_version() == 9 and "on update" in _mark_extra(queue).lower()
+    assert queue.store.schema_version() == 10 and "on update" in _mark_extra(queue).lower()
     assert len(_settle_ways(db_url, queue.table, monkeypatch, ["c", "d"], T0 + 10).held) == 2

@@ -242,7 +242,7 @@ def test_init_upgrades_a_version_5_table_and_counts_its_retained_events(queue, c
     downgrade(queue.store, (), 5)
     assert queue.store.schema_version() == 5
     queue.init()
-    assert queue.store.schema_version() == 9
+    assert queue.store.schema_version() == 10
     clock.advance(GAP + 1)
     queue.roll_up_stats()
     totals, _ = _total(queue)

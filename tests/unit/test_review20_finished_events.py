@@ -15,7 +15,7 @@ def reference(held, at, outcome):
     return [
         {"task_id": i, "key": h.key, "queue": h.queue, "type": h.type, "kind": "finished", "at": at}
         | {"attempt": h.attempt, "owner": h.owner, "outcome": outcome, "detail": None}
-        | {"waited": h.started_at - h.due_at, "ran": at - h.started_at, "due_at": None, "tracked": 0}
+        | {"waited": h.started_at - h.due_at, "ran": at - h.started_at, "due_at": None, "tracked": 0, "traceback": None}
         for i, h in held
     ]
 
