@@ -421,4 +421,4 @@ def prefetch(target: Any, queue, tasks: list) -> None:
 def _verb(task) -> str:
     if task.status == "finished":
         return {"success": "finished", "failure": "failed", "cancelled": "cancelled"}.get(task.outcome, "finished")
-    return "retry/release"
+    return "settled by its handler"  # a retry, a release, or a workflow step's own end
