@@ -311,10 +311,21 @@ def start_by(started_at: float, within: float, window: float) -> float:
     return started_at + min(within, window * RATE_GRACE_SHARE)
 
 
-def too_late_to_start(deadline: float | None, now: float) -> bool:
-    """Whether a leased task whose start was counted at ``deadline`` (None: no rate limit) may no
-    longer start at ``now``: it is given back unrun instead (its counted start stays)."""
-    return deadline is not None and now > deadline
+#: a processor decides to start a rate-limited task only in this first share of the time between
+#: its claim and the time its start was counted at; the rest is the margin for what runs between
+#: that decision and the handler's first line (a loaded machine's scheduling delays included)
+START_DECISION_SHARE = 0.5
+
+
+def too_late_to_start(claimed: float | None, deadline: float | None, now: float) -> bool:
+    """Whether a task leased at ``claimed`` whose start was counted at ``deadline`` (None: no rate
+    limit) may no longer start at ``now``: it is given back unrun instead (its counted start stays).
+    The decision comes :data:`START_DECISION_SHARE` of the grace early, so that the handler itself
+    still starts by the deadline."""
+    if deadline is None:
+        return False
+    decide_by = deadline if claimed is None else claimed + (deadline - claimed) * START_DECISION_SHARE
+    return now > decide_by
 
 
 def rate_limited_room(want: int, ahead: int) -> int:

@@ -298,7 +298,7 @@ class Processor:
         if task.lost or policy.cancels_unrun(task.cancel_requested, task.owned):  # learned while it waited
             self.monitor.drop(task)
             return self._settle(task, None, 0.0, started=False)
-        if policy.too_late_to_start(task.start_by, self.queue.now()):
+        if policy.too_late_to_start(task.started_at, task.start_by, self.queue.now()):
             return self._give_back_late(task)
         log.debug("acquired task=%s type=%s attempt=%d", task.key, task.type, task.attempts)
         with tracing.attempt_span(task) as span:

@@ -67,14 +67,27 @@ def test_a_processor_gives_back_a_rate_limited_task_it_could_not_start_in_time(q
     assert ran == [] and (m.status, m.attempts) == ("waiting", 0)
 
 
-def test_a_processor_starts_a_rate_limited_task_by_its_start_time(queue, clock):
+def test_a_processor_decides_to_start_within_the_first_share_of_the_grace(queue, clock):
+    """Past half the grace (the margin left for reaching the handler's first line), given back."""
+    ran = []
+    proc = _processor(queue, ran.append)
+    queue.limit("api", rate="1/3s")
+    queue.submit("a", "t", {}, queue="api", now=clock.now() - 1)
+    (task,) = queue.poll_multi(1, queues="api", start_within=policy.RATE_START_GRACE)
+    proc.monitor.hold(task)
+    clock.advance(0.15 * policy.START_DECISION_SHARE + 0.01)
+    proc.process(task)
+    assert ran == [] and queue["a"].metadata().status == "waiting"
+
+
+def test_a_processor_starts_a_rate_limited_task_decided_within_its_share_of_the_grace(queue, clock):
     ran = []
     proc = _processor(queue, lambda task: ran.append(task.key))
     queue.limit("api", rate="1/3s")
     queue.submit("a", "t", {}, queue="api", now=clock.now() - 1)
     (task,) = queue.poll_multi(1, queues="api", start_within=policy.RATE_START_GRACE)
     proc.monitor.hold(task)
-    clock.advance(0.15)
+    clock.advance(0.15 * policy.START_DECISION_SHARE)
     proc.process(task)
     proc.settler.flush()
     assert ran == ["a"] and queue["a"].metadata().outcome == "success"
