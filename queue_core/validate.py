@@ -305,7 +305,10 @@ def cap_text(text: str, limit: int = MAX_ERROR_BYTES) -> str:
     """``text`` as valid UTF-8 (lone surrogates escaped) of at most ``limit`` bytes: when longer,
     cut at a character boundary and ended with :data:`CUT_MARKER` naming the bytes cut off. The
     one cap of every error text pq stores (the error columns cap what is bound to them with it:
-    ``store/schema.ErrorText``)."""
+    ``store/schema.ErrorText``). A NUL, which PostgreSQL's text columns refuse, is written
+    ``\\x00`` on every database."""
+    if "\0" in text:
+        text = text.replace("\0", "\\x00")
     if text.isascii() and len(text) <= limit:
         return text
     raw = text.encode("utf-8", "backslashreplace")
