@@ -9,6 +9,7 @@ the first roll-up after it commits, or by the delete that removes it (``store/st
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -49,13 +50,16 @@ class QueueStatistics:
         type: str | None = None,
         now: float | None = None,
         roll_up: bool = True,
+        exact: bool = True,
     ) -> Statistics:
         """Tasks started, succeeded, failed, cancelled and retried, with their wait and run
         times, per bucket of time (a minute, or an hour for reads reaching back more than two
         days) and summed per queue and type (``Statistics.totals``), from ``since`` (epoch
         seconds or an aware datetime; default: an hour ago) until ``until`` (default: now).
         ``roll_up``: count what the workers have not rolled up yet first (needs write access);
-        without it the read adds those events itself, writing nothing."""
+        without it the read adds those events itself, writing nothing. ``exact``: percentiles of
+        a total of at most ``statistics.EXACT_MOST`` values from the values themselves
+        (:meth:`_with_samples`)."""
         now = self.now(now)
         start = now - 3600 if since is None else _time(since, "since")
         end = now if until is None else _time(until, "until")
@@ -66,7 +70,19 @@ class QueueStatistics:
         span = statistics.read_span(start, now)
         rows = self.store.stats_rows(span, start, end, queue, type, uncounted=True)
         buckets = tuple(Bucket(k[2], k[3], k[0], k[1], tally) for k, tally in rows)
-        return Statistics(start, end, span, buckets)
+        read = Statistics(start, end, span, buckets)
+        return self._with_samples(read) if exact else read
+
+    def _with_samples(self, read: Statistics) -> Statistics:
+        """``read`` with the values of its events, if a total counts few enough to be told
+        exactly (``Statistics.small_samples``): from the newest ``EXACT_MOST + 1`` events, one
+        read bounded along the primary key. A total whose values are not all among them (older
+        events, or purged) keeps the percentiles of its buckets (``statistics.exactly``)."""
+        if not read.small_samples():
+            return read
+        events = self.store.newest_events(statistics.EXACT_MOST + 1)
+        samples = statistics.samples_of(events, read.span, read.since, read.until)
+        return dataclasses.replace(read, samples=samples)
 
     def stats_totals(self) -> list[Bucket]:
         """The all-time buckets, one per queue and type, with the events no roll-up has counted

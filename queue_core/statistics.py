@@ -76,6 +76,8 @@ class Distribution:
 
     counts: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS) + 1))
     total: float = 0.0
+    #: the values themselves, when known to be exactly those counted (:func:`exactly`)
+    values: tuple[float, ...] | None = field(default=None, compare=False)
 
     @property
     def count(self) -> int:
@@ -88,10 +90,12 @@ class Distribution:
         """Add ``count`` values of the bucket ``bucket`` (:func:`bucket_of`) summing to ``total``."""
         self.counts[bucket] += count
         self.total += total
+        self.values = None
 
     def merge(self, other: Distribution) -> None:
         self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
         self.total += other.total
+        self.values = None
 
     @property
     def mean(self) -> float | None:
@@ -99,12 +103,15 @@ class Distribution:
         return self.total / n if n else None
 
     def quantile(self, q: float) -> float | None:
-        """The ``q`` quantile, interpolated linearly inside its bucket (the last, unbounded
-        bucket answers its lower bound), kept within what was added (:meth:`_within`); None
-        when empty. A single value is answered exactly (it is the sum)."""
+        """The ``q`` quantile: by nearest rank of the values when they are known (:func:`exactly`),
+        else interpolated linearly inside its bucket (the last, unbounded bucket answers its lower
+        bound), kept within what was added (:meth:`_within`); None when empty. A single value is
+        answered exactly (it is the sum)."""
         n = self.count
         if not n:
             return None
+        if self.values is not None:
+            return nearest_rank(self.values, q)
         if n == 1:
             return self.total
         rank, seen = q * n, 0
@@ -159,6 +166,61 @@ class Distribution:
         if not isinstance(total, int | float) or not math.isfinite(total) or total < 0:
             raise StatsRowError(f"a sum of seconds, not {total!r}")
         return cls(list(counts), float(total))
+
+
+#: the largest sample (of one queue and type, in a read) whose percentiles are answered from
+#: the values themselves, read from the events (``queue_stats.QueueStatistics.statistics``)
+EXACT_MOST = 1000
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile of ``values`` by nearest rank: the smallest value with at least
+    ``q·n`` of the ``n`` values at or below it (the smallest for q = 0, the largest for q = 1);
+    None when there is none. (A rounding of ``q·n`` in floats never adds a rank.)"""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = math.ceil(q * len(ordered) - 1e-9)
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
+
+
+def exactly(dist: Distribution, values: Sequence[float]) -> Distribution:
+    """``dist`` with its values, if ``values`` (seconds as the events hold them) are exactly the
+    ones it counts: as many in each of its buckets, at most :data:`EXACT_MOST` in all. Else
+    ``dist`` (an event deleted, or a value not counted: its percentiles from its buckets)."""
+    if not 0 < len(values) <= EXACT_MOST:
+        return dist
+    counted = [seconds_counted(v) for v in values]
+    found = Distribution()
+    for v in counted:
+        found.counts[bucket_of(v)] += 1
+    if found.counts != dist.counts:
+        return dist
+    return Distribution(list(dist.counts), dist.total, tuple(sorted(counted)))
+
+
+#: the values of a read's events per (queue, type): their waits and their runs
+Samples = dict[tuple[str, str], tuple[list[float], list[float]]]
+
+
+def samples_of(events: Iterable[Mapping], span: int, since: float, until: float) -> Samples:
+    """The waits and runs that ``events`` (rows of ``<table>_events``: queue, type, kind, at,
+    waited, ran) add to the buckets of ``span`` that overlap [since, until), per queue and type:
+    a wait in the bucket of its attempt's start, a run in that of its event (as
+    :func:`tally_groups` counts them)."""
+
+    def within(at: float) -> bool:
+        start = bucket_start(span, bucket_start(MINUTE, at))
+        return since - span < start < until
+
+    out: Samples = {}
+    for e in events:
+        waits, runs = out.setdefault((e["queue"], e["type"]), ([], []))
+        if starts_attempt(e) and e["waited"] is not None and within(started_at(e)):
+            waits.append(e["waited"])
+        if e["kind"] in _RAN and e["ran"] is not None and within(e["at"]):
+            runs.append(e["ran"])
+    return out
 
 
 @dataclass
@@ -371,13 +433,25 @@ class Statistics:
     until: float
     span: int
     buckets: tuple[Bucket, ...]
+    #: the values of the read's events, where they were read (:func:`samples_of`)
+    samples: Samples = field(default_factory=dict, compare=False)
 
     def totals(self) -> dict[tuple[str, str], Tally]:
-        """The buckets summed per (queue, type), in that order."""
+        """The buckets summed per (queue, type), in that order; a distribution with its values
+        where :attr:`samples` holds exactly those it counts (:func:`exactly`)."""
         out: dict[tuple[str, str], Tally] = {}
         for b in self.buckets:
             out.setdefault((b.queue, b.type), Tally()).merge(b.tally)
+        for key, tally in out.items():
+            waits, runs = self.samples.get(key, ([], []))
+            tally.wait, tally.run = exactly(tally.wait, waits), exactly(tally.run, runs)
         return dict(sorted(out.items()))
+
+    def small_samples(self) -> bool:
+        """Whether a total of the read has a distribution of at most :data:`EXACT_MOST` values
+        (more than one: one is exact already), whose values are worth reading."""
+        sizes = [d.count for t in self.totals().values() for d in (t.wait, t.run)]
+        return any(1 < n <= EXACT_MOST for n in sizes)
 
     def to_dict(self) -> dict:
         return {

@@ -32,9 +32,10 @@ class QueueRow:
 
 def overview_data(queue: Queue) -> dict:
     """What the overview shows, read in 5 statements (6 with workers alive): the queues'
-    counts and settings, an hour of statistics, the workers."""
+    counts and settings, an hour of statistics (its buckets only: no percentile is shown), the
+    workers."""
     now = queue.now()
-    stats = queue.statistics(now=now, roll_up=False)
+    stats = queue.statistics(now=now, roll_up=False, exact=False)
     infos = queue.queues(now=now, finished=False, also={b.queue for b in stats.buckets})
     workers = queue.workers(now=now)
     rows = [_row(info, stats, now) for info in infos]

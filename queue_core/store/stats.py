@@ -297,6 +297,15 @@ class TaskStatistics:
             log.warning("statistics of events not rolled up yet left out: %s", exc)
             return {}
 
+    def newest_events(self, limit: int) -> list[dict]:
+        """The newest ``limit`` events (by id, read backwards along the primary key: no other row
+        is read), with what the statistics read of them (queue, type, kind, at, waited, ran)."""
+        e = self.events_t
+        cols = (e.c.queue, e.c.type, e.c.kind, e.c.at, e.c.waited, e.c.ran)
+        stmt = sa.select(*cols).order_by(e.c.id.desc()).limit(limit)
+        rows = self.db.run(lambda conn: conn.execute(stmt).all(), write=False, what="read the newest events")
+        return [dict(r._mapping) for r in rows]
+
     def prune_stats(self, spans_before: Sequence[tuple[int, float]]) -> int:
         """Delete the buckets of each ``(span, before)`` that start before ``before``."""
         s = self.stats_t
