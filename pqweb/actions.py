@@ -24,8 +24,8 @@ WHY_NOT = {
 
 def task_actions(task: TaskMetadata) -> tuple[str, ...]:
     """The actions valid for ``task`` in its state (retry, cancel, force-finish, move)."""
-    if task.finished:
-        return ("retry",) if task.outcome == "failure" else ()
+    if task.finished:  # a workflow's failed row is retried with its run (the run page)
+        return ("retry",) if task.outcome == "failure" and not task.in_workflow else ()
     if task.status == "pending":  # a row of a run waiting for its parents
         return ("move",)
     if task.running:

@@ -140,6 +140,7 @@ def serve(cfg: Any, web: WebSettings, host: str, port: int, *, verbose: bool = F
             log_level="info" if verbose else "warning",
             access_log=verbose,
             server_header=False,
+            proxy_headers=False,  # a client's address is its socket's: X-Forwarded-For is anyone's to write
         )
 
 

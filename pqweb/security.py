@@ -87,6 +87,8 @@ class Session:
     login_id: str | None = None
     #: whether the cookie must be (re)sent
     changed: bool = True
+    #: changed by a login or a logout (a new session is only ``changed``)
+    renewed: bool = False
 
     @property
     def authenticated(self) -> bool:
@@ -96,12 +98,14 @@ class Session:
         """Logged in: a new login id and CSRF token (one seen before the login is worth nothing after)."""
         logins.close(self.login_id)
         self.csrf, self.login_id, self.changed = secrets.token_urlsafe(32), logins.open(), True
+        self.renewed = True
 
     def logout(self, logins: Logins) -> None:
         """Logged out here and on the server: the login id is forgotten, so a copy of this
         session's cookie (and its CSRF token) is worth nothing after."""
         logins.close(self.login_id)
         self.csrf, self.login_id, self.changed = secrets.token_urlsafe(32), None, True
+        self.renewed = True
 
 
 class SessionKeys:
@@ -157,7 +161,7 @@ class Guard:
                 headers = MutableHeaders(scope=message)
                 for name, value in HEADERS:
                     headers[name] = value
-                if session.changed:
+                if sends_cookie(session, scope["method"], message["status"]):
                     headers.append("set-cookie", self.keys.cookie(session))
             await send(message)
 
@@ -170,6 +174,16 @@ class Guard:
             await PlainTextResponse("The dashboard failed on this page; its log says why.", 500)(
                 scope, receive, send_guarded
             )
+
+
+def sends_cookie(session: Session, method: str, status: int) -> bool:
+    """Whether a response carries the session's cookie: after a login or a logout; a new session
+    only on a page a browser asked for itself (a successful GET). A request that came without
+    the cookie (a form posted from another site: SameSite=Lax keeps the cookie back) must not
+    replace the browser's session with an empty one."""
+    if session.renewed:
+        return True
+    return session.changed and method in ("GET", "HEAD") and status < 400
 
 
 def session_of(request: Request) -> Session:

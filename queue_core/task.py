@@ -77,6 +77,8 @@ class TaskMetadata:
     tags: tuple[str, ...] = ()
     #: whether an operator tracks it
     tracked: bool = False
+    #: a row of a workflow run (the run's own, a step's, a map item's): pqflow retries it
+    in_workflow: bool = False
 
     @property
     def finished(self) -> bool:
@@ -132,6 +134,7 @@ def metadata_from_row(row: Mapping, now: float, *, table: str) -> TaskMetadata:
         queue_name=row["queue"],
         tags=tuple(row.get("tags", ())),
         tracked=bool(row["tracked"]),
+        in_workflow=row.get("workflow") is not None,
     )
 
 
