@@ -33,7 +33,7 @@ from typing import Any
 
 from .apart import CheckApart
 from .app import describe_types, served_types
-from .errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
+from .errors import AccessDeniedError, DatabaseError, DatabaseUnreachableError, ForeignTableError, SchemaError
 from .lease_ledger import LeaseLedger
 from .loader import load_target
 from .logs import reopen_logs, setup_logging
@@ -76,11 +76,14 @@ def check_database(settings: dict, *, burst: bool = False) -> None:
     transaction or file; a grant missing). A worker could only fail at every poll there. Any
     other failure (an outage, a table ``init`` has not made yet) is left to the processors,
     which poll through it; but a ``burst`` worker, which ends once nothing is due, raises
-    SchemaError for a missing table rather than wait for ever for one. The check connects in a
+    SchemaError for a missing table and DatabaseUnreachableError for a database it cannot
+    connect to, rather than wait for ever for them (a cron job or CI step runs it). The check connects in a
     child process of its own (:mod:`queue_core.apart`: the processors forked later inherit no
     database client state) and may wait for the database (a locked SQLite file): meanwhile the
     worker obeys its signals, a stop ending it at once (it has started nothing)."""
-    refused = (ForeignTableError, AccessDeniedError, SchemaError) if burst else (ForeignTableError, AccessDeniedError)
+    refused: tuple[type[Exception], ...] = (ForeignTableError, AccessDeniedError)
+    if burst:
+        refused += (SchemaError, DatabaseUnreachableError)
     if not hasattr(os, "fork"):
         _check(settings, refused)
         return
