@@ -16,6 +16,7 @@ serialise only where they meet (two parents of a join, two items of a map, one r
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from .engine import (
 from .errors import FlowError
 from .rows import OUTCOME_OF, MapCount, NodeState, RunState, dumps, node_key
 
+log = logging.getLogger("pqflow")
 _STARTED = "a map was started by another decision meanwhile (its row changed since it was read)"
 
 
@@ -279,36 +281,40 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
     if not changed:
         return {}
     rows = tx.runs.read(tx.conn, changed, lock=True)
-    pending, ends, writes, ended = [], {}, _Writes(), []
+    pending, done, ends, writes, ended = [], [], {}, _Writes(), []
     for run_id in sorted(changed):
         run, row = runs[run_id], rows.get(run_id)
         state = RunState.load(row.get("workflow"), run.dag) if row else None
         if not row or state is None or state.iid != run.iid or row["state"] != PENDING:
             raise FlowError(f"run {run_id!r} changed under a decision (row replaced or ended)")
         _count_steps(state, closed[run_id])
-        if state.open > 0:
-            pending.append((row["id"], state.dump()))
+        (pending if state.open > 0 else done).append((row["id"], state, run))
+    still_open = _open_runs(tx, [run for _, _, run in done])
+    for row_id, state, run in done:
+        if run.run_id in still_open:
+            pending.append((row_id, state, run))  # its last open row's end ends it
         else:
-            ends[run_id], purge_at = _end_run(tx, row["id"], state, writes)
+            ends[run.run_id], purge_at = _end_run(tx, row_id, state, writes)
             ended.append((run, purge_at))
-    _none_open(tx, [run for run, _ in ended])
-    tx.runs.set_workflow_many(tx.conn, pending)
+    tx.runs.set_workflow_many(tx.conn, [(row_id, state.dump()) for row_id, state, _ in pending])
     writes.flush(tx)
     _keep_groups(tx, ended)
     return ends
 
 
-def _none_open(tx: Transaction, runs: list[RunRef]) -> None:
-    """A run ends only when none of its rows is open: FlowError (nothing of the decision is
-    written) when its count says it is done while a step or item of it is still open."""
+def _open_runs(tx: Transaction, runs: list[RunRef]) -> set[str]:
+    """The ids of ``runs`` (each counted done) with a step or item row still open: a run ends only
+    when none is (a count that says otherwise was edited by hand, or is wrong; the run stays open
+    and ends with its last row, and the other runs decided with it are not held back)."""
     groups = {g: run for run in runs for g in run.groups()}
     if not groups:
-        return
+        return set()
     open_ = [r for r in tx.runs.open_rows(tx.conn, list(groups)) if _own(r, groups[r["grp"]]) is not None]
-    if open_:
-        run = groups[open_[0]["grp"]]
-        keys = ", ".join(r["key"] for r in open_ if groups[r["grp"]] is run)
-        raise FlowError(f"run {run.run_id!r} cannot end: its rows {keys} are still open")
+    for r in open_:
+        log.error(
+            "run %r counted done while its row %s is open: it ends with its last row", groups[r["grp"]].run_id, r["key"]
+        )
+    return {groups[r["grp"]].run_id for r in open_}
 
 
 def _count_steps(state: RunState, closed: list[Ended]) -> None:
