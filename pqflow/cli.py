@@ -19,7 +19,7 @@ import click
 from queue_core.clikit.exits import EXIT_CODES_HELP, EXIT_EXISTS, EXIT_NOT_FOUND, CLIError
 from queue_core.clikit.group import PQGroup, main_wrapper
 from queue_core.clikit.options import common_options
-from queue_core.clikit.output import format_time, json_text, print_json, print_table, printable, short_error
+from queue_core.clikit.output import format_time, json_text, print_json, print_table, short_error, terminal_text
 from queue_core.clikit.parsing import parse_json_object
 from queue_core.clikit.settings import open_queue, settings
 from queue_core.clikit.worker_command import run_worker_command, worker_options
@@ -258,9 +258,9 @@ def _print_traceback(s: StepInfo) -> None:
     """The traceback a failed step kept (its last failed attempt's), indented, after a head line."""
     if s.traceback is None:
         return
-    click.echo(f"\ntraceback of step {s.name} ({s.traceback_from}):")
+    click.echo(terminal_text(f"\ntraceback of step {s.name} ({s.traceback_from}):"))
     for line in s.traceback.splitlines():
-        click.echo("  " + printable(line))
+        click.echo("  " + terminal_text(line))
 
 
 def _print_items(run: Run, step: str, fmt: str) -> None:
@@ -404,7 +404,7 @@ def why(run_id: str, step: str) -> None:
     with open_queue(settings()) as q:
         r = _load_run(q, run_id)
     try:
-        click.echo(r.why(step))
+        click.echo(terminal_text(r.why(step)))
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_NOT_FOUND) from None
     _print_traceback(r.steps[step])

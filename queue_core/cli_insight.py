@@ -13,7 +13,7 @@ import click
 from .cli_queues import QUEUE
 from .clikit.exits import CLIError
 from .clikit.options import common_options
-from .clikit.output import format_time, json_text, print_json, print_table, printable, short_error
+from .clikit.output import format_time, json_text, print_json, print_table, printable, short_error, terminal_text
 from .clikit.parsing import parse_time
 from .clikit.settings import open_queue, settings
 from .history import TaskEvent, trimmed_after
@@ -55,7 +55,7 @@ def event_line(e: TaskEvent, *, with_key: bool = True) -> str:
     if with_key:
         parts.append(printable(e.key))
     parts.append(_what(e))
-    return printable(" ".join(p for p in parts if p))
+    return terminal_text(" ".join(p for p in parts if p))
 
 
 def _what(e: TaskEvent) -> str:
@@ -86,8 +86,8 @@ def traceback_lines(e: TaskEvent) -> list[str]:
     headed by the attempt and the worker it ran on, indented under its event line."""
     if e.traceback is None:
         return []
-    head = f"    traceback of attempt {e.attempt} on worker {e.owner or '-'}:"
-    return [head, *("      " + printable(line) for line in e.traceback.splitlines())]
+    head = terminal_text(f"    traceback of attempt {e.attempt} on worker {e.owner or '-'}:")
+    return [head, *("      " + terminal_text(line) for line in e.traceback.splitlines())]
 
 
 @click.command(short_help="Print task events (submitted, claimed, finished, ...).")

@@ -40,7 +40,11 @@ def format_time(ts: float | None, tz: Any = None) -> str:
     return dt.isoformat(timespec=spec)
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: what a terminal would act on instead of showing: C0 and C1 controls, DEL, and the
+#: bidirectional controls (which reorder the text shown around them)
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: the same, less the line breaks and tabs of a text of several lines
+_INLINE_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
@@ -52,6 +56,13 @@ def printable(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` (of one or more lines) as a terminal shows it without acting on it: escape
+    sequences, other controls and bidirectional controls written as ``\\x1b``, ``\\u202e``;
+    line breaks and tabs kept."""
+    return printable(_INLINE_CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text))
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:
