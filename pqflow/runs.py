@@ -254,6 +254,17 @@ def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:
     )
 
 
+def _items_wait(tx: Transaction, group: str, row: dict, spec: dict) -> logic.Waiting:
+    """What a map whose items all wait is waiting for: the wait of its item due first (a worker
+    of their type, or that item's backoff)."""
+    first = tx.runs.next_waiting(tx.conn, group, tx.now)
+    if first is None:
+        return logic.Waiting(row["type"], row["queue"], 0.0)
+    item = NodeState.load(first.get("workflow"))
+    failures = item.failures if item is not None else 0
+    return logic.Waiting(row["type"], row["queue"], first["run_at"], failures, int(spec.get("retries", 0)))
+
+
 def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None, spec: dict) -> StepInfo:
     if row is None:
         return StepInfo(name, "pending")
@@ -277,8 +288,7 @@ def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None, spec: 
         )
         if status == "pending" and node.map.open:
             status = "running" if items.running else "waiting"
-            # its items' wait: for a worker of their type (their own due times are theirs)
-            wait = logic.Waiting(row["type"], row["queue"], 0.0) if status == "waiting" else None
+            wait = _items_wait(tx, node_key(run_id, name), row, spec) if status == "waiting" else None
     result = None
     if status == "succeeded" and row.get("result"):
         result = json.loads(row["result"])

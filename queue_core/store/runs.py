@@ -134,6 +134,15 @@ class RunRows:
         stmt = sa.select(status, sa.func.count()).where(t.c.grp == group).group_by(status)
         return {str(r[0]): int(r[1]) for r in conn.execute(stmt)}
 
+    def next_waiting(self, conn, group: str, now: float) -> dict | None:
+        """The waiting row of a group due first (its ``run_at`` and ``workflow``), None when none
+        waits: what a map whose items all wait is waiting for."""
+        t = self.t
+        waiting = sa.and_(t.c.grp == group, t.c.state == LIVE, sa.not_(lease_held(t, now)))
+        stmt = sa.select(t.c.run_at, t.c.workflow).where(waiting).order_by(t.c.run_at).limit(1)
+        row = conn.execute(stmt).mappings().first()
+        return dict(row) if row is not None else None
+
     def register(self, conn, kind: str, name: str) -> None:
         """Remember a name (a workflow served or started here) in the meta table, once."""
         m = self.tasks.meta
