@@ -343,7 +343,7 @@ class TaskStore(
             if also is not None:
                 also(conn)
             if self.db.last_run_retried() and stamps:
-                if mine := self._leased_under(conn, token, [at + alive_time for at in stamps]):
+                if mine := self._renewed_under(conn, token, [at + alive_time for at in stamps], stamp, alive_time):
                     return self.with_start_by(conn, mine, start_within), 0
             if not n:
                 return [], 0
@@ -362,6 +362,19 @@ class TaskStore(
         if notes is not None:  # only ended rows, four times: more may be due behind them
             notes["ended_rows"] = True
         return []
+
+    def _renewed_under(self, conn, token: int, expiries: list[float], stamp, alive_time: float) -> list[dict]:
+        """The rows an earlier run of this claim leased under ``token`` (until one of
+        ``expiries``), their leases renewed from ``stamp()`` (``renew_claim``): the retries that
+        found its COMMIT may have taken longer than the lease, and a lease delivered expired would
+        let another worker run the task too."""
+        mine = self._leased_under(conn, token, expiries)
+        if not mine:
+            return []
+        t, until = self.t, stamp() + alive_time
+        renew = sa.update(t).where(t.c.id.in_([r["id"] for r in mine]), *task_where(t, "renew_claim", token=token))
+        conn.execute(renew.values(timeout=until))
+        return self._leased_under(conn, token, [until])
 
     def _leased_under(self, conn, token: int, expiries: list[float]) -> list[dict]:
         """The rows a claim with ``token`` leased until one of ``expiries`` (an earlier run of its

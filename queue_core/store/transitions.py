@@ -145,6 +145,15 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             "the holder extends its unexpired lease (and may replace the data)",
         ),
         _task(
+            "renew_claim",
+            [_L],
+            [_L],
+            [Fence.TOKEN],
+            "TaskStore.claim",
+            "a claim run again after its COMMIT's acknowledgement was lost renews the leases its first run "
+            "wrote, expired or not (its token still on them: nobody claimed them since), before delivering them",
+        ),
+        _task(
             "finish",
             [_L],
             [_F],
