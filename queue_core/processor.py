@@ -16,6 +16,7 @@ from typing import Any
 
 from . import policy, tracing
 from .app import served_types
+from .burst import AfterEmpty, BurstBoard, after_empty_claim, holds_nothing
 from .chores import Chore
 from .config import DEFAULTS
 from .errors import AlreadyFinishedError, DatabaseError, PreemptedError, TaskError
@@ -71,12 +72,16 @@ class Processor:
         beat_fd: int | None = None,
         name: str = "processor",
         ledger: LeaseLedger | None = None,
+        board: BurstBoard | None = None,
+        slot: int = 0,
     ):
         self.target = target
         self.types = served_types(target)  # leased: only tasks of these types (None: any)
         self.settings = settings
         self.burst = burst
         self.name = name
+        #: the busy slots of this worker's processors (burst): one ends only once all are idle
+        self.board, self.slot = board, slot
         self.queue = queue or open_queue(settings)
         self.settler = Settler(self.queue)
         names = list(self.queue.served_queues[0])
@@ -166,6 +171,8 @@ class Processor:
             written = self.settler.writes
             tasks = self._claim()
             if tasks:
+                if self.board is not None:
+                    self.board.mark(self.slot, True)
                 self._run_batch(tasks)
             elif tasks is not None and self._after_empty_claim(written):
                 return EXIT_OK
@@ -174,18 +181,24 @@ class Processor:
         return EXIT_OK
 
     def _after_empty_claim(self, written: int) -> bool:
-        """After a claim that leased nothing: whether a burst processor is done (else it waits
-        for a poll, or a rate limit's window, and claims again). Not done while more may be due
-        that the claim could not see: rows it only ended (more are due behind them), successes
-        it wrote (what their after-commit hooks submit), successes written on their own since
-        ``written`` (what they set off: a workflow's next steps)."""
+        """After a claim that leased nothing: whether the burst is done (:func:`burst.after_empty_claim`).
+        More may be due that the claim could not see: rows it only ended (more are due behind
+        them), successes it wrote (what their after-commit hooks submit), successes written on
+        their own since ``written`` (what they set off: a workflow's next steps). This processor
+        is idle once it holds nothing of that, and waits while a sibling is busy."""
         rate_wait = self._notes.get("rate_wait")
-        if self._notes.get("ended_rows"):
-            return False  # claim again at once
-        if self.burst and rate_wait is None:
-            return not self._settled_with_claim and not self.settler.wrote_since(written)
-        self.control.idle(min(self.settings["poll_interval"], rate_wait or math.inf))
-        return False
+        facts = {
+            "ended_rows": bool(self._notes.get("ended_rows")),
+            "wrote": self.burst and (self._settled_with_claim or self.settler.wrote_since(written)),
+            "rate_limited": rate_wait is not None,
+        }
+        if self.board is not None and holds_nothing(**facts):
+            self.board.mark(self.slot, False)
+        siblings_busy = self.board is not None and self.board.others_busy(self.slot)
+        step = after_empty_claim(burst=self.burst, siblings_busy=siblings_busy, **facts)
+        if step is AfterEmpty.WAIT:
+            self.control.idle(min(self.settings["poll_interval"], rate_wait or math.inf))
+        return step is AfterEmpty.END
 
     def _claim(self) -> list | None:
         """Lease the next batch, finishing the waiting successes in the same transaction: the

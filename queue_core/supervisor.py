@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 from .apart import CheckApart, fork_holding
+from .burst import BurstBoard
 from .lease_ledger import LeaseLedger
 from .logs import reopen_logs
 from .processor import give_back_orphans, open_checked, open_queue
@@ -61,9 +62,11 @@ class Supervisor:
         burst: bool,
         config_loader: Callable[[], dict] | None,
         clock: Callable[[], float] = time.monotonic,
+        board: BurstBoard | None = None,
     ):
         self.child_main, self.settings, self.burst, self.config_loader = child_main, settings, burst, config_loader
         self.clock = clock
+        self.board = board  # burst: a slot is busy from its fork until its child claims nothing or exits
         self.children: dict[int, Child] = {}  # pid -> child
         self.slots_done: set[int] = set()
         self.last_fork: dict[int, float] = {}
@@ -160,6 +163,8 @@ class Supervisor:
         if wait > 0:
             time.sleep(min(wait, 5))
         self.ledgers.setdefault(slot, LeaseLedger())  # before the first fork: shared with every child of the slot
+        if self.board is not None:
+            self.board.mark(slot, True)
         r, w = os.pipe()
         pid = fork_holding(WORKER_SIGNALS)  # the child's handlers catch what is sent before they are set
         if pid == 0:
@@ -201,6 +206,8 @@ class Supervisor:
             c = self.children.pop(pid, None)
             if c is not None:
                 os.close(c.beat_fd)
+                if self.board is not None:  # what it ran is written or given up: its siblings may end
+                    self.board.mark(c.slot, False)
                 if c.quit_since is not None:  # what its handlers started dies with it, as under SIGKILL
                     _kill_group(c.pid)
                 self._replace(c, os.waitstatus_to_exitcode(status))

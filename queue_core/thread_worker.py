@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 
+from .burst import BurstBoard
 from .listener import WakeupListener, start_listener
 from .logs import reopen_logs
 from .processor import Processor, open_checked, open_queue, stop_at_once
@@ -29,6 +30,7 @@ class ThreadWorker:
         self.restart_pending = False  # the processors stop for a restart: start new ones once they did
         self.signals: Signals | None = None
         self.queue = None  # the processors' queue (one pool), closed when they are done
+        self.board: BurstBoard | None = None  # burst: which processors are busy
 
     def close(self) -> None:
         """Close the queue of the processors (they are done): its pooled connections with it."""
@@ -66,7 +68,9 @@ class ThreadWorker:
     def _start(self) -> None:
         self.close()  # the queue of processors that are done (a restart)
         q = self.queue = open_queue(self.settings)
-        self.processors = [self._processor(i) for i in range(self.settings["processors"])]
+        n = self.settings["processors"]
+        self.board = BurstBoard(n) if self.burst else None
+        self.processors = [self._processor(i) for i in range(n)]
         self.threads = [
             threading.Thread(target=self._serve, args=(i,), name=p.name, daemon=True)
             for i, p in enumerate(self.processors)
@@ -83,16 +87,23 @@ class ThreadWorker:
         log.info("worker started: %d thread processors pid=%d", len(self.threads), os.getpid())
 
     def _processor(self, i: int) -> Processor:
-        return Processor(self.target, self.settings, burst=self.burst, queue=self.queue, name=f"thread-{i}")
+        return Processor(
+            self.target, self.settings, burst=self.burst, queue=self.queue, name=f"thread-{i}", board=self.board, slot=i
+        )
 
     def _serve(self, i: int) -> None:
         """Run processor ``i``; one that recycles (``max_request_per_child`` tasks done) is
         replaced by a new one in the same thread, as a process worker replaces its child, unless
         the worker is stopping or restarting."""
-        while self.processors[i].run(listen=False) == EXIT_RECYCLE and not self._winding_down():
-            p = self.processors[i] = self._processor(i)
-            if self._winding_down():  # a stop that began meanwhile may have stopped the old one only
-                p.stop()
+        board = self.board
+        try:
+            while self.processors[i].run(listen=False) == EXIT_RECYCLE and not self._winding_down():
+                p = self.processors[i] = self._processor(i)
+                if self._winding_down():  # a stop that began meanwhile may have stopped the old one only
+                    p.stop()
+        finally:
+            if board is not None:  # ended, even by an error: its siblings may end their burst
+                board.mark(i, False)
 
     def _winding_down(self) -> bool:
         stopping = self.signals is not None and self.signals.stopping

@@ -33,6 +33,7 @@ from typing import Any
 
 from .apart import CheckApart
 from .app import describe_types, served_types
+from .burst import BurstBoard
 from .errors import AccessDeniedError, DatabaseError, DatabaseUnreachableError, ForeignTableError, SchemaError
 from .lease_ledger import LeaseLedger
 from .loader import load_target
@@ -66,8 +67,9 @@ def run_worker(
         return ThreadWorker(target, settings, burst=burst, config_loader=config_loader).run()
     sys.stdout.flush()
     sys.stderr.flush()
-    child_main = functools.partial(_child_main, target, burst)
-    return Supervisor(child_main, settings, burst=burst, config_loader=config_loader).run()
+    board = BurstBoard(settings["processors"]) if burst else None
+    child_main = functools.partial(_child_main, target, burst, board)
+    return Supervisor(child_main, settings, burst=burst, config_loader=config_loader, board=board).run()
 
 
 def check_database(settings: dict, *, burst: bool = False) -> None:
@@ -139,10 +141,14 @@ def install_child_signals(proc: Processor) -> Signals:
     return Signals(CHILD_SIGNALS, actions, repeated_stop_is_immediate=False).act_in_thread()
 
 
-def _child_main(target: Any, burst: bool, settings: dict, beat_fd: int, slot: int, ledger: LeaseLedger) -> int:
+def _child_main(
+    target: Any, burst: bool, board: BurstBoard | None, settings: dict, beat_fd: int, slot: int, ledger: LeaseLedger
+) -> int:
     os.setpgid(0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the supervisor's wake-up, not ours
-    proc = Processor(target, settings, burst=burst, beat_fd=beat_fd, name=f"processor-{slot}", ledger=ledger)
+    proc = Processor(
+        target, settings, burst=burst, beat_fd=beat_fd, name=f"processor-{slot}", ledger=ledger, board=board, slot=slot
+    )
     install_child_signals(proc)
     log.info("processor %d running pid=%d", slot, os.getpid())
     return proc.run()
