@@ -281,7 +281,9 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
     if not changed:
         return {}
     rows = tx.runs.read(tx.conn, changed, lock=True)
-    pending, done, ends, writes, ended = [], [], {}, _Writes(), []
+    pending: list[tuple[int, RunState, RunRef]] = []
+    done: list[tuple[int, RunState, RunRef]] = []
+    ends, writes, ended = {}, _Writes(), []
     for run_id in sorted(changed):
         run, row = runs[run_id], rows.get(run_id)
         state = RunState.load(row.get("workflow"), run.dag) if row else None
