@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from .. import policy
 from ..errors import DatabaseError
 from ..row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
+from . import lost_claims
 from .base import VersionedTables
 from .browse import TaskBrowse
 from .bulk import BulkChanges
@@ -343,7 +344,8 @@ class TaskStore(
             if also is not None:
                 also(conn)
             if self.db.last_run_retried() and stamps:
-                if mine := self._renewed_under(conn, token, [at + alive_time for at in stamps], stamp, alive_time):
+                expiries = [at + alive_time for at in stamps]
+                if mine := lost_claims.renewed_under(self.t, conn, token, expiries, stamp, alive_time):
                     return self.with_start_by(conn, mine, start_within), 0
             if not n:
                 return [], 0
@@ -362,29 +364,6 @@ class TaskStore(
         if notes is not None:  # only ended rows, four times: more may be due behind them
             notes["ended_rows"] = True
         return []
-
-    def _renewed_under(self, conn, token: int, expiries: list[float], stamp, alive_time: float) -> list[dict]:
-        """The rows an earlier run of this claim leased under ``token`` (until one of
-        ``expiries``), their leases renewed from ``stamp()`` (``renew_claim``): the retries that
-        found its COMMIT may have taken longer than the lease, and a lease delivered expired would
-        let another worker run the task too."""
-        mine = self._leased_under(conn, token, expiries)
-        if not mine:
-            return []
-        t, until = self.t, stamp() + alive_time
-        renew = sa.update(t).where(t.c.id.in_([r["id"] for r in mine]), *task_where(t, "renew_claim", token=token))
-        conn.execute(renew.values(timeout=until))
-        return self._leased_under(conn, token, [until])
-
-    def _leased_under(self, conn, token: int, expiries: list[float]) -> list[dict]:
-        """The rows a claim with ``token`` leased until one of ``expiries`` (an earlier run of its
-        transaction committed); found through the (state, timeout) index. Every one of them is
-        delivered (that claim cut its batch already): its attempt-limited row, if any, first."""
-        t = self.t
-        until = t.c.timeout.in_(sorted(set(expiries)))
-        held = sa.select(t).where(t.c.state == LIVE, until, t.c.lease_token == token, t.c.leased == 1)
-        rows = [dict(r._mapping) for r in conn.execute(held.order_by(t.c.priority.desc(), t.c.run_at, t.c.id))]
-        return sorted(rows, key=lambda r: r["max_attempts"] is None)  # stable: the limited one first
 
     @staticmethod
     def isolated(conn, fn) -> Exception | None:

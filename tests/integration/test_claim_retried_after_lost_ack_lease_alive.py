@@ -1,5 +1,5 @@
 """A claim whose COMMIT acknowledgement was lost is run again (``Database.run``) and finds the
-leases its earlier run committed (``TaskStore._leased_under``, ``timeout IN stamps``). When the
+leases its earlier run committed (``store.lost_claims.leased_under``, ``timeout IN stamps``). When the
 retries took longer than the lease (a server failover: connection attempts with their timeouts
 and backoff), those leases have expired by the time the claim returns them: the holder starts a
 handler on a lease any other worker may take (its heartbeat, fenced by an unexpired lease, fails),

@@ -24,6 +24,7 @@ from queue_core import (
     TaskRunningError,
     ValidationError,
 )
+from queue_core.store import lost_claims
 from queue_core.store.schedules import NewSchedule
 from queue_core.store.tasks import FOREVER
 from queue_core.store.transitions import SCHEDULE_TRANSITIONS, TASK_TRANSITIONS
@@ -405,6 +406,30 @@ def test_task_mark(queue):
     id_ = row(queue, "k")["id"]
     assert _runs(queue, lambda r, c: r.mark(c, id_, "#runs", '{"unpicked": true}')) is True
     assert unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.mark(c, id_, "#runs", "{}"))) is False
+
+
+def test_task_start_map(queue):
+    rows = rows_of_run(queue, ("m", {"pending": True}), ("w", {}))
+    read, started = RUN["workflow"], '{"w": 1, "n": 3}'
+    assert _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, started)])) == 1
+    assert (row(queue, "m")["workflow"], row(queue, "m")["state"]) == (started, 2)  # still pending
+    assert unchanged(queue, "m", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, "{}")]))) \
+        == 0  # its bookkeeping is no longer what was read: started once
+    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["w"]["id"], read, "{}")]))) \
+        == 0  # not pending
+
+
+def test_task_renew_claim(queue):
+    a = held(queue)  # leased until T0 + 10
+
+    def renew(token, now):
+        return run(queue, lambda c: lost_claims.renewed_under(queue.store.t, c, token, [T0 + 10], lambda: now, 10))
+
+    assert unchanged(queue, "k", lambda: renew(a.lease_token + 1, T0 + 20)) == []  # not its token
+    (r,) = renew(a.lease_token, T0 + 20)  # expired, nobody claimed it since: renewed from now
+    assert (r["key"], r["timeout"], row(queue, "k")["timeout"]) == ("k", T0 + 30, T0 + 30)
+    queue.poll(alive_time=10, now=T0 + 40)  # taken over: a new token
+    assert unchanged(queue, "k", lambda: renew(a.lease_token, T0 + 41)) == []
 
 
 def test_task_set_workflow(queue):
