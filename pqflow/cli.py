@@ -401,12 +401,12 @@ def retry(run_id: str) -> None:
 @common_options
 def why(run_id: str, step: str) -> None:
     """Explain in one line why STEP of run RUN_ID has its status (an unknown STEP exits 4)."""
-    with open_queue(settings()) as q:
+    with open_queue(settings()) as q:  # why reads the live workers too: before the queue closes
         r = _load_run(q, run_id)
-    try:
-        click.echo(terminal_text(r.why(step)))
-    except ValueError as exc:
-        raise CLIError(str(exc), EXIT_NOT_FOUND) from None
+        try:
+            click.echo(terminal_text(r.why(step)))
+        except ValueError as exc:
+            raise CLIError(str(exc), EXIT_NOT_FOUND) from None
     _print_traceback(r.steps[step])
 
 
