@@ -314,9 +314,9 @@ PREFETCH_GRACE_FACTOR = 2.0
 
 def start_grace(prefetch_time: float) -> float:
     """The seconds a processor promises to start a rate-limited task's handler within, having
-    measured its last batch's prefetch at ``prefetch_time`` seconds: :data:`RATE_START_GRACE`, plus
-    enough that the decision share holds :data:`PREFETCH_GRACE_FACTOR` such prefetches."""
-    return RATE_START_GRACE + PREFETCH_GRACE_FACTOR * max(0.0, prefetch_time) / START_DECISION_SHARE
+    measured its last batch's prefetch at ``prefetch_time`` seconds: :data:`RATE_START_GRACE`, or
+    more if needed for its decision share to hold :data:`PREFETCH_GRACE_FACTOR` such prefetches."""
+    return max(RATE_START_GRACE, PREFETCH_GRACE_FACTOR * prefetch_time / START_DECISION_SHARE)
 
 
 def start_by(started_at: float, within: float, window: float) -> float:

@@ -57,7 +57,7 @@ def test_the_start_grace_is_never_shorter_than_its_floor(queue):
 
 
 def test_the_promised_grace_covers_the_last_measured_prefetch():
-    assert policy.start_grace(0.0) == policy.RATE_START_GRACE
+    assert policy.start_grace(0.0) == policy.start_grace(0.01) == policy.RATE_START_GRACE
     grace = policy.start_grace(0.4)
     assert grace * policy.START_DECISION_SHARE >= policy.PREFETCH_GRACE_FACTOR * 0.4
 
