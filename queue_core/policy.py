@@ -296,19 +296,39 @@ def free_slots(cap: int, running: int) -> int:
 #: the most seconds within which a worker's processor starts the handler of a rate-limited task
 #: it leased: the start is counted at the end of them, and a task not started by then is given back
 RATE_START_GRACE = 0.25
-#: the start grace is at most this share of the limit's window: in saturation a queue gets its N
-#: starts per window + grace, so the grace costs at most this share of the rate
+#: the start grace is at most this share of the limit's window (but :data:`RATE_GRACE_FLOOR`): in
+#: saturation a queue gets its N starts per window + grace, so the grace costs at most this share
 RATE_GRACE_SHARE = 0.05
+#: the start grace is never shorter than this (seconds), whatever the window: the time from a
+#: claim's stamp to its processor's decision (the claim's COMMIT, the batch's set-up) must fit in
+#: its first :data:`START_DECISION_SHARE`. A window shorter than 20 of these pays more than
+#: :data:`RATE_GRACE_SHARE` of its rate in saturation (``10/0.1s``: N starts per 0.15 s)
+RATE_GRACE_FLOOR = 0.05
+#: a grace promised longer than :data:`RATE_START_GRACE` (its holder measured that its batch's
+#: pre-handler work, the prefetch, takes longer) is at most this share of the window instead
+PREFETCH_GRACE_SHARE = 0.25
+#: a processor's promised grace covers this many times the last prefetch it measured, after its
+#: decision share (the prefetch of its batch runs between the claim and the decision)
+PREFETCH_GRACE_FACTOR = 2.0
+
+
+def start_grace(prefetch_time: float) -> float:
+    """The seconds a processor promises to start a rate-limited task's handler within, having
+    measured its last batch's prefetch at ``prefetch_time`` seconds: :data:`RATE_START_GRACE`, or
+    more if needed for its decision share to hold :data:`PREFETCH_GRACE_FACTOR` such prefetches."""
+    return max(RATE_START_GRACE, PREFETCH_GRACE_FACTOR * prefetch_time / START_DECISION_SHARE)
 
 
 def start_by(started_at: float, within: float, window: float) -> float:
     """When the handler of a rate-limited task (of a limit's ``window``) leased at ``started_at``
     starts at the latest, its holder having promised to start it within ``within`` seconds (at most
-    :data:`RATE_GRACE_SHARE` of the window): the time its start is counted at. A claim admits a
-    start while fewer than the limit's N counted starts are later than its time minus the window,
-    so any window holds at most N handler starts (each starts after its own claim, and no later
-    than its counted time)."""
-    return started_at + min(within, window * RATE_GRACE_SHARE)
+    :data:`RATE_GRACE_SHARE` of the window, :data:`PREFETCH_GRACE_SHARE` for a promise longer than
+    :data:`RATE_START_GRACE`, at least :data:`RATE_GRACE_FLOOR` if it promised as much): the time
+    its start is counted at. A claim admits a start while fewer than the limit's N counted starts
+    are later than its time minus the window, so any window holds at most N handler starts (each
+    starts after its own claim, and no later than its counted time)."""
+    share = RATE_GRACE_SHARE if within <= RATE_START_GRACE else PREFETCH_GRACE_SHARE
+    return started_at + min(within, max(window * share, RATE_GRACE_FLOOR))
 
 
 #: a processor decides to start a rate-limited task only in this first share of the time between
@@ -319,7 +339,7 @@ START_DECISION_SHARE = 0.5
 
 def too_late_to_start(claimed: float | None, deadline: float | None, now: float) -> bool:
     """Whether a task leased at ``claimed`` whose start was counted at ``deadline`` (None: no rate
-    limit) may no longer start at ``now``: it is given back unrun instead (its counted start stays).
+    limit) may no longer start at ``now``: it is given back unrun instead (its counted start deleted).
     The decision comes :data:`START_DECISION_SHARE` of the grace early, so that the handler itself
     still starts by the deadline."""
     if deadline is None:

@@ -94,6 +94,8 @@ class Processor:
         self.processed = 0
         self.db_backoff = OutageWait()
         self._avg_task_time: float | None = None
+        #: how long the last batch's prefetch took: the start grace it promises covers it
+        self._prefetch_time = 0.0
         self.chores = self._chores()
         #: the current batch's tasks whose handler has not started; taken under the lock, by the
         #: loop to start the next one or by an immediate stop to give them back
@@ -227,7 +229,7 @@ class Processor:
                 finish=[t for t, _ in settled],
                 types=self.types,
                 notes=self._notes,
-                start_within=policy.RATE_START_GRACE,
+                start_within=policy.start_grace(self._prefetch_time),
             )
         except DatabaseError:
             self.settler.put_back(settled)
@@ -245,7 +247,9 @@ class Processor:
             if not self._giving_back.is_set():  # else an immediate stop gave them back already
                 self._unstarted = list(tasks)
         self.ledger.running_all()  # a crash in code run for the whole batch is charged to all of it
+        began = time.monotonic()
         prefetch(self.target, self.queue, tasks)
+        self._prefetch_time = time.monotonic() - began  # the next claim's grace covers it
         self.ledger.running(None)
         while (t := self._next_unstarted()) is not None:
             self.process(t)
@@ -328,10 +332,10 @@ class Processor:
     def _give_back_late(self, task) -> None:
         """A rate-limited task not started by the time its start was counted at: starting it now
         could put more starts in a window than the limit; it is given back unrun (due now, its
-        attempt given back), its counted start kept."""
+        attempt given back), its counted start deleted with it (it never started)."""
         self.monitor.drop(task)
         try:
-            task.release()
+            task.give_back_unstarted()
         except TaskError as exc:
             log.warning("could not give back task=%s (its lease will expire): %s", task.key, exc)
             return

@@ -335,6 +335,17 @@ class AcquiredTask:
             self.queue.store.release(self._id, self._token, now)  # policy: a release spends no attempt
             self._mark_released(now)
 
+    def give_back_unstarted(self, now: float | None = None) -> None:
+        """Give back unrun a rate-limited task whose handler was not started (too late to start it
+        within its start grace): released like :meth:`release`, and the start its claim counted
+        deleted with it, so that the limit's window has that start again."""
+        if self.start_by is None:
+            return self.release(now)
+        now = self.queue.now(now)
+        with self._lock:
+            self.queue.store.give_back_unstarted(self._id, self._token, self.start_by, now)
+            self._mark_released(now)
+
     def _mark_released(self, now: float) -> None:
         self.status, self.done, self.run_at = "waiting", True, now
         self.attempts = policy.attempts_after(policy.LeaseEnd.RELEASED, self.attempts)

@@ -125,6 +125,18 @@ class TaskChanges:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
         self._held(conn, id_, token, "release", self._released(now), now)
 
+    def give_back_unstarted(self, id_: int, token: int, start_by: float, now: float) -> None:
+        """The holder gives back unrun, due ``now``, a rate-limited task it decided not to start,
+        and deletes the start its claim counted at ``start_by``, in one transaction fenced by the
+        lease: a handler that never started spends none of the limit's starts."""
+        st = self.starts_t  # type: ignore[attr-defined]
+
+        def work(conn) -> None:
+            self.release(id_, token, now, conn=conn)  # raises, deleting nothing, if not held
+            conn.execute(sa.delete(st).where(st.c.task_id == id_, st.c.started_at == start_by))
+
+        self.db.run(work, what="release")
+
     def release_batch(self, ids: Sequence[int], token: int, now: float) -> list[int]:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
         run, due ``now``, their attempts given back. Returns the ids it still held and released
