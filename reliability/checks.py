@@ -14,10 +14,11 @@ Each function adds what it finds to a :class:`~reliability.result.Result`:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import queue_core
 
+from .ledger import Ledger
 from .result import Result
 
 
@@ -43,11 +44,25 @@ def nothing_left_running(result: Result, table: Mapping[str, queue_core.TaskMeta
             result.fail(f"task {m.key} left running (owner {m.owner}, attempts {m.attempts})")
 
 
-def executions_explained(result: Result, executions: Counter, expected: Iterable[str], cut: Counter,
+def cut_executions(watched: set[tuple[str, int]], ledger: Ledger, table: Mapping[str, queue_core.TaskMetadata],
+                   killed: Collection[int]) -> Counter:
+    """Cut leases per key: those the lease watch saw (``(key, pid)``), and each execution by a
+    ``killed`` pid that is not the one its key's row finished with."""
+    pairs = set(watched)
+    for e in ledger.of("start"):
+        m = table.get(e.key)
+        finisher = (m.owner or "").rpartition(":")[2] if m is not None else ""
+        if e.pid in killed and finisher != str(e.pid):
+            pairs.add((e.key, e.pid))
+    return Counter(key for key, _ in pairs)
+
+
+def executions_explained(result: Result, ledger: Ledger, expected: Iterable[str], cut: Counter,
                          planned: Mapping[str, int] | None = None, *, strict: bool = True) -> None:
     """``planned[key]``: executions the scenario itself causes beyond the first (handler failures).
     Not ``strict``: re-executions are only counted (leases may expire without a kill)."""
     planned = planned or {}
+    executions = ledger.executions()
     reexecutions = 0
     for key in expected:
         n = executions[key]
@@ -57,7 +72,8 @@ def executions_explained(result: Result, executions: Counter, expected: Iterable
         extra = n - 1 - planned.get(key, 0)
         reexecutions += max(0, extra)
         if strict and extra > cut[key]:
-            result.duplicate(f"task {key} ran {n} times; {cut[key]} of its leases were cut")
+            result.duplicate(f"task {key} ran {n} times; {cut[key]} of its leases were cut "
+                             f"(executions: {ledger.described(key)})")
     result.figures["reexecutions"] = result.figures.get("reexecutions", 0) + reexecutions
     result.figures["leases_cut"] = result.figures.get("leases_cut", 0) + sum(cut.values())
 

@@ -110,6 +110,11 @@ class LeaseWatch(threading.Thread):
         with self._lock:
             return Counter(c.key for c in self.cut.values())
 
+    def cut_pairs(self) -> set[tuple[str, int]]:
+        """``(key, pid)`` of every cut lease."""
+        with self._lock:
+            return {(c.key, c.pid) for c in self.cut.values()}
+
     def cut_by_pid(self) -> dict[int, list[CutLease]]:
         out: dict[int, list[CutLease]] = {}
         with self._lock:

@@ -76,3 +76,9 @@ class Ledger:
         """Executions that began but whose handler body never returned (killed or lease lost)."""
         ended = {(e.key, e.pid, e.attempt) for e in self.of("end")}
         return [e for e in self.of("start") if (e.key, e.pid, e.attempt) not in ended]
+
+    def described(self, key: str) -> str:
+        """The executions of ``key`` for a failure message: pid, attempt, whether its body returned."""
+        ended = {(e.pid, e.attempt) for e in self.of("end") if e.key == key}
+        return ", ".join(f"pid {e.pid} attempt {e.attempt} {'returned' if (e.pid, e.attempt) in ended else 'cut short'}"
+                         for e in self.starts().get(key, []))

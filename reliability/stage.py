@@ -10,7 +10,6 @@ also when the scenario failed or raised.
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,13 +109,18 @@ class Stage:
             return -1
 
     def verify(self, result: Result, expected: Collection[str], *, executed: Collection[str] | None = None,
-               planned: Mapping[str, int] | None = None, strict: bool = True) -> dict[str, queue_core.TaskMetadata]:
+               planned: Mapping[str, int] | None = None, strict: bool = True,
+               killed: Collection[int] = ()) -> dict[str, queue_core.TaskMetadata]:
         """The checks of a drained queue (see :mod:`reliability.checks`); returns the rows.
 
         ``expected``: keys that must have finished with outcome success exactly once;
         ``executed``: those of them whose handler records executions (default: all);
         ``planned``: executions a key makes beyond its first on purpose (handler failures);
-        ``strict``: a re-execution no cut lease explains is a duplicate (else only counted).
+        ``strict``: a re-execution no cut lease explains is a duplicate (else only counted);
+        ``killed``: pids the scenario had killed whose successors give back what they held
+        (children of a pool on HUP): each execution of theirs that is not its key's finish was
+        cut, though its lease may be given back before the watch sees it (a success not yet
+        written when the kill came, :func:`queue_core.processor.give_back_orphans`).
         """
         if self.watch is not None:
             self.watch.settle()
@@ -124,9 +128,10 @@ class Stage:
         table = checks.rows(self.queue)
         checks.tasks_succeeded_once(result, table, self.tables.finishes(), expected)
         checks.nothing_left_running(result, table)
-        cut = self.watch.cut_per_key() if self.watch else Counter()
-        checks.executions_explained(result, self.ledger().executions(),
-                                    expected if executed is None else executed, cut, planned, strict=strict)
+        ledger = self.ledger()
+        cut = checks.cut_executions(self.watch.cut_pairs() if self.watch else set(), ledger, table, killed)
+        checks.executions_explained(result, ledger, expected if executed is None else executed, cut, planned,
+                                    strict=strict)
         if self.watch is not None:
             for v in self.watch.cap_violations[:5]:
                 result.fail(v)

@@ -10,8 +10,11 @@ What the signals promise (docs/worker.md) and how it is checked:
 
 * USR1: children are replaced after their current task: no execution of a USR1'd child is
   left unfinished, and none of its leases is left to expire (it finishes or releases them);
-* HUP: children are killed and replaced: their tasks run again once the leases expire; a task
-  runs again only as often as its leases were cut;
+* HUP: children are killed and replaced: a task whose handler was running runs again once its
+  lease expires; the replacement gives back at once what its predecessor held unrun, and the
+  successes it had not yet written (those tasks run again); a task runs again only as often as
+  its leases were cut (a lease the watch saw left behind, or an execution by a HUP'd child that
+  its row did not finish with);
 * and, as always: every task finished with outcome success exactly once, nothing left running.
 
 Time to recover: from a HUP until every task whose lease it cut was finished again.
@@ -75,7 +78,7 @@ def run(ctx: Context, p: Params = FULL) -> Result:
             pool.send(sig)
             current = _steady(pool.pid, p.processors, current, p)
         pool.stop()
-        table = st.verify(result, keys)
+        table = st.verify(result, keys, killed=hit["HUP"])
         result.recovered(kill_recovery(hups, st.watch, st.done_at(table)))
         for e in st.ledger().unfinished():
             if e.pid not in hit["HUP"]:

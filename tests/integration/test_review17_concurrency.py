@@ -20,11 +20,23 @@ import queue_core
 N = 240
 
 
+def _taken_over(q, batch) -> bool:
+    ids = ",".join(str(t._id) for t in batch)
+    sql = sa.text(f"SELECT owner FROM {q.table} WHERE id IN ({ids})")
+    return any(o not in (None, q.owner) for o in q.db.run(lambda c: c.execute(sql).scalars().all()))
+
+
 def _worker(q, seed, told, stop_at):
     rng = random.Random(seed)
     batch: list = []
+    hold_first = seed == 0  # worker 0 holds its first batch until the other took one of it over
     while time.monotonic() < stop_at:
-        if batch and rng.random() < 0.25:
+        if batch and hold_first:
+            hold_first = False
+            until = time.monotonic() + 4
+            while not _taken_over(q, batch) and time.monotonic() < until:
+                time.sleep(0.05)
+        elif batch and rng.random() < 0.25:
             time.sleep(0.25)  # past its lease: the other worker may take these over meanwhile
         finish = batch
         if rng.random() < 0.5:
@@ -56,7 +68,7 @@ def test_two_workers_taking_over_each_other(queue, db_url, backend):
     for i, w in enumerate(workers):
         w.owner = f"worker-{i}:{i}"
     told: list = []
-    stop_at = time.monotonic() + 8
+    stop_at = time.monotonic() + 12
     try:
         errors = run_together(*(functools.partial(_worker, w, i, told, stop_at) for i, w in enumerate(workers)))
     finally:
