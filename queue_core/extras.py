@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib
+import shlex
+from pathlib import Path
 from types import ModuleType
 
 from .errors import ConfigError
@@ -31,9 +33,17 @@ class MissingExtraError(ConfigError):
         super().__init__(f"{purpose} needs {top}: install pq[{self.extra}] ({install_hint(top)})")
 
 
+#: pq's clone, when pq runs from it (installed in place: ``pip install -e``)
+SOURCE = Path(__file__).resolve().parents[1]
+
+
 def install_hint(module: str) -> str:
-    """What to run to install ``module`` (one of :data:`EXTRAS`)."""
-    return f"pip install 'pq[{EXTRAS[module.split('.')[0]]}]'"
+    """What to run to install ``module`` (one of :data:`EXTRAS`). pq installs from its clone:
+    the ``pq`` of PyPI is another project, so the hint never names that one."""
+    extra = EXTRAS[module.split(".")[0]]
+    if (SOURCE / "pyproject.toml").is_file():
+        return "pip install -e " + shlex.quote(f"{SOURCE}[{extra}]")
+    return f"pip install '<your pq clone>[{extra}]'"
 
 
 def require(module: str, purpose: str) -> ModuleType:

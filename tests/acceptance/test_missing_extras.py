@@ -24,6 +24,14 @@ def only(ctx):
     return 1
 
 
+CLONE = Path(__file__).resolve().parents[2]
+
+
+def hint(extra: str) -> str:
+    """What a missing extra's message says to run: pq installs from its clone (in place here)."""
+    return f"pip install -e '{CLONE}[{extra}]'"
+
+
 def _run(tmp_path: Path, blocked: str, *argv: str, path: str | None = None) -> subprocess.CompletedProcess:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
@@ -46,19 +54,19 @@ def test_perfectqueue_metrics_names_the_metrics_extra(tmp_path, db_url, table_na
     with queue_core.open(db_url, table_name) as q:
         q.init()
     proc = _run(tmp_path, "prometheus_client", "perfectqueue", "metrics", "--once", "-D", db_url, "--table", table_name)
-    text = "perfectqueue metrics needs prometheus_client: install pq[metrics] (pip install 'pq[metrics]')"
+    text = f"perfectqueue metrics needs prometheus_client: install pq[metrics] ({hint('metrics')})"
     _one_line(proc, 6, "perfectqueue", text)
 
 
 def test_pqweb_names_the_web_extra(tmp_path, db_url, table_name):
     proc = _run(tmp_path, "starlette", "pqweb", "-D", db_url, "--table", table_name, "--listen", "127.0.0.1:1")
-    _one_line(proc, 6, "pqweb", "pqweb needs starlette: install pq[web] (pip install 'pq[web]')")
+    _one_line(proc, 6, "pqweb", f"pqweb needs starlette: install pq[web] ({hint('web')})")
 
 
 def test_a_postgres_url_without_psycopg_names_the_postgres_extra(tmp_path):
     proc = _run(tmp_path, "psycopg", "perfectqueue", "list", "-D", "postgresql+psycopg://u:pw@127.0.0.1:1/x")
     assert proc.returncode == 6, proc.stderr
-    assert len(proc.stderr.splitlines()) == 1 and "install pq[postgres] (pip install 'pq[postgres]')" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and f"install pq[postgres] ({hint('postgres')})" in proc.stderr
 
 
 def test_pqflow_graph_without_graphviz_or_matplotlib_names_the_graph_extra(tmp_path):
@@ -69,7 +77,7 @@ def test_pqflow_graph_without_graphviz_or_matplotlib_names_the_graph_extra(tmp_p
     )  # no Graphviz 'dot' on this PATH
     text = (
         "rendering svg needs Graphviz's 'dot' (apt install graphviz) or matplotlib: install pq[graph] "
-        "(pip install 'pq[graph]')"
+        f"({hint('graph')})"
     )
     _one_line(proc, 1, "pqflow", text)
     assert not out.exists()

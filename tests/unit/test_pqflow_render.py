@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -204,7 +205,7 @@ def test_clear_error_without_dot_or_matplotlib(snapshot: dict, monkeypatch: pyte
         render(snapshot, STATUSES, fmt)
     assert str(exc.value) == (
         f"rendering {fmt} needs Graphviz's 'dot' (apt install graphviz) or matplotlib: "
-        "install pq[graph] (pip install 'pq[graph]')"
+        f"install pq[graph] (pip install -e '{Path(__file__).resolve().parents[2]}[graph]')"
     )
     assert isinstance(exc.value, FlowError) and isinstance(exc.value, RuntimeError)
 
