@@ -386,7 +386,7 @@ class SchedulerLoop:
                     task.scheduled_time,
                 )
             elif task.done and getattr(task, "decided_error", None) is not None:
-                _log_retry(task, task.decided_error, when)
+                _log_retry(task, task.decided_error, when, task.decided)
             elif task.done:
                 log.info(
                     "settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
@@ -396,8 +396,7 @@ class SchedulerLoop:
                     elapsed,
                 )
             elif error is not None:
-                task.retry_or_fail(error)
-                _log_retry(task, error, when)
+                _log_retry(task, error, when, task.retry_or_fail(error))
             else:
                 task.finish()
                 log.info(
@@ -410,13 +409,15 @@ class SchedulerLoop:
 
 
 def _note_decided_errors(task) -> None:
-    """Remember the error an Application's decider hands to ``retry_or_fail`` (to log it)."""
+    """Remember the error an Application's decider hands to ``retry_or_fail``, and what became
+    of it (to log them)."""
     original = task.retry_or_fail
-    task.decided_error = None
+    task.decided_error, task.decided = None, "retry"
 
     def retry_or_fail(error: Any = None, now: float | None = None) -> str:
         task.decided_error = error if isinstance(error, BaseException) else None
-        return original(error=error, now=now)
+        task.decided = original(error=error, now=now)
+        return task.decided
 
     task.retry_or_fail = retry_or_fail
 
@@ -445,7 +446,17 @@ def run_scheduler(
     ).run()
 
 
-def _log_retry(task, error: BaseException, when: str) -> None:
-    """A handler's error on an occurrence, once, with its traceback (capped as every error text)."""
+def _log_retry(task, error: BaseException, when: str, decided: str = "retry") -> None:
+    """A handler's error on an occurrence, once, with its traceback (capped as every error text):
+    retried (WARNING), or skipped for a permanent error (ERROR: that occurrence never runs)."""
     text = traceback_text(error) or _error_text(error)
+    if decided == "skip":
+        log.error(
+            "skipped schedule=%s scheduled_time=%d (%s), a permanent error: %s",
+            task.key,
+            task.scheduled_time,
+            when,
+            text,
+        )
+        return
     log.warning("retry schedule=%s scheduled_time=%d (%s): %s", task.key, task.scheduled_time, when, text)

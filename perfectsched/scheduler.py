@@ -262,7 +262,12 @@ class ScheduledTask:
 
     def retry_or_fail(self, error: Any = None, now: float | None = None) -> str:
         """After a handler error: retried after ``retry_wait``, the same every time (an occurrence
-        has no attempt limit: the schedule goes on)."""
+        has no attempt limit: the schedule goes on); returns ``"retry"``. A permanent error
+        (:func:`queue_core.policy.is_permanent`: the occurrence can never succeed) is not retried:
+        the occurrence is skipped, the schedule advanced to its next one; returns ``"skip"``."""
+        if policy.is_permanent(error):
+            self.finish(now=now)
+            return "skip"
         queue = self.scheduler.queue
         self.retry(policy.backoff(policy.Backoff.fixed(queue.config["retry_wait"]), self.attempts, queue.rng), now=now)
         return "retry"

@@ -418,6 +418,8 @@ class Handler:
             fh.write(f"{self.task.key} {self.task.scheduled_time}\\n")
         if self.task.data.get("fail"):
             raise RuntimeError("boom")
+        if self.task.data.get("invalid"):
+            raise queue_core.PermanentError("no such account")
 
 
 class Boom(queue_core.Application):
@@ -451,6 +453,21 @@ def test_run_target_burst_handles_due_occurrences_in_order_once(ready, tmp_path)
 
     assert ready("run", f"{handlers}:Handler", "--burst").exit_code == 0  # nothing new
     assert out.read_text().splitlines() == lines
+
+
+def test_run_target_skips_an_occurrence_whose_handler_raised_a_permanent_error(ready, tmp_path):
+    """PermanentError: that occurrence can never succeed; it is skipped, logged as an error, and
+    the schedule goes on with its next occurrences (each run once, each skipped once)."""
+    handlers = tmp_path / "sched_handlers.py"
+    handlers.write_text(HANDLER)
+    ready.ok("add", "inv", "job", YEARLY, '{"invalid": true}', "-s", "2024-06-01T00:00:00Z")
+    result = ready("run", f"{handlers}:Handler", "--burst", env={"PQ_RETRY_WAIT": "0"})
+    assert result.exit_code == 0, result.stderr
+    due = due_yearly("2024-06-01T00:00:00Z", time.time())
+    assert (tmp_path / "handled.txt").read_text().splitlines() == [f"inv {t}" for t in due]
+    assert result.stderr.count("skipped schedule=inv") == len(due)
+    assert "PermanentError: no such account" in result.stderr and "retry schedule=inv" not in result.stderr
+    assert ready.meta("inv").next_time == perfectsched.next_time(YEARLY, due[-1])
 
 
 def test_run_target_dispatch_application_errors_retry_once_per_burst(ready, tmp_path):

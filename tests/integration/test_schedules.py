@@ -170,6 +170,20 @@ def test_a_failed_occurrence_waits_retry_wait_every_time(sched):
         now += 40
 
 
+def test_a_permanent_error_skips_its_occurrence_and_the_schedule_goes_on(sched):
+    """An occurrence whose handler raised queue_core.PermanentError can never succeed: it is not
+    retried (an occurrence has no attempt limit: it would be retried for ever); the schedule
+    advances to its next occurrence, due then, not earlier."""
+    sched.queue.config["retry_wait"] = 40
+    sched.add("s", "t", cron="* * * * *", now=T0 + 1)
+    task = sched.poll(alive_time=30, now=T0 + 61)
+    assert task.retry_or_fail(queue_core.PermanentError("bad input"), now=T0 + 61) == "skip"
+    m = sched["s"].metadata()
+    assert (m.next_time, m.timeout) == (T0 + 120, T0 + 120)
+    assert sched.poll(now=T0 + 119) is None
+    assert sched.poll(now=T0 + 120).scheduled_time == T0 + 120
+
+
 def test_modify_recomputes_from_now(sched):
     sched.add("s", "t", cron="0 0 * * *", now=T0 + 1)
     m = sched.modify("s", cron="0 * * * *", delay=5, data={"v": 2}, now=T0 + 2 * H + 1)
