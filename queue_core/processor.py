@@ -136,6 +136,7 @@ class Processor:
         ``listen``: start this processor's own wake-up listener (thread workers share one).
         """
         self.monitor.start()
+        tracing.warm()  # its import, once, before the first claim: not inside a start grace
         self.registration.join()
         listener = start_listener(self.queue, self.wake) if listen and not self.burst else None
         try:

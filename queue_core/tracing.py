@@ -40,6 +40,15 @@ def _otel() -> Any:
     return _api or None
 
 
+def warm() -> None:
+    """Import OpenTelemetry's API (when installed) and look at its provider now: a processor
+    calls this before its first claim, so its first attempt does not pay the import (tens of
+    milliseconds) between the decision to start a rate-limited handler and the handler's first line."""
+    api = _otel()
+    if api is not None:
+        _recording(api)
+
+
 def context_text() -> str | None:
     """The trace context current in this thread as a task stores it (None: no OpenTelemetry, no
     recording span, or a context too long to keep)."""

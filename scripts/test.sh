@@ -42,8 +42,9 @@ fi
 # the acceptance suites of real worker, scheduler and server processes, two tests at a time
 # (PQ_PROCESS_TEST_WORKERS): their processes mostly wait on each other and on the databases, and
 # each deadline leaves seconds to spare. Last, one test at a time, what loads the machine or
-# measures time: the fault scenarios (recovery times), the quick benchmark (one database per test;
-# it checks results, not speeds) and the browser.
+# measures time: the acceptance tests that time handler starts (marker timing: a rate limit's
+# bound holds for processes not stalled for tens of milliseconds), the fault scenarios (recovery
+# times), the quick benchmark (one database per test; it checks results, not speeds) and the browser.
 parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
           tests/web/test_web_app.py tests/web/test_web_browse.py)
 processes=(tests/acceptance)
@@ -55,6 +56,7 @@ phase() {  # run pytest with these arguments; keep the first failure's exit stat
   if [ "$status" -eq 0 ]; then status=$rc; fi
 }
 phase -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
-phase -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist worksteal "${processes[@]}"
+phase -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist worksteal -m "not timing" "${processes[@]}"
+phase -m timing "${processes[@]}"
 phase "${serial[@]}"
 exit "$status"

@@ -94,6 +94,7 @@ def test_a_bad_queue_list_stops_the_worker_at_start(queue):
         queue_core.config.build({"queues": "a,a"})
 
 
+@pytest.mark.timing  # starts within a window, to the tens of milliseconds: one test at a time
 @pytest.mark.parametrize("round_", [1, 2])
 def test_a_rate_limit_holds_across_racing_workers(queue, tmp_path, round_):
     """60 tasks, at most 10 starts in any second, 4 worker processes of 2 processors racing: no
