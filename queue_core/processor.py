@@ -416,12 +416,9 @@ def give_back_orphans(queue, ledger: LeaseLedger | NoLedger) -> None:
         return
     finally:
         ledger.clear()
-    log.info(
-        "a processor died holding %d tasks: %d given back uncharged; charged a crash: task id %s",
-        len(held),
-        n,
-        ", ".join(map(str, charged)) or "none (no handler was running)",
-    )
+    ids = ", ".join(map(str, charged))
+    blamed = f"charged a crash (a handler was running): task {ids}" if charged else "none charged (no handler ran)"
+    log.info("a processor died holding %d task(s): %d given back uncharged; %s", len(held), n, blamed)
 
 
 def prefetch(target: Any, queue, tasks: list) -> None:
