@@ -386,7 +386,7 @@ class SchedulerLoop:
                     task.scheduled_time,
                 )
             elif task.done and getattr(task, "decided_error", None) is not None:
-                _log_retry(task, task.decided_error, when, task.decided)
+                _log_handler_error(task, task.decided_error, when, task.decided)
             elif task.done:
                 log.info(
                     "settled schedule=%s scheduled_time=%d (%s) by the handler (%.3fs)",
@@ -396,7 +396,7 @@ class SchedulerLoop:
                     elapsed,
                 )
             elif error is not None:
-                _log_retry(task, error, when, task.retry_or_fail(error))
+                _log_handler_error(task, error, when, task.retry_or_fail(error))
             else:
                 task.finish()
                 log.info(
@@ -446,7 +446,7 @@ def run_scheduler(
     ).run()
 
 
-def _log_retry(task, error: BaseException, when: str, decided: str = "retry") -> None:
+def _log_handler_error(task, error: BaseException, when: str, decided: str) -> None:
     """A handler's error on an occurrence, once, with its traceback (capped as every error text):
     retried (WARNING), or skipped for a permanent error (ERROR: that occurrence never runs)."""
     text = traceback_text(error) or _error_text(error)

@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 import queue_core
 
 from .ledger import Ledger
+from .procs import local_pid
 from .result import Result
 
 
@@ -51,8 +52,7 @@ def cut_executions(watched: set[tuple[str, int]], ledger: Ledger, table: Mapping
     pairs = set(watched)
     for e in ledger.of("start"):
         m = table.get(e.key)
-        finisher = (m.owner or "").rpartition(":")[2] if m is not None else ""
-        if e.pid in killed and finisher != str(e.pid):
+        if e.pid in killed and (m is None or local_pid(m.owner) != e.pid):
             pairs.add((e.key, e.pid))
     return Counter(key for key, _ in pairs)
 

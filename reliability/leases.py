@@ -20,7 +20,6 @@ each lease of an occurrence was held.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections import Counter
@@ -28,9 +27,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from .procs import alive
-
-HOST = socket.gethostname()
+from .procs import alive, local_pid
 
 
 @dataclass(frozen=True)
@@ -90,11 +87,11 @@ class LeaseWatch(threading.Thread):
         with self._lock:
             self.samples += 1
             for key, token, owner, user, cap, timeout in rows:
-                host, _, pid = (owner or "").rpartition(":")
+                pid = local_pid(owner)
                 lease = (key, token)
-                if host == HOST and pid.isdigit() and lease not in self.cut and not alive(int(pid)):
+                if pid is not None and lease not in self.cut and not alive(pid):
                     if read_at > self._suspects.get(lease, read_at):  # still leased after the death was seen
-                        self.cut[lease] = CutLease(key, token, int(pid), now)
+                        self.cut[lease] = CutLease(key, token, pid, now)
                     else:
                         self._suspects.setdefault(lease, time.monotonic())
                 if user is not None and timeout > now:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
+HOST = socket.gethostname()
 
 T = TypeVar("T")
 
@@ -184,3 +186,9 @@ class Fleet:
         """Start ``python -m reliability.agents KIND SPEC`` (see :mod:`reliability.agents`)."""
         argv = [sys.executable, "-m", "reliability.agents", kind, json.dumps(spec)]
         return self.spawn(name or kind, argv, env)
+
+
+def local_pid(owner: str | None) -> int | None:
+    """The process of this host that a lease's owner (``host:pid``, as a claim writes it) names."""
+    host, _, pid = (owner or "").rpartition(":")
+    return int(pid) if host == HOST and pid.isdigit() else None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import queue_core
 
 from ..handlers import TASK_TYPE
-from ..procs import children, signal_pids, stop_all, wait_for
+from ..procs import children, local_pid, signal_pids, stop_all, wait_for
 from ..result import Result
 from ..stage import Context, stage
 
@@ -85,8 +85,7 @@ def _holders(st, pids: set[int]) -> list[int]:
         owners = {m.owner for m in st.queue.list(status="running")}
     except queue_core.DatabaseError:
         return []
-    held = {int(o.rpartition(":")[2]) for o in owners if o and o.rpartition(":")[2].isdigit()}
-    return sorted(held & pids)
+    return sorted({local_pid(o) for o in owners} & pids)
 
 
 def _freeze(pid: int, seconds: float) -> None:
