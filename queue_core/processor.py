@@ -221,6 +221,9 @@ class Processor:
         return None
 
     def _lease(self) -> list:
+        if stale := self.ledger.unrecorded_claim():  # a claim that raised may have committed
+            self.queue.release_leases([], claims=[stale])
+            self.ledger.clear()
         settled = self.settler.take()
         self._notes = {}
         try:
@@ -231,6 +234,7 @@ class Processor:
                 types=self.types,
                 notes=self._notes,
                 start_within=policy.start_grace(self._prefetch_time),
+                announce=self.ledger.claiming,
             )
         except DatabaseError:
             self.settler.put_back(settled)
@@ -404,13 +408,13 @@ def give_back_orphans(queue, ledger: LeaseLedger | NoLedger) -> None:
     each lease but the one whose handler was running goes back uncharged, due now
     (:func:`policy.crash_end`); that one is left to expire, a crash charged. Best effort: a lease
     not given back expires, charged too."""
-    held = ledger.read()
-    if not held:
+    held, claim = ledger.read(), ledger.unrecorded_claim()
+    if not held and claim is None:
         return
     back = [(i, token) for i, token, running in held if not policy.spends_attempt(policy.crash_end(running))]
     charged = [i for i, _, running in held if policy.spends_attempt(policy.crash_end(running))]
     try:
-        n = queue.release_leases(back)
+        n = queue.release_leases(back, claims=[claim] if claim is not None else [])
     except DatabaseError as exc:
         log.warning("could not give back the tasks a dead processor held (their leases expire): %s", exc)
         return
@@ -418,7 +422,8 @@ def give_back_orphans(queue, ledger: LeaseLedger | NoLedger) -> None:
         ledger.clear()
     ids = ", ".join(map(str, charged))
     blamed = f"charged a crash (a handler was running): task {ids}" if charged else "none charged (no handler ran)"
-    log.info("a processor died holding %d task(s): %d given back uncharged; %s", len(held), n, blamed)
+    unrecorded = " and a claim it had not recorded" if claim is not None else ""
+    log.info("a processor died holding %d task(s)%s: %d given back uncharged; %s", len(held), unrecorded, n, blamed)
 
 
 def prefetch(target: Any, queue, tasks: list) -> None:

@@ -276,6 +276,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         queues: Any = None,
         notes: dict | None = None,
         start_within: float = 0.0,
+        announce: Callable[[int], None] | None = None,
     ) -> list[AcquiredTask]:
         """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types) from
         ``queues`` (default: the config's ``queues``): ``"critical,default"`` or a list of names
@@ -295,6 +296,9 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         the claim (a worker settles its last batch and leases the next one in one commit).
         Each is fenced as ``finish()`` is; one whose lease was lost is not finished and gets
         ``task.lost = True``.
+
+        ``announce(token)``: told the lease token of the claim before it runs (a worker child keeps
+        it for its successor: :meth:`release_leases` gives back what a claim leased under it).
         """
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         types = None if types is None else check_types(types)
@@ -319,6 +323,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             notes=notes,
             clock=functools.partial(self.now, given),  # the time it writes: read after its lock waits
             start_within=within,
+            announce=announce,
         )
         self._mark_settled(plain, lost, now)
         more.mark(now)
@@ -353,15 +358,20 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
                     t._mark_released(now)
         return len(released)
 
-    def release_leases(self, leases: Sequence[tuple[int, int]], *, now: float | None = None) -> int:
+    def release_leases(
+        self, leases: Sequence[tuple[int, int]], *, claims: Sequence[int] = (), now: float | None = None
+    ) -> int:
         """Give back the leases ``(task id, lease token)`` that a process which died held without
-        running their handlers (:class:`~queue_core.lease_ledger.LeaseLedger`): due now, their
-        attempts given back, one transaction per claim; those finished or taken over meanwhile
-        are left as they are. Returns how many were given back."""
+        running their handlers (:class:`~queue_core.lease_ledger.LeaseLedger`), and every lease of
+        the ``claims`` (lease tokens) whose batch it never recorded: due now, their attempts given
+        back, one transaction per claim; those finished or taken over meanwhile are left as they
+        are. Returns how many were given back."""
         now = self.now(now)
-        by_token: dict[int, list[int]] = {}
+        by_token: dict[int, list[int] | None] = {token: None for token in claims}
         for id_, token in leases:
-            by_token.setdefault(token, []).append(id_)
+            ids = by_token.setdefault(token, [])
+            if ids is not None:
+                ids.append(id_)
         return sum(len(self.store.release_batch(ids, token, now)) for token, ids in by_token.items())
 
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:

@@ -137,14 +137,17 @@ class TaskChanges:
 
         self.db.run(work, what="release")
 
-    def release_batch(self, ids: Sequence[int], token: int, now: float) -> list[int]:
+    def release_batch(self, ids: Sequence[int] | None, token: int, now: float) -> list[int]:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
         run, due ``now``, their attempts given back. Returns the ids it still held and released
-        (the others were taken over or finished meanwhile: not its to release)."""
-        if not ids:
+        (the others were taken over or finished meanwhile: not its to release). ``ids`` None: every
+        row still leased under ``token`` (a claim whose batch its holder never learnt; found
+        through the index of leased rows)."""
+        if ids is not None and not ids:
             return []
         t = self.t
-        where = (t.c.id.in_(list(ids)), *task_where(t, "release", token=token))
+        which = t.c.id.in_(list(ids)) if ids is not None else t.c.lease_token == token
+        where = (which, *task_where(t, "release", token=token))
         values = self._released(now)
 
         def work(conn) -> list[int]:
@@ -155,9 +158,7 @@ class TaskChanges:
                 conn.execute(sa.update(t).where(t.c.id.in_(held), *where[1:]).values(**values))
                 self._record_again(conn, "released", held, now, dues)
             elif self.db.last_run_retried():  # an earlier run committed, its acknowledgement lost
-                mine = sa.select(t.c.id).where(
-                    t.c.id.in_(list(ids)), t.c.lease_token == token, t.c.leased == 0, t.c.timeout == now
-                )
+                mine = sa.select(t.c.id).where(which, t.c.lease_token == token, t.c.leased == 0, t.c.timeout == now)
                 held = [r[0] for r in conn.execute(mine)]
             return held
 

@@ -297,6 +297,7 @@ class TaskStore(
         notes: dict | None = None,
         clock: Callable[[], float] | None = None,
         start_within: float = 0.0,
+        announce: Callable[[int], None] | None = None,
     ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
@@ -324,6 +325,8 @@ class TaskStore(
         The lease token is drawn before the transaction: when it runs again after a transient
         error that may have hidden its COMMIT (a lost acknowledgement), the rows it already
         leased under that token are delivered instead of being left to expire unknown.
+        ``announce(token)``: told each token before the transaction that leases under it (a worker
+        child keeps it where its successor finds it, should it die before it records its batch).
         """
         pending = list(settle)
         token = 0
@@ -357,6 +360,8 @@ class TaskStore(
 
         for _ in range(4):
             token = new_token()
+            if announce is not None:
+                announce(token)
             rows, consumed = self.db.run(work, what="poll")
             pending, also = [], None
             if rows or not consumed:

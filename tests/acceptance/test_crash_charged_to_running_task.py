@@ -70,3 +70,23 @@ def test_plain_tasks_of_one_batch_are_not_charged_a_neighbours_crash(wq, tmp_pat
     assert rows["t10"].attempts == 3 and _runs(log)["t10"] == 3  # two crashes charged, then its success
     assert {k: rows[k].attempts for k in keys if k != "t10"} == {k: 1 for k in keys if k != "t10"}, out[-3000:]
     assert out.count("exited with -9") == 2
+
+
+def test_a_child_that_died_between_its_claim_and_its_ledger_gives_its_batch_back_uncharged(wq, tmp_path):
+    """Its replacement knows only the claim's lease token: every row leased under it goes back at
+    once, uncharged (not after its lease of ten minutes, as a crash)."""
+    log = tmp_path / "runs.log"
+    keys = ["a", "b", "c"]
+    for k in keys:
+        wq.submit(k, "ran", {"log": str(log), "dir": str(tmp_path)})
+    proc = start_worker(wq.config["url"], wq.table, target="ran", _file=str(Path(__file__).with_name(
+        "claim_crash_handlers.py")), alive_time=600, processors=1, task_prefetch=2)
+    try:
+        wait_for(lambda: all(t.status == "finished" for t in wq.list()), timeout=30, what="every task's end")
+    finally:
+        out = _stop(proc)
+    assert (tmp_path / "claim.crash").exists() and out.count("exited with -9") == 1, out[-3000:]
+    assert "3 task(s)" not in out and "and a claim it had not recorded: 3 given back uncharged" in out, out[-3000:]
+    rows = {t.key: t for t in wq.list()}
+    assert {k: (t.outcome, t.attempts) for k, t in rows.items()} == dict.fromkeys(keys, ("success", 1))
+    assert _runs(log) == dict.fromkeys(keys, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from queue_core import config
 from queue_core.lease_ledger import LeaseLedger
+from queue_core.processor import Processor
 from queue_core.supervisor import Supervisor
 
 
@@ -36,6 +37,26 @@ def test_release_leases_returns_how_many_it_gave_back(queue, clock):
     assert [t.key for t in queue.poll_multi(2, alive_time=10)] == ["a", "b"]
 
 
+def test_release_leases_gives_back_every_row_of_a_claim_whose_batch_was_never_recorded(queue, clock):
+    """A child that died after its claim's COMMIT, before it learnt the batch: its successor knows
+    only the claim's token. Every row still leased under it goes back, due now, uncharged; a row
+    of that claim finished or taken over since, and the leases of other claims, are left alone."""
+    for k in ("a", "b", "c", "d"):
+        queue.submit(k, "t")
+    tokens: list[int] = []
+    lost = queue.poll_multi(3, alive_time=10, announce=tokens.append)  # its holder "never saw" it
+    other = queue.poll_multi(1, alive_time=10)
+    (token,) = tokens
+    assert [t.key for t in lost] == ["a", "b", "c"] and [t.key for t in other] == ["d"]
+    lost[0].finish()
+    assert queue.release_leases([], claims=[token]) == 2
+    assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "abcd"} == {
+        "a": ("finished", 1), "b": ("waiting", 0), "c": ("waiting", 0), "d": ("running", 1)}
+    assert queue["b"].metadata().run_at == clock.now()
+    assert queue.release_leases([], claims=[token]) == 0  # given back already
+    assert [t.key for t in queue.poll_multi(3, alive_time=10)] == ["b", "c"]
+
+
 def test_a_supervisor_gives_back_what_a_child_it_does_not_replace_held_but_the_running_task(wq):
     """A child that ended and is not forked again (the worker stops): its supervisor gives back,
     from a process of its own, each lease of its ledger but the one whose handler was running."""
@@ -51,3 +72,18 @@ def test_a_supervisor_gives_back_what_a_child_it_does_not_replace_held_but_the_r
     assert ledger.read() == []
     assert {k: (wq[k].metadata().status, wq[k].metadata().attempts) for k in ("a", "b", "c")} == {
         "a": ("waiting", 0), "b": ("running", 1), "c": ("waiting", 0)}
+
+
+def test_a_claim_that_raised_after_its_commit_is_given_back_by_the_next_one(queue, clock):
+    """A claim whose error hid its COMMIT (its acknowledgement lost, the retries spent) leased rows
+    its processor never learnt: the next claim gives them back first, so they run now, uncharged,
+    not once their leases expire."""
+    for k in ("a", "b"):
+        queue.submit(k, "t")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600, "task_prefetch": 1})
+    ledger = LeaseLedger()
+    proc = Processor(lambda task: None, s, burst=True, queue=queue, ledger=ledger)
+    assert len(queue.poll_multi(2, alive_time=600, announce=ledger.claiming)) == 2  # as if it had raised
+    batch = proc._lease()
+    assert [(t.key, t.attempts) for t in batch] == [("a", 1), ("b", 1)]
+    assert ledger.unrecorded_claim() is None and [i for i, _, _ in ledger.read()] == [t._id for t in batch]

@@ -237,6 +237,9 @@ def test_task_release_batch(queue):
     assert unchanged(queue, "a", lambda: queue.store.release_batch(ids, token, T0 + 3)) == []  # released before
     assert unchanged(queue, "d", lambda: queue.store.release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == []
     assert queue.store.release_batch([], token, T0 + 3) == []
+    assert unchanged(queue, "d", lambda: queue.store.release_batch(None, token + 1, T0 + 3)) == []  # not its claim
+    assert queue.store.release_batch(None, token, T0 + 3) == [by_key["d"].row_id]  # every row its claim holds
+    assert (row(queue, "d")["leased"], row(queue, "d")["timeout"]) == (0, T0 + 3)
 
 
 def taken_over(q, key):

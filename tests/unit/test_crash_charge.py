@@ -87,15 +87,28 @@ def test_a_new_batch_replaces_the_last_and_a_clear_empties_it():
     assert ledger.read() == [] and NoLedger().read() == []
 
 
+def test_a_child_killed_between_its_claim_and_its_record_leaves_the_claims_token():
+    ledger = LeaseLedger()
+    ledger.record(_tasks((1, 5)))
+    _died_after(ledger, lambda led: led.claiming(8))
+    assert ledger.unrecorded_claim() == 8
+    assert ledger.read() == [(1, 5, False)]  # the last batch's successes go back with the new claim
+    _died_after(ledger, lambda led: led.record(_tasks((2, 8), (3, 8))))
+    assert ledger.unrecorded_claim() is None and ledger.read() == [(2, 8, False), (3, 8, False)]
+    ledger.claiming(9)
+    ledger.clear()
+    assert ledger.unrecorded_claim() is None and NoLedger().unrecorded_claim() is None
+
+
 class _Queue:
     def __init__(self, fail: bool = False):
         self.fail, self.given = fail, []
 
-    def release_leases(self, leases):
+    def release_leases(self, leases, claims=()):
         if self.fail:
             raise DatabaseError("down")
-        self.given.append(list(leases))
-        return len(leases)
+        self.given.append((list(leases), list(claims)))
+        return len(leases) + 2 * len(claims)
 
 
 @pytest.mark.parametrize("fail", [False, True])
@@ -106,7 +119,17 @@ def test_give_back_returns_every_lease_but_the_running_one_and_empties_the_ledge
     ledger.running(batch[1])
     queue = _Queue(fail)
     give_back_orphans(queue, ledger)
-    assert queue.given == ([] if fail else [[(1, 5), (3, 5)]])
+    assert queue.given == ([] if fail else [([(1, 5), (3, 5)], [])])
     assert ledger.read() == []
     give_back_orphans(queue, ledger)  # nothing held: nothing written
     assert len(queue.given) == (0 if fail else 1)
+
+
+def test_give_back_returns_every_lease_of_a_claim_its_child_never_recorded():
+    ledger = LeaseLedger()
+    ledger.record(_tasks((1, 5)))
+    ledger.claiming(8)
+    queue = _Queue()
+    give_back_orphans(queue, ledger)
+    assert queue.given == [([(1, 5)], [8])]
+    assert ledger.read() == [] and ledger.unrecorded_claim() is None
