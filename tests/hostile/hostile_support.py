@@ -265,18 +265,21 @@ def clean_env_fixture(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module", name="_shared_tables")
 def shared_tables_fixture():
-    made: list = []
+    """The shared tables of one module, per server, dropped at its teardown. Kept in the fixture,
+    not in the module: xdist may tear a module's fixtures down and set them up again when it
+    hands the module's remaining tests to a worker that ran some of them (worksteal)."""
+    made: dict = {}
     yield made
     from conftest import drop_tables
 
-    for backend, url, q in made:
+    for (backend, url), q in made.items():
         q.close()
         if backend != "sqlite":
             drop_tables(url, q.table)
 
 
 @pytest.fixture(name="shared_queue")
-def shared_queue_fixture(backend, db_url, _shared_tables, request):
+def shared_queue_fixture(backend, db_url, _shared_tables):
     """An initialised queue table shared by the tests of one module on one server (DDL on a
     shared server costs more than the examples); tests keep to their own key prefixes."""
     import uuid
@@ -284,11 +287,9 @@ def shared_queue_fixture(backend, db_url, _shared_tables, request):
     import queue_core
     from queue_core.clock import FakeClock
 
-    cache = request.module.__dict__.setdefault("_pq_shared_queues", {})
-    if (backend, db_url) not in cache:
+    if (backend, db_url) not in _shared_tables:
         q = queue_core.open(db_url, f"h{os.getpid() % 10000}_{uuid.uuid4().hex[:10]}",
                             clock=FakeClock(1_700_000_000.0))
         q.init()
-        cache[(backend, db_url)] = q
-        _shared_tables.append((backend, db_url, q))
-    return cache[(backend, db_url)]
+        _shared_tables[(backend, db_url)] = q
+    return _shared_tables[(backend, db_url)]
