@@ -27,7 +27,7 @@ from .dag import Workflow, get_workflow, registered_workflows
 from .engine import Decision, RunRef
 from .errors import FlowError, StepResultError, UnknownWorkflowError
 from .rows import NodeState, item_key, node_key, step_type
-from .settle import Completion, finish_many, finish_step
+from .settle import Completion, ended_by_claim, finish_many, finish_step
 
 log = logging.getLogger("pqflow")
 
@@ -242,6 +242,12 @@ class Decider(Runner):
         found = queue.transaction(lambda tx: _read_all(tx, steps), what="read runs", write=False)
         for (t, _), read in zip(steps, found, strict=True):
             t.prefetched = read
+
+    @classmethod
+    def ended_by_claim(cls, tx: queue_core.Transaction, rows: list[dict]) -> None:
+        """Steps a claim ended instead of leasing (a row set aside, out of attempts): their runs
+        decide what follows in the claim's commit, as if the steps had failed."""
+        ended_by_claim(tx, rows)
 
     def _failed(self, run: RunRef, node: NodeState, spec: dict, exc: Exception) -> None:
         t = self.task

@@ -38,7 +38,7 @@ from .engine import (
     load_ref,
     mapped_list,
 )
-from .errors import FlowError
+from .errors import FlowError, UnknownRunError
 from .rows import OUTCOME_OF, MapCount, NodeState, RunState, dumps, node_key
 
 log = logging.getLogger("pqflow")
@@ -406,6 +406,33 @@ def finish_step(tx: Transaction, done: Completion) -> Decision:
     return settle(tx, c.run, [c.ended()])
 
 
+def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
+    """Decide what follows the rows of steps and map items that a claim ended instead of leasing
+    them (set aside for a value pq never writes, out of attempts; each as it ended): failed (or
+    cancelled), as if the step had ended so, in the claim's transaction. A run's own row (its end
+    is the run's), a row whose bookkeeping cannot be read and one of an unknown run are left."""
+    refs: dict[str, RunRef | None] = {}
+    batch = []
+    for row in rows:
+        node = NodeState.load(row.get("workflow"), cached=False)
+        if node is None:
+            continue
+        if node.run not in refs:
+            refs[node.run] = _known_ref(tx, node.run)
+        run = refs[node.run]
+        if run is not None and _own(row, run) is not None:
+            status = "cancelled" if row.get("outcome") == "cancelled" else "failed"
+            batch.append((run, [Ended(node.step, status, node.index)]))
+    return settle_many(tx, batch) if batch else {}
+
+
+def _known_ref(tx: Transaction, run_id: str) -> RunRef | None:
+    try:
+        return load_ref(tx, run_id)
+    except UnknownRunError:
+        return None
+
+
 def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
     """Second transaction of a cancel: cancel waiting rows, flag running ones, decide."""
     run = load_ref(tx, run_id)
@@ -418,4 +445,13 @@ def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
     return settle(tx, run, ended)
 
 
-__all__ = ["Completion", "cancel_open_rows", "finish_many", "finish_step", "settle", "settle_many", "start_map"]
+__all__ = [
+    "Completion",
+    "cancel_open_rows",
+    "ended_by_claim",
+    "finish_many",
+    "finish_step",
+    "settle",
+    "settle_many",
+    "start_map",
+]

@@ -235,6 +235,7 @@ class Processor:
                 notes=self._notes,
                 start_within=policy.start_grace(self._prefetch_time),
                 announce=self.ledger.claiming,
+                ended_by_claim=getattr(self.target, "ended_by_claim", None),
             )
         except DatabaseError:
             self.settler.put_back(settled)

@@ -277,6 +277,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         notes: dict | None = None,
         start_within: float = 0.0,
         announce: Callable[[int], None] | None = None,
+        ended_by_claim: Callable[[Transaction, list[dict]], None] | None = None,
     ) -> list[AcquiredTask]:
         """Lease up to ``max_acquire`` tasks (with ``types``: only tasks of those types) from
         ``queues`` (default: the config's ``queues``): ``"critical,default"`` or a list of names
@@ -299,6 +300,10 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
 
         ``announce(token)``: told the lease token of the claim before it runs (a worker child keeps
         it for its successor: :meth:`release_leases` gives back what a claim leased under it).
+        ``ended_by_claim(tx, rows)``: told, in the claim's transaction, the rows of workflow runs
+        (their ``workflow`` set) that the claim ended instead of leasing (set aside for a value pq
+        never writes, out of attempts), each as it ended: their engine decides what follows them
+        in the same commit (a pqflow ``Decider``'s hook of that name).
         """
         n = check_int(max_acquire, "max_acquire", minimum=0 if finish else 1)
         types = None if types is None else check_types(types)
@@ -324,6 +329,9 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             clock=functools.partial(self.now, given),  # the time it writes: read after its lock waits
             start_within=within,
             announce=announce,
+            owned_ended=None
+            if ended_by_claim is None
+            else lambda conn, rows: ended_by_claim(Transaction(self, conn, now), rows),
         )
         self._mark_settled(plain, lost, now)
         more.mark(now)

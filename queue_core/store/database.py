@@ -93,6 +93,19 @@ def load_driver(url: str | sa.URL | None) -> None:
         dialect_for(parsed.get_backend_name(), "").load(parsed)
 
 
+def isolated(conn, fn: Callable[[], object]) -> Exception | None:
+    """Run ``fn()`` in a savepoint: an error that is not the database's rolls back its writes
+    alone and is returned; a database error propagates (the transaction is retried whole)."""
+    try:
+        with conn.begin_nested():
+            fn()
+    except sa.exc.SQLAlchemyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - returned to the caller, who reports it
+        return exc
+    return None
+
+
 class Database:
     """One engine, its dialect strategy and the retry policy."""
 

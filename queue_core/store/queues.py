@@ -112,8 +112,8 @@ class NamedQueues:
         claim_one,
         notes: dict | None = None,
         start_within: float = 0.0,
-    ) -> tuple[list[dict], int]:
-        """Up to ``n`` rows from ``queues`` in that order, each queue's through
+    ) -> tuple[list[dict], list[dict]]:
+        """Up to ``n`` rows from ``queues`` in that order, and the rows the claim ended instead, each queue's through
         ``claim_one(view, room, behind, admit, entry)`` (``behind``: rows of earlier queues are in
         the batch; ``admit``: the rows a rate limit per key lets start, or None; ``entry``: what
         the walk reads first, read already, or None); paused queues are passed over, a limited
@@ -130,7 +130,7 @@ class NamedQueues:
         running = [q for q in queues if not (q in settings and settings[q].paused)]
         entries = self._entries(conn, running, now) if len(running) > 1 else None
         delivered: list[dict] = []
-        consumed = 0
+        consumed: list[dict] = []
         for name in running:
             entry = None if entries is None else entries.get(name)
             if entries is not None and entry is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -35,18 +36,21 @@ class ClaimScreen:
     record_ids: Callable[..., None]  # TaskEvents
     record: Callable[..., None]  # TaskEvents
     ended_events: Callable[..., list]  # TaskEvents
+    isolated: Callable[..., Exception | None]  # TaskStore
     #: how long a row the claim ends is kept (the queue sets its config's retention_time and
     #: failure_retention)
     retention_time: float = 300.0
     failure_retention: float | None = None
 
-    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], int]:
-        """The rows of ``picked`` to lease, and how many of them the claim ended instead."""
-        deliver = []
+    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], list[dict]]:
+        """The rows of ``picked`` to lease, and those the claim ended instead (as they ended:
+        ``outcome`` and ``error`` set)."""
+        deliver, ended = [], []
         for r in picked:
             found = rowcheck.problem(r, rowcheck.TASK_COLUMNS)
             if found is not None:
-                self._set_aside(conn, r, found, now)
+                if self._set_aside(conn, r, found, now):
+                    ended.append(r)
                 continue
             verdict = policy.on_claim(
                 attempts=r["attempts"],
@@ -57,27 +61,32 @@ class ClaimScreen:
             if verdict is policy.OnClaim.DELIVER:
                 deliver.append(r)
                 continue
-            ended = self.ended_events(conn, [r], now)  # its last attempt's, when its lease expired
+            events = self.ended_events(conn, [r], now)  # its last attempt's, when its lease expired
             if verdict is policy.OnClaim.CANCEL:
-                self._finish_row(conn, r["id"], "give_up", "cancelled", r["error"], now, ended)
+                done = self._finish_row(conn, r, "give_up", "cancelled", r["error"], now, events)
             else:
                 error = policy.give_up_error(r["error"], r["attempts"])
-                self._finish_row(conn, r["id"], "give_up", "failure", error, now, ended)
-        return deliver, len(picked) - len(deliver)
+                done = self._finish_row(conn, r, "give_up", "failure", error, now, events)
+            if done:
+                ended.append(r)
+        return deliver, ended
 
-    def _set_aside(self, conn, row: dict, found: tuple[str, str], now: float) -> None:
+    def _set_aside(self, conn, row: dict, found: tuple[str, str], now: float) -> bool:
         """Finish the due ``row`` holding a value pq never writes (``found``) as failure, the
-        reason as its error; logged once (a finished row is never claimed again)."""
+        reason as its error; logged once (a finished row is never claimed again). Whether it did."""
         error = str(rowcheck.corrupt("task", self.name, row["key"], found))
-        if self._finish_row(conn, row["id"], "set_aside", "failure", "set aside by the claim: " + error, now):
-            log.error("claim set aside: %s", error)
+        if not self._finish_row(conn, row, "set_aside", "failure", "set aside by the claim: " + error, now):
+            return False
+        log.error("claim set aside: %s", error)
+        return True
 
     def _finish_row(
-        self, conn, id_: int, transition: str, outcome: str, error: str | None, now: float, ended: Sequence[dict] = ()
+        self, conn, row: dict, transition: str, outcome: str, error: str | None, now: float, ended: Sequence[dict] = ()
     ) -> bool:
-        """End the due row ``id_`` at claim (``transition``), after the events ``ended`` (of the
-        attempt its expired lease ended); whether it did."""
+        """End the due ``row`` at claim (``transition``), after the events ``ended`` (of the
+        attempt its expired lease ended); whether it did (then ``row`` says how it ended)."""
         t = self.t
+        id_ = row["id"]
         done = conn.execute(
             sa.update(t)
             .where(t.c.id == id_, *task_where(t, transition, now=now))
@@ -93,9 +102,22 @@ class ClaimScreen:
         )
         if done.rowcount != 1:
             return False
+        row.update(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, lease_token=None)
         self.record(conn, ended)
         self.record_ids(conn, TASK_EVENTS[transition], [id_], now)
         return True
+
+    def tell_owners(self, conn, owned_ended: Callable[[Any, list[dict]], None] | None, ended: list[dict]) -> None:
+        """``owned_ended(conn, rows)`` with the rows of workflow runs among ``ended`` (the rows the
+        claim ended), in a savepoint: their runs decide what follows in the claim's commit. What
+        it raises is logged and rolled back alone (the rows stay ended; their runs are not told)."""
+        rows = [r for r in ended if r["workflow"] is not None]
+        if not rows or owned_ended is None:
+            return
+        error = self.isolated(conn, lambda: owned_ended(conn, rows))
+        if error is not None:
+            keys = ", ".join(repr(r["key"]) for r in rows[:5])
+            log.error("the runs of rows the claim ended (%s) could not decide what follows: %s", keys, error)
 
     @staticmethod
     def split_corrupt(rows: list[dict]) -> tuple[list[dict], list[dict]]:

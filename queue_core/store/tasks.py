@@ -27,7 +27,7 @@ from . import lost_claims
 from .base import VersionedTables
 from .browse import TaskBrowse
 from .bulk import BulkChanges
-from .database import Database
+from .database import Database, isolated
 from .events import TaskEvents, claimed_events
 from .failures import FailureReads
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
@@ -298,6 +298,7 @@ class TaskStore(
         clock: Callable[[], float] | None = None,
         start_within: float = 0.0,
         announce: Callable[[int], None] | None = None,
+        owned_ended: Callable[[Any, list[dict]], None] | None = None,
     ) -> list[dict]:
         """Lease up to ``n`` due tasks; first, in the same transaction, finish ``settle``.
 
@@ -327,6 +328,9 @@ class TaskStore(
         leased under that token are delivered instead of being left to expire unknown.
         ``announce(token)``: told each token before the transaction that leases under it (a worker
         child keeps it where its successor finds it, should it die before it records its batch).
+        ``owned_ended(conn, rows)``: told, in the claim's transaction, the rows of workflow runs
+        the claim ended instead of leasing (set aside, given up; each as it ended), so that their
+        runs decide what follows in the same commit; what it raises is logged, and rolled back alone.
         """
         pending = list(settle)
         token = 0
@@ -349,14 +353,16 @@ class TaskStore(
             if self.db.last_run_retried() and stamps:
                 expiries = [at + alive_time for at in stamps]
                 if mine := lost_claims.renewed_under(self.t, conn, token, expiries, stamp, alive_time):
-                    return self.with_start_by(conn, mine, start_within), 0
+                    return self.with_start_by(conn, mine, start_within), []
             if not n:
-                return [], 0
+                return [], []
 
             def claim_one(view, room, behind, admit, entry):
                 return view._claim(conn, room, alive_time, now, owner, types, token, stamp, behind, admit, entry)
 
-            return self._claim_queues(conn, n, now, queues, claim_one, notes, start_within)
+            rows, ended = self._claim_queues(conn, n, now, queues, claim_one, notes, start_within)
+            self.tell_owners(conn, owned_ended, ended)
+            return rows, ended
 
         for _ in range(4):
             token = new_token()
@@ -370,24 +376,13 @@ class TaskStore(
             notes["ended_rows"] = True
         return []
 
-    @staticmethod
-    def isolated(conn, fn) -> Exception | None:
-        """Run ``fn()`` in a savepoint: an error that is not the database's rolls back its writes
-        alone and is returned; a database error propagates (the transaction is retried whole)."""
-        try:
-            with conn.begin_nested():
-                fn()
-        except sa.exc.SQLAlchemyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - returned to the caller, who reports it
-            return exc
-        return None
+    isolated = staticmethod(isolated)
 
     def _claim(
         self, conn, n, alive_time, now, owner, types, token, stamp, behind=False, admit=None, entry=None
-    ) -> tuple[list[dict], int, bool]:
-        """Lease up to ``n`` due rows of this store's scope (a queue); returns them, how many
-        picked rows the claim ended instead, and whether the batch was cut before a row with
+    ) -> tuple[list[dict], list[dict], bool]:
+        """Lease up to ``n`` due rows of this store's scope (a queue); returns them, the picked
+        rows the claim ended instead, and whether the batch was cut before a row with
         ``max_attempts`` (``behind``: other rows come first in the batch). Rows are picked as due
         at ``now``; what the claim writes of them is at ``stamp()``, read once they are locked
         (every lock this walk may wait for is held then). ``admit(rows)``: those
@@ -399,7 +394,7 @@ class TaskStore(
             tops = self._live_tops(conn, types)
             types = sorted(tops)
             if not types:
-                return [], 0, False
+                return [], [], False
         user_types = self._with_due_users(conn, types, now)
         if types is None:  # one round trip for both: is any user due, and the best level
             some_user, top = entry if entry is not None else conn.execute(self._user_and_top, {"now": now}).one()
@@ -412,9 +407,9 @@ class TaskStore(
         else:
             picked = self._pick_userless(conn, n, now, lock=True, types=types, tops=tops)
         if not picked:
-            return [], 0, False
+            return [], [], False
         now = stamp()
-        deliver, consumed = self._screen(conn, picked, now)
+        deliver, ended = self._screen(conn, picked, now)
         if admit is not None:
             deliver = admit(deliver)
         screened = len(deliver)
@@ -451,7 +446,7 @@ class TaskStore(
                     started_at=now,
                     owner=owner[:255],
                 )
-        return deliver, consumed, len(deliver) < screened
+        return deliver, ended, len(deliver) < screened
 
     def _pick_userless(
         self, conn, n: int, now: float, lock: bool, types: list[str] | None = None, tops: dict | None = None

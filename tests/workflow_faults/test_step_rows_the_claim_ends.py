@@ -1,0 +1,129 @@
+"""A step row the claim ends instead of leasing (a value pq never writes, edited by hand: set
+aside; attempts used up) is a step that failed: its run decides what follows in the claim's
+commit (trigger rules, the run's end), as a worker's claim does it. Before, the row finished and
+nobody decided: the run stayed running for ever."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+import pqflow
+from queue_core import config
+from queue_core.worker import Processor
+
+w = pqflow.Workflow("sa_w", retry_wait=0)
+
+
+@w.step()
+def load(ctx):
+    return 1
+
+
+@w.step(after=[load])
+def report(ctx, load):
+    return load + 1
+
+
+@w.step(after=[load], trigger="all_done")
+def cleanup(ctx, load):
+    return "cleaned"
+
+
+@w.step()
+def items(ctx):
+    return [1, 2, 3]
+
+
+@w.step(map=items)
+def double(ctx, item):
+    return 2 * item
+
+
+@w.step(after=[double], trigger="all_done")
+def total(ctx, double):
+    return {"double": double, "failed": {step: sorted(failed) for step, failed in ctx.failed_items.items()}}
+
+
+class Decider(pqflow.Decider):
+    workflows = [w]
+
+
+def _serve(q) -> None:
+    s = config.build({"url": q.config["url"], "table": q.table, "poll_interval": 0.05})
+    assert Processor(Decider, s, burst=True, queue=q).run() == 0
+
+
+def _edit(q, key: str, **values) -> None:
+    t = q.store.t
+    with q.db.engine.begin() as conn:
+        assert conn.execute(sa.update(t).where(t.c.key == key).values(**values)).rowcount == 1
+
+
+def _until_due(q, key: str):
+    """Serve the run until the row ``key`` waits (submitted, not yet run): the worker stops first."""
+    for _ in range(20):
+        rows = {m.key: m for m in q.list()}
+        if key in rows and rows[key].status == "waiting":
+            return
+        task = q.poll(alive_time=30)
+        assert task is not None, f"{key} never submitted"
+        Decider(task).run()
+        if task.deferred is not None:
+            q.finish_many([task])
+    raise AssertionError(f"{key} never waited")
+
+
+def test_a_step_row_set_aside_by_the_claim_fails_its_step_and_its_run_goes_on(queue):
+    w.start("r1", queue=queue)
+    _until_due(queue, "r1#load")
+    _edit(queue, "r1#load", resource="")  # an empty user: pq never writes one
+    _serve(queue)
+    run = pqflow.get_run("r1", queue=queue)
+    assert run.steps["load"].status == "failed" and "set aside by the claim" in run.steps["load"].error
+    assert "column resource holds" in run.steps["load"].error
+    assert (run.steps["report"].status, run.steps["cleanup"].status) == ("skipped", "succeeded")
+    assert run.status == "failed"
+
+
+def test_a_map_item_out_of_attempts_at_the_claim_fails_alone_and_the_join_runs(queue):
+    w.start("r2", queue=queue)
+    _until_due(queue, "r2#double#1")
+    _edit(queue, "r2#double#1", max_attempts=1, attempts=1)  # as if it had spent its only attempt
+    _serve(queue)
+    run = pqflow.get_run("r2", queue=queue)
+    assert run.steps["total"].status == "succeeded"
+    assert run.steps["total"].result == {"double": [2, None, 6], "failed": {"double": [1]}}
+    assert run.status == "failed" and run.steps["double"].error == "1 of 3 items failed"
+
+
+def test_a_set_aside_step_of_a_run_whose_row_is_unreadable_stays_ended(queue):
+    """Nothing to decide for (the run's own row edited too): the step row still ends, the claim
+    goes on, and the worker with it."""
+    w.start("r3", queue=queue)
+    _until_due(queue, "r3#load")
+    _edit(queue, "r3#load", resource="")
+    _edit(queue, "r3", workflow='{"not": "a run"}')
+    _serve(queue)
+    t = queue.store.t
+    with queue.db.engine.connect() as conn:  # read raw: the row still holds the hand-edited user
+        r = conn.execute(sa.select(t.c.outcome, t.c.error).where(t.c.key == "r3#load")).one()
+    assert r.outcome == "failure" and "set aside by the claim" in r.error
+
+
+def test_an_engine_that_raises_on_the_rows_a_claim_ended_is_rolled_back_alone_and_logged(queue, caplog):
+    queue.submit("bad", "t")
+    queue.submit("good", "t")
+    _edit(queue, "bad", workflow="{}", resource="")  # a run's row (its workflow set), edited by hand
+    seen = []
+
+    def engine_down(tx, rows):
+        seen.extend((r["key"], r["outcome"]) for r in rows)
+        tx.submit("side-effect", "t")
+        raise RuntimeError("engine down")
+
+    batch = queue.poll_multi(2, alive_time=10, ended_by_claim=engine_down)
+    assert [t.key for t in batch] == ["good"] and seen == [("bad", "failure")]
+    with queue.db.engine.connect() as conn:  # read raw: "bad" still holds the hand-edited user
+        keys = set(conn.execute(sa.select(queue.store.t.c.key)).scalars())
+    assert keys == {"bad", "good"}  # the engine's submit rolled back with it
+    assert "could not decide what follows: engine down" in caplog.text and "'bad'" in caplog.text
