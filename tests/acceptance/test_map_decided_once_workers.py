@@ -14,6 +14,10 @@ import flows  # noqa: E402
 from procs import run_to_end, wait_for  # noqa: E402
 from test_workflows import executions, worker  # noqa: E402
 
+# The parents of a run wait for each other (and an item for the test): each processor leases one
+# task at a time (batch_size=1), or one that had run quick decisions would lease both parents of a
+# run in one batch and run them one after the other, each waiting out the other's minute.
+
 
 def _parents_ended(wq, run_id: str) -> bool:
     statuses = pqflow.get_run(run_id, queue=wq).statuses
@@ -49,7 +53,7 @@ def _check_succeeded(wq, log: Path, runs: list[str]) -> None:
 def test_a_parent_ending_after_the_map_started_on_another_worker(wq, tmp_path):
     log = tmp_path / "steps.log"
     flows.late_parent.start("lp", {"log": str(log), "dir": str(tmp_path), "side_after_map": True}, queue=wq)
-    procs = [worker(wq, processors=1) for _ in range(2)]
+    procs = [worker(wq, processors=1, batch_size=1) for _ in range(2)]
     _check_open_then_release(wq, tmp_path, ["lp"], procs)
     _check_succeeded(wq, log, ["lp"])
 
@@ -59,6 +63,6 @@ def test_both_parents_ending_together_on_two_workers(wq, tmp_path):
     runs = [f"tg{i}" for i in range(3)]
     for r in runs:
         flows.late_parent.start(r, {"log": str(log), "dir": str(tmp_path)}, queue=wq)
-    procs = [worker(wq, processors=2) for _ in range(3)]  # every parent runs at once
+    procs = [worker(wq, processors=2, batch_size=1) for _ in range(3)]  # every parent runs at once
     _check_open_then_release(wq, tmp_path, runs, procs)
     _check_succeeded(wq, log, runs)
