@@ -124,6 +124,13 @@ def run_ref(tx: Transaction, run_id: str, row: dict) -> RunRef | None:
     return RunRef(run_id, row["id"], state, children)
 
 
+def is_own_row(run: RunRef, key: str, node: NodeState) -> bool:
+    """Whether the row ``key`` with the bookkeeping ``node`` is one of ``run``'s own steps or map
+    items: its key is the one its bookkeeping names and its step is one of the run's (a copy of a
+    row under another key, or of another workflow's, is not: it decides nothing)."""
+    return key == node.own_key() and node.step in run.dag["steps"]
+
+
 def load_ref(tx: Transaction, run_id: str, *, lock: bool = False) -> RunRef:
     row = tx.runs.read(tx.conn, [run_id], lock=lock).get(run_id)
     if row is None:

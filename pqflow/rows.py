@@ -117,6 +117,10 @@ class NodeState:
     failures: int = 0  # how often the step function raised (retries used)
     map: MapCount | None = None
 
+    def own_key(self) -> str:
+        """The key the step or item row of this bookkeeping must have."""
+        return node_key(self.run, self.step) if self.index is None else item_key(self.run, self.step, self.index)
+
     def dump(self) -> str:
         out = {"run": self.run, "iid": self.iid, "step": self.step, "wait": self.wait, "failures": self.failures}
         if self.index is not None:

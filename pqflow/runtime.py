@@ -26,7 +26,7 @@ from . import engine
 from .dag import Workflow, get_workflow, registered_workflows
 from .engine import Decision, RunRef
 from .errors import FlowError, StepResultError, UnknownWorkflowError
-from .rows import NodeState, item_key, node_key, step_type
+from .rows import NodeState, node_key, step_type
 from .settle import Completion, ended_by_claim, finish_many, finish_step
 
 log = logging.getLogger("pqflow")
@@ -171,7 +171,7 @@ class Decider(Runner):
     def _run_step(self, node: NodeState) -> None:
         t = self.task
         run, inputs, failed_items, data = self._read(node)
-        if run is None or t.key != _own_key(node) or node.step not in run.dag["steps"]:
+        if run is None or not engine.is_own_row(run, t.key, node):
             return self._drop_foreign(node)
         spec = run.dag["steps"].get(node.step)
         fn = self._function(run.dag["workflow"], node.step)
@@ -397,11 +397,6 @@ def _inputs(tx: Transaction, run: RunRef, names: list[str], rows: dict) -> tuple
         if bad:
             failed[n] = bad
     return inputs, failed
-
-
-def _own_key(node: NodeState) -> str:
-    """The key a step or item row of this bookkeeping must have."""
-    return node_key(node.run, node.step) if node.index is None else item_key(node.run, node.step, node.index)
 
 
 def _item(node: NodeState) -> str:

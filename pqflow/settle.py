@@ -34,6 +34,7 @@ from .engine import (
     Decision,
     Ended,
     RunRef,
+    is_own_row,
     item_rows,
     load_ref,
     mapped_list,
@@ -410,19 +411,24 @@ def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
     """Decide what follows the rows of steps and map items that a claim ended instead of leasing
     them (set aside for a value pq never writes, out of attempts; each as it ended): failed (or
     cancelled), as if the step had ended so, in the claim's transaction. A run's own row (its end
-    is the run's), a row whose bookkeeping cannot be read and one of an unknown run are left."""
+    is the run's) is left; so is, logged, a row whose bookkeeping cannot be read, one of a run
+    that cannot be read and one that is not its run's own step (a copy under another key)."""
     refs: dict[str, RunRef | None] = {}
     batch = []
     for row in rows:
         node = NodeState.load(row.get("workflow"), cached=False)
         if node is None:
+            if RunState.load(row.get("workflow")) is None:
+                log.error("the claim ended row %r, whose step bookkeeping cannot be read: no run is told", row["key"])
             continue
         if node.run not in refs:
             refs[node.run] = _known_ref(tx, node.run)
         run = refs[node.run]
-        if run is not None and _own(row, run) is not None:
-            status = "cancelled" if row.get("outcome") == "cancelled" else "failed"
-            batch.append((run, [Ended(node.step, status, node.index)]))
+        if run is None or _own(row, run) is None or not is_own_row(run, row["key"], node):
+            log.error("the claim ended row %r, not a step of a readable run: run %r is not told", row["key"], node.run)
+            continue
+        status = "cancelled" if row.get("outcome") == "cancelled" else "failed"
+        batch.append((run, [Ended(node.step, status, node.index)]))
     return settle_many(tx, batch) if batch else {}
 
 

@@ -46,6 +46,10 @@ class LeaseLedger:
         what that claim leased, its successor gives back every row still leased under ``token``."""
         _FIELD.pack_into(self._mem, 16, token)
 
+    def claimed(self) -> None:
+        """The claim noted by :meth:`claiming` is dealt with (what it leased was given back)."""
+        _FIELD.pack_into(self._mem, 16, 0)
+
     def record(self, tasks: list[Any]) -> None:
         """The batch the child just leased: its ``(id, lease token)`` pairs replace the previous
         batch's (those are finished, or fenced out by their tokens), and the claim is recorded."""
@@ -87,6 +91,9 @@ class NoLedger:
     """The ledger of a processor nobody replaces (thread mode, an embedded one): kept nowhere."""
 
     def claiming(self, token: int) -> None:
+        pass
+
+    def claimed(self) -> None:
         pass
 
     def record(self, tasks: list[Any]) -> None:

@@ -108,6 +108,9 @@ class Processor:
         #: what the last claim noted (rate_wait: seconds until a rate limit lets a held-back task start)
         self._notes: dict = {}
         self._settled_with_claim = False  # the last claim also wrote successes (their hooks ran after it read)
+        #: the lease token of a claim whose batch this processor has not learnt (it is running, or
+        #: it raised: its COMMIT may have happened all the same); the ledger keeps it too
+        self._claim_token: int | None = None
 
     def _chores(self) -> list[Chore]:
         """The purge of finished rows past retention (the events it deletes counted first) and,
@@ -148,7 +151,8 @@ class Processor:
             self.monitor.stop()
             self.monitor.join(5)
             self.settler.flush()
-            if not self.settler.waiting:  # else successes not written: given back by whoever follows
+            given_back = self._give_back_claim()
+            if not self.settler.waiting and given_back:  # else given back by whoever follows
                 self.ledger.clear()
             self.registration.leave()
             if self._giving_back.is_set():
@@ -220,10 +224,27 @@ class Processor:
         self.control.idle(wait)
         return None
 
+    def _announce(self, token: int) -> None:
+        self._claim_token = token
+        self.ledger.claiming(token)
+
+    def _give_back_claim(self) -> bool:
+        """Give back what the last claim leased if it raised (its COMMIT may have happened, its
+        acknowledgement lost); whether nothing of it is left held."""
+        if self._claim_token is None:
+            return True
+        try:
+            self.queue.release_leases([], claims=[self._claim_token])
+        except DatabaseError as exc:
+            log.warning("could not give back what a failed claim may have leased: %s", exc)
+            return False
+        self._claim_token = None
+        self.ledger.claimed()
+        return True
+
     def _lease(self) -> list:
-        if stale := self.ledger.unrecorded_claim():  # a claim that raised may have committed
-            self.queue.release_leases([], claims=[stale])
-            self.ledger.clear()
+        if not self._give_back_claim():
+            raise DatabaseError("the last claim's leases could not be given back")
         settled = self.settler.take()
         self._notes = {}
         try:
@@ -234,13 +255,14 @@ class Processor:
                 types=self.types,
                 notes=self._notes,
                 start_within=policy.start_grace(self._prefetch_time),
-                announce=self.ledger.claiming,
+                announce=self._announce,
                 ended_by_claim=getattr(self.target, "ended_by_claim", None),
             )
         except DatabaseError:
             self.settler.put_back(settled)
             raise
         self.ledger.record(tasks)
+        self._claim_token = None
         self.db_backoff.succeeded()
         self.settler.report(settled)
         self._settled_with_claim = bool(settled)

@@ -231,7 +231,7 @@ class Supervisor:
         (:func:`~queue_core.processor.give_back_orphans`) from a process of its own: the
         supervisor never connects (:mod:`queue_core.apart`). Nothing to do after a clean end."""
         ledger = self.ledgers.get(slot)
-        if ledger is None or not ledger.read():
+        if ledger is None or (not ledger.read() and ledger.unrecorded_claim() is None):
             return
         work = functools.partial(_give_back_apart, self.settings, ledger)
         try:

@@ -141,28 +141,35 @@ class TaskChanges:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
         run, due ``now``, their attempts given back. Returns the ids it still held and released
         (the others were taken over or finished meanwhile: not its to release). ``ids`` None: every
-        row still leased under ``token`` (a claim whose batch its holder never learnt; found
-        through the index of leased rows)."""
+        row still leased under ``token`` (a claim whose batch its holder never learnt), found by a
+        read that locks nothing (a locking scan of the leased rows would wait for every holder's
+        lock on MariaDB), then locked by id as ``ids`` are."""
         if ids is not None and not ids:
             return []
         t = self.t
-        which = t.c.id.in_(list(ids)) if ids is not None else t.c.lease_token == token
-        where = (which, *task_where(t, "release", token=token))
+        fence = task_where(t, "release", token=token)
         values = self._released(now)
 
         def work(conn) -> list[int]:
-            lock = self.db.dialect.lock_rows(sa.select(t.c.id, t.c.run_at, t.c.owner).where(*where))
+            which = t.c.id.in_(list(ids) if ids is not None else self._leased_under(conn, token))
+            lock = self.db.dialect.lock_rows(sa.select(t.c.id, t.c.run_at, t.c.owner).where(which, *fence))
             dues = {r.id: (r.run_at, r.owner) for r in conn.execute(lock)}
             held = sorted(dues)
             if held:
-                conn.execute(sa.update(t).where(t.c.id.in_(held), *where[1:]).values(**values))
+                conn.execute(sa.update(t).where(t.c.id.in_(held), *fence).values(**values))
                 self._record_again(conn, "released", held, now, dues)
             elif self.db.last_run_retried():  # an earlier run committed, its acknowledgement lost
-                mine = sa.select(t.c.id).where(which, t.c.lease_token == token, t.c.leased == 0, t.c.timeout == now)
+                asked = t.c.id.in_(ids) if ids is not None else sa.true()
+                mine = sa.select(t.c.id).where(asked, t.c.lease_token == token, t.c.leased == 0, t.c.timeout == now)
                 held = [r[0] for r in conn.execute(mine)]
             return held
 
         return self.db.run(work, what="release")
+
+    def _leased_under(self, conn, token: int) -> list[int]:
+        """The rows leased under ``token`` now, read without a lock (through the leased-rows index)."""
+        t = self.t
+        return [i for (i,) in conn.execute(sa.select(t.c.id).where(*task_where(t, "release", token=token)))]
 
     def lost_before_start(self, id_: int, key: str, created: float, token: int, now: float) -> str:
         """The lease ``token`` of task ``key`` was lost before its handler started (it expired while

@@ -90,3 +90,19 @@ def test_a_child_that_died_between_its_claim_and_its_ledger_gives_its_batch_back
     rows = {t.key: t for t in wq.list()}
     assert {k: (t.outcome, t.attempts) for k, t in rows.items()} == dict.fromkeys(keys, ("success", 1))
     assert _runs(log) == dict.fromkeys(keys, 1)
+
+
+def test_a_stopping_worker_gives_back_the_unrecorded_claim_of_a_child_it_does_not_replace(wq, tmp_path):
+    """The child dies between its claim's COMMIT and its ledger record while the worker stops:
+    the supervisor, which forks nobody in its place, gives the claim's rows back itself."""
+    log = tmp_path / "runs.log"
+    for k in ("a", "b", "c"):
+        wq.submit(k, "ran", {"log": str(log), "dir": str(tmp_path), "await": "stop.sent"})
+    proc = start_worker(wq.config["url"], wq.table, target="ran", _file=str(Path(__file__).with_name(
+        "claim_crash_handlers.py")), alive_time=600, processors=1, task_prefetch=2)
+    wait_for(lambda: (tmp_path / "claim.crash").exists(), timeout=30, what="the claim")
+    proc.send_signal(signal.SIGTERM)
+    (tmp_path / "stop.sent").touch()
+    out = _stop(proc)
+    assert "exited with -9" in out and not log.exists(), out[-3000:]
+    assert {t.key: (t.status, t.attempts) for t in wq.list()} == dict.fromkeys("abc", ("waiting", 0)), out[-3000:]

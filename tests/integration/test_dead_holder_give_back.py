@@ -3,9 +3,16 @@ due now, their attempts given back; a lease finished or taken over meanwhile is 
 
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
 from queue_core import config
+from queue_core.errors import DatabaseError
 from queue_core.lease_ledger import LeaseLedger
-from queue_core.processor import Processor
+from queue_core.processor import Processor, give_back_orphans
 from queue_core.supervisor import Supervisor
 
 
@@ -83,7 +90,133 @@ def test_a_claim_that_raised_after_its_commit_is_given_back_by_the_next_one(queu
     s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600, "task_prefetch": 1})
     ledger = LeaseLedger()
     proc = Processor(lambda task: None, s, burst=True, queue=queue, ledger=ledger)
-    assert len(queue.poll_multi(2, alive_time=600, announce=ledger.claiming)) == 2  # as if it had raised
+    assert len(queue.poll_multi(2, alive_time=600, announce=proc._announce)) == 2  # as if it had raised
     batch = proc._lease()
     assert [(t.key, t.attempts) for t in batch] == [("a", 1), ("b", 1)]
     assert ledger.unrecorded_claim() is None and [i for i, _, _ in ledger.read()] == [t._id for t in batch]
+
+
+class _Killed(BaseException):
+    """The child dies (SIGKILL) inside its claim, before the COMMIT."""
+
+
+def test_a_failed_claims_give_back_keeps_the_unwritten_successes_of_the_last_batch(queue, clock):
+    """The claim after a failed one gives the failed one's token back, and only that: the last
+    batch's successes, put back unwritten, stay in the ledger for a successor should the child
+    die in the next claim (both were run: neither is charged)."""
+    for k in ("a", "b"):
+        queue.submit(k, "t")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600, "task_prefetch": 1})
+    ledger = LeaseLedger()
+    proc = Processor(lambda task: None, s, burst=True, queue=queue, ledger=ledger)
+    proc._run_batch(proc._lease())
+    assert proc.settler.waiting
+    calls = []
+
+    def claim(*args, **kw):
+        calls.append(kw["announce"](12345))  # its token, noted before it runs
+        if len(calls) == 1:
+            raise DatabaseError("connection lost before the COMMIT")
+        raise _Killed()
+
+    real, queue.poll_multi = queue.poll_multi, claim
+    try:
+        with pytest.raises(DatabaseError):
+            proc._lease()
+        with pytest.raises(_Killed):
+            proc._lease()
+    finally:
+        queue.poll_multi = real
+    give_back_orphans(queue, ledger)  # the child forked in its place
+    assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
+        "ab", ("waiting", 0))
+
+
+def test_a_supervisor_gives_back_the_unrecorded_claim_of_a_child_it_does_not_replace(wq):
+    for k in ("a", "b"):
+        wq.submit(k, "t")
+    sup = Supervisor(lambda *_: 0, config.build({"url": wq.config["url"], "table": wq.table}), burst=False,
+                     config_loader=None)
+    ledger = sup.ledgers[0] = LeaseLedger()
+    assert len(wq.poll_multi(2, alive_time=60, announce=ledger.claiming)) == 2  # committed; the child died
+    sup._give_back(0)
+    assert {k: (wq[k].metadata().status, wq[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
+        "ab", ("waiting", 0))
+    assert ledger.unrecorded_claim() is None
+
+
+@pytest.mark.parametrize("ledger", [LeaseLedger, None], ids=["process", "thread"])
+def test_a_processor_gives_back_a_claim_whose_error_hid_its_commit_before_it_stops(queue, clock, ledger):
+    """Its COMMIT's acknowledgement lost and the retries spent, the claim raised; the processor is
+    stopped during the backoff: it gives the claim back as it ends (with or without a ledger)."""
+    for k in ("a", "b"):
+        queue.submit(k, "t")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600})
+    proc = Processor(lambda task: None, s, burst=False, queue=queue, ledger=ledger and ledger())
+    real = queue.poll_multi
+
+    def committed_then_raised(*args, **kw):
+        real(*args, **kw)
+        proc.stop()
+        raise DatabaseError("the acknowledgement of the COMMIT was lost")
+
+    queue.poll_multi = committed_then_raised
+    try:
+        proc.run(listen=False)
+    finally:
+        queue.poll_multi = real
+    assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
+        "ab", ("waiting", 0))
+
+
+def test_a_thread_processor_runs_at_once_what_a_claim_whose_error_hid_its_commit_leased(queue, clock):
+    queue.submit("a", "t")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600})
+    ran = []
+    proc = Processor(lambda task: ran.append(task.key), s, burst=True, queue=queue)  # no ledger
+    real, calls = queue.poll_multi, []
+
+    def first_raises(*args, **kw):
+        calls.append(1)
+        out = real(*args, **kw)
+        if len(calls) == 1:
+            raise DatabaseError("the acknowledgement of the COMMIT was lost")
+        return out
+
+    queue.poll_multi = first_raises
+    try:
+        assert proc.run(listen=False) == 0
+    finally:
+        queue.poll_multi = real
+    assert ran == ["a"] and queue["a"].metadata().attempts == 1
+
+
+def test_a_give_back_by_claim_token_waits_for_no_other_holders_lock(queue, backend):
+    """The rows of a token are found by a read that locks nothing: another worker's transaction
+    holding its own leased row does not hold the give-back (a locking scan did, on MariaDB)."""
+    if backend == "sqlite":
+        pytest.skip("SQLite serialises writers: a give-back always waits for the write lock")
+    for k in ("mine", "other"):
+        queue.submit(k, "t")
+    tokens: list[int] = []
+    queue.poll_multi(1, alive_time=60, announce=tokens.append)
+    (other,) = queue.poll_multi(1, alive_time=60)
+    t = queue.store.t
+    engine = sa.create_engine(queue.config["url"])
+    out: dict = {}
+
+    def give_back():
+        out["n"] = queue.release_leases([], claims=tokens)
+
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.select(t.c.id).where(t.c.id == other._id).with_for_update())
+            th = threading.Thread(target=give_back, daemon=True)
+            began = time.monotonic()
+            th.start()
+            th.join(3)
+            waited = th.is_alive()
+        th.join(30)
+    finally:
+        engine.dispose()
+    assert not waited and out == {"n": 1}, (time.monotonic() - began, out)

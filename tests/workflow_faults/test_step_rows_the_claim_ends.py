@@ -44,8 +44,16 @@ def total(ctx, double):
     return {"double": double, "failed": {step: sorted(failed) for step, failed in ctx.failed_items.items()}}
 
 
+one = pqflow.Workflow("sa_one", retry_wait=0)
+
+
+@one.step()
+def only(ctx):
+    return 1
+
+
 class Decider(pqflow.Decider):
-    workflows = [w]
+    workflows = [w, one]
 
 
 def _serve(q) -> None:
@@ -127,3 +135,41 @@ def test_an_engine_that_raises_on_the_rows_a_claim_ended_is_rolled_back_alone_an
         keys = set(conn.execute(sa.select(queue.store.t.c.key)).scalars())
     assert keys == {"bad", "good"}  # the engine's submit rolled back with it
     assert "could not decide what follows: engine down" in caplog.text and "'bad'" in caplog.text
+
+
+def test_a_copy_of_a_step_row_under_another_key_set_aside_decides_nothing(queue, caplog):
+    """A row copied by hand from a running step (its bookkeeping names that step) and then set
+    aside is not the step: the real step runs on and decides its successors alone."""
+    w.start("r4", queue=queue)
+    _until_due(queue, "r4#load")
+    (real,) = queue.poll_multi(1, alive_time=600)
+    t = queue.store.t
+    with queue.db.engine.begin() as conn:
+        copy = dict(conn.execute(sa.select(t).where(t.c.key == "r4#load")).one()._mapping)
+        copy.pop("id")
+        copy.update(key="copy-of-load", leased=0, lease_token=None, timeout=0, attempts=0, resource="", owner=None)
+        conn.execute(sa.insert(t).values(**copy))
+    also = queue.poll_multi(1, alive_time=600, ended_by_claim=Decider.ended_by_claim)
+    assert [t.key for t in also] == ["r4#items"]  # the claim set the copy aside, then went on
+    assert "'copy-of-load', not a step of a readable run: run 'r4' is not told" in caplog.text
+    assert pqflow.get_run("r4", queue=queue).statuses["report"] == "pending"
+    for task in (real, *also):
+        Decider(task).run()
+        if task.deferred is not None:
+            queue.finish_many([task])
+    _serve(queue)
+    run = pqflow.get_run("r4", queue=queue)
+    assert (run.status, run.statuses) == ("succeeded", dict.fromkeys(["load", "report", "cleanup", "items",
+                                                                      "double", "total"], "succeeded"))
+
+
+def test_a_step_the_claim_gave_up_on_of_a_run_that_cannot_be_read_is_logged(queue, clock, caplog):
+    one.start("r5", queue=queue)
+    _until_due(queue, "r5#only")
+    assert [t.key for t in queue.poll_multi(1, alive_time=10)] == ["r5#only"]
+    _edit(queue, "r5#only", max_attempts=1)
+    _edit(queue, "r5", workflow='{"not": "a run"}')
+    clock.advance(11)  # its lease expired: due again, out of attempts
+    assert queue.poll_multi(1, alive_time=10, ended_by_claim=Decider.ended_by_claim) == []
+    assert queue["r5#only"].metadata().outcome == "failure"
+    assert "the claim ended row 'r5#only', not a step of a readable run: run 'r5' is not told" in caplog.text
