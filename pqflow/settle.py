@@ -161,11 +161,14 @@ def _end_map_if_done(run: RunRef, row: dict, node: NodeState, writes: _Writes) -
 
 
 def _own(row: dict | None, run: RunRef) -> NodeState | None:
-    """The row's bookkeeping when the row belongs to this run instance (else None)."""
+    """The row's bookkeeping when the row is one of this run instance's own steps, maps or items
+    (else None: a row of an earlier instance, or a copy under another key, decides nothing)."""
     if row is None:
         return None
     node = NodeState.load(row.get("workflow"))
-    return node if node is not None and node.iid == run.iid else None
+    if node is None or node.iid != run.iid or not is_own_row(run, row["key"], node):
+        return None
+    return node
 
 
 # -- successors ----------------------------------------------------------------------------------
@@ -424,7 +427,7 @@ def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
         if node.run not in refs:
             refs[node.run] = _known_ref(tx, node.run)
         run = refs[node.run]
-        if run is None or _own(row, run) is None or not is_own_row(run, row["key"], node):
+        if run is None or _own(row, run) is None:
             log.error("the claim ended row %r, not a step of a readable run: run %r is not told", row["key"], node.run)
             continue
         status = "cancelled" if row.get("outcome") == "cancelled" else "failed"

@@ -111,6 +111,8 @@ class Processor:
         #: the lease token of a claim whose batch this processor has not learnt (it is running, or
         #: it raised: its COMMIT may have happened all the same); the ledger keeps it too
         self._claim_token: int | None = None
+        #: a release of unstarted tasks failed: their leases are still held, the ledger keeps them
+        self._unreleased = False
 
     def _chores(self) -> list[Chore]:
         """The purge of finished rows past retention (the events it deletes counted first) and,
@@ -151,7 +153,7 @@ class Processor:
             self.monitor.stop()
             self.monitor.join(5)
             self.settler.flush()
-            given_back = self._give_back_claim()
+            given_back = self._give_back_claim() and not self._unreleased
             if not self.settler.waiting and given_back:  # else given back by whoever follows
                 self.ledger.clear()
             self.registration.leave()
@@ -303,6 +305,7 @@ class Processor:
         self.control.stop()  # first: the loop starts no handler once this was called
         try:
             with self._batch_lock:  # waits for a claim or a release under way
+                self._give_back_claim()  # a claim that raised: what it may have leased
                 rest, self._unstarted = self._unstarted, []
                 self._release(rest)  # before the successes: one of their rows may be locked
             self.settler.flush()  # waits for a flush under way in the monitor thread
@@ -329,6 +332,7 @@ class Processor:
             n = self.queue.release_many(held)
         except TaskError as exc:
             log.warning("release of %d tasks failed (their leases will expire): %s", len(held), exc)
+            self._unreleased = True  # the ledger keeps them for whoever follows
             return
         for t in held:
             if t.done:

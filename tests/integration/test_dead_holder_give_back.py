@@ -220,3 +220,47 @@ def test_a_give_back_by_claim_token_waits_for_no_other_holders_lock(queue, backe
     finally:
         engine.dispose()
     assert not waited and out == {"n": 1}, (time.monotonic() - began, out)
+
+
+def test_an_immediate_stop_gives_back_a_claim_whose_error_hid_its_commit(queue, clock):
+    """Thread mode (nothing survives the process): QUIT during the backoff after such a claim
+    gives its rows back before the process ends."""
+    for k in ("a", "b"):
+        queue.submit(k, "t")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600})
+    proc = Processor(lambda task: None, s, burst=False, queue=queue)
+    real = queue.poll_multi
+
+    def committed_then_raised(*args, **kw):
+        real(*args, **kw)
+        raise DatabaseError("the acknowledgement of the COMMIT was lost")
+
+    queue.poll_multi = committed_then_raised
+    try:
+        with pytest.raises(DatabaseError):
+            proc._lease()
+    finally:
+        queue.poll_multi = real
+    proc.give_back_now()
+    assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
+        "ab", ("waiting", 0))
+
+
+def test_unstarted_tasks_a_stop_could_not_release_stay_in_the_ledger_for_the_supervisor(queue, clock):
+    for k in ("a", "b"):
+        queue.submit(k, "t")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "alive_time": 600, "task_prefetch": 1})
+    ledger = LeaseLedger()
+    proc = Processor(lambda task: proc.stop(), s, burst=False, queue=queue, ledger=ledger)  # TERM while a runs
+
+    def release_fails(*args, **kw):
+        raise DatabaseError("connection lost")
+
+    real, queue.release_many = queue.release_many, release_fails
+    try:
+        proc.run(listen=False)
+    finally:
+        queue.release_many = real
+    give_back_orphans(queue, ledger)  # the supervisor's, for a slot it does not fork again
+    assert queue["a"].metadata().status == "finished"
+    assert (queue["b"].metadata().status, queue["b"].metadata().attempts) == ("waiting", 0)
