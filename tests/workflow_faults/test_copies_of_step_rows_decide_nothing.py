@@ -4,40 +4,11 @@ run ends as its own rows do (pqflow's ``_own``: a row's key must be the one its 
 
 from __future__ import annotations
 
-import pqflow
 import sqlalchemy as sa
 from fault_support import drive
+from hand_edited_flows import Decider, w
 
-w = pqflow.Workflow("copies_w", retry_wait=0)
-
-
-@w.step()
-def load(ctx):
-    return 1
-
-
-@w.step(after=[load])
-def report(ctx, load):
-    return load + 1
-
-
-@w.step()
-def items(ctx):
-    return [1, 2, 3]
-
-
-@w.step(map=items)
-def double(ctx, item):
-    return 2 * item
-
-
-@w.step(after=[double], trigger="all_done")
-def total(ctx, double):
-    return double
-
-
-class Decider(pqflow.Decider):
-    workflows = [w]
+import pqflow
 
 
 def _copy(q, key: str, new_key: str, **values) -> None:

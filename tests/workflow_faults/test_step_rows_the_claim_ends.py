@@ -1,59 +1,16 @@
 """A step row the claim ends instead of leasing (a value pq never writes, edited by hand: set
 aside; attempts used up) is a step that failed: its run decides what follows in the claim's
-commit (trigger rules, the run's end), as a worker's claim does it. Before, the row finished and
-nobody decided: the run stayed running for ever."""
+commit (trigger rules, a map's count, the run's end), as a worker's claim does it, and the run
+does not stay running for ever."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
+from hand_edited_flows import Decider, one, w
 
 import pqflow
 from queue_core import config
 from queue_core.worker import Processor
-
-w = pqflow.Workflow("sa_w", retry_wait=0)
-
-
-@w.step()
-def load(ctx):
-    return 1
-
-
-@w.step(after=[load])
-def report(ctx, load):
-    return load + 1
-
-
-@w.step(after=[load], trigger="all_done")
-def cleanup(ctx, load):
-    return "cleaned"
-
-
-@w.step()
-def items(ctx):
-    return [1, 2, 3]
-
-
-@w.step(map=items)
-def double(ctx, item):
-    return 2 * item
-
-
-@w.step(after=[double], trigger="all_done")
-def total(ctx, double):
-    return {"double": double, "failed": {step: sorted(failed) for step, failed in ctx.failed_items.items()}}
-
-
-one = pqflow.Workflow("sa_one", retry_wait=0)
-
-
-@one.step()
-def only(ctx):
-    return 1
-
-
-class Decider(pqflow.Decider):
-    workflows = [w, one]
 
 
 def _serve(q) -> None:
