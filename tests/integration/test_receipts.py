@@ -3,7 +3,7 @@ with a receipt whose COMMIT applied but whose acknowledgement was lost is not ru
 of the run that committed is returned); one whose COMMIT never applied runs again; receipts are
 purged an hour on; a receipt needs a transaction.
 
-The faults: ``lost_commit`` (tests/integration/test_review18_recognition.py) commits or rolls back
+The faults: ``lost_commit`` (tests/integration/test_operator_change_rerun_after_an_unknown_commit.py) commits or rolls back
 the next write transaction, then makes its client see the connection drop at COMMIT.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from test_review18_recognition import lost_commit
+from test_operator_change_rerun_after_an_unknown_commit import lost_commit
 
 from queue_core.store.receipts import RECEIPT_KEEP
 

@@ -16,7 +16,7 @@ from event_checks import (
     take_over,
 )
 from test_history import commit_ack_lost_once
-from test_review16_event_insert import HOSTILE, TRICKY
+from test_rendered_event_inserts_match_insert_select import HOSTILE, TRICKY
 
 import queue_core
 from queue_core.store.events import COLUMNS

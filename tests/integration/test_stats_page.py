@@ -6,7 +6,7 @@ on all three databases."""
 from __future__ import annotations
 
 import sqlalchemy as sa
-from test_review16_stats import T0, assert_tallies_equal, ev, insert_events, stats
+from test_sql_roll_up_matches_the_python_tally import T0, assert_tallies_equal, ev, insert_events, stats
 
 from queue_core.statistics import tally_events
 

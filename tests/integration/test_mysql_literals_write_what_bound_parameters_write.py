@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from queue_core.store.schema import ErrorText
 from queue_core.validate import cap_text
 from event_checks import bits, event_rows, hand_edit, same
-from test_review16_event_insert import TRICKY
+from test_rendered_event_inserts_match_insert_select import TRICKY
 
 from queue_core.store import mysql as mysql_store
 from queue_core.store.events import COLUMNS
@@ -215,7 +215,7 @@ def test_a_hostile_or_long_owner_on_the_real_path(queue, backend, owner):
 def test_a_settle_under_any_sql_mode(backend, db_url, table_name, clock, mode):
     _only_mysql(backend)
     from conftest import drop_tables
-    from test_review16_event_insert import _mysql_url_with_mode
+    from test_rendered_event_inserts_match_insert_select import _mysql_url_with_mode
 
     import queue_core
 

@@ -7,7 +7,7 @@ import threading
 
 import sqlalchemy as sa
 from test_history import commit_ack_lost_once
-from test_review16b_failed_ids import assert_exact
+from test_failed_index_matches_the_task_rows import assert_exact
 
 import queue_core
 from queue_core.store.tasks import Settled

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 import pqflow
 from conftest import serve_decider
-from test_review18_recognition import T0, kinds, lost_commit, other  # noqa: F401 (a fixture)
+from test_operator_change_rerun_after_an_unknown_commit import T0, kinds, lost_commit, other  # noqa: F401 (a fixture)
 
 flow = pqflow.Workflow("r18_flow")
 STATE = {"fail": True}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from test_review16_stats import T0, assert_tallies_equal, ev, insert_events, stats
+from test_sql_roll_up_matches_the_python_tally import T0, assert_tallies_equal, ev, insert_events, stats
 from test_stats_page import gaps, position
 
 from queue_core.chores import Chore

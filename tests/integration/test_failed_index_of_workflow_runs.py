@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pqflow
 from conftest import serve_decider
-from test_review16b_failed_ids import assert_exact
+from test_failed_index_matches_the_task_rows import assert_exact
 
 T0 = 1_700_000_000.0
 STATE = {"fail": True}

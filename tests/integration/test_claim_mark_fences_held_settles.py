@@ -24,7 +24,7 @@ from event_checks import (
     reference_rows,
 )
 from test_history import commit_ack_lost_once
-from test_review16_event_insert import _mysql_url_with_mode
+from test_rendered_event_inserts_match_insert_select import _mysql_url_with_mode
 
 import queue_core
 from queue_core.store import mysql as mysql_store

@@ -11,7 +11,7 @@
    named) and an operator's change INSERTs into it, instead of a SchemaError telling to run init
    (nothing checks the receipts table, or the schema version, before they are used).
 
-Faults: ``lost_commit`` (test_review18_recognition.py).
+Faults: ``lost_commit`` (test_operator_change_rerun_after_an_unknown_commit.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 from conftest import downgrade
-from test_review18_recognition import dropped, failed, first_write_faulted, kinds, lost_commit
+from test_operator_change_rerun_after_an_unknown_commit import dropped, failed, first_write_faulted, kinds, lost_commit
 
 import queue_core
 from queue_core.clock import FakeClock

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from event_checks import bits
-from test_review17_mysql_literals import _max_id, _written
+from test_mysql_literals_write_what_bound_parameters_write import _max_id, _written
 
 from queue_core.store.events import COLUMNS
 

@@ -5,7 +5,7 @@ is counted twice), where ``task.finish()`` a second time raises IdempotentAlread
 
 from __future__ import annotations
 
-from test_review17_held_fences import T0, _claim, _finished, _submit
+from test_settle_events_after_changes_while_held import T0, _claim, _finished, _submit
 
 
 def test_a_task_finished_alone_then_listed_in_a_batch_gets_one_event(queue):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 from conftest import downgrade, own_queue, run_together
-from test_review18_recognition import failed, kinds, lost_commit
+from test_operator_change_rerun_after_an_unknown_commit import failed, kinds, lost_commit
 
 import queue_core
 from queue_core.clock import FakeClock
