@@ -127,7 +127,7 @@ def test_no_import_circles():
 
 # -- module size ------------------------------------------------------------------------------------
 MAX_MODULE_LINES = 600
-#: Debts of issue 18 ("One home for each rule"): modules already longer than MAX_MODULE_LINES,
+#: Debts of the rule "one home for each rule": modules already longer than MAX_MODULE_LINES,
 #: each capped at its length when the rule came in. Lower a cap when its module shrinks; drop the
 #: entry once the module is back under the limit. Never raise a cap or add an entry.
 KNOWN_LONG_MODULES = {
@@ -152,12 +152,12 @@ def test_known_long_modules_are_still_debts():
         assert lines > MAX_MODULE_LINES, f"{rel} has {lines} lines: drop it from KNOWN_LONG_MODULES"
 
 
-# -- the store is the only writer (issue 18 §2, §5) ---------------------------------------------------
+# -- the store is the only writer ------------------------------------------------------------------------------------
 #: columns that say what state a row and its lease are in: only the store's named transitions set them
 LEASE_COLUMNS = {"state", "leased", "lease_token", "cancel_requested"}
 STATE_COLUMNS = LEASE_COLUMNS | {"timeout", "next_time", "next_run_time", "run_at", "outcome", "finished_at",
                                  "attempts", "owner", "updated_at"}
-#: the generic writers issue 18 replaced; none of them may come back
+#: the generic writers the store's named transitions replaced; none of them may come back
 GENERIC_WRITERS = {"update", "update_by_key", "update_group", "fenced_update", "update_columns", "set_columns"}
 DB_API_CALLS = {"execute", "executemany", "executescript", "exec_driver_sql"}
 DB_DRIVERS = {"sqlalchemy", "sqlite3", "pymysql", "MySQLdb", "psycopg", "psycopg2", "asyncpg"}
@@ -476,7 +476,7 @@ def test_perfectsched_and_pqflow_stand_side_by_side():
         assert not other or not any(m.split(".")[0] == other for m in imported), f"{name} imports {other}"
 
 
-# -- ways round the checks that a review found (issue-18 review, session 8) --------------------------
+# -- ways round the checks: each must still be caught ---------------------------------------------
 def test_an_upper_layer_loaded_through_queue_cores_own_loader_is_an_import(tmp_path):
     """queue_core/loader.py imports modules by name for a living (load_target, its _import_module
     wrapper of importlib.import_module). A queue_core module that loads pqflow through it by a

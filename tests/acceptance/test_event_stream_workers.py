@@ -1,4 +1,4 @@
-"""The event stream with real worker processes on SQLite, MariaDB and PostgreSQL (issue 15): a
+"""The event stream with real worker processes on SQLite, MariaDB and PostgreSQL: a
 follower that reads while several processes claim, retry and finish tasks and the test submits
 more gets every event once — the same events, and as many, as the tables hold at the end. Also
 for a second follower that stops half-way and resumes from the last cursor it saw."""

@@ -1,5 +1,5 @@
 """``perfectqueue show`` (the history), ``events``, ``workers``, ``failures``, ``retry --failed``
-and ``cancel --waiting`` (issue 15): what an operator types, on the three databases; bad input
+and ``cancel --waiting``: what an operator types, on the three databases; bad input
 is one line on stderr and a non-zero exit, nothing changed."""
 
 from __future__ import annotations

@@ -92,8 +92,8 @@ def test_a_child_whose_monitor_is_stuck_for_a_whole_lease_is_killed_as_silent(tm
 
 
 def test_a_handler_kill_that_exits_leaves_the_monitor_beating_and_renewing(tmp_path):
-    # review 22d: SystemExit from a handler's kill() (a cancel) ended the monitor thread, its
-    # liveness beat went on for a lease, and the task's lease lapsed meanwhile
+    # SystemExit from a handler's kill() (a cancel) must not end the monitor thread: its liveness
+    # beat would go on for a lease, and the task's lease lapse meanwhile
     url, log = f"sqlite:///{tmp_path}/q.db", tmp_path / "runs.log"
     with queue_core.open(url, "pq_tasks") as q:
         q.init()

@@ -1,4 +1,4 @@
-"""Prometheus metrics (issue 15) on SQLite, MariaDB and PostgreSQL: what ``queue_core.metrics``
+"""Prometheus metrics on SQLite, MariaDB and PostgreSQL: what ``queue_core.metrics``
 and ``perfectqueue metrics`` expose (parsed back with prometheus_client's own parser), the
 schedule lag and workflow runs that perfectsched and pqflow add, and a real server process that
 answers a scrape and stops on SIGTERM."""

@@ -1,4 +1,7 @@
-"""Adversarial review of issue 15: the metrics (G4), the CLI (G3) and upgrades (G6)."""
+"""Metrics, the CLI and upgrades against hostile tables and input: another program's schedule
+table or a crashing added collector never breaks a scrape, counters never go back over cleanup and
+prune, a table of an older version is a SchemaError, an upgrade counts retained events once, a
+hostile ``--listen`` or ``--since`` is one line, and no error shows a password."""
 
 from __future__ import annotations
 

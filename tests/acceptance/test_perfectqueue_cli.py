@@ -607,7 +607,7 @@ def test_run_burst_end_to_end(tmp_path):
 def test_a_burst_worker_without_its_table_exits_5_in_one_line(tmp_path, processor_type):
     """A worker without --burst polls through a table not made yet (deployed before ``init``); a
     burst worker, which ends once nothing is due, says the table is missing and exits 5 (as
-    ``perfectsched run`` does) instead of polling for ever. Found by the session-8 review."""
+    ``perfectsched run`` does) instead of polling for ever."""
     target = tmp_path / "t.py"
     target.write_text("def plain(task):\n    pass\n")
     cmd = [str(Path(sys.executable).with_name("perfectqueue")), "run", f"{target}:plain", "--processor-type",

@@ -156,7 +156,7 @@ def test_add_with_every_option(ready, style):
     assert out == "full next_time=2026-11-23T09:00:00+09:00 next_run_time=2026-11-23T09:05:00+09:00\n"
 
 
-def test_add_an_interval_schedule_as_the_issue_writes_it(ready):
+def test_add_an_interval_schedule_with_an_offset_and_a_queue(ready):
     start = epoch("2030-01-01T00:00:30Z")
     out = ready.ok("add", "sync", "type", "@every:15m", "{}", "--offset", "5m", "-s", str(start))
     m = ready.meta("sync")
@@ -494,7 +494,7 @@ def test_run_target_errors(ready, tmp_path):
     assert ready("run", "--poll-interval", "0").exit_code == 2
 
 
-# -- set-aside schedules (issue 12 §3) -----------------------------------------------------------------
+# -- set-aside schedules ------------------------------------------------------------------------------
 def hand_edit(ps, key: str, **values) -> None:
     """Change a schedule row by hand, as an operator's SQL would."""
     import sqlalchemy as sa

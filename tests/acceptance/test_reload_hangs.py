@@ -1,7 +1,6 @@
 """A reload against a locked or never-answering database does not block the service's signal
 handling for ever: the check of a reloaded configuration is bounded (``service.RELOAD_CHECK_TIME``)
-and a database that does not answer in time is taken, as at start. Found by the third review of
-issue 12's fixes (failed before their fix on MariaDB and PostgreSQL)."""
+and a database that does not answer in time is taken, as at start."""
 from __future__ import annotations
 
 import os

@@ -160,7 +160,7 @@ def _drop(url: str, table: str) -> None:
     drop_tables(url, table)
 
 
-# -- a schedule this host cannot compute (issue 12 §3) ------------------------------------------------
+# -- a schedule this host cannot compute ---------------------------------------------------------
 def host_without(tmp_path: Path) -> dict:
     """The environment of a host whose tzdata has UTC only: PYTHONTZPATH names a directory holding
     just UTC, and an empty ``tzdata`` package hides the Python one (zoneinfo's fallback)."""

@@ -1,4 +1,4 @@
-"""Statistics from the command line and from real worker processes (issue 15), on SQLite, MariaDB
+"""Statistics from the command line and from real worker processes, on SQLite, MariaDB
 and PostgreSQL: ``perfectqueue stats --since`` prints what ran per queue and type, and workers
 roll the events up while they run, with many processes racing to do it."""
 

@@ -1,4 +1,4 @@
-"""Review of issue 15 on the command line (guarantee 4): a tag past the limit with ``tag`` is
+"""Tag limits on the command line: a tag past the limit with ``tag`` is
 exit 1 and one line, nothing changed; a bad tag for untag/list is exit 2; a hand-edited tracked
 value in ``show``/``list`` is one line, no traceback."""
 

@@ -1,5 +1,5 @@
 """``perfectqueue submit --tag``, ``list --tag/--tracked``, ``tag``, ``untag``, ``track``,
-``untrack`` and ``show`` (issue 15): what an operator types, on the three databases; a bad
+``untrack`` and ``show``: what an operator types, on the three databases; a bad
 tag is one line and exit 2 before anything connects, an unknown task exit 4."""
 
 from __future__ import annotations

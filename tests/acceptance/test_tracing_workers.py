@@ -1,4 +1,4 @@
-"""Tracing across processes (issue 15), on SQLite, MariaDB and PostgreSQL: a real worker process
+"""Tracing across processes, on SQLite, MariaDB and PostgreSQL: a real worker process
 runs a task in the trace it was submitted in."""
 
 from __future__ import annotations

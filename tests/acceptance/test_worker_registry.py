@@ -1,4 +1,4 @@
-"""The worker registry with real worker processes on SQLite, MariaDB and PostgreSQL (issue 15):
+"""The worker registry with real worker processes on SQLite, MariaDB and PostgreSQL:
 each claiming process is listed with its host, pid, queues, types and version while it runs,
 with the tasks it holds; a worker that stops leaves the registry, one killed outright stops
 being listed once silent past the limit and is swept by the next cleanup."""
@@ -65,8 +65,8 @@ def test_a_worker_killed_outright_is_dropped_once_silent_past_the_limit(wq):
 @pytest.mark.parametrize("backend", ["mysql", "postgres"], indirect=True)
 def test_a_registry_row_locked_by_another_transaction_never_stops_task_heartbeats(wq, tmp_path, db_url):
     """While a renewal of the registry waits for a lock (an operator's open transaction), the
-    running task's lease is still heartbeated: the renewal has a thread of its own (review 15b:
-    in the monitor's thread, the lease expired and the task ran twice)."""
+    running task's lease is still heartbeated: the renewal has a thread of its own (in the
+    monitor's thread, the lease would expire and the task run twice)."""
     log = tmp_path / "runs.log"
     wq.submit("slow", "handler", {"log": str(log), "sleep": 15})
     worker = start_worker(wq.config["url"], wq.table, processors=1, alive_time=3, task_heartbeat_interval=0.3,

@@ -1,10 +1,9 @@
-"""Review 20 (guarantee 5): a worker's start-up after commit 30cbece, which moved the first write
-of the registry row out of the renewer thread into ``Registration.join``, run by the first
-processor before its first claim (``queue_core/registry.py``; reverted after this review, whose
-first two tests failed on it: the first write is the registry thread's again). The registry must never stop a
-worker: a registry table that another transaction keeps locked (the case review 15b met for
-renewals, tests/acceptance/test_worker_registry.py) must not keep a worker from claiming, and
-the worker must still stop when asked. Real worker processes on real databases.
+"""A worker's start-up is never held by the worker registry: the first write of its registry row
+is the registry thread's (``queue_core/registry.py``), not the first processor's before its first
+claim, so a registry table that another transaction keeps locked (as for renewals in
+tests/acceptance/test_worker_registry.py) does not keep a starting worker from claiming, and the
+worker still stops when asked. Thread and process workers register once and leave. Real worker
+processes on real databases.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Bugs found by the hostile-input tests in code this suite does not own (queue_core/queue.py,
 queue_core/clock.py, perfectsched/scheduler.py, pqflow/runtime.py). Each test states the
 contract and is a strict xfail until the fix lands; the diagnosis and the proposed patch are in
-the report of issue 6 (and in each reason below)."""
+each reason below."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Hostile operators, the corners a second review of issue 12 §4 found (bad input and hostile
-operators): an attempts counter at the column's limit, a lease edited to end never, a read-only
-database given to ``perfectsched run``, an account without DELETE running workflows, and tables
-that look like ours but are not.
+"""Hostile operators, the corners (bad input and hostile operators): an attempts counter at the
+column's limit, a lease edited to end never, a read-only database given to ``perfectsched run``,
+an account without DELETE running workflows, and tables that look like ours but are not.
 
-Each test failed on e17c47b, before its fix; the databases each failed on are in its docstring.
+The databases each test concerns are in its docstring.
 Accounts with fewer privileges are made through the servers' superuser connections (tests/hostile/db_admin.py) and dropped at the end.
 """
 
@@ -171,7 +170,7 @@ def test_perfectsched_run_on_a_read_only_database_exits_at_start(backend, db_url
 
 import pqflow  # noqa: E402
 
-FLOW = pqflow.Workflow("review_12_4b_flow", retry_wait=0)
+FLOW = pqflow.Workflow("hostile_corners_flow", retry_wait=0)
 
 
 @FLOW.step()

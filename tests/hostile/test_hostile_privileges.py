@@ -1,4 +1,4 @@
-"""Reduced privileges and read-only databases (issue 12 §4).
+"""Reduced privileges and read-only databases.
 
 An account without DELETE (MariaDB and PostgreSQL; SQLite has no accounts, whoever can write the
 file can delete: not applicable) submits, claims and finishes; the purge is refused with

@@ -1,5 +1,5 @@
 """Task rows edited by hand into values pq never writes, one column at a time, on SQLite, MariaDB
-and PostgreSQL (issue 12 §4).
+and PostgreSQL.
 
 Every read (``Queue.list``, ``Task.metadata``, ``stats``, ``perfectqueue list/show/stats``)
 refuses such a row with ``CorruptRowError`` naming the table, the key and the column (the CLI:

@@ -1,5 +1,5 @@
 """Schedule rows edited by hand into values perfectsched never writes, one column at a time, on
-SQLite, MariaDB and PostgreSQL (issue 12 §4, reconciled with §3's set-aside schedules).
+SQLite, MariaDB and PostgreSQL, reconciled with the set-aside schedules.
 
 Such a row is one more schedule that cannot be computed: the reads show it and say why, column
 first, and never fail for it (``Scheduler.list``, ``perfectsched list/show``: status ``corrupt``

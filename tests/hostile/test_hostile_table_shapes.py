@@ -1,9 +1,8 @@
 """A table that looks like ours is refused (ForeignTableError) before use when pq could never
-insert into it, and taken when it can (issue 12 §4): columns a DBA added that the database fills
+insert into it, and taken when it can: columns a DBA added that the database fills
 (identity, generated, defaulted) leave it ours; an added NOT NULL column without a default, one of
 our nullable columns made NOT NULL (pq writes NULL there), or SQLite's NOT NULL DEFAULT NULL make
-it foreign. Outcome checked: either refused, or a submit and a claim work. Found by the third
-review of issue 12's fixes (the our-column and DEFAULT NULL cases failed before their fix)."""
+it foreign. Outcome checked: either refused, or a submit and a claim work."""
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,5 @@
-"""A table that is not ours, named where a pq table is expected, on SQLite, MariaDB and PostgreSQL
-(issue 12 §4): another program's table given by ``--table`` or by a config file, a schedule table
+"""A table that is not ours, named where a pq table is expected, on SQLite, MariaDB and PostgreSQL:
+another program's table given by ``--table`` or by a config file, a schedule table
 given as the queue table and the other way round. Every command and the library refuse it with
 ``ForeignTableError`` at first use (the CLI: one line, exit 5) and never read past that, write,
 alter, index or drop it: its rows, columns and indexes are checked unchanged, and no companion

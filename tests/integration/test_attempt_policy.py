@@ -98,8 +98,8 @@ def test_a_graceful_stop_releases_the_rest_of_the_batch_without_spending_attempt
 
 
 def test_a_lease_lost_before_start_gives_its_attempt_back_when_the_worker_is_stopping(queue, clock):
-    """Regression (issue-18 review): a stopping worker released the rest of its batch, a lost
-    lease among it too; that release was refused and the lost lease's attempt stayed spent."""
+    """A stopping worker releases the rest of its batch, a lost lease among it too: that release
+    must not be refused, leaving the lost lease's attempt spent."""
     queue.submit("k", "t")
     proc = _processor(queue, lambda task: None)
     first, second = _lose_before_start(queue, clock, proc)

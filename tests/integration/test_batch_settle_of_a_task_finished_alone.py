@@ -1,7 +1,6 @@
-"""Review 17, found on the way (not introduced by the change: the read-back path does the same):
-a batch's settle takes every row FINISHED under its token for one it finished itself, so a task
-its holder finished alone before listing it in a batch gets a second ``finished`` event (and
-is counted twice), where ``task.finish()`` a second time raises IdempotentAlreadyFinishedError."""
+"""A task its holder finished alone before listing it in a batch gets one ``finished`` event, not
+a second (counted twice): a batch's settle must not take every row FINISHED under its token for
+one it finished itself, as ``task.finish()`` a second time raises IdempotentAlreadyFinishedError."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Failure groups and bulk actions (issue 15) on SQLite, MariaDB and PostgreSQL: failed tasks
+"""Failure groups and bulk actions on SQLite, MariaDB and PostgreSQL: failed tasks
 grouped by queue, type and error class; every matching failed task run again once, in bounded
 batches, however often the command runs; waiting tasks cancelled by the same filters; failures
 kept longer than successes.

@@ -70,7 +70,7 @@ def test_a_burst_worker_with_nothing_written_ends_at_its_first_empty_claim(wq):
     assert delivered == [0]
 
 
-# -- found by the review of the fix (session 15) ---------------------------------------------------
+# -- a burst worker claims again after the hooks of the successes it wrote -----------------------
 after_hook = pqflow.Workflow("it_burst_after_hook", retry_wait=0)
 
 

@@ -1,8 +1,8 @@
-"""Review 19: the claim mark (MySQL/MariaDB ``touched_at``, schema version 9) and the batch settle
+"""The claim mark (MySQL/MariaDB ``touched_at``, schema version 9) and the batch settle
 that writes ``finished`` events from what the worker holds of each claim (``store/settles.py``).
 
 Every test compares the events a settle wrote with what an INSERT ... SELECT of the task rows as
-the settle left them writes (``event_checks.reference_rows``): the guarantee of the change. The
+the settle left them writes (``event_checks.reference_rows``). The
 tests that exercise the mark only are skipped on SQLite and PostgreSQL; the others run on every
 backend (there every settle reads back: they must hold there too)."""
 

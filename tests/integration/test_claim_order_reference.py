@@ -1,6 +1,6 @@
 """Claims drain in the order a reference model gives (priority, due time, id), batch by batch,
 with and without type filters: the claim that stops reading levels once its batch is full and
-reads the first level with the due-user probe (issue 13) takes what it took before."""
+reads the first level with the due-user probe takes what it took before."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Review 20 (guarantee 3): the claim's screen (``store/screen.py`` ``_screen``) computes the
-``expired`` events of a row's expired lease only for a row it ends, since 067885a. A row given up
+"""The claim's screen (``store/screen.py`` ``_screen``) computes the ``expired`` events of a
+row's expired lease only for a row it ends. A row given up
 or cancelled at claim still gets the ``expired`` event of the attempt its silent holder lost,
 then its end; a row delivered gets its ``expired`` from ``claimed_events`` alone; no event twice.
 Tracked (a ``claimed`` row of its own) and untracked (the claim carried by the end) alike."""

@@ -1,4 +1,4 @@
-"""Adversarial review of issue 13: config times (capped at 1e9 s): bad values give ConfigError (library) or one line
+"""Config times (capped at 1e9 s): bad values give ConfigError (library) or one line
 on stderr and a non-zero exit (CLI); a value the config accepts must work."""
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def test_a_connect_timeout_the_config_accepts_works(db_url, table_name):
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 def test_cli_accepts_the_largest_connect_timeout(tmp_path, db_url):
-    """Found by review: a connect_timeout the config accepts (up to 1e9 s) crashed PyMySQL
-    (exit 1); now it reaches the database (here: the table is missing, exit 5)."""
+    """A connect_timeout the config accepts (up to 1e9 s) must not crash PyMySQL (exit 1): it
+    reaches the database (here: the table is missing, exit 5)."""
     proc = _cli(tmp_path, f'[development]\nurl = "{db_url}"\nconnect_timeout = 1e9\n', "stats")
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr

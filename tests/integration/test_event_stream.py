@@ -1,4 +1,4 @@
-"""The event stream (issue 15) on SQLite, MariaDB and PostgreSQL: submissions and every later
+"""The event stream on SQLite, MariaDB and PostgreSQL: submissions and every later
 change of every task, oldest first, resumable from any event's cursor with nothing missed and
 nothing twice.
 

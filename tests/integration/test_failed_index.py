@@ -1,4 +1,4 @@
-"""The failed tasks are read through an index of their own (issue 16: the failure groups page at
+"""The failed tasks are read through an index of their own (the failure groups page at
 1,000,000 finished rows): a partial index where the database has partial indexes (SQLite,
 PostgreSQL), the failed ids noted in ``<table>_failed`` on MySQL/MariaDB, whose index on the
 outcome would be rewritten by every finish. The failure groups, a bulk retry's pages and the

@@ -1,4 +1,4 @@
-"""Review 16b: the failed tasks' own index (<table>_failed_ids on MySQL/MariaDB, a partial index on
+"""The failed tasks' own index (<table>_failed_ids on MySQL/MariaDB, a partial index on
 SQLite/PostgreSQL) against the task rows themselves: every reader (failures(), retry_failed
 dry-run, browse(status="failed")) shows exactly the rows finished with outcome failure."""
 

@@ -1,4 +1,4 @@
-"""Review 16b: workflow steps and runs failing, retried by pqflow, started again (a cleared
+"""Workflow steps and runs failing, retried by pqflow, started again (a cleared
 group) and purged: the failure readers match the task rows on the three databases."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Review 16b: a COMMIT whose acknowledgement is lost (the transaction runs again) around the
-changes that note and forget failed ids; many threads failing and purging on MariaDB."""
+"""The failed tasks' index stays exact when a COMMIT's acknowledgement is lost (the transaction
+runs again) around the changes that note and forget failed ids, and when many threads fail and
+purge on MariaDB."""
 
 from __future__ import annotations
 

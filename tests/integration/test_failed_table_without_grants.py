@@ -1,4 +1,4 @@
-"""Review 16b: a MySQL/MariaDB worker account without grants on <table>_failed_ids gets a clear
+"""A MySQL/MariaDB worker account without grants on <table>_failed_ids gets a clear
 AccessDeniedError and loses nothing (the failure is not written without its note)."""
 
 from __future__ import annotations

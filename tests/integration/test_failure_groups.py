@@ -1,8 +1,7 @@
-"""Failure groups (issue 15) counted in the database against the pure rule over the same rows, on
+"""Failure groups counted in the database against the pure rule over the same rows, on
 SQLite, MariaDB and PostgreSQL: hostile error texts (no class, a class after spaces, multi-byte
 characters before the colon, heads around the length limit, case and trailing-space variants that
-MariaDB's collation would fold together) and bytes written by hand. (From the review of the SQL
-grouping, session 15.)"""
+MariaDB's collation would fold together) and bytes written by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Adversarial review: the lease heartbeat and the registry renewal as autocommit statements (G5)."""
+"""The lease heartbeat and the registry renewal as autocommit statements: a held lease is extended
+by one statement, an expired one never revived, a cancel reported, a lost acknowledgement
+harmless; a renewal recreates a swept row, concurrent ones do not raise."""
 
 from __future__ import annotations
 

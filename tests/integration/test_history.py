@@ -1,4 +1,4 @@
-"""The history of a task (issue 15) on SQLite, MariaDB and PostgreSQL: every state change after
+"""The history of a task on SQLite, MariaDB and PostgreSQL: every state change after
 its submission recorded in the transaction of the change, read back as a timeline, bounded, and
 deleted with the task.
 

@@ -1,8 +1,7 @@
 """A tracked task's history while a later holder runs it, after the earlier holder (its lease lost
 before its handler started) gave its attempt back: the running attempt's claim has a row of its
 own, and the ``attempt_returned`` written during that attempt does not end it — ``show`` lists
-that claim once, not a second time from the task row. (Noticed in session 19; failed before the
-fix on the three databases.)"""
+that claim once, not a second time from the task row, on the three databases."""
 
 from __future__ import annotations
 

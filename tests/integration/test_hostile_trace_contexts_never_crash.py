@@ -1,4 +1,4 @@
-"""Adversarial review 15d of tracing (S3): hostile ``trace`` column contents never crash a worker or
+"""Tracing against hostile contexts: hostile ``trace`` column contents never crash a worker or
 a claim; no span, no context; submit_many and Transaction.submit store the context."""
 
 from __future__ import annotations

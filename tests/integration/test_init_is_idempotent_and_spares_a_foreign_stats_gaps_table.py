@@ -1,5 +1,6 @@
-"""Adversarial review 15d of ``init`` (S2): another program's table named ``<table>_stats_gaps``
-(new in this release), init twice, racing inits, the v5 upgrade."""
+"""``init`` and another program's table named ``<table>_stats_gaps`` (refused or left alone, never
+dropped, even with force), init twice and the v5 upgrade twice (idempotent), and inits racing from
+two connections (both succeed)."""
 
 from __future__ import annotations
 

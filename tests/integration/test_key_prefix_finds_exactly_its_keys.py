@@ -1,4 +1,4 @@
-"""Review 16b: a key prefix returns exactly the keys that start with it, newest first, across
+"""A key prefix returns exactly the keys that start with it, newest first, across
 pages, for any prefix."""
 
 from __future__ import annotations

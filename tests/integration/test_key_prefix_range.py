@@ -1,5 +1,5 @@
 """A key prefix (the dashboard's filter, a schedule's latest occurrences) reads one range of the
-task key's index on every database (issue 16: the tasks page at 1,000,000 rows): the key is ordered
+task key's index on every database (the tasks page at 1,000,000 rows): the key is ordered
 byte for byte everywhere (PostgreSQL: the ``C`` collation since schema version 7, which ``init``
 gives an older table), and the range holds exactly the keys with the prefix, whatever its
 characters (LIKE wildcards, the highest code point, the last one before the surrogates)."""

@@ -1,8 +1,7 @@
-"""A lease lost before its handler started spends no attempt (issue 12 §2, policy rule 3), and
+"""A lease lost before its handler started spends no attempt (policy rule 3), and
 gives it back once: the lease expired unnoticed and nobody took it (the holder releases it), a
 later lease took it (that row gives one back, never twice after a lost COMMIT acknowledgement,
-never to another task that took the row's id). Found by the reviews of issues 12 and 18; each
-test failed before its fix on the databases its docstring names."""
+never to another task that took the row's id), on the databases each test's docstring names."""
 
 from __future__ import annotations
 

@@ -3,9 +3,8 @@ set. INSERT IGNORE (submit) turns any error of a row into a warning, so a column
 a character would store '?' in its place: pq makes its tables in utf8mb4, and refuses a table one
 of whose text columns is in another character set or narrower than pq makes it, before it writes.
 
-Failed before its fix on 2026-11-26 (adversarial review of issue 13): a queue table in a utf8mb3
-column stored an emoji as '?' and the submit succeeded; tables were made in the database's
-default character set (latin1 on older servers).
+Why: a queue table in a utf8mb3 column would store an emoji as '?' and the submit succeed; and a
+table made in the database's default character set would be latin1 on older servers.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Review 17: MySQL's ``insert_rows`` renders each value as a SQL literal in the client
+"""MySQL's ``insert_rows`` renders each value as a SQL literal in the client
 (``store/mysql.py``: ``sql_literal``, ``rendered_values``). What it writes must be, byte for byte
-and bit for bit, what a bound-parameter INSERT of the same values writes (what ``record()``
-did before), whatever a value holds; and every caller of ``record()`` (claims, cancels, bulk
-changes: now all through ``insert_rows``) must still write what it wrote."""
+and bit for bit, what a bound-parameter INSERT of the same values writes, whatever a value
+holds; and every caller of ``record()`` (claims, cancels, bulk changes, all through
+``insert_rows``) must write what a bound-parameter INSERT writes."""
 
 from __future__ import annotations
 

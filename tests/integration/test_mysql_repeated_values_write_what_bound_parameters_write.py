@@ -1,8 +1,8 @@
-"""Review 20 (guarantee 1): MySQL's ``insert_rows`` renders a batch a column at a time since
-067885a (``store/mysql.py``: repeated strings and repeated times rendered once, numbers by
-map). What lands in the table must still be, bit for bit, what a bound-parameter INSERT of the
-same rows writes; the batches here repeat their values (the new paths), where review 17's rows
-were mostly distinct."""
+"""MySQL's ``insert_rows`` renders a batch a column at a time (``store/mysql.py``: repeated
+strings and repeated times rendered once, numbers by map). What lands in the table must be, bit
+for bit, what a bound-parameter INSERT of the same rows writes; the batches here repeat their
+values (the paths that render a repeated value once), where the rows of
+test_mysql_literals_write_what_bound_parameters_write.py are mostly distinct."""
 
 from __future__ import annotations
 

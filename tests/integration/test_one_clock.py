@@ -1,4 +1,4 @@
-"""One clock for every machine (issue 12 §1): on MySQL/MariaDB and PostgreSQL the queue tells
+"""One clock for every machine: on MySQL/MariaDB and PostgreSQL the queue tells
 the database server's time, whatever this host's wall clock says; on SQLite, the host's.
 
 The host's clock is shifted in-process here (``time.time`` patched); tests/reliability runs real

@@ -1,4 +1,4 @@
-"""An attempt costs one event row (issue 15's drain budget) on SQLite, MariaDB and PostgreSQL:
+"""An attempt costs one event row (the drain's budget) on SQLite, MariaDB and PostgreSQL:
 the event that ends an attempt carries its claim (owner, wait, start), a ``claimed`` row is
 written only for a tracked task, and the history, the event stream and the statistics still tell
 every claim, once.
@@ -128,7 +128,7 @@ def test_a_reader_resuming_at_a_carried_claim_gets_its_end_once(queue):
     assert [e.kind for e in queue.events(since=T0 + 1.5)] == ["finished"]  # its claim is older
 
 
-# -- found by the review of this change (session 15): a claim told once, whatever happened -------
+# -- a claim told once, whatever happened ------------------------------------------------------
 def _stream_claims(q, key):
     return [(e.attempt, e.owner) for e in q.events(key=key) if e.kind == "claimed"]
 

@@ -1,6 +1,7 @@
-"""Review 18, guarantee 4: operations the change did not touch, under the same fault (a write
-transaction's COMMIT applied, its acknowledgement lost, the transaction run again by the store):
-each must report what its first run did, and write it once."""
+"""Queue controls, tags and tracking, a holder's changes, finish_many, schedule changes and
+pqflow's cancel and retry, under a lost acknowledgement (a write transaction's COMMIT applied,
+its acknowledgement lost, the transaction run again by the store): each must report what its
+first run did, and write it once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review 18: operator changes run again by the store after their COMMIT's outcome was unknown
+"""Operator changes run again by the store after their COMMIT's outcome was unknown
 (the connection dropped at COMMIT) must report what their own first run did, write nothing twice
 and never take another actor's change, or a change of another row under the same key, for theirs.
 

@@ -1,6 +1,5 @@
 """The pool's reset (``_reset_on_return``): a connection whose transaction failed is handed to
-the next user clean (no transaction, no locks); one whose transaction ended skips the rollback
-(written by the adversarial review of issue 13)."""
+the next user clean (no transaction, no locks); one whose transaction ended skips the rollback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Runs that cannot be lost, mixed up or doubled (issue 11 §3), and decisions that touch only
-what a completion affects (§2): each on SQLite, MariaDB and PostgreSQL, driven in-process with
+"""Runs that cannot be lost, mixed up or doubled, and decisions that touch only
+what a completion affects: each on SQLite, MariaDB and PostgreSQL, driven in-process with
 an injected clock (the worker-process versions are in tests/acceptance)."""
 
 from __future__ import annotations

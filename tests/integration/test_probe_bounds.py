@@ -1,6 +1,5 @@
 """Bounds of the wake-up probe (no wake-up without a new row, a pool of one shared with claims,
-no checkpoint held back) and of PostgreSQL's notifications (due only, never for a refused key)
-(written by the adversarial review of issue 13)."""
+no checkpoint held back) and of PostgreSQL's notifications (due only, never for a refused key)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial review of issue 13: the wake-up probe (queue_core/store/watch.py) must see every new row."""
+"""The wake-up probe (queue_core/store/watch.py) must see every new row."""
 
 from __future__ import annotations
 

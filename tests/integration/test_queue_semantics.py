@@ -232,7 +232,7 @@ def test_batched_finish_is_fenced(queue):
 
 
 def test_holder_heartbeat_after_expiry_without_takeover_is_refused(queue):
-    """Changed by issue 12: an expired lease is never revived, even when nobody has taken the task
+    """An expired lease is never revived, even when nobody has taken the task
     yet (another worker may hold its user's slot by now). The holder learns it lost the task."""
     queue.submit("k", "t", now=T0)
     a = queue.poll(alive_time=10, now=T0)

@@ -3,8 +3,8 @@ with a receipt whose COMMIT applied but whose acknowledgement was lost is not ru
 of the run that committed is returned); one whose COMMIT never applied runs again; receipts are
 purged an hour on; a receipt needs a transaction.
 
-The faults: ``lost_commit`` (tests/integration/test_operator_change_rerun_after_an_unknown_commit.py) commits or rolls back
-the next write transaction, then makes its client see the connection drop at COMMIT.
+The faults: ``lost_commit`` (tests/integration/test_operator_change_rerun_after_an_unknown_commit.py)
+commits or rolls back the next write transaction, then makes its client see the connection drop at COMMIT.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
-"""Review 18b: receipts (``queue_core/store/receipts.py``) broken.
+"""Receipts (``queue_core/store/receipts.py``) age by the queue's clock and need the upgrade.
 
-1. Clocks. A receipt is stamped with this host's wall clock (``time.time()``), but ``cleanup``
-   purges by the queue's clock (``now``: the database server's clock on MySQL/PostgreSQL, or the
-   injected ``now=``). A receipt a minute old by the queue's clock goes when this host's wall clock
-   is over an hour behind the server's (and one two hours old stays when it is ahead). A worker's
-   cleanup (every ``cleanup_interval``) between a lost acknowledgement and the re-run then makes
-   the re-run change again: a second requeue / move, or AlreadyFinishedError for its own cancel.
+1. Clocks. ``cleanup`` purges receipts by the queue's clock (``now``: the database server's clock
+   on MySQL/PostgreSQL, or the injected ``now=``), so a receipt must be stamped by that clock, not
+   this host's wall clock (``time.time()``): else a receipt a minute old by the queue's clock goes
+   when this host's wall clock is over an hour behind the server's (and one two hours old stays
+   when it is ahead), and a worker's cleanup (every ``cleanup_interval``) between a lost
+   acknowledgement and the re-run makes the re-run change again (a second requeue / move, or
+   AlreadyFinishedError for its own cancel).
 2. A queue table of schema version 7 (not upgraded yet) beside another program's table named
-   ``<table>_receipts``: the new release's cleanup DELETEs that program's rows (only ``at`` is
-   named) and an operator's change INSERTs into it, instead of a SchemaError telling to run init
-   (nothing checks the receipts table, or the schema version, before they are used).
+   ``<table>_receipts``: cleanup must not DELETE that program's rows, nor an operator's change
+   INSERT into it; the receipts table and the schema version are checked before use (a
+   SchemaError tells to run init).
 
 Faults: ``lost_commit`` (test_operator_change_rerun_after_an_unknown_commit.py).
 """

@@ -1,7 +1,6 @@
-"""Review 18b: what held of the receipts (``queue_core/store/receipts.py``): several faults in a
-row, retries exhausted, a failure between the receipt and the COMMIT, the upgrade from schema 7,
-another program's ``<table>_receipts`` at ``init``, table names of 40 characters, two operators at
-once."""
+"""Receipts (``queue_core/store/receipts.py``) hold under several faults in a row, retries
+exhausted, a failure between the receipt and the COMMIT, the upgrade from schema 7, another
+program's ``<table>_receipts`` at ``init``, table names of 40 characters, two operators at once."""
 
 from __future__ import annotations
 

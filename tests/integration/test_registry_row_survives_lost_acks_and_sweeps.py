@@ -1,5 +1,5 @@
-"""Adversarial review 15d of the worker registry (S5): a registration whose insert acknowledgement is
-lost, renewals racing each other and a sweep: no error, the row present and current."""
+"""The worker registry under faults: a registration whose insert acknowledgement is lost, renewals
+racing each other and a sweep: no error, the row present and current."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A reloaded configuration that cannot be opened (a URL whose driver does not exist) is kept out:
 the service keeps its old one, as ``service.reload_settings`` decides for the worker (threads and
-processes) and ``perfectsched run`` alike. Found by the issue-18 review (failed before its fix on
-the three databases: the thread worker ended on USR1)."""
+processes) and ``perfectsched run`` alike, on the three databases (the thread worker must not end
+on USR1)."""
 
 from __future__ import annotations
 

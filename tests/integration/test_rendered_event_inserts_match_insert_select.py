@@ -1,4 +1,4 @@
-"""Review of c7f7a39, part A: the event rows MariaDB/MySQL now writes from SQL text it renders
+"""The event rows MariaDB/MySQL writes from SQL text it renders
 itself (``store/mysql.py``: hex literals, numbers through CONCAT) must hold exactly what an
 INSERT ... SELECT of the same SELECT writes — on every backend, compared here against a real
 INSERT ... SELECT run in the same database (inserted, read back, deleted again)."""

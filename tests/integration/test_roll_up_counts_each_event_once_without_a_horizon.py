@@ -1,6 +1,6 @@
-"""Adversarial review 15d of the statistics roll-up (S1): each event counted exactly once, with no
-horizon. Passed-over ids evicted by MAX_GAPS or by event_gap_timeout, an id jump (a v5 table
-upgraded after its old events were purged), and a roll-up racing a delete."""
+"""The statistics roll-up counts each event exactly once, with no horizon. Passed-over ids evicted
+by MAX_GAPS or by event_gap_timeout, an id jump (a v5 table upgraded after its old events were
+purged), and a roll-up racing a delete."""
 
 from __future__ import annotations
 

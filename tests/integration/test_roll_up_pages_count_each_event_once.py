@@ -1,4 +1,4 @@
-"""Review 20 (guarantee 4): the roll-up's page since c5cd408 (``store/stats.py``: ``_next_page``
+"""The roll-up's page (``store/stats.py``: ``_next_page``
 counts a page whose ids follow one another with one ``count``/``max`` statement, then groups
 the range ``(after + 1, last)``; a page with a hole is read again id by id). Every event must be
 counted exactly once across pages, whatever commits, rolls back or is deleted between the

@@ -1,4 +1,4 @@
-"""A schedule that cannot be computed is set aside; the others keep firing (issue 12 §3).
+"""A schedule that cannot be computed is set aside; the others keep firing.
 
 One schedule row that cannot be computed (a timezone this host's tzdata lacks, a row edited by
 hand) used to abort the whole tick (or poll) transaction; batches are read in due order, so the

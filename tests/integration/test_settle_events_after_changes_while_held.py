@@ -1,8 +1,9 @@
-"""Review 17: whatever changes a held task's row while it is held (tracked, an attempt given back
+"""Whatever changes a held task's row while it is held (tracked, an attempt given back
 by an earlier holder, a move once its lease expired, hand edits, a task listed twice), a batch's
 settle (``store/settles.py``) writes for each task it finished exactly one ``finished`` event,
-the row an INSERT ... SELECT of the task row as the settle left it writes (``reference_rows``).
-Written against a held path (events from the claim, not read back) that was withdrawn."""
+the row an INSERT ... SELECT of the task row as the settle left it writes (``reference_rows``),
+on every backend, whichever way its settle writes them (from what the worker holds of the
+claim, or read back)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,7 @@ T0 = 1_700_000_000.0
 
 @pytest.fixture
 def held_path(queue):
-    """(The held path these tests were written for was withdrawn: they check the settle of
-    every backend.)"""
+    """The queue whose settles are checked: every backend's settle, whichever way it writes."""
     return queue
 
 

@@ -1,4 +1,4 @@
-"""Review of c7f7a39, part B: the roll-up counted in SQL (``store/stats.py``) — the database's
+"""The roll-up counted in SQL (``store/stats.py``): the database's
 grouping must equal ``statistics.group_of``/``tally_events`` for any values a column holds, on all
 three databases, and every event is counted exactly once across gaps, races and chunking."""
 
@@ -148,7 +148,7 @@ def test_text_in_a_real_column_is_counted_once_and_blocks_nothing(queue, backend
     assert (total.started, total.succeeded) == (3, 2)
     assert total.wait.count == 3 and total.run.count == 2
     # (the reference cannot place the text: float('abc') raises; the database puts it in the last
-    # bucket with 0 s — noted in the review, not asserted)
+    # bucket with 0 s — not asserted)
 
 
 # -- guarantee 5: exactly once --------------------------------------------------------------------

@@ -1,8 +1,7 @@
 """A heartbeat judges its lease at the time of the run of its transaction that applies it, not at
 a time read before a first run that failed: Database.run retries transient errors for up to
 max_retry_count × retry_max_wait seconds, plus connect and lock-wait timeouts, and a lease can
-expire meanwhile (issue 12 §2: an expired lease is never revived). Found by the issue-12 review;
-each test failed before its fix on sqlite, mysql and postgres.
+expire meanwhile (an expired lease is never revived). On sqlite, mysql and postgres.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Statistics of tasks (issue 15) on SQLite, MariaDB and PostgreSQL: what the roll-up counts, and
+"""Statistics of tasks on SQLite, MariaDB and PostgreSQL: what the roll-up counts, and
 the interleavings that could count an event twice or never — two rollers at once, a roll-up whose
 COMMIT acknowledgement is lost, an event whose id is passed over because its transaction is still
 open, a purge or a key taken again or a history trimmed before any roll-up, a cleanup racing a

@@ -1,5 +1,5 @@
-"""Adversarial review of issue 15 (statistics): events that are deleted or passed over before
-any roll-up counted them (G1: "never lost")."""
+"""Statistics never lose an event: events that are deleted or passed over before any roll-up
+counted them are counted all the same."""
 
 from __future__ import annotations
 

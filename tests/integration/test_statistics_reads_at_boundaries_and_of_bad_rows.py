@@ -1,5 +1,5 @@
-"""Adversarial review of issue 15: reads at bucket boundaries (G2), hand-edited statistics rows
-and hostile filters (G3)."""
+"""Statistics reads at bucket boundaries miss nothing; hand-edited statistics rows are
+CorruptRowErrors naming the row; hostile filters are ValidationErrors or mere filters."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_a_bad_count_names_its_row(queue, clock):
 
 def test_a_huge_count_is_a_corrupt_row_not_a_raw_error(queue, clock):
     """A hand-edited count at the top of BIGINT: the next roll-up adds to it. Expected a
-    CorruptRowError naming the row (G3), never a raw OverflowError (SQLite) and nothing
+    CorruptRowError naming the row, never a raw OverflowError (SQLite) and nothing
     written half-way."""
     _one_task(queue, clock)
     clock.advance(GAP + 1)

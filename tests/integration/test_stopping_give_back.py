@@ -1,8 +1,7 @@
 """A stopping worker gives back what it had not started, each attempt once (policy rule 3): a task
 taken over before its monitor noticed gets its attempt back, a lost task's locked row does not hold
 back the release of the others, and the same-task fence matches a task's own row for realistic
-submission times. Found by the third review of issue 12's fixes; the two stopping tests failed
-before their fix on the databases they name."""
+submission times, on the databases each test names."""
 from __future__ import annotations
 
 import threading

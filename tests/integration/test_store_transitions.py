@@ -95,7 +95,7 @@ def test_task_give_up(queue):
 
 
 def hand_edit(q, key, **values):
-    """Change a task row by hand, as an operator's SQL would (issue 12 §4)."""
+    """Change a task row by hand, as an operator's SQL would."""
     t = q.store.t
     run(q, lambda c: c.execute(sa.update(t).where(t.c.key == key).values(**values)))
 

@@ -1,4 +1,4 @@
-"""Adversarial review of issue 13: the one-statement submit and the pool's reset under faults."""
+"""The one-statement submit and the pool's reset under faults."""
 
 from __future__ import annotations
 
@@ -53,9 +53,9 @@ print(json.dumps(out))
 def test_a_submit_whose_outcome_is_unknown_says_so_and_its_retry_finds_it(queue, tmp_path):
     """A real process, the project's own lost-acknowledgement injection (the statement is applied,
     then the client sees the connection drop), no retry left (``max_retry_count = 0``, or a server
-    that stays away for the retries). Found by review: the submit raised a plain DatabaseError,
-    which nowhere said the task may have been stored. Now: OutcomeUnknownError, saying the write
-    may have been applied; the caller's retry of the same submit then finds it stored
+    that stays away for the retries). The submit raises OutcomeUnknownError, saying the write
+    may have been applied (a plain DatabaseError would nowhere say the task may have been
+    stored); the caller's retry of the same submit then finds it stored
     (IdempotentAlreadyExistsError), and there is one row."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'reliability' / 'lost_ack_site'}:{ROOT}",
            "PQ_LOST_ACK": "0.0", "PQ_LOST_ACK_LOG": str(tmp_path / "faults.log")}

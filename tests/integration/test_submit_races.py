@@ -1,6 +1,5 @@
 """The one-statement submit (TaskStore.submit_one) under races, fork, close, killed sessions and
-identical resubmissions: exactly one submission of a key wins, nothing else changes (written by
-the adversarial review of issue 13)."""
+identical resubmissions: exactly one submission of a key wins, nothing else changes."""
 
 from __future__ import annotations
 

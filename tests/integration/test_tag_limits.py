@@ -1,4 +1,4 @@
-"""Review of issue 15: tracking survives the task's life (guarantee 5), a hand-edited tracked
+"""Tracking survives the task's life (guarantee 5), a hand-edited tracked
 value is a CorruptRowError, tags are exact and limited (guarantee 4), list(tag=...) combines
 with the other filters and pages correctly (guarantee 3)."""
 

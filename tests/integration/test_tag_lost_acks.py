@@ -1,4 +1,4 @@
-"""Review of issue 15: a commit whose acknowledgement is lost (guarantee 8): the retry neither
+"""A commit whose acknowledgement is lost (guarantee 8): the retry neither
 duplicates nor loses tags (submit_many, tag past a near-full task, a key re-used after
 retention)."""
 

@@ -1,5 +1,5 @@
-"""Review of issue 15 (tags): tags go with their task (guarantee 2) also when ``tag()`` races
-the purge of the same task (guarantee 7); concurrent tag() never exceeds 32 tags."""
+"""Tags go with their task (guarantee 2) also when ``tag()`` races the purge of the same task
+(guarantee 7); concurrent tag() never exceeds 32 tags."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _pause_purger_after_forget_tags(q, monkeypatch):
 
 
 def _race_tag_against(q, purge) -> tuple[list, list]:
-    forgot, go = q._review_events
+    forgot, go = q._purger_pause
     out: list = []
     errors: list = []
 
@@ -75,7 +75,7 @@ def test_tag_racing_cleanup_leaves_no_tag_row_of_a_deleted_task(queue, monkeypat
     queue.submit("k", "t", tags=["old"], now=T0)
     queue.poll(now=T0).finish(now=T0)
     later = T0 + queue.config["retention_time"] + 10
-    queue._review_events = _pause_purger_after_forget_tags(queue, monkeypatch)
+    queue._purger_pause = _pause_purger_after_forget_tags(queue, monkeypatch)
     out, errors = _race_tag_against(queue, lambda: queue.cleanup(now=later))
     assert errors == []
     assert orphan_tag_rows(queue) == [], out
@@ -89,7 +89,7 @@ def test_tag_racing_a_submit_that_purges_the_key_leaves_no_tag_of_the_old_task(q
     queue.submit("k", "t", tags=["old"], now=T0)
     queue.poll(now=T0).finish(now=T0)
     later = T0 + queue.config["retention_time"] + 10
-    queue._review_events = _pause_purger_after_forget_tags(queue, monkeypatch)
+    queue._purger_pause = _pause_purger_after_forget_tags(queue, monkeypatch)
     out, errors = _race_tag_against(queue, lambda: queue.submit("k", "t", tags=["new"], now=later))
     assert errors == []
     assert orphan_tag_rows(queue) == [], out

@@ -1,4 +1,4 @@
-"""Review of issue 15: a workflow run started again with the same id (RunRows.clear_group)
+"""A workflow run started again with the same id (RunRows.clear_group)
 deletes its old rows' tags in the same transaction (guarantee 2)."""
 
 from __future__ import annotations

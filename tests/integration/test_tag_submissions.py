@@ -1,5 +1,5 @@
-"""Review of issue 15 (tags): a submission whose key is taken must add none of its tags to the
-task holding the key (guarantee 1), and a task must be written with its own tags (atomicity)."""
+"""A submission whose key is taken must add none of its tags to the task holding the key
+(guarantee 1), and a task must be written with its own tags (atomicity)."""
 
 from __future__ import annotations
 

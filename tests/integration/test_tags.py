@@ -1,4 +1,4 @@
-"""Tags and tracking (issue 15) on SQLite, MariaDB and PostgreSQL: submitted with the task,
+"""Tags and tracking on SQLite, MariaDB and PostgreSQL: submitted with the task,
 changed later, found through an index, deleted with the task, never carried over to a new task
 that takes a purged task's key; hostile tags refused with a typed error, nothing half-written.
 

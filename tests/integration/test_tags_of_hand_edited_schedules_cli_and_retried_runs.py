@@ -1,4 +1,6 @@
-"""Adversarial review 15d of schedule and workflow tags (S4)."""
+"""Tags of schedules and workflow runs: a tags column edited by hand names the column, the
+perfectsched CLI's add, modify, show and ``list --json`` carry the tags, and a retried run keeps
+the tags of its rows and items."""
 
 from __future__ import annotations
 

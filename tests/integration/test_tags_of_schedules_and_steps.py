@@ -1,4 +1,4 @@
-"""Tags on schedules and workflow steps (issue 15), on SQLite, MariaDB and PostgreSQL: every task a
+"""Tags on schedules and workflow steps, on SQLite, MariaDB and PostgreSQL: every task a
 schedule submits carries its tags (changed by modify, for the occurrences after it); a workflow's
 tags go on its run row and every step and map item, a step's own on its tasks; found by
 ``list(tag=...)``. Hostile tags are typed errors, and a tags column edited by hand sets the

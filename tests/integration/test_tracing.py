@@ -1,4 +1,4 @@
-"""Tracing with OpenTelemetry (issue 15), on SQLite, MariaDB and PostgreSQL: a task submitted under
+"""Tracing with OpenTelemetry, on SQLite, MariaDB and PostgreSQL: a task submitted under
 a span carries its trace context; the worker runs each attempt in a span of that trace, from the
 submission (first attempt) or the claim (later ones) to its end, with the outcome and the error;
 what a handler submits continues the trace. A context edited by hand starts a trace of its own."""

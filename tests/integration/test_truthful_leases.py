@@ -1,6 +1,6 @@
-"""Leases and claims that say the truth (issue 12 §2), on SQLite, MariaDB and PostgreSQL.
+"""Leases and claims that say the truth, on SQLite, MariaDB and PostgreSQL.
 
-Each test is an interleaving that broke a promise before: a holder paused past its lease that
+Each test is an interleaving that could break a promise: a holder paused past its lease that
 heartbeats again, a claim whose COMMIT applied but whose acknowledgement was lost, a fair-share
 claim that delivered the row as read before it was locked, and an uncapped claim of a user racing
 a capped one.
@@ -131,9 +131,9 @@ M0 = 1_700_000_000 - 1_700_000_000 % 60  # a minute boundary
 
 
 def test_a_schedule_lease_whose_commit_ack_was_lost_delivers_its_occurrence(sched):
-    """Regression (issue 12, reliability scenario lost_acks): the retried poll drew a new token,
-    found the schedule it had leased held and leased the next due one; the first occurrence was
-    left leased under a token nobody knew, and fired a lease late."""
+    """A retried poll (reliability scenario lost_acks) must deliver the occurrence its first run
+    leased: drawing a new token, it would find that schedule held and lease the next due one,
+    leaving the first occurrence leased under a token nobody knew, fired a lease late."""
     sched.add("a", "t", cron="* * * * *", now=M0 - 1)
     sched.add("b", "t", cron="* * * * *", delay=5, now=M0 - 1)  # due after a: what a new poll leases next
     with ack_lost_once(sched, "poll schedules") as fired:
@@ -150,9 +150,9 @@ def test_a_schedule_lease_whose_commit_ack_was_lost_delivers_its_occurrence(sche
 
 @pytest.mark.parametrize("settle", ["finish", "retry", "release"])
 def test_a_schedule_holder_whose_commit_ack_was_lost_is_not_refused(sched, settle):
-    """Regression (issue 12, reliability scenario lost_acks): the retried finish found its own
-    finish applied and raised IdempotentAlreadyFinishedError (a retry or release: PreemptedError
-    "taken over"); ``perfectsched run`` logged it as an occurrence it could not settle."""
+    """A retried finish (reliability scenario lost_acks) that finds its own finish applied must not
+    raise IdempotentAlreadyFinishedError (a retry or release: PreemptedError "taken over"), which
+    ``perfectsched run`` would log as an occurrence it could not settle."""
     sched.add("s", "t", cron="* * * * *", now=M0 - 1)
     task = sched.poll(alive_time=30, now=M0)
     with ack_lost_once(sched, settle) as fired:
@@ -276,7 +276,7 @@ def sql(db_url, statement):
 
 @SERVERS
 def test_a_fair_claim_sets_aside_a_row_edited_by_hand_before_it_locked_it(queue, clock, db_url, table_name):
-    """Read sound, locked corrupt (issue 12 §4 with the locking re-read): set aside, not delivered."""
+    """Read sound, locked corrupt (the locking re-read checks the row again): set aside, not delivered."""
     queue.submit("k", "t", {"v": 1}, user="u")
     queue.submit("fine", "t", {"v": 2}, user="v")
     hand_edit = lambda: sql(db_url, f"UPDATE {table_name} SET data = 'not json' WHERE resource = 'u'")  # noqa: E731
@@ -351,8 +351,9 @@ def test_a_task_without_a_user_weighs_one_whatever_its_max_running(queue, clock,
 
 
 def test_a_retried_claim_delivers_every_row_it_leased_its_limited_one_first(queue, clock):
-    """Regression (issue-18 review): the retried claim re-sorted its rows by submission and cut the
-    batch again before the limited task, which stayed leased, undelivered, and failed at expiry."""
+    """A retried claim delivers every row it leased: re-sorting its rows by submission and cutting
+    the batch again before the limited task would leave that task leased, undelivered, failed at
+    expiry."""
     now = clock.now()
     queue.submit("y", "t")
     queue.poll(alive_time=50)  # y's lease ends at now + 50: y becomes due then

@@ -1,4 +1,4 @@
-"""Review 16b: upgrades to schema version 7 (failures intact, PostgreSQL key in "C" with its
+"""Upgrades to schema version 7 (failures intact, PostgreSQL key in "C" with its
 unique constraint, keys of any characters kept), two inits at once, and a foreign
 <table>_failed_ids on MySQL."""
 

@@ -1,4 +1,4 @@
-"""Review 17: two workers (threads, each with its own Queue) draining one table with short leases,
+"""Two workers (threads, each with its own Queue) draining one table with short leases,
 so that they take over each other's tasks while the other still settles them: each task gets
 exactly one ``finished`` event (of the attempt whose holder was told it finished it), each
 attempt taken over one ``expired`` event, and the statistics and histories count each attempt

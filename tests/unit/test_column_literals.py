@@ -1,6 +1,7 @@
 """MySQL's batch of rows rendered a column at a time (``store/mysql.py``: ``rendered_values``,
 ``column_literals``) must be, text for text, the rows rendered one value at a time by
-``sql_literal`` (the rule review 17 checked against bound parameters on a real server), whatever
+``sql_literal`` (the rule checked against bound parameters on a real server in
+tests/integration/test_mysql_literals_write_what_bound_parameters_write.py), whatever
 the columns hold: one type or mixed, repeated or not, zeros of both signs, values it refuses."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Review 20 (guarantee 1): MySQL's rows rendered a column at a time (``store/mysql.py``:
+"""MySQL's rows rendered a column at a time (``store/mysql.py``:
 ``rendered_values``, ``column_literals``, ``_in_order``) must be, text for text, what rendering
 each value one by one with ``sql_literal`` gives, for ANY rows; and ``insert_rows`` must take
-what it took before (``[r[c] for c in columns] for r in rows``)."""
+rows as ``[r[c] for c in columns] for r in rows`` takes them."""
 
 from __future__ import annotations
 

@@ -10,9 +10,8 @@ from queue_core.errors import ConfigError
 
 def test_a_time_longer_than_a_wait_can_take_is_refused():
     """A config time above MAX_SECONDS (1e9 s) is refused: Python's waits (threading, select)
-    raise OverflowError past ~9.2e9 s. Failed before its fix on 2026-11-26: ``wake_interval =
-    1e10`` was accepted and crashed the wake-up listener at its first wait (adversarial review of
-    issue 13)."""
+    raise OverflowError past ~9.2e9 s, so an accepted ``wake_interval = 1e10`` would crash the
+    wake-up listener at its first wait."""
     for key in ("wake_interval", "poll_interval", "cleanup_interval", "task_heartbeat_interval"):
         assert config.build({key: config.MAX_SECONDS})[key] == config.MAX_SECONDS
         with pytest.raises(ConfigError, match=key):

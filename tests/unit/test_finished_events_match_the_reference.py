@@ -1,6 +1,6 @@
-"""Review 20 (guarantee 2): ``store/events.py`` ``finished_events`` was rewritten from three
-merged dicts into one literal (067885a); its events must be unchanged in content: the same keys
-(those of ``COLUMNS``), the same values, of the same types, bit for bit."""
+"""``store/events.py`` ``finished_events`` builds its events as one literal; they must be what the
+reference formula of three merged dicts gives: the same keys (those of ``COLUMNS``), the same
+values, of the same types, bit for bit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from queue_core.store.settles import HeldAttempt
 
 
 def reference(held, at, outcome):
-    """The formula before 067885a."""
+    """The reference formula: three merged dicts."""
     return [
         {"task_id": i, "key": h.key, "queue": h.queue, "type": h.type, "kind": "finished", "at": at}
         | {"attempt": h.attempt, "owner": h.owner, "outcome": outcome, "detail": None}

@@ -1,4 +1,4 @@
-"""Review 20 (guarantee 5): ``apart.fork_holding`` freezes the parent's objects (``gc.freeze``)
+"""``apart.fork_holding`` freezes the parent's objects (``gc.freeze``)
 before each fork and never unfreezes them. Its docstring promises: "What the parent frees later
 is freed as before; only cycles left unreachable at a fork stay". The parent that forks is a
 long-lived supervisor (it forks again at every processor recycle, crash and restart, and a

@@ -69,7 +69,7 @@ def test_a_task_the_queue_refuses_sets_the_row_aside_and_the_reason_is_one_bound
     ("error", 5, "column error: 5, not text"),
 ])
 def test_a_value_only_the_store_s_check_refuses_sets_the_row_aside_naming_the_column(column, value, reason):
-    """Every column of the row, not only those computing it reads (issue 12 §4): a value perfectsched
+    """Every column of the row, not only those computing it reads: a value perfectsched
     never writes is a row edited by hand, set aside with the column's name."""
     whole = {**ROW, "leased": 0, "lease_token": None, "timeout": float(T0), "created_at": 1.0, "updated_at": 1.0,
              "error": None}

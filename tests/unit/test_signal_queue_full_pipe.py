@@ -170,7 +170,7 @@ def test_a_reader_thread_acts_on_what_it_read_only():
 
 
 def test_a_stop_sent_between_a_full_drain_and_the_look_at_what_was_seen_is_acted_on_once(monkeypatch):
-    # review 22: the TERM's byte lands in the pipe the drain just emptied and its handler runs
+    # the TERM's byte lands in the pipe the drain just emptied and its handler runs
     # before the turn looks at the signals seen; the next turn reads the byte
     queue, sent = SignalQueue([USR2, TERM]), []
     _at_drains(monkeypatch, after=[_stop(sent)])  # the first drain is a full one
@@ -239,7 +239,7 @@ def test_a_stop_dropped_while_a_turn_drains_a_full_pipe_is_acted_on_the_next_tur
 
 
 def test_a_full_pipe_long_ago_does_not_make_a_signal_noted_before_its_byte_acted_on_at_once():
-    # review 22b: the flag of a full drain lasts one turn, not for ever
+    # the flag of a full drain lasts one turn, not for ever
     queue = SignalQueue([USR2, TERM])
     try:
         for _ in range(_pipe_capacity()):
@@ -256,7 +256,7 @@ def test_a_full_pipe_long_ago_does_not_make_a_signal_noted_before_its_byte_acted
 
 
 def test_two_stops_one_read_one_dropped_are_two():
-    # review 22b: a dropped delivery used to merge with one of the same signal read in that turn
+    # a dropped delivery must not merge with one of the same signal read in that turn
     queue = SignalQueue([USR2, TERM])
     try:
         _send(TERM)  # its byte lands
@@ -297,7 +297,7 @@ def test_the_second_stop_a_full_pipe_dropped_still_makes_the_stop_immediate():
 
 
 def test_a_dropped_stop_whose_call_a_later_stop_s_byte_stood_for_is_acted_on_later(monkeypatch):
-    # review 22c: stop A is dropped inside a full drain (noted after that turn's look); stop B's
+    # stop A is dropped inside a full drain (noted after that turn's look); stop B's
     # byte lands inside the next drain (noted during it): that turn counts B's byte against A's
     # call, B's call waits in A's stead, and the turn after, two drains after the full one,
     # finds it without a byte
@@ -324,7 +324,7 @@ def test_a_stop_noted_during_the_drain_that_read_its_byte_is_acted_on_once(monke
         queue.restore()
 
 
-# review 22c: each kills a wrong variant of the rule that the tests above let through
+# each kills a wrong variant of the rule that the tests above let through
 
 
 def test_a_stop_read_by_the_full_drain_it_was_sent_in_is_acted_on_once(monkeypatch):

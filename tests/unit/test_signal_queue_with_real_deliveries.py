@@ -1,4 +1,4 @@
-"""Review 21: the signal queue and the stop cascade with real deliveries (a signal a process sends
+"""The signal queue and the stop cascade with real deliveries (a signal a process sends
 itself is handled before os.kill returns). A signal waits to be acted on at most twice: order kept
 between distinct signals, a signal queued again once returned, the cascade's second stop kept
 when both stops arrive before the reader turns, no escalation in a worker child."""
@@ -32,7 +32,7 @@ def drain_all(q):
     return out
 
 
-def test_g3_distinct_signals_keep_their_order(queue):
+def test_distinct_signals_keep_their_order(queue):
     send(USR1, TERM)
     assert drain_all(queue) == [USR1, TERM]
     send(TERM, USR1)
@@ -41,7 +41,7 @@ def test_g3_distinct_signals_keep_their_order(queue):
     assert drain_all(queue) == [USR2, USR1, USR2, TERM, USR1]
 
 
-def test_g4_a_signal_returned_is_queued_again(queue):
+def test_a_signal_returned_is_queued_again(queue):
     send(USR1, USR1, USR1)
     assert queue.wait(0) == USR1
     send(USR1)
@@ -50,14 +50,14 @@ def test_g4_a_signal_returned_is_queued_again(queue):
     assert queue.wait(0) is None
 
 
-def test_g4_a_repeat_arriving_while_others_are_pending_is_queued_after_them(queue):
+def test_a_repeat_arriving_while_others_are_pending_is_queued_after_them(queue):
     send(USR1, USR2, TERM)
     assert queue.wait(0) == USR1  # drained all three, USR1 returned
     send(USR1)                    # USR1 no longer pending: queued again, behind TERM
     assert drain_all(queue) == [USR2, TERM, USR1]
 
 
-def test_g2_a_second_stop_after_the_first_was_acted_on_escalates():
+def test_a_second_stop_after_the_first_was_acted_on_escalates():
     acted = []
     sig = Signals(WORKER_SIGNALS, {i: (lambda i=i: acted.append(i)) for i in Intent})
     try:
@@ -72,7 +72,7 @@ def test_g2_a_second_stop_after_the_first_was_acted_on_escalates():
         sig.close()
 
 
-def test_g2_in_a_child_a_repeated_term_is_no_escalation():
+def test_in_a_child_a_repeated_term_is_no_escalation():
     acted = []
     sig = Signals(CHILD_SIGNALS, {i: (lambda i=i: acted.append(i)) for i in set(CHILD_SIGNALS.values())},
                   repeated_stop_is_immediate=False)
@@ -88,7 +88,7 @@ def test_g2_in_a_child_a_repeated_term_is_no_escalation():
         sig.close()
 
 
-def test_g3_restart_after_stop_is_ignored_and_restart_before_stop_comes_first():
+def test_restart_after_stop_is_ignored_and_restart_before_stop_comes_first():
     acted = []
     sig = Signals(SCHEDULER_SIGNALS, {i: (lambda i=i: acted.append(i)) for i in set(SCHEDULER_SIGNALS.values())})
     try:
@@ -102,7 +102,7 @@ def test_g3_restart_after_stop_is_ignored_and_restart_before_stop_comes_first():
 
 def test_two_separate_terms_before_the_reader_turns_are_a_graceful_then_an_immediate_stop():
     """Two TERMs delivered while the reader is busy (its action, a reload check): a graceful then an
-    immediate stop, as before feca1ec (whose at-most-once queue merged them into one stop)."""
+    immediate stop (an at-most-once queue would merge them into one stop)."""
     acted = []
     sig = Signals(WORKER_SIGNALS, {i: (lambda i=i: acted.append(i)) for i in Intent})
     try:

@@ -1,6 +1,6 @@
 """An attempt's span is made only when a tracer provider is configured: with the OpenTelemetry
 API installed but no SDK, making one per attempt recorded nothing and cost a quarter of a no-op
-drain's time (issue 15's cost budget). Each case in a fresh interpreter: a process's tracer
+drain's time (beyond the drain's cost budget). Each case in a fresh interpreter: a process's tracer
 provider can be set only once."""
 
 from __future__ import annotations
