@@ -185,7 +185,8 @@ def downgrade(store, columns, version: int) -> None:
             store.failed_t.drop(conn, checkfirst=True)
         if version < 7 and conn.dialect.name == "postgresql" and hasattr(store, "stats_t") and "key" not in columns:
             key = prep.quote("key")  # the task key in the database's collation, as before version 7
-            conn.exec_driver_sql(f'ALTER TABLE {prep.quote(name)} ALTER COLUMN {key} TYPE VARCHAR(255) COLLATE "default"')
+            conn.exec_driver_sql(f'ALTER TABLE {prep.quote(name)} ALTER COLUMN {key} '
+                                 'TYPE VARCHAR(255) COLLATE "default"')
         conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value=str(version)))
 
     store.db.run(work, what="downgrade")

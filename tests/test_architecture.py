@@ -222,7 +222,7 @@ def _reads_as_sql(text: str) -> bool:
 def _items(node: ast.AST) -> dict[str, ast.AST]:
     """The string keys a dict literal or ``dict(...)`` call sets, with their values."""
     if isinstance(node, ast.Dict):
-        return {k.value: v for k, v in zip(node.keys, node.values)
+        return {k.value: v for k, v in zip(node.keys, node.values, strict=True)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)}
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
         return {k.arg: k.value for k in node.keywords if k.arg}

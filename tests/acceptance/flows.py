@@ -161,7 +161,8 @@ def _noop(ctx):
 for layer in range(LAYERS):
     for i in range(WIDTH):
         after = [] if layer == 0 else [f"s{layer - 1}_{i}", f"s{layer - 1}_{(i + 1) % WIDTH}"]
-        fn = (lambda ctx: 1)
+        def fn(ctx):
+            return 1
         fn.__name__ = f"s{layer}_{i}"
         big.step(after=after, name=f"s{layer}_{i}")(fn)
 

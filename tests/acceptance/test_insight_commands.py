@@ -15,8 +15,8 @@ def fail(q, key: str, error, type_: str = "t") -> None:
     t.fail(error)
 
 
-def test_show_prints_the_history_as_a_timeline(ready):
-    pq = ready
+def test_show_prints_the_history_as_a_timeline(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     with pq.queue() as q:
         q.submit("k", "t")
         q.poll().retry(0, error=ValueError("api down"))
@@ -29,8 +29,8 @@ def test_show_prints_the_history_as_a_timeline(ready):
     assert kinds == ["submitted", "claimed", "retried", "claimed", "finished"]
 
 
-def test_events_prints_what_happened_and_resumes_from_a_cursor(ready):
-    pq = ready
+def test_events_prints_what_happened_and_resumes_from_a_cursor(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     pq.ok("submit", "a", "t")
     pq.ok("submit", "b", "t", "--queue", "mail")
     lines = [json.loads(x) for x in pq.ok("events", "--format", "json").splitlines()]
@@ -43,8 +43,8 @@ def test_events_prints_what_happened_and_resumes_from_a_cursor(ready):
     assert_error(pq("events", "--since", "t1.e"), 1, "cursor")
 
 
-def test_failures_then_a_bulk_retry_with_a_dry_run(ready):
-    pq = ready
+def test_failures_then_a_bulk_retry_with_a_dry_run(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     with pq.queue() as q:
         for i in range(3):
             fail(q, f"v{i}", ValueError("api down"))
@@ -61,8 +61,8 @@ def test_failures_then_a_bulk_retry_with_a_dry_run(ready):
     assert_error(pq("retry"), 2, "--failed")
 
 
-def test_cancel_by_key_or_every_waiting_task_by_filters(ready):
-    pq = ready
+def test_cancel_by_key_or_every_waiting_task_by_filters(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     for i in range(3):
         pq.ok("submit", f"r{i}", "report", "--queue", "batch")
     pq.ok("submit", "keep", "mail", "--queue", "batch")
@@ -74,7 +74,7 @@ def test_cancel_by_key_or_every_waiting_task_by_filters(ready):
     assert_error(pq("cancel", "x", "--waiting"), 2, "KEY")
 
 
-def test_workers_lists_nobody_when_no_worker_runs(ready):
-    pq = ready
+def test_workers_lists_nobody_when_no_worker_runs(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     assert pq.ok("workers").strip().splitlines()[-1] == "0 workers."
     assert pq.json("workers") == []

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from procs import finish, start_worker, wait_for
 
 import queue_core
-from procs import finish, start_worker, wait_for
 
 LIMIT = 1.0  # child_heartbeat_limit
 

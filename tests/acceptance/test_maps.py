@@ -157,10 +157,12 @@ def test_status_shows_a_map_as_one_line_with_counts(wq, log):
     line = next(ln for ln in pqflow_cli("status", "s1").splitlines() if ln.startswith("bill"))
     assert "succeeded (3/3 succeeded)" in line
     items = [ln.split() for ln in pqflow_cli("status", "s1", "--items", "bill").splitlines()[1:]]
-    assert [(i[0], i[1], i[2], i[3]) for i in items] == [("0", "succeeded", "1", '"c0"'), ("1", "succeeded", "1", '"c1"'),
+    assert [(i[0], i[1], i[2], i[3]) for i in items] == [("0", "succeeded", "1", '"c0"'),
+                                                           ("1", "succeeded", "1", '"c1"'),
                                                            ("2", "succeeded", "1", '"c2"')]
     assert pqflow_cli("why", "s1", "bill") == "step 'bill' succeeded; map over customers: 3/3 succeeded\n"
     assert "[map over customers: 3/3 succeeded]" in pqflow_cli("graph", "--run", "s1")
-    assert "bill\\nsucceeded\\nmap over customers: 3/3 succeeded" in pqflow_cli("graph", "--run", "s1", "--format", "dot")
+    dot = pqflow_cli("graph", "--run", "s1", "--format", "dot")
+    assert "bill\\nsucceeded\\nmap over customers: 3/3 succeeded" in dot
     res = CliRunner().invoke(cli, ["status", "s1", "--items", "report", "-D", wq.config["url"], "--table", wq.table])
     assert res.exit_code == 4 and "'report' is not a map step" in res.output

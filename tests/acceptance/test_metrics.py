@@ -131,7 +131,7 @@ def test_the_metrics_command_serves_a_scrape_and_stops_on_sigterm(wq):
     assert "serving metrics" in err and "Traceback" not in err
 
 
-def test_metrics_inputs_are_one_line_errors(ready):
+def test_metrics_inputs_are_one_line_errors(ready):  # noqa: F811
     assert_error(ready("metrics", "--listen", "nowhere"), 2, "HOST:PORT")
     assert_error(ready("metrics", "--listen", "127.0.0.1:99999"), 2, "HOST:PORT")
     with socket.socket() as held:

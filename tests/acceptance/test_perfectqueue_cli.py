@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cli_support import assert_one_line_error, clean_env  # noqa: F401
 from click.testing import CliRunner
 
 import queue_core
-from queue_core.clikit import exits, options, output, parsing, passwords, settings
 from queue_core.cli import cli
-from cli_support import assert_one_line_error, clean_env  # noqa: F401
+from queue_core.clikit import exits, options, output, parsing, passwords, settings
 
 VENV_BIN = Path(sys.executable).parent
 PERFECTQUEUE = VENV_BIN / "perfectqueue"

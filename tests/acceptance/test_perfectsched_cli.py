@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cli_support import assert_one_line_error, clean_env  # noqa: F401
 from click.testing import CliRunner
 
 import perfectsched
 import queue_core
 from perfectsched.cli import cli
-from cli_support import assert_one_line_error, clean_env  # noqa: F401
 
 VENV_BIN = Path(sys.executable).parent
 PERFECTSCHED = VENV_BIN / "perfectsched"

@@ -24,7 +24,7 @@ from pqflow.cli import cli
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import flows_cli  # noqa: E402
-from cli_support import assert_one_line_error, clean_env  # noqa: F401
+from cli_support import assert_one_line_error, clean_env  # noqa: E402, F401
 
 PQFLOW = Path(sys.executable).parent / "pqflow"
 FLOWS = str(HERE / "flows_cli.py")

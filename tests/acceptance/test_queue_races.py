@@ -10,8 +10,6 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
-
-
 from procs import ROOT, finish, run_to_end, runs, start_worker  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -82,4 +80,5 @@ def test_workers_serving_a_never_run_a_task_moved_to_a_paused_queue(queue, tmp_p
     t = queue.store.t
     ran_in_p = queue.db.run(lambda c: c.execute(
         sa.select(t.c.key).where(t.c.queue == "p", t.c.started_at.is_not(None))).all(), write=False)
-    assert ran_in_p == [], f"{mover_out.strip()}; ran {len(runs(log))}; {len(ran_in_p)} tasks of the paused queue p were leased: {ran_in_p[:10]}"
+    assert ran_in_p == [], (f"{mover_out.strip()}; ran {len(runs(log))}; {len(ran_in_p)} tasks of the paused queue p "
+                            f"were leased: {ran_in_p[:10]}")

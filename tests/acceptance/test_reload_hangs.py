@@ -36,7 +36,8 @@ def _lock_table(backend, url, table):
 
 def _reload_in_thread(new, old):
     out = []
-    th = threading.Thread(target=lambda: out.append(reload_settings(lambda: dict(new), old, opens=open_checked)), daemon=True)
+    th = threading.Thread(target=lambda: out.append(reload_settings(lambda: dict(new), old, opens=open_checked)),
+                          daemon=True)
     th.start()
     return th, out
 

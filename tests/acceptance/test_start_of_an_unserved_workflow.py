@@ -15,7 +15,7 @@ from test_pqflow_cli import FLOWS, PQFLOW, flow, script, script_env, unserved_wa
 pytestmark = pytest.mark.slow
 
 
-def test_start_of_a_workflow_no_live_decider_serves_says_so(flow):
+def test_start_of_a_workflow_no_live_decider_serves_says_so(flow):  # noqa: F811
     decider = subprocess.Popen(
         [str(PQFLOW), "run", f"{FLOWS}:Decider", *flow.db(), "--poll-interval", "0.1"],
         env=script_env(),

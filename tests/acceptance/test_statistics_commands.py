@@ -12,8 +12,8 @@ from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, re
 FAST = {"PQ_EVENT_GAP_TIMEOUT": "0.001"}
 
 
-def test_stats_since_prints_counts_and_times_per_queue_and_type(ready):
-    pq = ready
+def test_stats_since_prints_counts_and_times_per_queue_and_type(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     with pq.queue() as q:
         for i in range(3):
             q.submit(f"b{i}", "invoice", queue="billing")
@@ -33,8 +33,8 @@ def test_stats_since_prints_counts_and_times_per_queue_and_type(ready):
     assert doc["span"] == 60 and all(b["queue"] == "billing" for b in doc["buckets"])
 
 
-def test_stats_inputs_are_one_line_errors(ready):
-    pq = ready
+def test_stats_inputs_are_one_line_errors(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     assert_error(pq("stats", "--since", "yesterday"), 1, "--since")
     assert_error(pq("stats", "--type", "t"), 2, "--since")
     assert_error(pq("stats", "--since", "1h", "--type", "x" * 300), 1, "task type")

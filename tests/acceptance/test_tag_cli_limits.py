@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
 from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
 
 
-def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):
+def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):  # noqa: F811
     """Guarantee 4: k has 30 tags; 'tag k a b c' -> exit 1, one line; still 30 tags."""
-    pq = ready
+    pq = ready  # noqa: F811
     pq.ok("submit", "k", "t", *[a for i in range(30) for a in ("--tag", f"t{i:02d}")])
     assert_error(pq("tag", "k", "a", "b", "c"), 1, "at most 32")
     assert len(pq.json("show", "k")["tags"]) == 30
@@ -20,9 +19,9 @@ def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):
 
 
 @pytest.mark.parametrize("bad", ["\x85x", "x\u00a0", "x" * 101])
-def test_a_bad_tag_for_untag_and_list_is_a_usage_error(ready, bad):
+def test_a_bad_tag_for_untag_and_list_is_a_usage_error(ready, bad):  # noqa: F811
     """Guarantee 4: exit 2 for untag and list --tag and submit --tag with a C1 control / NBSP / 101 chars."""
-    pq = ready
+    pq = ready  # noqa: F811
     pq.ok("submit", "k", "t")
     for args in (("untag", "k", bad), ("list", "--tag", bad), ("submit", "j", "t", "--tag", bad)):
         result = pq(*args)
@@ -30,9 +29,9 @@ def test_a_bad_tag_for_untag_and_list_is_a_usage_error(ready, bad):
         assert "Traceback" not in result.stderr
 
 
-def test_a_hand_edited_tracked_value_is_one_line_on_show_and_list(ready):
+def test_a_hand_edited_tracked_value_is_one_line_on_show_and_list(ready):  # noqa: F811
     """Guarantee 5: tracked = 7 by hand: 'show k' and 'list' fail with one line, no traceback."""
-    pq = ready
+    pq = ready  # noqa: F811
     pq.ok("submit", "k", "t")
     with pq.queue() as q:
         t = q.store.t

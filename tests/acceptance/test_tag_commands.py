@@ -16,12 +16,12 @@ def usage_error(result, fragment: str) -> None:
     assert fragment in line, line
 
 
-def listed(pq, *args: str) -> list[str]:
+def listed(pq, *args: str) -> list[str]:  # noqa: F811
     return [t["key"] for t in pq.json("list", *args)]
 
 
-def test_tags_from_submit_to_list_and_show(ready):
-    pq = ready
+def test_tags_from_submit_to_list_and_show(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     pq.ok("submit", "inv-1", "invoice", "--tag", "customer:acme", "--tag", "invoice")
     pq.ok("submit", "inv-2", "invoice", "--tag", "customer:zeta")
     pq.ok("submit", "plain", "invoice")
@@ -36,8 +36,8 @@ def test_tags_from_submit_to_list_and_show(ready):
     assert listed(pq, "--tag", "customer:zeta") == []
 
 
-def test_tracking_from_the_command_line(ready):
-    pq = ready
+def test_tracking_from_the_command_line(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     for key in ("a", "b", "c"):
         pq.ok("submit", key, "t")
     assert pq.ok("track", "b").strip() == "tracked"
@@ -48,8 +48,8 @@ def test_tracking_from_the_command_line(ready):
 
 
 @pytest.mark.parametrize("bad", ["", " lead", "x" * 101, "bell\x07", "line\nbreak"])
-def test_a_bad_tag_is_a_usage_error_and_nothing_is_written(ready, bad):
-    pq = ready
+def test_a_bad_tag_is_a_usage_error_and_nothing_is_written(ready, bad):  # noqa: F811
+    pq = ready  # noqa: F811
     usage_error(pq("submit", "k", "t", "--tag", bad), "tag")
     assert listed(pq) == []
     pq.ok("submit", "k", "t")
@@ -58,8 +58,8 @@ def test_a_bad_tag_is_a_usage_error_and_nothing_is_written(ready, bad):
     assert pq.json("show", "k")["tags"] == []
 
 
-def test_too_many_tags_and_unknown_tasks(ready):
-    pq = ready
+def test_too_many_tags_and_unknown_tasks(ready):  # noqa: F811
+    pq = ready  # noqa: F811
     many = [arg for i in range(33) for arg in ("--tag", f"t{i}")]
     assert_error(pq("submit", "k", "t", *many), 1, "at most 32")  # an invalid argument (not a usage error)
     assert listed(pq) == []

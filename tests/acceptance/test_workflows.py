@@ -72,7 +72,8 @@ def test_diamond_and_wide_fan_in(wq, log):
     for i in range(4):
         run = pqflow.get_run(f"d{i}", queue=wq)
         assert run.status == "succeeded", run
-        assert {n: s.status for n, s in run.steps.items()} == dict.fromkeys(["a", "b", "c", "d", "cleanup"], "succeeded")
+        assert {n: s.status for n, s in run.steps.items()} == dict.fromkeys(["a", "b", "c", "d", "cleanup"],
+                                                                              "succeeded")
         assert run.steps["d"].result == 6
     for i in range(2):
         run = pqflow.get_run(f"w{i}", queue=wq)

@@ -31,8 +31,8 @@ def mariadb_root(sql: str) -> str:
 
 
 def _psql_bin() -> str | None:
-    for candidate in (os.path.join(os.environ.get("PQ_PG_BIN", ""), "psql"), *sorted(glob("/usr/lib/postgresql/*/bin/psql")),
-                      shutil.which("psql") or ""):
+    for candidate in (os.path.join(os.environ.get("PQ_PG_BIN", ""), "psql"),
+                      *sorted(glob("/usr/lib/postgresql/*/bin/psql")), shutil.which("psql") or ""):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -63,8 +63,9 @@ def url_for(server_url: str, user: str, password: str, database: str | None = No
 
 def queue_tables(table: str, backend: str) -> list[str]:
     """A queue table and the tables ``init`` makes beside it on ``backend``: every one a worker uses."""
-    return [table, f"{table}_meta", f"{table}_queues", f"{table}_starts", f"{table}_tags", f"{table}_events", f"{table}_workers",
-            f"{table}_stats", f"{table}_stats_gaps", f"{table}_receipts", *([f"{table}_failed_ids"] if backend == "mysql" else [])]
+    return [table, f"{table}_meta", f"{table}_queues", f"{table}_starts", f"{table}_tags", f"{table}_events",
+            f"{table}_workers", f"{table}_stats", f"{table}_stats_gaps", f"{table}_receipts",
+            *([f"{table}_failed_ids"] if backend == "mysql" else [])]
 
 
 @contextmanager

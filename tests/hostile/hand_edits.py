@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-
 #: with a backend's clause added (``{**ONLY, "sqlite": ...}``): only that backend can store the value
 ONLY: dict[str, str | None] = {"*": None}
 

@@ -60,7 +60,8 @@ SQL_FRAGMENTS = [
 ]
 
 
-_INVALID_IN_NAMES = {"\x00", "\ud800", "\udcff"}
+# two distinct lone surrogates (ruff takes them for duplicates)
+_INVALID_IN_NAMES = {"\x00", "\ud800", "\udcff"}  # noqa: B033
 _VALID_CHARS = st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))
 
 
@@ -169,7 +170,7 @@ def same(a, b) -> bool:
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float):
         return a.hex() == b.hex() if math.isfinite(a) else repr(a) == repr(b)
     return a == b

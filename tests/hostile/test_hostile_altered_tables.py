@@ -83,7 +83,8 @@ def test_an_extra_unique_index_never_makes_a_free_key_taken(db_url, table_name, 
     """A DBA added a unique index on ``type``: the second task of a type clashes on it. pq must
     refuse the table, or raise an error; never report the free key as already existing."""
     quote = "`" if backend == "mysql" else '"'
-    q = _altered(db_url, table_name, [f"CREATE UNIQUE INDEX uq_extra_{uuid.uuid4().hex[:6]} ON {quote}{{t}}{quote} (type)"])
+    q = _altered(db_url, table_name,
+                 [f"CREATE UNIQUE INDEX uq_extra_{uuid.uuid4().hex[:6]} ON {quote}{{t}}{quote} (type)"])
     try:
         try:
             q.submit("k1", "t", now=T0)

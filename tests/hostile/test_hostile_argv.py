@@ -23,13 +23,13 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from hostile_support import HERE, clean_environ
+from procs import wait_for
 from sqlalchemy.engine import make_url
 
 import queue_core
-from hostile_support import HERE, clean_environ
-from procs import wait_for
-from queue_core.clikit import argv_password, passwords
 from queue_core.cli import cli as pq_cli
+from queue_core.clikit import argv_password, passwords
 
 BIN = Path(sys.executable).parent
 HANDLERS = str(HERE / "hostile_handlers.py")

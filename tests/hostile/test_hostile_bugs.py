@@ -8,15 +8,15 @@ from __future__ import annotations
 import sys
 
 import pytest
-
-import perfectsched
-import pqflow
-import queue_core
 from hostile_support import (  # noqa: F401 - fixtures
     Snapshot,
     shared_queue_fixture,
     shared_tables_fixture,
 )
+
+import perfectsched
+import pqflow
+import queue_core
 from queue_core import TaskError, ValidationError
 from queue_core.app import make_runner
 

@@ -17,12 +17,6 @@ import string
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import event, given, note
-from hypothesis import strategies as st
-
-import pqflow
-from pqflow.rows import MAX_RUN_ID
-import queue_core
 from hostile_support import (  # noqa: F401 - fixtures
     Snapshot,
     clean_env_fixture,
@@ -38,7 +32,13 @@ from hostile_support import (  # noqa: F401 - fixtures
     valid_name,
     valid_names,
 )
+from hypothesis import event, given, note
+from hypothesis import strategies as st
+
+import pqflow
+import queue_core
 from pqflow.cli import cli as pqflow_cli
+from pqflow.rows import MAX_RUN_ID
 from queue_core.app import make_runner
 from queue_core.cli import cli as pq_cli
 
@@ -300,7 +300,8 @@ url_parts = st.fixed_dictionaries({
     "scheme": st.sampled_from(["sqlite", "mysql+pymysql", "postgresql+psycopg", "mysql", "postgresql", "oracle",
                                "nosuch", "", "http", "sqlite+pysqlite", "mysql+mysqldb", "mariadb+pymysql"]),
     "user": st.sampled_from(["", "u", "qtest", "u@x", "u:x", "ü", "u%40"]),
-    "password": st.sampled_from(["", "t0ps3cret", "t0p:s3c@ret", "t0p/s3cret", "t0p%s3cret", "t0p#s3cret?", "t0p's3cret"]),
+    "password": st.sampled_from(["", "t0ps3cret", "t0p:s3c@ret", "t0p/s3cret", "t0p%s3cret", "t0p#s3cret?",
+                                 "t0p's3cret"]),
     "host": st.sampled_from(["127.0.0.1:1", "", "[::1]:1", "localhost:0", "127.0.0.1:99999", "127.0.0.1:x"]),
     "db": st.sampled_from(["x", "", "qtest", "a/b", "pq.db", "x?y", "%00"]),
     "query": st.sampled_from(["", "?connect_timeout=1", "?connect_timeout=abc", "?charset=nope", "?sslmode=bogus",
@@ -311,7 +312,8 @@ url_parts = st.fixed_dictionaries({
 
 # PyMySQL 2.2 leaves its AF_UNIX socket open when ``?unix_socket=`` names no socket (the driver's
 # leak, in the driver's object: nothing of pq holds it)
-@pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning")
 @hostile(40)
 @given(parts=url_parts, command=st.sampled_from(["list", "init", "stats"]))
 def test_hostile_database_urls_fail_in_one_line_and_never_show_the_password(tmp_path, parts, command):

@@ -3,7 +3,8 @@ column's limit, a lease edited to end never, a read-only database given to ``per
 an account without DELETE running workflows, and tables that look like ours but are not.
 
 The databases each test concerns are in its docstring.
-Accounts with fewer privileges are made through the servers' superuser connections (tests/hostile/db_admin.py) and dropped at the end.
+Accounts with fewer privileges are made through the servers' superuser connections
+(tests/hostile/db_admin.py) and dropped at the end.
 """
 
 from __future__ import annotations
@@ -357,7 +358,10 @@ def test_an_extra_identity_column_leaves_our_table_ours(backend, db_url, foreign
     engine = sa.create_engine(db_url)
     with engine.begin() as conn:
         conn.execute(sa.text(f"ALTER TABLE {foreign} ADD COLUMN audit_seq BIGINT GENERATED ALWAYS AS IDENTITY"))
-        conn.execute(sa.text(f"INSERT INTO {foreign} (key, type, state, data, timeout, run_at, created_at, leased, attempts, cancel_requested, priority) SELECT 'probe', type, state, data, timeout, run_at, created_at, leased, attempts, cancel_requested, priority FROM {foreign} WHERE key='a'"))
+        conn.execute(sa.text(f"INSERT INTO {foreign} (key, type, state, data, timeout, run_at, created_at, leased, "
+                             "attempts, cancel_requested, priority) SELECT 'probe', type, state, data, timeout, "
+                             "run_at, created_at, leased, attempts, cancel_requested, priority "
+                             f"FROM {foreign} WHERE key='a'"))
         conn.execute(sa.text(f"DELETE FROM {foreign} WHERE key='probe'"))
     engine.dispose()
     q = queue_core.open(db_url, foreign, clock=FakeClock(T0))

@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from sqlalchemy.engine import make_url
-
-import perfectsched
-import pqflow
-import queue_core
 from db_admin import mariadb_root as _mariadb_root
 from db_admin import pg_super as _pg_super
 from db_admin import skip_unless_admin as _skip_unless_admin
 from db_admin import url_for as _url_for
 from hostile_support import HERE, ROOT, clean_environ, one_line_error
+from sqlalchemy.engine import make_url
+
+import perfectsched
+import pqflow
+import queue_core
 from perfectsched.cli import cli as sched_cli
 from queue_core.app import make_runner
 from queue_core.cli import cli as pq_cli

@@ -12,10 +12,6 @@ import json
 import math
 
 import pytest
-from hypothesis import assume, event, given, note
-from hypothesis import strategies as st
-
-import queue_core
 from hostile_support import (  # noqa: F401 - fixtures
     Snapshot,
     hostile,
@@ -32,6 +28,10 @@ from hostile_support import (  # noqa: F401 - fixtures
     valid_name,
     valid_names,
 )
+from hypothesis import assume, event, given, note
+from hypothesis import strategies as st
+
+import queue_core
 from queue_core import PreemptedError, TaskError, ValidationError
 
 T0 = 1_700_000_000.0

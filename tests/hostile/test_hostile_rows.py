@@ -18,8 +18,6 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
-
-import queue_core
 from hand_edits import ONLY, Edit, RawTable, key_set
 from hostile_support import (  # noqa: F401 - fixtures
     HERE,
@@ -28,6 +26,8 @@ from hostile_support import (  # noqa: F401 - fixtures
     shared_queue_fixture,
     shared_tables_fixture,
 )
+
+import queue_core
 from queue_core import CorruptRowError, PreemptedError
 from queue_core.cli import cli as pq_cli
 
@@ -293,7 +293,7 @@ def test_a_worker_serves_around_hand_edited_rows(tmp_path):
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_environ())
         outputs = {backend: p.communicate(timeout=120) for backend, p in procs.items()}
         for backend, raw in raws.items():
-            code, (out, err) = procs[backend].returncode, outputs[backend]
+            code, (_out, err) = procs[backend].returncode, outputs[backend]
             assert code == 0, (backend, err[-3000:])
             assert "Traceback" not in err, (backend, err[-3000:])
             rows = {r["id"]: r for r in raw.rows()}

@@ -12,10 +12,6 @@ import zoneinfo
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import event, given, note
-from hypothesis import strategies as st
-
-import perfectsched
 from hostile_support import (  # noqa: F401 - fixtures
     Snapshot,
     clean_env_fixture,
@@ -29,6 +25,10 @@ from hostile_support import (  # noqa: F401 - fixtures
     valid_name,
     valid_names,
 )
+from hypothesis import event, given, note
+from hypothesis import strategies as st
+
+import perfectsched
 from perfectsched.cli import cli as sched_cli
 from perfectsched.cron import next_time, occurrences, validate_cron, validate_timezone
 from perfectsched.errors import InvalidCronError, InvalidTimezoneError, ScheduleError

@@ -20,9 +20,9 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
+from hand_edits import ONLY, Edit, RawTable, key_set
 
 import perfectsched
-from hand_edits import ONLY, Edit, RawTable, key_set
 from perfectsched.cli import cli as sched_cli
 from queue_core import CorruptRowError, ValidationError
 

@@ -15,10 +15,10 @@ import uuid
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from hostile_support import HERE, clean_environ, one_line_error
 
 import perfectsched
 import queue_core
-from hostile_support import HERE, clean_environ, one_line_error
 from perfectsched.cli import cli as sched_cli
 from queue_core import ForeignTableError
 from queue_core.cli import cli as pq_cli
@@ -132,7 +132,8 @@ def _look_alike(db_url: str, name: str, shape: str) -> None:
     of our types but without the unique key on ``key``; one row of its own."""
     ours = task_table(sa.MetaData(), "x")
     columns = [
-        sa.Column(c.name, sa.Text() if shape == "all-text" else c.type, primary_key=shape != "all-text" and c.primary_key)
+        sa.Column(c.name, sa.Text() if shape == "all-text" else c.type,
+                  primary_key=shape != "all-text" and c.primary_key)
         for c in ours.c
     ]
     table = sa.Table(name, sa.MetaData(), *columns)

@@ -17,10 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-import queue_core
 from hostile_support import HERE  # noqa: F401 - puts tests/acceptance on sys.path
 from procs import finish, start_worker, wait_for
+
+import queue_core
 
 HANDLERS = str(Path(__file__).with_name("hostile_handlers.py"))
 
@@ -86,12 +86,12 @@ def test_worker_survives_hostile_handlers_on_every_database(tmp_path):
         setups.append((backend, url, q, log))
     procs = {backend: start_worker(url, table, "Worker", _file=HANDLERS, **FAST) for backend, url, _, _ in setups}
     try:
-        for backend, url, q, log in setups:
+        for backend, _url, q, _log in setups:
             def settled(q=q):
                 return all(m.status == "finished" for m in q.list() if m.key != "hangs")
 
             wait_for(settled, timeout=60, what=f"every task but the hanging one settled on {backend}")
-        for backend, url, q, log in setups:
+        for backend, _url, _q, _log in setups:
             assert procs[backend].poll() is None, f"the {backend} worker died"
             tasks = {m.key: m for m in q.list()}
             runs = _runs(log)

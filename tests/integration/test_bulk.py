@@ -11,8 +11,8 @@ runs (left alone), a row of a workflow run among the matches (left to pqflow), h
 from __future__ import annotations
 
 import pytest
-
 from conftest import own_queue
+
 from queue_core.errors import ValidationError
 
 T0 = 1_700_000_000.0

@@ -83,5 +83,6 @@ def test_a_batch_mixing_given_up_cancelled_and_delivered_rows(queue):
         if end:
             assert kinds[-1] == end, (key, kinds)
     e = queue.store.events_t
-    n = queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(e).where(e.c.kind == "expired")).scalar())
+    n = queue.db.run(lambda c: c.execute(
+        sa.select(sa.func.count()).select_from(e).where(e.c.kind == "expired")).scalar())
     assert n == 3

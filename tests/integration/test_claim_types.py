@@ -205,8 +205,8 @@ def test_a_many_row_transition_needs_its_precondition_on_every_dialect(queue):
     row_id = store.db.run(lambda c: c.execute(sa.select(t.c.id).where(t.c.key == "k1")).scalar_one())
     for where in ((), []):
         with pytest.raises(ValueError, match="precondition"):
-            store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
-                                                              each=["priority"], where=where))
+            store.db.run(lambda c, where=where: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
+                                                                          each=["priority"], where=where))
     assert queue["k1"].metadata(now=T0).priority == 0
     done = store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
                                                                each=["priority"], where=[t.c.state == 1]))

@@ -6,7 +6,6 @@ settle fails, the lease expires and the task runs again, charged as a crash, for
 from __future__ import annotations
 
 
-
 def test_a_retry_and_a_failure_with_a_nul_in_their_error_are_written(queue):
     queue.submit("k", "t", {}, max_attempts=2)
     task = queue.poll(now=queue.now())

@@ -113,10 +113,10 @@ def test_many_threads_failing_retrying_and_purging(queue, backend, clock):
     n = 120
     queue.submit_many([{"key": f"c{i}", "type": "t"} for i in range(n)], now=T0)
     errors: list[BaseException] = []
-    url = queue.db.url if hasattr(queue.db, "url") else None
 
     def own():
-        return queue_core.open(queue.store.db.engine.url.render_as_string(hide_password=False), queue.table, clock=clock)
+        return queue_core.open(queue.store.db.engine.url.render_as_string(hide_password=False), queue.table,
+                               clock=clock)
 
     def failer(seed):
         q = own()
@@ -140,7 +140,8 @@ def test_many_threads_failing_retrying_and_purging(queue, backend, clock):
         finally:
             q.close()
 
-    threads = [threading.Thread(target=failer, args=(i,)) for i in range(3)] + [threading.Thread(target=purger) for _ in range(2)]
+    threads = ([threading.Thread(target=failer, args=(i,)) for i in range(3)]
+               + [threading.Thread(target=purger) for _ in range(2)])
     for th in threads:
         th.start()
     for th in threads:

@@ -3,9 +3,10 @@ group) and purged: the failure readers match the task rows on the three database
 
 from __future__ import annotations
 
-import pqflow
 from conftest import serve_decider
 from test_failed_index_matches_the_task_rows import assert_exact
+
+import pqflow
 
 T0 = 1_700_000_000.0
 STATE = {"fail": True}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 import sqlalchemy as sa
-from test_history import commit_ack_lost_once
 from test_failed_index_matches_the_task_rows import assert_exact
+from test_history import commit_ack_lost_once
 
 import queue_core
 from queue_core.store.tasks import Settled

@@ -11,11 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostile"))
 import db_admin  # noqa: E402
+from conftest import drop_tables  # noqa: E402
 
 import queue_core  # noqa: E402
 from queue_core import AccessDeniedError  # noqa: E402
 from queue_core.clock import FakeClock  # noqa: E402
-from conftest import drop_tables  # noqa: E402
 
 T0 = 1_700_000_000.0
 

@@ -57,9 +57,9 @@ def pure_groups(rows):
 def test_the_groups_match_the_pure_rule_for_any_error_text(queue, backend):
     """Counted in the database, grouped byte for byte (MariaDB's collation folds case and pads
     spaces), heads up to CLASS_LENGTH characters: the same groups as ``error_class``."""
-    for i, err in enumerate(ERRORS):
+    for i, _err in enumerate(ERRORS):
         queue.submit(f"k{i}", "t", now=T0)
-    for i, err in enumerate(ERRORS):
+    for i, _err in enumerate(ERRORS):
         t = queue.poll(now=T0 + 1)
         t.fail("placeholder", now=T0 + 2 + i)
     t_ = queue.store.t
@@ -69,7 +69,10 @@ def test_the_groups_match_the_pure_rule_for_any_error_text(queue, backend):
     expected = pure_groups(rows)
     got = {(g.queue, g.type, g.error_class): (g.count, g.first_seen, g.last_seen) for g in queue.failures()}
     diff = {k: (expected.get(k), got.get(k)) for k in set(expected) | set(got) if expected.get(k) != got.get(k)}
-    short = lambda k: (k[2][:12] + '..%d' % len(k[2])) if len(k[2]) > 14 else k[2]
+
+    def short(k):
+        return f"{k[2][:12]}..{len(k[2])}" if len(k[2]) > 14 else k[2]
+
     assert not diff, {short(k): v for k, v in diff.items()}
 
 

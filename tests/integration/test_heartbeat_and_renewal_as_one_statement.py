@@ -125,7 +125,7 @@ def test_concurrent_renewals_of_a_swept_row_do_not_raise(queue, clock, db_url, t
             queue.store.remove_worker("h:2")
             barrier = threading.Barrier(2)
 
-            def renew(q):
+            def renew(q, barrier=barrier):
                 barrier.wait()
                 q.store.renew_worker(w, clock.now(), clock.now())
 

@@ -39,7 +39,8 @@ def test_a_key_prefix_reads_only_the_keys_in_its_range(queue, backend):
     sent = sent_selects(queue, lambda: queue.browse(key_prefix="f1234", limit=50))
     [(statement, params)] = [s for s in sent if "LIKE" in s[0].upper()]
     if backend == "sqlite":
-        plan = " ".join(r[3] for r in queue.db.run(lambda c: c.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params)))
+        plan = " ".join(r[3] for r in queue.db.run(
+            lambda c: c.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params)))
         assert "(key>? AND key<?)" in plan.replace('"', ""), plan
     elif backend == "mysql":
         assert queue.db.run(lambda c: mysql_rows_read(c, statement, params)) <= 20

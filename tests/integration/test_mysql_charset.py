@@ -9,7 +9,6 @@ table made in the database's default character set would be latin1 on older serv
 
 from __future__ import annotations
 
-
 import pytest
 import sqlalchemy as sa
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
-from queue_core.store.schema import ErrorText
-from queue_core.validate import cap_text
 from event_checks import bits, event_rows, hand_edit, same
 from test_rendered_event_inserts_match_insert_select import TRICKY
 
 from queue_core.store import mysql as mysql_store
 from queue_core.store.events import COLUMNS
+from queue_core.store.schema import ErrorText
+from queue_core.validate import cap_text
 
 T0 = 1_700_000_000.0
 
@@ -62,7 +61,8 @@ def _rows(n0: int) -> list[tuple]:
 
 def _written(q, since: int) -> list[dict]:
     e = q.store.events_t
-    return q.db.run(lambda c: [dict(r._mapping) for r in c.execute(sa.select(e).where(e.c.id > since).order_by(e.c.id))])
+    return q.db.run(lambda c: [dict(r._mapping)
+                               for r in c.execute(sa.select(e).where(e.c.id > since).order_by(e.c.id))])
 
 
 def _max_id(q) -> int:
@@ -75,7 +75,8 @@ def test_rendered_rows_are_what_bound_parameters_write(queue, backend):
     rows = _rows(1000)
     e = queue.store.events_t
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
+    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS,
+                                                        [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
     mid = _max_id(queue)
     queue.db.run(lambda c: c.execute(sa.insert(e), [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
     rendered, bound = _written(queue, before)[: len(rows)], _written(queue, mid)
@@ -86,7 +87,8 @@ def test_rendered_rows_are_what_bound_parameters_write(queue, backend):
         for col, v in zip(COLUMNS, want, strict=True):
             if isinstance(v, float):
                 assert bits(r[col]) == bits(v) or (v == 0.0 and r[col] == 0.0), (col, v, r[col])
-            elif isinstance(v, str) and isinstance(e.c[col].type, ErrorText):  # an error text is stored as the one cap writes it
+            # an error text is stored as the one cap writes it
+            elif isinstance(v, str) and isinstance(e.c[col].type, ErrorText):
                 assert r[col] == cap_text(v), (col, v, r[col])
             else:
                 assert r[col] == v, (col, v, r[col])
@@ -98,7 +100,8 @@ def test_large_task_ids_round_trip(queue, backend):
     ids = [2**63 - 1, 2**62 + 1, 2**53 + 1, 1]
     rows = [(i, "k", "default", "t", "finished", T0, 1, "o", "success", None, 0.1, 0.2, None, 0, None) for i in ids]
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
+    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS,
+                                                        [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
     assert [r["task_id"] for r in _written(queue, before)] == ids
 
 
@@ -115,7 +118,8 @@ def test_a_batch_far_beyond_the_chunk_is_written_whole(queue, backend):
     size = sum(len(s) for s in mysql_store.rendered_values(rows))
     assert size > 5 * mysql_store.INSERT_BYTES
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r)) for r in rows]))
+    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS,
+                                                        [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
     got = _written(queue, before)
     assert len(got) == n
     for r, want in zip(got, rows, strict=True):
@@ -211,7 +215,8 @@ def test_a_hostile_or_long_owner_on_the_real_path(queue, backend, owner):
     assert len(got) == 4 and all(r["owner"] == owner[:255] for r in got)
 
 
-@pytest.mark.parametrize("mode", ["ANSI", "TRADITIONAL,NO_BACKSLASH_ESCAPES,ANSI_QUOTES", "REAL_AS_FLOAT,PIPES_AS_CONCAT"])
+@pytest.mark.parametrize("mode", ["ANSI", "TRADITIONAL,NO_BACKSLASH_ESCAPES,ANSI_QUOTES",
+                                  "REAL_AS_FLOAT,PIPES_AS_CONCAT"])
 def test_a_settle_under_any_sql_mode(backend, db_url, table_name, clock, mode):
     _only_mysql(backend)
     from conftest import drop_tables

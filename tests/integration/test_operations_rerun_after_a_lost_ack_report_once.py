@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
-import pqflow
 from conftest import serve_decider
 from test_operator_change_rerun_after_an_unknown_commit import T0, kinds, lost_commit, other  # noqa: F401 (a fixture)
+
+import pqflow
 
 flow = pqflow.Workflow("r18_flow")
 STATE = {"fail": True}
@@ -183,7 +183,7 @@ def test_pqflow_cancel_whose_second_transaction_lost_its_acknowledgement(queue):
     assert kinds(queue, "c2#first") == ["submitted", "cancelled"]
 
 
-def test_pqflow_retry_after_a_lost_acknowledgement_reopens_once(queue, other):
+def test_pqflow_retry_after_a_lost_acknowledgement_reopens_once(queue, other):  # noqa: F811
     """The retry's COMMIT applied; before the re-run, the run failed again (its step failed at
     once): the re-run must not reopen it a second time (the operator retried once)."""
     STATE["fail"] = True

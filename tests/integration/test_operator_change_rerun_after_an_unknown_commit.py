@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 import queue_core
 from queue_core.clock import FakeClock
-from queue_core.errors import AlreadyFinishedError, TaskRunningError, NotFoundError, ValidationError
+from queue_core.errors import AlreadyFinishedError, NotFoundError, TaskRunningError, ValidationError
 
 T0 = 1_700_000_000.0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
 from conftest import in_transaction
 
 import queue_core
@@ -62,7 +61,7 @@ def test_a_failed_statement_mid_transaction_leaves_a_clean_connection(q1, db_url
         conn.execute(sa.update(t).where(t.c.key == "a").values(priority=99))
         conn.exec_driver_sql("SELECT * FROM no_such_table_r13_zz")
 
-    with pytest.raises(Exception):
+    with pytest.raises(DatabaseError):
         q1.db.run(fn)
     _clean(q1, db_url)
 
@@ -97,7 +96,7 @@ def test_a_failed_autocommit_insert_leaves_a_clean_connection(q1, db_url):
     def bad(conn):
         conn.exec_driver_sql("SELECT * FROM no_such_table_r13_zz")
 
-    with pytest.raises(Exception):
+    with pytest.raises(DatabaseError):
         q1.db.run(bad, autocommit=True)
 
     def write_then_fail(conn):

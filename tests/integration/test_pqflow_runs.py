@@ -229,7 +229,7 @@ def test_simultaneous_last_items_submit_the_join_once(db_url, table_name, clock,
             barrier = threading.Barrier(2)
             errors = []
 
-            def finish(task):
+            def finish(task, barrier=barrier, errors=errors):
                 try:
                     other = queue_core.open(db_url, table_name, clock=clock)
                     try:

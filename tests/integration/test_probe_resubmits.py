@@ -30,7 +30,7 @@ def test_probe_sees_a_resubmission_of_an_expired_key(queue, clock):
     queue.submit("daily", "t", {"day": 1}, now=T0)
     with NewestIdWatch(queue.db, queue.store.t) as watch:
         assert watch.changed() is False  # the first read sets the mark
-        for key in ("other", "daily"):
+        for _key in ("other", "daily"):
             queue.poll(now=T0 + 1).finish(now=T0 + 2)
         later = T0 + 2 + queue.config["retention_time"] + 1
         assert watch.changed() is False  # nothing new

@@ -15,7 +15,6 @@ from queue_core import (
     PreemptedError,
     ValidationError,
 )
-
 from queue_core.store.schema import SCHEMA_VERSION
 
 T0 = 1_700_000_000

@@ -30,7 +30,8 @@ def test_thread_worker_keeps_its_config_when_the_reloaded_one_cannot_be_opened(q
         tw.close()
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the processor thread's ConfigError
+# the processor thread's ConfigError
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backend, queue):
     """MariaDB/MySQL: PyMySQL refuses ``?sslmode=`` only when it connects. The reload opened the
     new config without connecting (``opens=open_queue``), took it, and each new processor

@@ -105,8 +105,8 @@ def _mysql_url_with_mode(db_url: str, mode: str) -> str:
 
 @pytest.mark.parametrize(
     "mode",
-    ["NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI", "NO_BACKSLASH_ESCAPES,ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES",
-     "TRADITIONAL,NO_BACKSLASH_ESCAPES", ""],
+    ["NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI",
+     "NO_BACKSLASH_ESCAPES,ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES", "TRADITIONAL,NO_BACKSLASH_ESCAPES", ""],
 )
 def test_any_sql_mode_writes_the_same_events(backend, db_url, table_name, clock, mode):
     if backend != "mysql":
@@ -140,7 +140,7 @@ def test_a_batch_of_500_long_multibyte_errors_is_inserted_once_and_tracked_lines
     statement is cut in several), with the rows' ``tracked`` returned in their order."""
     n = 500
     queue.submit_many([{"key": f"b{i}", "type": "t"} for i in range(n)], now=N0)
-    store, t, e = queue.store, queue.store.t, queue.store.events_t
+    t, e = queue.store.t, queue.store.events_t
     ids = [r[0] for r in queue.db.run(lambda c: c.execute(sa.select(t.c.id).order_by(t.c.id)).all())]
     assert len(ids) == n
     errors = {i: ("\U0001F600é'\\%" * DETAIL_LENGTH)[: DETAIL_LENGTH + 7] for i in ids}

@@ -12,8 +12,6 @@ import pytest
 import sqlalchemy as sa
 from conftest import downgrade
 
-from queue_core.store import stats as stats_mod
-
 GAP = 60.0
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import perfectsched
 import queue_core
 from perfectsched import (
     IdempotentAlreadyExistsError,

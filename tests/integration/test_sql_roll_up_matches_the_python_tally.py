@@ -9,7 +9,6 @@ import threading
 
 import pytest
 import sqlalchemy as sa
-
 from test_stats_grouping import as_dict
 
 from queue_core import statistics

@@ -5,14 +5,11 @@ submission times, on the databases each test names."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import sqlalchemy as sa
 
-import queue_core
 from queue_core import config
-from queue_core.clock import FakeClock
 from queue_core.processor import GIVE_BACK_TIME
 from queue_core.worker import Processor
 
@@ -89,13 +86,15 @@ def test_immediate_stop_releases_held_tasks_even_when_a_lost_task_row_is_locked(
     tx = conn.begin()
     q = '"' if backend == "postgres" else "`"
     if locked:
-        conn.exec_driver_sql(f"SELECT id FROM {q}{queue.table}{q} WHERE {q}key{q} = 'k1' FOR UPDATE").all()  # B writing k1
+        # B writing k1
+        conn.exec_driver_sql(f"SELECT id FROM {q}{queue.table}{q} WHERE {q}key{q} = 'k1' FOR UPDATE").all()
     try:
         th = threading.Thread(target=proc.give_back_now, daemon=True)
         th.start()
         th.join(GIVE_BACK_TIME)  # what stop_at_once waits before os._exit
         row = queue.store.get("k2")
-        assert row["leased"] == 0, "k2 (held, never started) was not released within GIVE_BACK_TIME: it waits for its lease to expire"
+        assert row["leased"] == 0, ("k2 (held, never started) was not released within GIVE_BACK_TIME: "
+                                    "it waits for its lease to expire")
     finally:
         tx.rollback()
         conn.close()

@@ -256,7 +256,8 @@ def test_task_return_attempt(queue):
     assert (r["state"], r["leased"], r["lease_token"], r["attempts"]) == (0, 1, b.lease_token, 1)
     c, d = taken_over(queue, "f")
     d.finish(now=T0 + 21)
-    assert give_back(c.row_id, "f", T0, c.lease_token, T0 + 21) == "returned"  # finished by the later lease: its history
+    # finished by the later lease: its history
+    assert give_back(c.row_id, "f", T0, c.lease_token, T0 + 21) == "returned"
     assert (row(queue, "f")["state"], row(queue, "f")["attempts"]) == (1, 1)
     queue.submit("w", "t", now=T0)
     queue["w"].cancel_request(now=T0 + 1)  # ended by an operator: no lease token to compare with

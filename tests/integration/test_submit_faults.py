@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from conftest import in_transaction, kill_session, own_queue, session_of
 
 import queue_core
-from queue_core.errors import DatabaseError, IdempotentAlreadyExistsError
+from queue_core.errors import IdempotentAlreadyExistsError
 
 T0 = 1_700_000_000.0
 ROOT = Path(__file__).resolve().parents[2]

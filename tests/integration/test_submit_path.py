@@ -15,7 +15,6 @@ Guarantees and the interleavings that could break them:
 
 from __future__ import annotations
 
-
 import pytest
 import sqlalchemy as sa
 from conftest import in_transaction, own_queue
@@ -62,10 +61,12 @@ def test_a_taken_key_is_refused_and_changes_nothing(queue, state):
         task = queue.poll(now=T0 + 1)
         if state == "finished":
             task.finish(now=T0 + 2)
-    before = queue.db.run(lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
+    before = queue.db.run(
+        lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
     with pytest.raises(IdempotentAlreadyExistsError):
         queue.submit("k", "t", {"v": "second"}, now=T0 + 3)
-    after = queue.db.run(lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
+    after = queue.db.run(
+        lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
     assert after == before
 
 

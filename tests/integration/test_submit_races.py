@@ -76,7 +76,8 @@ def test_keys_differing_by_case_or_trailing_space_are_distinct(queue):
         queue.submit(key, "t", {"k": key}, now=T0)
     with pytest.raises(IdempotentAlreadyExistsError):
         queue.submit("key ", "t", now=T0)
-    assert sorted(k for k, _, _ in _rows(queue)) == sorted(["Key", "key", "key ", " key", "KEY", "ke\u0301y", "k\u00e9y"])
+    assert sorted(k for k, _, _ in _rows(queue)) == sorted(["Key", "key", "key ", " key", "KEY", "ke\u0301y",
+                                                            "k\u00e9y"])
 
 
 def test_a_future_submit_then_a_due_one_of_the_same_key_is_refused(queue):
@@ -161,7 +162,10 @@ def test_close_releases_every_connection_including_the_statement_engines(db_url,
     ask = "SELECT CONNECTION_ID()" if backend == "mysql" else "SELECT pg_backend_pid()"
     q = queue_core.open(db_url, table_name)
     ids: set[int] = set()
-    grab = lambda e: sa.event.listen(e, "checkout", lambda dbapi, rec, prox: ids.add(_sid(dbapi, ask)))
+
+    def grab(e):
+        sa.event.listen(e, "checkout", lambda dbapi, rec, prox: ids.add(_sid(dbapi, ask)))
+
     try:
         q.init()
         grab(q.db.engine)

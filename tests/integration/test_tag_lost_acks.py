@@ -5,7 +5,6 @@ retention)."""
 from __future__ import annotations
 
 import sqlalchemy as sa
-
 from test_submit_faults import _commit_ack_lost_on_the_transaction
 
 T0 = 1_700_000_000.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 import sqlalchemy as sa
 
 from queue_core.errors import NotFoundError, ValidationError
@@ -128,10 +127,11 @@ def test_concurrent_tag_calls_never_exceed_32_tags_nor_raise_driver_errors(queue
 
 def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_delete(queue, monkeypatch):
     """Guarantee 2 (tags go with their task, and only with its delete). Interleaving: step row s
-    of run group g (tag 'keep') finished, its run ended (keep_group: purge at T0+5), past that; cleanup's transaction reads s's id and
-    deletes s's tag rows; before its DELETE of s, the run runs again: keep_group(g) (purge
-    never) commits; cleanup's DELETE re-checks the purge condition and keeps s. Then s must still
-    have its tag (or, if cleanup won outright, be gone with it)."""
+    of run group g (tag 'keep') finished, its run ended (keep_group: purge at T0+5), past that;
+    cleanup's transaction reads s's id and deletes s's tag rows; before its DELETE of s, the run
+    runs again: keep_group(g) (purge never) commits; cleanup's DELETE re-checks the purge
+    condition and keeps s. Then s must still have its tag (or, if cleanup won outright, be gone
+    with it)."""
     queue.transaction(lambda tx: tx.submit_rows(
         [{"key": "s", "type": "t", "group": "g", "tags": ["keep"], "workflow": '{"w": 1}'}]), now=T0)
     queue.poll(now=T0).finish(now=T0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 import sqlalchemy as sa
 
 import queue_core

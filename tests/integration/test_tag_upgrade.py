@@ -38,7 +38,7 @@ def test_upgrade_to_4_keeps_rows_untracked_untagged_and_then_tags_and_tracks(que
         "list_tracked": lambda q: list(q.list(tracked=True, now=T0)),
         "metadata": lambda q: q["w"].metadata(now=T0),
     }
-    for name, call in calls.items():
+    for _name, call in calls.items():
         with queue_core.open(db_url, table_name) as older, pytest.raises(SchemaError):
             call(older)
     with queue_core.open(db_url, table_name) as q:

@@ -147,7 +147,8 @@ def test_tags_are_exact_strings_stored_verbatim(queue):
     assert set(queue["k"].metadata().tags) == set(odd)
     for tag in odd:
         assert keys(queue.list(tag=tag)) == ["k"], tag
-    assert keys(queue.list(tag="%")) == [] and keys(queue.list(tag="a  b")) == [] and keys(queue.list(tag="\u00e1")) == []
+    assert (keys(queue.list(tag="%")) == [] and keys(queue.list(tag="a  b")) == []
+            and keys(queue.list(tag="\u00e1")) == [])
 
 
 def test_list_by_tag_or_tracked_reads_through_their_indexes(queue, backend):

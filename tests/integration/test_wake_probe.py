@@ -120,7 +120,8 @@ def test_a_failed_probe_is_a_database_error_without_the_password(backend):
         with _watch(q) as watch, pytest.raises(DatabaseError) as err:
             watch.changed()
         assert "s3cret-pw" not in str(err.value)
-        assert str(err.value).startswith(f"cannot connect to {driver}://someone:***@127.0.0.1:1/nowhere: "), str(err.value)
+        assert str(err.value).startswith(
+            f"cannot connect to {driver}://someone:***@127.0.0.1:1/nowhere: "), str(err.value)
     finally:
         q.close()
 

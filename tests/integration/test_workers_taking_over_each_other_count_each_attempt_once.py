@@ -53,7 +53,8 @@ def _worker(q, seed, told, stop_at):
         if not batch and not finish:
             t = q.poll_multi(1, alive_time=0.15)
             if not t:
-                left = q.db.run(lambda c: c.execute(sa.text(f"SELECT COUNT(*) FROM {q.table} WHERE state <> 1")).scalar())
+                left = q.db.run(
+                    lambda c: c.execute(sa.text(f"SELECT COUNT(*) FROM {q.table} WHERE state <> 1")).scalar())
                 if not left:
                     return
                 time.sleep(0.05)

@@ -31,7 +31,6 @@ from reliability.scenarios import (
 )
 from reliability.stage import Context
 
-
 ROOT_BACKEND = {"mariadb": "mysql", "postgres": "postgres"}
 
 

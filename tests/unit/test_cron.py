@@ -249,7 +249,7 @@ def _oracle(cron: str, zone_name: str, start: int, end: int, dst: str) -> list[i
     low, high = min(naive) - timedelta(hours=3), max(naive)
     matching = _wall_matches(cron, low, high)
     result = set()
-    for t, wall, plain in zip(instants, walls, naive):
+    for t, wall, plain in zip(instants, walls, naive, strict=True):
         if plain in matching and not (fixed and wall.fold == 1):
             result.add(t)
     if fixed:

@@ -399,7 +399,8 @@ def test_parameter_naming_a_non_upstream_step_refused() -> None:
     def b(ctx, a):
         pass
 
-    with pytest.raises(WorkflowDefinitionError, match=r"parameter 'a' of step 'b' names step 'a', which is not upstream"):
+    with pytest.raises(WorkflowDefinitionError,
+                       match=r"parameter 'a' of step 'b' names step 'a', which is not upstream"):
         wf.snapshot()
 
 

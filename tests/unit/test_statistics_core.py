@@ -12,7 +12,6 @@ from queue_core.statistics import (
     BOUNDS,
     Distribution,
     StatsRowError,
-    Tally,
     counts_at_end,
     passed_over,
     tally_events,

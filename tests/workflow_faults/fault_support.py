@@ -7,7 +7,6 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-
 calls: Counter = Counter()
 
 
@@ -120,7 +119,8 @@ def connection_drops_once(q, what, meanwhile):
         if not state["fired"]:
             state["fired"] += 1
             meanwhile()
-            raise sa.exc.OperationalError("connect", {}, ConnectionError("server restarting"), connection_invalidated=True)
+            raise sa.exc.OperationalError("connect", {}, ConnectionError("server restarting"),
+                                          connection_invalidated=True)
         with original(write, *args) as conn:
             yield conn
 

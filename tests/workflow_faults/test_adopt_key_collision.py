@@ -11,9 +11,9 @@ rows (timeout FOREVER) stay in the table for ever.
 from __future__ import annotations
 
 import pytest
+from fault_support import drive
 
 import pqflow
-from fault_support import drive
 
 mp = pqflow.Workflow("rv_adopt", retry_wait=0)
 

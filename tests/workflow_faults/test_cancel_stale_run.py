@@ -12,8 +12,9 @@ committed. Two paths use a RunRef read before the cancel:
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive
+
+import pqflow
 
 mp = pqflow.Workflow("rv_cancel_map", retry_wait=0)
 

@@ -8,8 +8,9 @@ finished_at) and settle_many counts the completion into the join / map / run a s
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import ack_lost_once, calls, drive, row, run_one
+
+import pqflow
 
 wf = pqflow.Workflow("rv_ack", retry_wait=0)
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 
+from fault_support import drive
+
 import pqflow
 from pqflow import engine
-from fault_support import drive
 
 wf = pqflow.Workflow("rv_dag", retry_wait=0)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-import pqflow
 from fault_support import drive
+
+import pqflow
 
 wf = pqflow.Workflow("rv_drop", retry_wait=0)
 

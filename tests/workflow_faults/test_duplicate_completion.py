@@ -3,8 +3,9 @@ written and decided once: the second is not a second end of the step."""
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import drive, run_one
+
+import pqflow
 
 mp = pqflow.Workflow("atk_dup_map", retries=0, retry_wait=0)
 

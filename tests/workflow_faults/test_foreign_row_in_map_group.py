@@ -12,10 +12,11 @@ an index. Queue.submit(group=...) is public, so any task can sit in a map's grou
 
 from __future__ import annotations
 
+from fault_support import drive
+
 import pqflow
 from queue_core import config
 from queue_core.worker import Processor
-from fault_support import drive
 
 mp = pqflow.Workflow("rv_fgrp", retry_wait=0)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from fault_support import row
 
 import pqflow
 from queue_core.errors import TaskError
-from fault_support import row
 
 wf = pqflow.Workflow("rv_hdef", retry_wait=0)
 

@@ -6,9 +6,9 @@ dashboard escapes bidi controls; the CLI prints them raw)."""
 from __future__ import annotations
 
 from click.testing import CliRunner
+from fault_support import drive
 
 import pqflow
-from fault_support import drive
 from pqflow.cli import cli as flow_cli
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[1A\rstep ok: nothing failed here \u202egnp.exe"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 
-import pqflow
 from fault_support import drive, row
+
+import pqflow
 
 mp = pqflow.Workflow("rv_hidx_map", retry_wait=0)
 

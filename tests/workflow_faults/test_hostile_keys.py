@@ -7,9 +7,10 @@ the step's.
 
 from __future__ import annotations
 
+from fault_support import drive
+
 import pqflow
 import queue_core
-from fault_support import drive
 
 wf = pqflow.Workflow("rv_host", retry_wait=0)
 

@@ -6,8 +6,9 @@ ending in one worker batch give a running map, one commit each a skipped map."""
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive, run_one
+
+import pqflow
 
 wf = pqflow.Workflow("atk_early_map", retries=0, retry_wait=0)
 

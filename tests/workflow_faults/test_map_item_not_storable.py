@@ -14,8 +14,9 @@ other completions of the batch are written.
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive
+
+import pqflow
 
 mp = pqflow.Workflow("rv_unstorable", retry_wait=0)
 

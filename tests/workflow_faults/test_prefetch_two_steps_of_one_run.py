@@ -6,8 +6,9 @@ step it saw of each run: `audit` was run with its parent's result missing (None)
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls
+
+import pqflow
 
 wf = pqflow.Workflow("rv_prefetch_two", retries=0, retry_wait=0)
 

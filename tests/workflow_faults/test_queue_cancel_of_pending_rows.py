@@ -9,9 +9,10 @@ of a run; cancel of these rows should cancel through the run or refuse likewise.
 
 from __future__ import annotations
 
+from fault_support import calls, drive
+
 import pqflow
 from queue_core.errors import TaskError
-from fault_support import calls, drive
 
 mp = pqflow.Workflow("rv_qcancel", retry_wait=0)
 

@@ -14,8 +14,9 @@ it. Both ends give their attempt back now (queue_core.policy.spends_attempt).
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive
+
+import pqflow
 from queue_core import config
 from queue_core.worker import Processor
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-import pqflow
 from fault_support import ack_lost_once, calls, drive, rolled_back_once, row
+
+import pqflow
 
 wf = pqflow.Workflow("rv_budget", retry_wait=0)
 

@@ -9,8 +9,9 @@ the map as 'waiting'.
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive
+
+import pqflow
 
 wf = pqflow.Workflow("rv_rmp", retry_wait=0)
 

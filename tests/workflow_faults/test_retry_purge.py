@@ -5,8 +5,9 @@ lose their inputs."""
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive
+
+import pqflow
 
 wf = pqflow.Workflow("rv_rpurge", retry_wait=0, retention=100)
 

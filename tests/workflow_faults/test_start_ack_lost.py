@@ -7,8 +7,9 @@ FlowError "run is running; only failed or cancelled runs can be retried" for its
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import ack_lost_once
+
+import pqflow
 
 wf = pqflow.Workflow("rv_sack", retry_wait=0)
 

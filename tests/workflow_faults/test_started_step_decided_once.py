@@ -6,9 +6,9 @@ process, one completion per commit, in the orders that break it."""
 from __future__ import annotations
 
 import pytest
+from fault_support import calls, drive, run_one
 
 import pqflow
-from fault_support import calls, drive, run_one
 from pqflow.errors import FlowError
 from pqflow.settle import _Writes, start_map
 

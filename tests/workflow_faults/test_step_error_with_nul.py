@@ -6,8 +6,9 @@ false "its worker died ... times" (the same story the MariaDB 1406 fix told for 
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import calls, drive
+
+import pqflow
 
 wf = pqflow.Workflow("rv_nul_error", retry_wait=0)
 

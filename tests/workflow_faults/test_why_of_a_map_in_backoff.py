@@ -6,8 +6,9 @@ is never seen."""
 
 from __future__ import annotations
 
-import pqflow
 from fault_support import drive
+
+import pqflow
 
 wf = pqflow.Workflow("why_map_wait", retries=3, retry_wait=3600)
 
