@@ -89,11 +89,17 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
     return ended
 
 
+def _item_of(row: dict, run: RunRef, node: NodeState) -> bool:
+    """Whether ``row`` of the map's group is one of its items (not a copy made by hand)."""
+    item = _own(row, run)
+    return item is not None and item.index is not None and node.map is not None and 0 <= item.index < node.map.n
+
+
 def _redo_items(tx: Transaction, run: RunRef, row: dict, node: NodeState) -> list[Ended]:
     """Reopen the items of a map that did not succeed; keep the others' results."""
     assert node.map is not None
     items = tx.runs.read_group(tx.conn, node_key(run.run_id, node.step))
-    again = [r for r in items if r["state"] == FINISHED and r["outcome"] != "success"]
+    again = [r for r in items if r["state"] == FINISHED and r["outcome"] != "success" and _item_of(r, run, node)]
     tx.runs.reopen(tx.conn, [r["id"] for r in again], tx.now)
     fresh = []
     for r in again:

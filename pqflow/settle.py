@@ -315,7 +315,10 @@ def _open_runs(tx: Transaction, runs: list[RunRef]) -> set[str]:
     groups = {g: run for run in runs for g in run.groups()}
     if not groups:
         return set()
-    open_ = [r for r in tx.runs.open_rows(tx.conn, list(groups)) if _own(r, groups[r["grp"]]) is not None]
+    found = tx.runs.open_rows(tx.conn, list(groups))
+    if len(found) >= 20:  # the first rows by key may all be rows that are not the runs' own
+        found = tx.runs.open_rows(tx.conn, list(groups), limit=None)
+    open_ = [r for r in found if _own(r, groups[r["grp"]]) is not None]
     for r in open_:
         log.error(
             "run %r counted done while its row %s is open: it ends with its last row", groups[r["grp"]].run_id, r["key"]

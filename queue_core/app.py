@@ -160,6 +160,17 @@ class Router:
         patterns = [pattern for pattern, _ in self._routes]
         return None if any(not isinstance(p, str) for p in patterns) else frozenset(patterns)
 
+    def ended_by_claim(self, tx, rows: list[dict]) -> None:
+        """Hand the rows of workflow runs a claim ended (``Queue.poll_multi(ended_by_claim=)``) to
+        the ``ended_by_claim`` of the handler each row's type routes to, if it has one."""
+        groups: dict[Any, list[dict]] = {}
+        for row in rows:
+            hook = getattr(self.find(row["type"]), "ended_by_claim", None)
+            if hook is not None:
+                groups.setdefault(hook, []).append(row)
+        for hook, group in groups.items():
+            hook(tx, group)
+
     def runner(self, task) -> Runner:
         handler = self.find(task.type)
         if handler is None:
@@ -208,6 +219,11 @@ class Dispatch(Runner):
     def served_types(cls) -> frozenset[str] | None:
         """The types of its routes, if all are exact; override it to serve others or fewer."""
         return cls.router().served_types()
+
+    @classmethod
+    def ended_by_claim(cls, tx, rows: list[dict]) -> None:
+        """Rows of workflow runs a claim ended, each to its route's handler (:meth:`Router.ended_by_claim`)."""
+        cls.router().ended_by_claim(tx, rows)
 
     def __init__(self, task):
         super().__init__(task)

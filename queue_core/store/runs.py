@@ -293,9 +293,9 @@ class RunRows:
         )
         return conn.execute(stmt, [{"_id": i, "_read": read, "_new": new} for i, read, new in starts]).rowcount
 
-    def open_rows(self, conn, groups: Sequence[str], limit: int = 20) -> list[dict]:
+    def open_rows(self, conn, groups: Sequence[str], limit: int | None = 20) -> list[dict]:
         """The workflow rows of these groups that have not finished (key, grp, workflow): up to
-        ``limit`` per 500 groups."""
+        ``limit`` per 500 groups (None: all)."""
         t = self.t
         out: list[dict] = []
         for i in range(0, len(groups), 500):

@@ -56,3 +56,20 @@ def test_a_copy_of_a_step_row_still_waiting_does_not_hold_its_run_open(queue, cl
     clock.advance(3601)
     drive(queue, Decider)  # the copy is claimed and dropped as not a step of the run
     assert pqflow.get_run("c2", queue=queue).status == "succeeded"
+
+
+def test_a_retry_does_not_take_a_copy_in_a_maps_group_for_an_item_to_run_again(queue):
+    w.start("c3", queue=queue)
+    real = _serve_until(queue, "c3#double#0")
+    pqflow.cancel_run(queue, "c3")
+    Decider(real).run()
+    if real.deferred is not None:
+        queue.finish_many([real])
+    drive(queue, Decider)
+    assert pqflow.get_run("c3", queue=queue).status == "cancelled"
+    _copy(queue, "c3#double#2", "c3#double#copy")  # finished as cancelled, in the map's group
+    pqflow.retry_run(queue, "c3")
+    drive(queue, Decider)
+    run = pqflow.get_run("c3", queue=queue)
+    assert run.status == "succeeded", (run.statuses, run.steps["double"].items)
+    assert (run.steps["double"].items.total, run.steps["double"].items.succeeded) == (3, 3)

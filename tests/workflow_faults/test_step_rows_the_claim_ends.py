@@ -5,11 +5,13 @@ does not stay running for ever."""
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 from hand_edited_flows import Decider, one, w
 
 import pqflow
-from queue_core import config
+from queue_core import Dispatch, config
 from queue_core.worker import Processor
 
 
@@ -130,3 +132,17 @@ def test_a_step_the_claim_gave_up_on_of_a_run_that_cannot_be_read_is_logged(queu
     assert queue.poll_multi(1, alive_time=10, ended_by_claim=Decider.ended_by_claim) == []
     assert queue["r5#only"].metadata().outcome == "failure"
     assert "the claim ended row 'r5#only', not a step of a readable run: run 'r5' is not told" in caplog.text
+
+
+class _Routed(Dispatch):
+    routes = [(re.compile(r"^hand_edited"), Decider)]
+
+
+def test_a_set_aside_step_is_decided_when_a_dispatch_routes_its_type_to_a_decider(queue):
+    w.start("r6", queue=queue)
+    _until_due(queue, "r6#load")
+    _edit(queue, "r6#load", resource="")
+    s = config.build({"url": queue.config["url"], "table": queue.table, "poll_interval": 0.05})
+    assert Processor(_Routed, s, burst=True, queue=queue).run() == 0
+    run = pqflow.get_run("r6", queue=queue)
+    assert (run.status, run.statuses["report"], run.statuses["cleanup"]) == ("failed", "skipped", "succeeded")
