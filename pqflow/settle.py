@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
+
 from queue_core.errors import ValidationError
 from queue_core.queue import Transaction
 from queue_core.row_states import PENDING
@@ -418,9 +420,10 @@ def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
     them (set aside for a value pq never writes, out of attempts; each as it ended): failed (or
     cancelled), as if the step had ended so, in the claim's transaction. A run's own row (its end
     is the run's) is left; so is, logged, a row whose bookkeeping cannot be read, one of a run
-    that cannot be read and one that is not its run's own step (a copy under another key)."""
+    that cannot be read and one that is not its run's own step (a copy under another key). Each
+    run decides in a savepoint of its own: what one raises leaves the others decided."""
     refs: dict[str, RunRef | None] = {}
-    batch = []
+    by_run: dict[str, tuple[RunRef, list[Ended]]] = {}
     for row in rows:
         node = NodeState.load(row.get("workflow"), cached=False)
         if node is None:
@@ -434,14 +437,29 @@ def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
             log.error("the claim ended row %r, not a step of a readable run: run %r is not told", row["key"], node.run)
             continue
         status = "cancelled" if row.get("outcome") == "cancelled" else "failed"
-        batch.append((run, [Ended(node.step, status, node.index)]))
-    return settle_many(tx, batch) if batch else {}
+        by_run.setdefault(run.run_id, (run, []))[1].append(Ended(node.step, status, node.index))
+    decided = {run_id: _decide_alone(tx, run, events) for run_id, (run, events) in by_run.items()}
+    return {run_id: d for run_id, d in decided.items() if d is not None}
+
+
+def _decide_alone(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision | None:
+    """What follows ``ended`` (rows the claim ended) in ``run``, in a savepoint; None, logged,
+    when it raised (a database error propagates: the claim is retried whole)."""
+    try:
+        with tx.conn.begin_nested():
+            return settle(tx, run, ended)
+    except sa.exc.SQLAlchemyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one run's failure must not undo the others' decisions
+        log.error("run %r could not decide what follows the rows the claim ended: %s", run.run_id, exc)
+        return None
 
 
 def _known_ref(tx: Transaction, run_id: str) -> RunRef | None:
+    """The run, or None when it cannot be read (gone, not taken up, a snapshot edited by hand)."""
     try:
         return load_ref(tx, run_id)
-    except UnknownRunError:
+    except (UnknownRunError, FlowError):
         return None
 
 

@@ -12,6 +12,7 @@ from hand_edited_flows import Decider, one, w
 
 import pqflow
 from queue_core import Dispatch, config
+from queue_core.store.schema import FOREVER
 from queue_core.worker import Processor
 
 
@@ -146,3 +147,41 @@ def test_a_set_aside_step_is_decided_when_a_dispatch_routes_its_type_to_a_decide
     assert Processor(_Routed, s, burst=True, queue=queue).run() == 0
     run = pqflow.get_run("r6", queue=queue)
     assert (run.status, run.statuses["report"], run.statuses["cleanup"]) == ("failed", "skipped", "succeeded")
+
+
+def test_a_step_the_claim_ended_is_kept_until_its_run_ends(queue, clock):
+    """Kept as a step's own end keeps its row (a workflow row's purge time is its run's): the purge
+    of finished rows never takes it from a run that goes on (its retry, its map's results need it)."""
+    w.start("r7", queue=queue)
+    _until_due(queue, "r7#double#1")
+    _edit(queue, "r7#double#1", max_attempts=1, attempts=1)
+    queue.poll_multi(10, alive_time=60, ended_by_claim=Decider.ended_by_claim)  # every due row: it is ended
+    t = queue.store.t
+    with queue.db.engine.connect() as conn:
+        purge_at = conn.execute(sa.select(t.c.timeout).where(t.c.key == "r7#double#1")).scalar_one()
+    assert purge_at == FOREVER and pqflow.get_run("r7", queue=queue).status == "running"
+
+
+def test_a_run_whose_decision_raises_does_not_keep_another_run_of_the_claim_from_deciding(
+        queue, caplog, monkeypatch):
+    """Each run decides in a savepoint of its own: a decision that raises (a fault injected into
+    r8's) is rolled back and logged, and r9, whose row the same claim ended, is decided."""
+    w.start("r8", queue=queue)
+    one.start("r9", queue=queue)
+    _until_due(queue, "r8#load")
+    _until_due(queue, "r9#only")
+    _edit(queue, "r8#load", resource="")
+    _edit(queue, "r9#only", resource="")
+    real = pqflow.settle.settle
+
+    def settle(tx, run, ended):
+        if run.run_id == "r8":
+            raise pqflow.FlowError("a decision that cannot be made")
+        return real(tx, run, ended)
+
+    monkeypatch.setattr(pqflow.settle, "settle", settle)
+    queue.poll_multi(10, alive_time=60, ended_by_claim=Decider.ended_by_claim)
+    assert "run 'r8' could not decide what follows the rows the claim ended: a decision that cannot be made" in (
+        caplog.text)
+    assert pqflow.get_run("r9", queue=queue).status == "failed"
+    assert pqflow.get_run("r8", queue=queue).statuses["report"] == "pending"  # r8's decision rolled back
