@@ -33,7 +33,8 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     state = run.state
     if state.status not in RETRYABLE:
         raise FlowError(f"run {run_id!r} is {state.status}; only failed or cancelled runs can be retried")
-    still_open = [r["key"] for r in tx.runs.open_rows(tx.conn, run.groups()) if _own(r, run) is not None]
+    open_rows = tx.runs.open_rows(tx.conn, run.groups(), limit=None)  # copies of rows may come first
+    still_open = [r["key"] for r in open_rows if _own(r, run) is not None]
     if still_open:  # an end written while rows ran (a run that ended so before this was fixed)
         raise FlowError(f"run {run_id!r} has rows still open ({', '.join(still_open)}); retry it once they end")
     nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in state.dag["steps"]], lock=True)

@@ -21,8 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
 from queue_core.errors import ValidationError
 from queue_core.queue import Transaction
 from queue_core.row_states import PENDING
@@ -445,14 +443,12 @@ def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
 def _decide_alone(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision | None:
     """What follows ``ended`` (rows the claim ended) in ``run``, in a savepoint; None, logged,
     when it raised (a database error propagates: the claim is retried whole)."""
-    try:
-        with tx.conn.begin_nested():
-            return settle(tx, run, ended)
-    except sa.exc.SQLAlchemyError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - one run's failure must not undo the others' decisions
-        log.error("run %r could not decide what follows the rows the claim ended: %s", run.run_id, exc)
+    decided: list[Decision] = []
+    error = tx.isolated(lambda: decided.append(settle(tx, run, ended)))
+    if error is not None:
+        log.error("run %r could not decide what follows the rows the claim ended: %s", run.run_id, error)
         return None
+    return decided[0]
 
 
 def _known_ref(tx: Transaction, run_id: str) -> RunRef | None:

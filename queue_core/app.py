@@ -13,12 +13,16 @@ A worker leases only the task types its target serves (:func:`served_types`).
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .errors import ConfigError, UndefinedDecisionError, ValidationError
 from .queue import check_types
+
+log = logging.getLogger("queue_core.worker")
 
 
 class Runner:
@@ -162,14 +166,19 @@ class Router:
 
     def ended_by_claim(self, tx, rows: list[dict]) -> None:
         """Hand the rows of workflow runs a claim ended (``Queue.poll_multi(ended_by_claim=)``) to
-        the ``ended_by_claim`` of the handler each row's type routes to, if it has one."""
+        the ``ended_by_claim`` of the handler each row's type routes to, if it has one, each
+        handler's in a savepoint of its own (what one raises is logged; the others are told). A
+        row whose type is not text (edited by hand) routes nowhere."""
         groups: dict[Any, list[dict]] = {}
         for row in rows:
-            hook = getattr(self.find(row["type"]), "ended_by_claim", None)
+            handler = self.find(row["type"]) if isinstance(row["type"], str) else None
+            hook = getattr(handler, "ended_by_claim", None)
             if hook is not None:
                 groups.setdefault(hook, []).append(row)
         for hook, group in groups.items():
-            hook(tx, group)
+            error = tx.isolated(functools.partial(hook, tx, group))
+            if error is not None:
+                log.error("%s could not decide what follows %d rows a claim ended: %s", hook, len(group), error)
 
     def runner(self, task) -> Runner:
         handler = self.find(task.type)

@@ -64,6 +64,12 @@ class Transaction:
         """The named transitions of workflow-run rows (pqflow), on this transaction's connection."""
         return self.queue.runs
 
+    def isolated(self, fn: Callable[[], object]) -> Exception | None:
+        """Run ``fn()`` in a savepoint of this transaction: an error that is not the database's
+        rolls back ``fn``'s writes alone and is returned; a database error propagates (the
+        transaction is retried whole)."""
+        return self._store.isolated(self.conn, fn)
+
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` after the transaction committed (not if it rolled back)."""
         self._after_commit.append(callback)

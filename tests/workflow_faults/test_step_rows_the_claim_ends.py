@@ -185,3 +185,26 @@ def test_a_run_whose_decision_raises_does_not_keep_another_run_of_the_claim_from
         caplog.text)
     assert pqflow.get_run("r9", queue=queue).status == "failed"
     assert pqflow.get_run("r8", queue=queue).statuses["report"] == "pending"  # r8's decision rolled back
+
+
+class _Broken:
+    """A route whose hook raises: it must not keep the other routes' runs from deciding."""
+
+    @classmethod
+    def ended_by_claim(cls, tx, rows):
+        raise RuntimeError("this engine is broken")
+
+
+class _RoutedWithABrokenEngine(Dispatch):
+    routes = [("broken", _Broken), (re.compile(r"^hand_edited"), Decider)]
+
+
+def test_a_routed_engine_that_raises_leaves_the_other_routes_runs_decided(queue, caplog):
+    one.start("r10", queue=queue)
+    _until_due(queue, "r10#only")
+    queue.submit("b1", "broken")
+    _edit(queue, "b1", workflow="{}", resource="")
+    _edit(queue, "r10#only", resource="")
+    queue.poll_multi(10, alive_time=60, ended_by_claim=_RoutedWithABrokenEngine.ended_by_claim)
+    assert "could not decide what follows 1 rows a claim ended: this engine is broken" in caplog.text
+    assert pqflow.get_run("r10", queue=queue).status == "failed"
