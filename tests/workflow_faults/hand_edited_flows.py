@@ -1,5 +1,6 @@
-"""The workflows of the tests of hand-edited and copied step rows: two roots, a step after one
-of them, a step that runs whatever its parent did (``all_done``), a map and its join."""
+"""The workflows of the tests of hand-edited and copied step rows (two roots, a step after one of
+them, a step that runs whatever its parent did (``all_done``), a map and its join), and how those
+tests run a claimed task in process."""
 
 from __future__ import annotations
 
@@ -48,3 +49,10 @@ def only(ctx):
 
 class Decider(pqflow.Decider):
     workflows = [w, one]
+
+
+def run_task(q, task) -> None:
+    """Run a claimed task as a worker does: its handler, then its deferred finish."""
+    Decider(task).run()
+    if task.deferred is not None:
+        q.finish_many([task])

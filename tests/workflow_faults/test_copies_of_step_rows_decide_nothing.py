@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from fault_support import drive
-from hand_edited_flows import Decider, w
+from hand_edited_flows import Decider, run_task, w
 
 import pqflow
 
@@ -27,9 +27,7 @@ def _serve_until(q, key):
         assert task is not None, f"{key} never claimed"
         if task.key == key:
             return task
-        Decider(task).run()
-        if task.deferred is not None:
-            q.finish_many([task])
+        run_task(q, task)
     raise AssertionError(f"{key} never claimed")
 
 
@@ -38,9 +36,7 @@ def test_a_cancel_does_not_take_a_copy_of_a_running_item_for_it(queue):
     real = _serve_until(queue, "c1#double#0")
     _copy(queue, "c1#double#0", "c1#double#copy", leased=0, lease_token=None, timeout=0, attempts=0, owner=None)
     pqflow.cancel_run(queue, "c1")
-    Decider(real).run()  # the real item returns after the cancel
-    if real.deferred is not None:
-        queue.finish_many([real])
+    run_task(queue, real)  # the real item returns after the cancel
     drive(queue, Decider)
     run = pqflow.get_run("c1", queue=queue)
     assert run.status == "cancelled", (run.status, run.statuses)
@@ -62,9 +58,7 @@ def test_a_retry_does_not_take_a_copy_in_a_maps_group_for_an_item_to_run_again(q
     w.start("c3", queue=queue)
     real = _serve_until(queue, "c3#double#0")
     pqflow.cancel_run(queue, "c3")
-    Decider(real).run()
-    if real.deferred is not None:
-        queue.finish_many([real])
+    run_task(queue, real)
     drive(queue, Decider)
     assert pqflow.get_run("c3", queue=queue).status == "cancelled"
     _copy(queue, "c3#double#2", "c3#double#copy")  # finished as cancelled, in the map's group

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import sqlalchemy as sa
-from hand_edited_flows import Decider, one, w
+from hand_edited_flows import Decider, one, run_task, w
 
 import pqflow
 from queue_core import Dispatch, config
@@ -35,9 +35,7 @@ def _until_due(q, key: str):
             return
         task = q.poll(alive_time=30)
         assert task is not None, f"{key} never submitted"
-        Decider(task).run()
-        if task.deferred is not None:
-            q.finish_many([task])
+        run_task(q, task)
     raise AssertionError(f"{key} never waited")
 
 
@@ -114,9 +112,7 @@ def test_a_copy_of_a_step_row_under_another_key_set_aside_decides_nothing(queue,
     assert "'copy-of-load', not a step of a readable run: run 'r4' is not told" in caplog.text
     assert pqflow.get_run("r4", queue=queue).statuses["report"] == "pending"
     for task in (real, *also):
-        Decider(task).run()
-        if task.deferred is not None:
-            queue.finish_many([task])
+        run_task(queue, task)
     _serve(queue)
     run = pqflow.get_run("r4", queue=queue)
     assert (run.status, run.statuses) == ("succeeded", dict.fromkeys(["load", "report", "cleanup", "items",
