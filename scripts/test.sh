@@ -46,10 +46,12 @@ fi
 # measures time: the acceptance tests that time handler starts (marker timing: a rate limit's
 # bound holds for processes not stalled for tens of milliseconds), the fault scenarios (recovery
 # times), the quick benchmark (one database per test; it checks results, not speeds) and the browser.
+# Whole folders, so that a new test file is never left out; the browser tests are the files
+# tests/web/test_web_browser*.py.
 parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
-          tests/web/test_web_app.py tests/web/test_web_browse.py)
+          tests/web --ignore-glob='tests/web/test_web_browser*')
 processes=(tests/acceptance)
-serial=(tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser.py)
+serial=(tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)
 status=0
 phase() {  # run pytest with these arguments; keep the first failure's exit status
   local rc=0
