@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 from . import analysis, report, runner, scenarios
-from .peers import registry as peers
 from .env import DATABASES, log
+from .peers import registry as peers
 from .procs import ROOT
 from .sizes import FULL, QUICK
 
@@ -38,8 +38,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--peers", help=f"comma-separated subset of: {', '.join(peers.NAMES)} (default: all installed)")
     ap.add_argument("--no-peers", action="store_true", help="measure pq only")
     ap.add_argument("--out-json", type=Path, help="results file (default: benchmarks/results/<date>-<host>.json)")
-    ap.add_argument("--out-md", type=Path, help="Markdown file to update between its markers "
-                    "(default: docs/benchmarks.md for a full run, none for --quick); the chart goes next to it")
+    ap.add_argument(
+        "--out-md",
+        type=Path,
+        help="Markdown file to update between its markers "
+        "(default: docs/benchmarks.md for a full run, none for --quick); the chart goes next to it",
+    )
     ap.add_argument("--from-json", type=Path, help="do not measure: re-render the Markdown/chart from this file")
     ap.add_argument("--keep-workdir", action="store_true", help="keep worker logs and SQLite files")
     args = ap.parse_args(argv)
@@ -65,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         sizes = QUICK if args.quick else FULL
         if args.runs:
             sizes = dataclasses.replace(sizes, runs=args.runs)
-        opts = runner.Options(dbs=args.dbs, sizes=sizes, quick=args.quick,
-                              scenarios=_list(args.scenarios) if args.scenarios else None,
-                              peers=[] if args.no_peers else (_list(args.peers) if args.peers else None),
-                              keep_workdir=args.keep_workdir)
+        opts = runner.Options(
+            dbs=args.dbs,
+            sizes=sizes,
+            quick=args.quick,
+            scenarios=_list(args.scenarios) if args.scenarios else None,
+            peers=[] if args.no_peers else (_list(args.peers) if args.peers else None),
+            keep_workdir=args.keep_workdir,
+        )
         doc = analysis.analyse(runner.run(opts))
         out_json = args.out_json or report.default_json_path(ROOT, doc["started"], args.quick)
         report.write_json(doc, out_json)

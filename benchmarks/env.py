@@ -25,8 +25,19 @@ from .tables import engine
 
 DATABASES = ("sqlite", "mariadb", "postgres")
 _ENV_VARS = {"mariadb": "TEST_MYSQL_URL", "postgres": "TEST_PG_URL"}
-PACKAGES = ("pq", "SQLAlchemy", "PyMySQL", "psycopg", "huey", "procrastinate", "celery", "kombu", "rq",
-            "redis", "matplotlib")
+PACKAGES = (
+    "pq",
+    "SQLAlchemy",
+    "PyMySQL",
+    "psycopg",
+    "huey",
+    "procrastinate",
+    "celery",
+    "kombu",
+    "rq",
+    "redis",
+    "matplotlib",
+)
 
 
 def log(msg: str) -> None:
@@ -42,8 +53,13 @@ def server_urls(dbs: list[str]) -> dict[str, str]:
         return {}
     if not all(os.environ.get(_ENV_VARS[d]) for d in wanted):
         log("starting/reusing the databases: . scripts/start-databases.sh")
-        proc = subprocess.run(["bash", "-c", ". scripts/start-databases.sh >&2 && env -0"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=sys.stderr, timeout=600)
+        proc = subprocess.run(
+            ["bash", "-c", ". scripts/start-databases.sh >&2 && env -0"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+            timeout=600,
+        )
         if proc.returncode == 0:
             for item in proc.stdout.split(b"\0"):
                 key, _, value = item.decode(errors="replace").partition("=")
@@ -82,9 +98,26 @@ class RedisServer:
         try:
             binary = shutil.which("redis-server") or self._install()
             port = free_port()
-            self.proc = Proc([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no", "--daemonize", "no", "--dir", str(self.workdir)],
-                             env=dict(os.environ), log=self.workdir / "redis.log", scoped=False)
+            self.proc = Proc(
+                [
+                    binary,
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--dir",
+                    str(self.workdir),
+                ],
+                env=dict(os.environ),
+                log=self.workdir / "redis.log",
+                scoped=False,
+            )
             deadline = time.monotonic() + 10
             while not _redis_ping(port):
                 if time.monotonic() > deadline or not self.proc.alive():
@@ -159,8 +192,9 @@ def machine() -> dict:
         with open("/proc/cpuinfo") as fh:
             info["cpu"] = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), None)
         with open("/etc/os-release") as fh:
-            info["os"] = next((line.split("=", 1)[1].strip().strip('"') for line in fh
-                               if line.startswith("PRETTY_NAME=")), None)
+            info["os"] = next(
+                (line.split("=", 1)[1].strip().strip('"') for line in fh if line.startswith("PRETTY_NAME=")), None
+            )
     except (OSError, StopIteration, ValueError):
         pass
     return info
@@ -175,10 +209,16 @@ def _version(package: str) -> str | None:
 
 def _git() -> dict | None:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "queue_core", "perfectsched", "pqflow"],
-                               cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "queue_core", "perfectsched", "pqflow"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return {"commit": commit or None, "packages_modified": bool(dirty)}
     except (OSError, subprocess.SubprocessError):
         return None

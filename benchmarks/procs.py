@@ -126,17 +126,23 @@ class Proc:
     ``scoped`` processes (workers) are remembered and ended by :func:`stop_all` after each
     measurement; long-lived servers (Redis) pass False and are stopped by their owner."""
 
-    def __init__(self, argv: list[str], *, env: dict, log: Path | None, stdin=None, pipe: bool = False,
-                 scoped: bool = True):
+    def __init__(
+        self, argv: list[str], *, env: dict, log: Path | None, stdin=None, pipe: bool = False, scoped: bool = True
+    ):
         self.argv = argv
         self.log = log
         self._fh = open(log, "ab") if log is not None else None
         out = subprocess.PIPE if pipe else (self._fh or subprocess.DEVNULL)
         self.started = time.perf_counter()
         self.popen = subprocess.Popen(
-            argv, env=env, cwd=ROOT, stdin=stdin, stdout=out,
+            argv,
+            env=env,
+            cwd=ROOT,
+            stdin=stdin,
+            stdout=out,
             stderr=(self._fh or subprocess.DEVNULL) if pipe else subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True,
+        )
         self.pid = self.popen.pid
         if scoped:
             _started.append(self)
@@ -209,9 +215,19 @@ def stop_all() -> None:
 
 
 # -- pq workers ------------------------------------------------------------------------------
-def pq_worker(target: str, *, url: str, table: str, log: Path, program: str = "perfectqueue",
-              processors: int | None = None, poll_interval: float | None = None, burst: bool = False,
-              env: dict | None = None, queues: str | None = None) -> Proc:
+def pq_worker(
+    target: str,
+    *,
+    url: str,
+    table: str,
+    log: Path,
+    program: str = "perfectqueue",
+    processors: int | None = None,
+    poll_interval: float | None = None,
+    burst: bool = False,
+    env: dict | None = None,
+    queues: str | None = None,
+) -> Proc:
     """``perfectqueue run TARGET`` (or ``pqflow run``) on ``url``/``table`` with the
     documented defaults, except the options given here."""
     argv = [*command(program, f"{'queue_core' if program == 'perfectqueue' else program}.cli"), "run", target]
@@ -233,8 +249,9 @@ def barrier(argvs: list[list[str]], *, env: dict, logdir: Path, timeout: float) 
 
     Returns (seconds from release to the last ``end``, the JSON objects).
     """
-    procs = [Proc(a, env=env, log=logdir / f"barrier-{i}.log", stdin=subprocess.PIPE, pipe=True)
-             for i, a in enumerate(argvs)]
+    procs = [
+        Proc(a, env=env, log=logdir / f"barrier-{i}.log", stdin=subprocess.PIPE, pipe=True) for i, a in enumerate(argvs)
+    ]
     deadline = time.monotonic() + timeout
     try:
         for p in procs:

@@ -104,9 +104,15 @@ def _header(doc: dict) -> list[str]:
     pk = m.get("packages", {})
     peers = ", ".join(f"{p} {pk[p]}" for p in ("huey", "procrastinate", "celery", "kombu", "rq", "redis") if pk.get(p))
     dbv = "; ".join(f"{DB_LABELS.get(k, k)}: {v}" for k, v in m.get("databases", {}).items())
-    mode = "**quick mode** (small counts, 1 run: figures are indicative only)" if doc["mode"] == "quick" else \
-        (f"full mode, every figure the median of {doc['runs']} runs (min–max in brackets)" if doc["runs"] > 1
-         else "full mode, 1 run (use at least 3 for published figures)")
+    mode = (
+        "**quick mode** (small counts, 1 run: figures are indicative only)"
+        if doc["mode"] == "quick"
+        else (
+            f"full mode, every figure the median of {doc['runs']} runs (min–max in brackets)"
+            if doc["runs"] > 1
+            else "full mode, 1 run (use at least 3 for published figures)"
+        )
+    )
     return [
         f"Run of {doc['started']} on `{m['host']}`, {mode}; took {doc['seconds'] / 60:.1f} min.",
         "",
@@ -132,8 +138,10 @@ def _checks(secs: dict) -> list[str]:
             if v:
                 bad.append(f"{k} = {v} on {DB_LABELS.get(db, db)}")
     if names:
-        out += ["", ("**Checks failed:** " + "; ".join(bad)) if bad else
-                f"Checks (must be 0): {', '.join(names)} — all 0."]
+        out += [
+            "",
+            ("**Checks failed:** " + "; ".join(bad)) if bad else f"Checks (must be 0): {', '.join(names)} — all 0.",
+        ]
     for db, s in secs.items():
         for e in (s or {}).get("errors", []):
             out += ["", f"**{DB_LABELS.get(db, db)}: {e}**"]
@@ -149,12 +157,18 @@ def _peers(doc: dict) -> list[str]:
         where = DB_LABELS.get(p["db"], p["db"]) if p["db"] else "reference (every database)"
         what = compared(p)[2]
         settings = "; ".join(f"{k}: {v}" for k, v in p["settings"].items())
-        rows.append([p["label"], f"{where}, {what}", f"{cell(res)} {res['unit'] if res else ''}".strip(),
-                     settings, p["status"]])
+        rows.append(
+            [p["label"], f"{where}, {what}", f"{cell(res)} {res['unit'] if res else ''}".strip(), settings, p["status"]]
+        )
     drained = doc["sizes"]["drain_tasks"]
-    return ["", "### Peers (same machine, same invocation, interleaved with pq's runs)", "",
-            f"pq's drain uses {drained:,} tasks; each peer's task count is in its settings.", "",
-            *_table(["peer", "compared with pq's", "result", "settings", "status"], rows)]
+    return [
+        "",
+        "### Peers (same machine, same invocation, interleaved with pq's runs)",
+        "",
+        f"pq's drain uses {drained:,} tasks; each peer's task count is in its settings.",
+        "",
+        *_table(["peer", "compared with pq's", "result", "settings", "status"], rows),
+    ]
 
 
 def _ratios(doc: dict, dbs: list[str], heads: list[str]) -> list[str]:
@@ -168,8 +182,7 @@ def _ratios(doc: dict, dbs: list[str], heads: list[str]) -> list[str]:
     for n in names:
         by_db = {r["db"]: r for r in doc["ratios"] if r["name"] == n}
         rows.append([n, *(cell(by_db.get(db)) for db in dbs)])
-    return ["", "### Ratios (run by run within this invocation, then median)", "",
-            *_table(["ratio", *heads], rows)]
+    return ["", "### Ratios (run by run within this invocation, then median)", "", *_table(["ratio", *heads], rows)]
 
 
 def _targets(doc: dict) -> list[str]:
@@ -178,10 +191,17 @@ def _targets(doc: dict) -> list[str]:
     note = " (quick mode: smaller counts, so these verdicts are only indicative)" if doc["mode"] == "quick" else ""
     out: list[str] = []
     for issue in sorted({t.get("issue", 5) for t in doc.get("targets", [])}):
-        rows = [[DB_LABELS.get(t["db"], t["db"]), t["target"], f"{num(t['measured'])} {t['unit']}".strip(),
-                 mark[t["ok"]]] for t in doc["targets"] if t.get("issue", 5) == issue]
-        out += ["", f"### Targets of issue {issue}{note}", "",
-                *_table(["database", "target", "measured", "verdict"], rows)]
+        rows = [
+            [DB_LABELS.get(t["db"], t["db"]), t["target"], f"{num(t['measured'])} {t['unit']}".strip(), mark[t["ok"]]]
+            for t in doc["targets"]
+            if t.get("issue", 5) == issue
+        ]
+        out += [
+            "",
+            f"### Targets of issue {issue}{note}",
+            "",
+            *_table(["database", "target", "measured", "verdict"], rows),
+        ]
     return out
 
 
@@ -191,7 +211,7 @@ def write_markdown(path: Path, block: str) -> None:
         text = path.read_text()
         if BEGIN.split(" (")[0] in text and END in text:
             head = text[: text.index(BEGIN.split(" (")[0])]
-            tail = text[text.index(END) + len(END):]
+            tail = text[text.index(END) + len(END) :]
             text = head + block.rstrip("\n") + tail
         else:
             text = text.rstrip("\n") + "\n\n" + block
@@ -217,10 +237,14 @@ def chart(doc: dict, path: Path) -> str | None:
     _latency_panel(axes[0][1], doc, dbs)
     _fairness_panel(axes[1][0], doc, dbs)
     _workflow_panel(axes[1][1], doc, dbs)
-    mode = "quick mode, 1 run" if doc["mode"] == "quick" else \
-        (f"median of {doc['runs']} runs, bars = min–max" if doc["runs"] > 1 else "1 run")
-    fig.suptitle(f"pq benchmarks — {doc['started'][:10]} on {doc['machine']['host']} "
-                 f"({doc['machine']['cores']} cores; {mode})")
+    mode = (
+        "quick mode, 1 run"
+        if doc["mode"] == "quick"
+        else (f"median of {doc['runs']} runs, bars = min–max" if doc["runs"] > 1 else "1 run")
+    )
+    fig.suptitle(
+        f"pq benchmarks — {doc['started'][:10]} on {doc['machine']['host']} ({doc['machine']['cores']} cores; {mode})"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -233,8 +257,8 @@ def _bars(ax, groups: list[str], series: list[tuple[str, list[dict | None]]]) ->
     for i, (label, ms) in enumerate(series):
         xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
         ys = [m["median"] if m and m.get("median") is not None else 0 for m in ms]
-        lo = [y - (m["min"] if m and m.get("min") is not None else y) for y, m in zip(ys, ms)]
-        hi = [(m["max"] if m and m.get("max") is not None else y) - y for y, m in zip(ys, ms)]
+        lo = [y - (m["min"] if m and m.get("min") is not None else y) for y, m in zip(ys, ms, strict=False)]
+        hi = [(m["max"] if m and m.get("max") is not None else y) - y for y, m in zip(ys, ms, strict=False)]
         ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=2)
     ax.set_xticks(range(len(groups)), [DB_LABELS.get(g, g) for g in groups])
 
@@ -253,13 +277,18 @@ def _metric(doc, db, section, key):
 
 def _drain_panel(ax, doc, dbs) -> None:
     procs = doc["sizes"]["drain_processes"]
-    series = [(f"pq, {n} process{'es' if n > 1 else ''}", [_metric(doc, db, "drain", f"p{n}_per_s") for db in dbs])
-              for n in procs]
+    series = [
+        (f"pq, {n} process{'es' if n > 1 else ''}", [_metric(doc, db, "drain", f"p{n}_per_s") for db in dbs])
+        for n in procs
+    ]
     peers = [p for p in doc["peers"].values() if p["section"] == "drain" and p["db"] and p.get("result")]
     if peers:
-        series.append(("peer of that database, 2 processes",
-                       [next((p["result"] for p in peers if p["db"] == db and p["result"].get("n")), None)
-                        for db in dbs]))
+        series.append(
+            (
+                "peer of that database, 2 processes",
+                [next((p["result"] for p in peers if p["db"] == db and p["result"].get("n")), None) for db in dbs],
+            )
+        )
     series.append(("raw commit rate (1 connection)", [summary(raw_commit(doc, db) or []) for db in dbs]))
     _bars(ax, dbs, series)
     for p in doc["peers"].values():
@@ -267,8 +296,9 @@ def _drain_panel(ax, doc, dbs) -> None:
             ax.axhline(p["result"]["median"], linestyle="--", color="grey", label=p["label"])
     labels = {p["db"]: p["label"] for p in peers}
     if labels:
-        ax.set_xlabel("peers: " + ", ".join(f"{DB_LABELS.get(d, d)} = {label}" for d, label in labels.items()),
-                      fontsize=8)
+        ax.set_xlabel(
+            "peers: " + ", ".join(f"{DB_LABELS.get(d, d)} = {label}" for d, label in labels.items()), fontsize=8
+        )
     ax.set_title("Drain: no-op tasks/s (start to exit)")
     ax.set_ylabel("tasks/s")
     _legend(ax)
@@ -304,8 +334,13 @@ def _fairness_panel(ax, doc, dbs) -> None:
             continue
         ts = [row[0] for row in series]
         for j, cap in enumerate(caps):
-            ax.plot(ts, [row[1 + j] for row in series], styles[i % 3], color=f"C{j}",
-                    label=f"{DB_LABELS.get(db, db)}, max_running={cap}")
+            ax.plot(
+                ts,
+                [row[1 + j] for row in series],
+                styles[i % 3],
+                color=f"C{j}",
+                label=f"{DB_LABELS.get(db, db)}, max_running={cap}",
+            )
     for j, cap in enumerate(caps):
         ax.axhline(cap, color=f"C{j}", alpha=0.3)
     ax.set_title("Fairness: running tasks per user over time (last run; faint lines = caps)")
@@ -315,8 +350,14 @@ def _fairness_panel(ax, doc, dbs) -> None:
 
 
 def _workflow_panel(ax, doc, dbs) -> None:
-    _bars(ax, dbs, [("pq workflow, 2 processes", [_metric(doc, db, "workflow", "steps_per_s") for db in dbs]),
-                    ("pq plain tasks, 2 processes", [_metric(doc, db, "drain", "p2_per_s") for db in dbs])])
+    _bars(
+        ax,
+        dbs,
+        [
+            ("pq workflow, 2 processes", [_metric(doc, db, "workflow", "steps_per_s") for db in dbs]),
+            ("pq plain tasks, 2 processes", [_metric(doc, db, "drain", "p2_per_s") for db in dbs]),
+        ],
+    )
     for p in doc["peers"].values():
         if p["section"] == "workflow" and p.get("result") and p["result"].get("median"):
             ax.axhline(p["result"]["median"], linestyle="--", color="grey", label=p["label"])

@@ -16,7 +16,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import env, procs, scenarios as scen_mod
+from . import env, procs
+from . import scenarios as scen_mod
 from .peers import registry as peers_mod
 from .peers.base import Peer
 from .scenarios.base import Context, Sample, Scenario
@@ -51,15 +52,17 @@ class Results:
 
     def section(self, db: str, section: str) -> dict:
         return self.pq.setdefault(db, {}).setdefault(
-            section, {"title": scen_mod.TITLES.get(section, section), "metrics": {}, "checks": {},
-                      "details": {}, "errors": []})
+            section,
+            {"title": scen_mod.TITLES.get(section, section), "metrics": {}, "checks": {}, "details": {}, "errors": []},
+        )
 
     def add(self, db: str, run: int, sample: Sample) -> None:
         for section, metrics in sample.metrics.items():
             sec = self.section(db, section)
             for key, (value, label, unit, zero_ok) in metrics.items():
-                m = sec["metrics"].setdefault(key, {"label": label, "unit": unit, "zero_ok": zero_ok,
-                                                    "samples": [None] * self.runs})
+                m = sec["metrics"].setdefault(
+                    key, {"label": label, "unit": unit, "zero_ok": zero_ok, "samples": [None] * self.runs}
+                )
                 m["samples"][run] = value
         for section, checks in sample.checks.items():
             sec = self.section(db, section)
@@ -75,10 +78,17 @@ class Results:
 
     def peer(self, p: Peer, status: str, settings: dict) -> dict:
         self.peers[p.name] = entry = {
-            "label": p.label, "db": p.db, "section": p.section, "pq_metric": p.pq_metric, "pq_label": p.pq_label,
-            "versus": p.versus, "status": status, "settings": settings,
-            "errors": [], "result": None if status != "ok" else {"unit": p.unit, "metric": p.metric,
-                                                                 "samples": [None] * self.runs}}
+            "label": p.label,
+            "db": p.db,
+            "section": p.section,
+            "pq_metric": p.pq_metric,
+            "pq_label": p.pq_label,
+            "versus": p.versus,
+            "status": status,
+            "settings": settings,
+            "errors": [],
+            "result": None if status != "ok" else {"unit": p.unit, "metric": p.metric, "samples": [None] * self.runs},
+        }
         return entry
 
     def finish(self) -> None:
@@ -94,8 +104,9 @@ class Results:
             p["result"].update(summary(p["result"]["samples"]) or empty)
             if p["errors"]:
                 first = p["errors"][0].split(": ", 1)[1]
-                p["status"] = first if p["result"]["n"] == 0 else \
-                    f"ok in {p['result']['n']} of {self.runs} runs; {first}"
+                p["status"] = (
+                    first if p["result"]["n"] == 0 else f"ok in {p['result']['n']} of {self.runs} runs; {first}"
+                )
 
 
 class Invocation:
@@ -115,7 +126,7 @@ class Invocation:
         self.peers: list[Peer] = []
 
     def run(self) -> dict:
-        started = dt.datetime.now(dt.timezone.utc)
+        started = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
         machine = env.machine()
         try:
@@ -129,18 +140,27 @@ class Invocation:
         machine["redis"] = self.redis.version
         machine["databases"] = {db: env.server_version(db, self.urls.get(db)) for db in self.contexts}
         return {
-            "format": 1, "started": started.isoformat(timespec="seconds"),
-            "seconds": round(time.monotonic() - t0, 1), "mode": "quick" if self.opts.quick else "full",
-            "runs": self.opts.sizes.runs, "sizes": self.opts.sizes.__dict__, "databases": list(self.opts.dbs),
-            "machine": machine, "pq": self.results.pq, "peers": self.results.peers,
+            "format": 1,
+            "started": started.isoformat(timespec="seconds"),
+            "seconds": round(time.monotonic() - t0, 1),
+            "mode": "quick" if self.opts.quick else "full",
+            "runs": self.opts.sizes.runs,
+            "sizes": self.opts.sizes.__dict__,
+            "databases": list(self.opts.dbs),
+            "machine": machine,
+            "pq": self.results.pq,
+            "peers": self.results.peers,
         }
 
     # -- preparation ----------------------------------------------------------------------
     def _prepare(self) -> None:
         opts = self.opts
         chosen = {c.name for c in self.classes}
-        peers = [p for p in peers_mod.select(opts.peers, opts.sizes)
-                 if (p.db is None or p.db in opts.dbs) and p.section in chosen]
+        peers = [
+            p
+            for p in peers_mod.select(opts.peers, opts.sizes)
+            if (p.db is None or p.db in opts.dbs) and p.section in chosen
+        ]
         self.urls = env.server_urls(opts.dbs)
         extra: dict = {"server_urls": self.urls}
         if any(p.needs_redis and p.missing_modules() is None for p in peers):
@@ -182,20 +202,23 @@ class Invocation:
         sections = [sc.name, *sc.also]
         key = (ctx.db, sc.name)
         if key not in self.ready:
-            self.ready[key] = self._attempt(ctx, sc.name, sc.setup,
-                                            lambda msg: self.results.error(ctx.db, sections, None, msg))
+            self.ready[key] = self._attempt(
+                ctx, sc.name, sc.setup, lambda msg: self.results.error(ctx.db, sections, None, msg)
+            )
         if not self.ready[key]:
             return
         ctx.log(f"{sc.name} (run {r + 1})")
         sample = Sample()
-        self._attempt(ctx, sc.name, lambda c: sc.run(c, sample),
-                      lambda msg: self.results.error(ctx.db, sections, r, msg))
+        self._attempt(
+            ctx, sc.name, lambda c: sc.run(c, sample), lambda msg: self.results.error(ctx.db, sections, r, msg)
+        )
         self.results.add(ctx.db, r, sample)
 
     def _peer(self, p: Peer, ctx: Context, r: int) -> None:
         entry = self.results.peers[p.name]
-        if r == 0 and not self._attempt(ctx, f"peer {p.name}", p.setup,
-                                        lambda msg: entry["errors"].append(f"setup: {msg}")):
+        if r == 0 and not self._attempt(
+            ctx, f"peer {p.name}", p.setup, lambda msg: entry["errors"].append(f"setup: {msg}")
+        ):
             return
         if entry["errors"][:1] and entry["errors"][0].startswith("setup"):
             return
@@ -227,10 +250,10 @@ class Invocation:
         for db, ctx in self.contexts.items():
             for sc in self.scenarios[db]:
                 if self.ready.get((db, sc.name)):
-                    _quietly(lambda: sc.teardown(ctx))
+                    _quietly(lambda sc=sc, ctx=ctx: sc.teardown(ctx))
             _quietly(ctx.cleanup)
         for p in self.peers:
-            _quietly(lambda: p.teardown(self._context_of(p)))
+            _quietly(lambda p=p: p.teardown(self._context_of(p)))
         procs.stop_all()
         self.redis.stop()
         dispose_engines()

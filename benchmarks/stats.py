@@ -16,8 +16,13 @@ def summary(samples: Sequence[float | None]) -> dict | None:
     values = [float(v) for v in samples if v is not None]
     if not values:
         return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values), "samples": [None if v is None else float(v) for v in samples]}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+        "samples": [None if v is None else float(v) for v in samples],
+    }
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -36,7 +41,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 def ratio_samples(num: Sequence[float | None], den: Sequence[float | None]) -> list[float | None]:
     """Run-by-run ratios ``num[i] / den[i]`` (None where either run failed)."""
     out: list[float | None] = []
-    for a, b in zip(num, den):
+    for a, b in zip(num, den, strict=False):
         out.append(a / b if a is not None and b not in (None, 0) else None)
     return out
 

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
+
 from pqflow.rows import RUNS_GROUP
 from queue_core.store.schema import schedule_table, task_table
 
@@ -81,8 +82,9 @@ def read_row(url: str, table: sa.Table, key: str) -> dict:
     return dict(row._mapping)
 
 
-def clone(url: str, table: sa.Table, template: dict, count: int, vary: Callable[[int], dict],
-          batch: int = 5000) -> None:
+def clone(
+    url: str, table: sa.Table, template: dict, count: int, vary: Callable[[int], dict], batch: int = 5000
+) -> None:
     """Insert ``count`` copies of ``template`` (minus its ``id``), row i updated by ``vary(i)``."""
     base = {k: v for k, v in template.items() if k != "id"}
     with engine(url).connect() as conn:

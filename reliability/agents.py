@@ -47,8 +47,9 @@ def scheduler(spec: dict) -> int:
 def simtick(spec: dict) -> int:
     import perfectsched
 
-    sc = perfectsched.open(spec["url"], spec["schedule_table"], spec["queue_table"],
-                           tick_batch=spec.get("tick_batch", 200))
+    sc = perfectsched.open(
+        spec["url"], spec["schedule_table"], spec["queue_table"], tick_batch=spec.get("tick_batch", 200)
+    )
     clock = Path(spec["clock_file"])
     while True:
         sc.tick(now=float(clock.read_text()))
@@ -83,8 +84,7 @@ def _submitter(q, spec: dict, stop: Path, index: int) -> None:
     while not stop.exists() and n < spec.get("count", 1 << 60):
         key = f"{spec['prefix']}-{index}-{n}"
         user = rng.choice(users)
-        opts = {"user": user, "max_running": caps.get(user) if user else None,
-                "priority": rng.choice(priorities)}
+        opts = {"user": user, "max_running": caps.get(user) if user else None, "priority": rng.choice(priorities)}
         try:
             data = spec["mix"][n % len(spec["mix"])] if spec.get("mix") else spec.get("data") or {}
             q.submit(key, spec.get("type", "rel_task"), data, **opts)

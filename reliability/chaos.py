@@ -40,8 +40,14 @@ class WorkerPool:
         stop_all(self.slots, timeout)
 
 
-def rampage(pool: WorkerPool, rng: random.Random, every: tuple[float, float], until: Callable[[], bool],
-            timeout: float, what: str) -> None:
+def rampage(
+    pool: WorkerPool,
+    rng: random.Random,
+    every: tuple[float, float],
+    until: Callable[[], bool],
+    timeout: float,
+    what: str,
+) -> None:
     """SIGKILL a random worker every ``uniform(*every)`` seconds until ``until()`` holds."""
     deadline = time.monotonic() + timeout
     next_kill = time.monotonic() + rng.uniform(*every)

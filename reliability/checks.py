@@ -27,8 +27,9 @@ def rows(q: queue_core.Queue) -> dict[str, queue_core.TaskMetadata]:
     return {m.key: m for m in q.list()}
 
 
-def tasks_succeeded_once(result: Result, table: Mapping[str, queue_core.TaskMetadata],
-                         finishes: Counter, expected: Iterable[str]) -> None:
+def tasks_succeeded_once(
+    result: Result, table: Mapping[str, queue_core.TaskMetadata], finishes: Counter, expected: Iterable[str]
+) -> None:
     for key in expected:
         m = table.get(key)
         if m is None:
@@ -45,8 +46,9 @@ def nothing_left_running(result: Result, table: Mapping[str, queue_core.TaskMeta
             result.fail(f"task {m.key} left running (owner {m.owner}, attempts {m.attempts})")
 
 
-def cut_executions(watched: set[tuple[str, int]], ledger: Ledger, table: Mapping[str, queue_core.TaskMetadata],
-                   killed: Collection[int]) -> Counter:
+def cut_executions(
+    watched: set[tuple[str, int]], ledger: Ledger, table: Mapping[str, queue_core.TaskMetadata], killed: Collection[int]
+) -> Counter:
     """Cut leases per key: those the lease watch saw (``(key, pid)``), and each execution by a
     ``killed`` pid that is not the one its key's row finished with."""
     pairs = set(watched)
@@ -57,8 +59,15 @@ def cut_executions(watched: set[tuple[str, int]], ledger: Ledger, table: Mapping
     return Counter(key for key, _ in pairs)
 
 
-def executions_explained(result: Result, ledger: Ledger, expected: Iterable[str], cut: Counter,
-                         planned: Mapping[str, int] | None = None, *, strict: bool = True) -> None:
+def executions_explained(
+    result: Result,
+    ledger: Ledger,
+    expected: Iterable[str],
+    cut: Counter,
+    planned: Mapping[str, int] | None = None,
+    *,
+    strict: bool = True,
+) -> None:
     """``planned[key]``: executions the scenario itself causes beyond the first (handler failures).
     Not ``strict``: re-executions are only counted (leases may expire without a kill)."""
     planned = planned or {}
@@ -72,8 +81,9 @@ def executions_explained(result: Result, ledger: Ledger, expected: Iterable[str]
         extra = n - 1 - planned.get(key, 0)
         reexecutions += max(0, extra)
         if strict and extra > cut[key]:
-            result.duplicate(f"task {key} ran {n} times; {cut[key]} of its leases were cut "
-                             f"(executions: {ledger.described(key)})")
+            result.duplicate(
+                f"task {key} ran {n} times; {cut[key]} of its leases were cut (executions: {ledger.described(key)})"
+            )
     result.figures["reexecutions"] = result.figures.get("reexecutions", 0) + reexecutions
     result.figures["leases_cut"] = result.figures.get("leases_cut", 0) + sum(cut.values())
 

@@ -70,10 +70,16 @@ class PrivateServers:
 
     def start(self) -> None:
         """Source scripts/start-databases.sh (idempotent: running servers are reused)."""
-        script = ('. scripts/start-databases.sh >/dev/null && '
-                  'printf "%s\\n%s\\n" "$TEST_MYSQL_URL" "$TEST_PG_URL"')
-        res = subprocess.run(["bash", "-c", script], cwd=ROOT, env={**os.environ, **self.env},
-                             capture_output=True, text=True, start_new_session=True, timeout=180)
+        script = '. scripts/start-databases.sh >/dev/null && printf "%s\\n%s\\n" "$TEST_MYSQL_URL" "$TEST_PG_URL"'
+        res = subprocess.run(
+            ["bash", "-c", script],
+            cwd=ROOT,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            start_new_session=True,
+            timeout=180,
+        )
         lines = res.stdout.split()
         if res.returncode != 0 or len(lines) != 2:
             raise ServerError(f"scripts/start-databases.sh failed ({res.returncode}): {res.stderr[-2000:]}")
@@ -82,8 +88,9 @@ class PrivateServers:
     def stop(self) -> None:
         """Graceful stop (scripts/stop-databases.sh), waiting until both servers are gone."""
         pids = [p for p in (self.pid("mariadb"), self.pid("postgres")) if p is not None and alive(p)]
-        subprocess.run(["bash", "scripts/stop-databases.sh"], cwd=ROOT, env={**os.environ, **self.env},
-                       check=False, timeout=60)
+        subprocess.run(
+            ["bash", "scripts/stop-databases.sh"], cwd=ROOT, env={**os.environ, **self.env}, check=False, timeout=60
+        )
         wait_for(lambda: not any(alive(p) for p in pids), 120, "the private database servers to stop", 0.2)
 
     # -- faults --------------------------------------------------------------------------
@@ -106,8 +113,12 @@ class PrivateServers:
         # A server must be fully gone before the script runs again: pg_ctl counts a zombie
         # postmaster as running, and orphaned backends keep PostgreSQL's shared memory in use.
         dead = gone if backend == "postgres" else (lambda p: not alive(p))
-        wait_for(lambda: dead(pid) and not any(alive(h) for h in helpers), 60,
-                 f"the killed {backend} server's processes to exit", 0.05)
+        wait_for(
+            lambda: dead(pid) and not any(alive(h) for h in helpers),
+            60,
+            f"the killed {backend} server's processes to exit",
+            0.05,
+        )
         return t
 
     def restart(self, backend: str, attempts: int = 5) -> float:

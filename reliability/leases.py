@@ -44,8 +44,9 @@ class LeaseWatch(threading.Thread):
         super().__init__(name=f"lease-watch-{t.name}", daemon=True)
         self.interval = interval
         self.engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-        self.stmt = sa.select(t.c.key, t.c.lease_token, t.c.owner, t.c.resource, t.c.max_running,
-                              t.c.timeout).where(t.c.state == 0, t.c.leased == 1)
+        self.stmt = sa.select(t.c.key, t.c.lease_token, t.c.owner, t.c.resource, t.c.max_running, t.c.timeout).where(
+            t.c.state == 0, t.c.leased == 1
+        )
         self.cut: dict[tuple[str, int], CutLease] = {}
         self._suspects: dict[tuple[str, int], float] = {}  # lease -> when its owner was seen dead
         self.max_per_user: Counter = Counter()

@@ -80,5 +80,7 @@ class Ledger:
     def described(self, key: str) -> str:
         """The executions of ``key`` for a failure message: pid, attempt, whether its body returned."""
         ended = {(e.pid, e.attempt) for e in self.of("end") if e.key == key}
-        return ", ".join(f"pid {e.pid} attempt {e.attempt} {'returned' if (e.pid, e.attempt) in ended else 'cut short'}"
-                         for e in self.starts().get(key, []))
+        return ", ".join(
+            f"pid {e.pid} attempt {e.attempt} {'returned' if (e.pid, e.attempt) in ended else 'cut short'}"
+            for e in self.starts().get(key, [])
+        )

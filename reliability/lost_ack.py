@@ -23,8 +23,12 @@ def env(rate: float, log: Path, seed: int | str = 1) -> dict:
     """Environment variables under which the first COMMIT of each kind of store transaction that
     changed rows, and then a ``rate`` of them, lose their acknowledgement; each fault is a line of
     ``log``."""
-    return {"PQ_LOST_ACK": repr(float(rate)), "PQ_LOST_ACK_SEED": str(seed), "PQ_LOST_ACK_LOG": str(log),
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{SITE}"}
+    return {
+        "PQ_LOST_ACK": repr(float(rate)),
+        "PQ_LOST_ACK_SEED": str(seed),
+        "PQ_LOST_ACK_LOG": str(log),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{SITE}",
+    }
 
 
 def faults(log: Path) -> Counter:

@@ -44,7 +44,7 @@ def _stat(pid: int) -> list[str] | None:
             text = fh.read()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def alive(pid: int) -> bool:
@@ -175,8 +175,13 @@ class Fleet:
         log = self.logdir / f"{self._n:03d}-{name}.log"
         with open(log, "ab") as out:
             popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT),
-                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, start_new_session=True,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=str(ROOT),
+                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                start_new_session=True,
             )
         proc = Proc(name, popen, log, self.graceful)
         self.procs.append(proc)

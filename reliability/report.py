@@ -43,8 +43,12 @@ NOTES = {
 def _git() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "queue_core", "perfectsched", "pqflow"],
-                               cwd=ROOT, capture_output=True, text=True).stdout
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "queue_core", "perfectsched", "pqflow"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout
         return rev.strip() + ("+local changes" if dirty.strip() else "")
     except OSError:
         return "unknown"
@@ -64,9 +68,15 @@ def save(results: list[Result], mode: str) -> Path:
     kept = [r for r in doc["results"] if (r["scenario"], r["backend"]) not in fresh]
     saved, commit = now(), _git()
     rows = [{**r.to_dict(), "measured": r.measured or saved, "commit": commit} for r in results]
-    doc.update(date=saved, host=host, mode=mode, commit=commit,
-               python=platform.python_version(), cpus=os.cpu_count(),
-               results=sorted(kept + rows, key=lambda r: (ORDER.index(r["scenario"]), r["backend"])))
+    doc.update(
+        date=saved,
+        host=host,
+        mode=mode,
+        commit=commit,
+        python=platform.python_version(),
+        cpus=os.cpu_count(),
+        results=sorted(kept + rows, key=lambda r: (ORDER.index(r["scenario"]), r["backend"])),
+    )
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
 
@@ -82,19 +92,23 @@ def table(doc: dict) -> str:
     when = times[0] if times[0] == times[-1] else f"{times[0]} to {times[-1]}"
     mixed = len(set(commits)) > 1
     code = "the commit of each row" if mixed else f"commit {commits[0] if commits else doc['commit']}"
-    head = (f"Measured {when} on `{doc['host']}` ({doc['cpus']} CPUs, Python {doc['python']}, "
-            f"{code}), **{doc['mode']}** parameters.\n\n"
-            "| # | scenario | database | result | tasks | kills | restarts | duplicates | losses | "
-            f"time to recover | duration | other figures |{' commit |' if mixed else ''}\n"
-            f"|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|{'---|' if mixed else ''}\n")
+    head = (
+        f"Measured {when} on `{doc['host']}` ({doc['cpus']} CPUs, Python {doc['python']}, "
+        f"{code}), **{doc['mode']}** parameters.\n\n"
+        "| # | scenario | database | result | tasks | kills | restarts | duplicates | losses | "
+        f"time to recover | duration | other figures |{' commit |' if mixed else ''}\n"
+        f"|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|{'---|' if mixed else ''}\n"
+    )
     rows = []
-    for r, commit in zip(doc["results"], commits):
+    for r, commit in zip(doc["results"], commits, strict=False):
         rec = "–" if r["recover_s"] is None else f"{r['recover_s']:.1f} s"
         notes = "; ".join(f"{k} {_fmt(r['figures'][k])}" for k in NOTES.get(r["scenario"], []) if k in r["figures"])
-        rows.append(f"| {ORDER.index(r['scenario']) + 1} | {r['scenario']} | {r['backend']} | "
-                    f"{'pass' if r['ok'] else '**FAIL**'} | {r['tasks']} | {r['kills']} | {r['restarts']} | "
-                    f"{r['duplicates']} | {r['losses']} | {rec} | {r['duration_s']:.0f} s | {notes} |"
-                    + (f" {commit} |" if mixed else ""))
+        rows.append(
+            f"| {ORDER.index(r['scenario']) + 1} | {r['scenario']} | {r['backend']} | "
+            f"{'pass' if r['ok'] else '**FAIL**'} | {r['tasks']} | {r['kills']} | {r['restarts']} | "
+            f"{r['duplicates']} | {r['losses']} | {rec} | {r['duration_s']:.0f} s | {notes} |"
+            + (f" {commit} |" if mixed else "")
+        )
     failures = [f"- {r['scenario']} on {r['backend']}: {f}" for r in doc["results"] for f in r["failures"]]
     tail = ("\n\nFailures:\n\n" + "\n".join(failures)) if failures else ""
     return head + "\n".join(rows) + tail
@@ -155,22 +169,24 @@ def soak_chart(doc: dict, path: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install -e '.[bench]')"
-    panels = [("rss_mb", "resident memory of the worker processes (MB, sum)"),
-              ("fds", "open file descriptors (sum)"), ("db_sessions", "database sessions")]
+    panels = [
+        ("rss_mb", "resident memory of the worker processes (MB, sum)"),
+        ("fds", "open file descriptors (sum)"),
+        ("db_sessions", "database sessions"),
+    ]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, (key, title) in zip(axes, panels):
+    for ax, (key, title) in zip(axes, panels, strict=False):
         for r in soaks:
             pts = [(s["t"] / 60, s[key]) for s in r["figures"]["samples"] if s.get(key) is not None]
             if pts:
-                ax.plot(*zip(*pts), label=r["backend"], linewidth=1.2)
+                ax.plot(*zip(*pts, strict=True), label=r["backend"], linewidth=1.2)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("minutes")
         ax.set_ylim(bottom=0)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         else:
-            ax.text(0.5, 0.5, "not sampled (SQLite has no server)", ha="center", va="center",
-                    transform=ax.transAxes)
+            ax.text(0.5, 0.5, "not sampled (SQLite has no server)", ha="center", va="center", transform=ax.transAxes)
     lengths = ", ".join(f"{r['backend']} {r['duration_s'] / 60:.0f} min" for r in soaks)
     fig.suptitle(f"pq soak — {doc['host']}, {doc['cpus']} CPUs: {lengths}")
     fig.tight_layout()

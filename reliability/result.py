@@ -70,6 +70,8 @@ class Result:
 
     def summary(self) -> str:
         rec = "-" if self.recover_s is None else f"{self.recover_s:.1f}s"
-        return (f"{self.scenario:<18} {self.backend:<9} {'PASS' if self.ok else 'FAIL'}  tasks={self.tasks} "
-                f"kills={self.kills} restarts={self.restarts} duplicates={self.duplicates} "
-                f"losses={self.losses} recover={rec} duration={self.duration_s:.1f}s")
+        return (
+            f"{self.scenario:<18} {self.backend:<9} {'PASS' if self.ok else 'FAIL'}  tasks={self.tasks} "
+            f"kills={self.kills} restarts={self.restarts} duplicates={self.duplicates} "
+            f"losses={self.losses} recover={rec} duration={self.duration_s:.1f}s"
+        )

@@ -36,8 +36,9 @@ PRIVATE = {"db_restarts", "soak"}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m reliability", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m reliability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--db", default="mariadb,postgres,sqlite", help="comma-separated: mariadb, postgres, sqlite")
     ap.add_argument("--scenarios", default="all", help=f"comma-separated names or numbers 1-{len(ALL)} (default: all)")
     ap.add_argument("--quick", action="store_true", help="the reduced sizes the CI tests use")
@@ -72,9 +73,16 @@ def shared_urls() -> dict[str, str]:
     """URLs of the shared servers: from the environment, else by sourcing the start script."""
     urls = {b: os.environ[e] for b, e in BACKEND_ENV.items() if os.environ.get(e)}
     if len(urls) < 2:
-        res = subprocess.run(["bash", "-c", '. scripts/start-databases.sh >/dev/null && '
-                              'printf "%s\\n%s\\n" "$TEST_MYSQL_URL" "$TEST_PG_URL"'],
-                             cwd=ROOT, capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                "bash",
+                "-c",
+                '. scripts/start-databases.sh >/dev/null && printf "%s\\n%s\\n" "$TEST_MYSQL_URL" "$TEST_PG_URL"',
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         found = res.stdout.split()
         if res.returncode == 0 and len(found) == 2:
             urls = {"mariadb": found[0], "postgres": found[1], **urls}
@@ -122,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(f"skip {mod.NAME} on {backend}: no server (set {BACKEND_ENV[backend]})", flush=True)
                     continue
-                ctx = Context(backend, url, workdir, seed=args.seed, servers=servers,
-                              keep_tables=args.keep_tables)
+                ctx = Context(backend, url, workdir, seed=args.seed, servers=servers, keep_tables=args.keep_tables)
                 print(f"... {mod.NAME} on {backend}", flush=True)
                 result = run_one(mod, ctx, params(mod, args))
                 results.append(result)

@@ -23,8 +23,7 @@ def available() -> bool:
 
 
 def _base() -> dict:
-    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{SITE}"}
+    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{SITE}"}
 
 
 def shifted(seconds: float) -> dict:

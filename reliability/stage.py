@@ -31,18 +31,24 @@ ACKS = "acks.txt"
 #: worker settings of every scenario unless it overrides them: fast polls, short leases,
 #: nothing purged (retention) so the final check sees every row, quiet logs
 WORKER_DEFAULTS: dict[str, Any] = {
-    "processors": 1, "poll_interval": 0.1, "alive_time": 3.0, "child_heartbeat_interval": 0.3,
-    "child_fork_frequency_limit": 0.0, "retry_wait": 0.0, "retention_time": 1e9, "log_level": "WARNING",
+    "processors": 1,
+    "poll_interval": 0.1,
+    "alive_time": 3.0,
+    "child_heartbeat_interval": 0.3,
+    "child_fork_frequency_limit": 0.0,
+    "retry_wait": 0.0,
+    "retention_time": 1e9,
+    "log_level": "WARNING",
 }
 
 
 @dataclass
 class Context:
-    backend: str                  # "mariadb", "postgres" or "sqlite"
+    backend: str  # "mariadb", "postgres" or "sqlite"
     url: str
     workdir: Path
     seed: int = 1
-    servers: Any = None           # reliability.dbserver.PrivateServers serving ``url``, for restarts
+    servers: Any = None  # reliability.dbserver.PrivateServers serving ``url``, for restarts
     keep_tables: bool = False
 
     def rng(self, scenario: str) -> random.Random:
@@ -50,8 +56,16 @@ class Context:
 
 
 class Stage:
-    def __init__(self, ctx: Context, scenario: str, tables: Tables, queue: queue_core.Queue, fleet: Fleet,
-                 watch: LeaseWatch | None, workdir: Path):
+    def __init__(
+        self,
+        ctx: Context,
+        scenario: str,
+        tables: Tables,
+        queue: queue_core.Queue,
+        fleet: Fleet,
+        watch: LeaseWatch | None,
+        workdir: Path,
+    ):
         self.ctx, self.scenario, self.tables, self.queue = ctx, scenario, tables, queue
         self.fleet, self.watch, self.workdir = fleet, watch, workdir
         self.ledger_path = workdir / "ledger.txt"
@@ -72,22 +86,44 @@ class Stage:
     def worker(self, name: str = "worker", *, env: dict | None = None, **overrides: Any) -> Proc:
         """Start a real worker (supervisor + ``processors`` children) serving the handlers
         (``env``: variables to add, e.g. :mod:`reliability.skew`'s)."""
-        return self.fleet.agent("worker", self.worker_settings(**overrides), name=name,
-                                env={LEDGER_ENV: str(self.ledger_path), **(env or {})})
+        return self.fleet.agent(
+            "worker",
+            self.worker_settings(**overrides),
+            name=name,
+            env={LEDGER_ENV: str(self.ledger_path), **(env or {})},
+        )
 
     def scheduler(self, name: str = "scheduler", *, env: dict | None = None, **settings: Any) -> Proc:
         """Start a real ``perfectsched run`` loop submitting this stage's schedules (or those of
         ``schedule_table``; ``target``: a handler of leased occurrences, see :mod:`reliability.agents`)."""
-        return self.fleet.agent("scheduler", {"url": self.url, "table": self.table, "log_level": "WARNING",
-                                              "schedule_table": self.tables.schedules, **settings}, name=name,
-                                env={LEDGER_ENV: str(self.ledger_path), **(env or {})})
+        return self.fleet.agent(
+            "scheduler",
+            {
+                "url": self.url,
+                "table": self.table,
+                "log_level": "WARNING",
+                "schedule_table": self.tables.schedules,
+                **settings,
+            },
+            name=name,
+            env={LEDGER_ENV: str(self.ledger_path), **(env or {})},
+        )
 
     def submitter(self, name: str = "submitter", *, env: dict | None = None, **spec: Any) -> Proc:
         """Start submitter threads (see :mod:`reliability.agents`) that acknowledge into
         :meth:`acks` until :meth:`stop_submitters`."""
-        return self.fleet.agent("submit", {"url": self.url, "table": self.table, "ledger": str(self.workdir / ACKS),
-                                           "stop_file": str(self.workdir / "stop-submitters"), **spec}, name=name,
-                                env=env)
+        return self.fleet.agent(
+            "submit",
+            {
+                "url": self.url,
+                "table": self.table,
+                "ledger": str(self.workdir / ACKS),
+                "stop_file": str(self.workdir / "stop-submitters"),
+                **spec,
+            },
+            name=name,
+            env=env,
+        )
 
     def stop_submitters(self, procs: Collection[Proc]) -> None:
         (self.workdir / "stop-submitters").touch()
@@ -108,9 +144,16 @@ class Stage:
         except queue_core.DatabaseError:
             return -1
 
-    def verify(self, result: Result, expected: Collection[str], *, executed: Collection[str] | None = None,
-               planned: Mapping[str, int] | None = None, strict: bool = True,
-               killed: Collection[int] = ()) -> dict[str, queue_core.TaskMetadata]:
+    def verify(
+        self,
+        result: Result,
+        expected: Collection[str],
+        *,
+        executed: Collection[str] | None = None,
+        planned: Mapping[str, int] | None = None,
+        strict: bool = True,
+        killed: Collection[int] = (),
+    ) -> dict[str, queue_core.TaskMetadata]:
         """The checks of a drained queue (see :mod:`reliability.checks`); returns the rows.
 
         ``expected``: keys that must have finished with outcome success exactly once;
@@ -130,8 +173,9 @@ class Stage:
         checks.nothing_left_running(result, table)
         ledger = self.ledger()
         cut = checks.cut_executions(self.watch.cut_pairs() if self.watch else set(), ledger, table, killed)
-        checks.executions_explained(result, ledger, expected if executed is None else executed, cut, planned,
-                                    strict=strict)
+        checks.executions_explained(
+            result, ledger, expected if executed is None else executed, cut, planned, strict=strict
+        )
         if self.watch is not None:
             for v in self.watch.cap_violations[:5]:
                 result.fail(v)

@@ -23,21 +23,27 @@ FINISHED = 1
 def _trigger_sql(dialect: str, table: str, audit: str, q) -> list[str]:
     key = q("key")
     if dialect == "sqlite":
-        return [f"""CREATE TRIGGER {table}_audit AFTER UPDATE OF state ON {table}
+        return [
+            f"""CREATE TRIGGER {table}_audit AFTER UPDATE OF state ON {table}
                     WHEN NEW.state = {FINISHED} AND OLD.state <> {FINISHED}
                     BEGIN INSERT INTO {audit} ({key}, outcome, at) VALUES (NEW.{key}, NEW.outcome, NEW.finished_at);
-                    END"""]
+                    END"""
+        ]
     if dialect in ("mysql", "mariadb"):
-        return [f"""CREATE TRIGGER {table}_audit AFTER UPDATE ON {table} FOR EACH ROW
+        return [
+            f"""CREATE TRIGGER {table}_audit AFTER UPDATE ON {table} FOR EACH ROW
                     BEGIN IF NEW.state = {FINISHED} AND OLD.state <> {FINISHED} THEN
                     INSERT INTO {audit} ({key}, outcome, at) VALUES (NEW.{key}, NEW.outcome, NEW.finished_at);
-                    END IF; END"""]
+                    END IF; END"""
+        ]
     if dialect == "postgresql":
-        return [f"""CREATE FUNCTION {audit}_fn() RETURNS trigger LANGUAGE plpgsql AS $$
+        return [
+            f"""CREATE FUNCTION {audit}_fn() RETURNS trigger LANGUAGE plpgsql AS $$
                     BEGIN INSERT INTO {audit} ({key}, outcome, at) VALUES (NEW.{key}, NEW.outcome, NEW.finished_at);
                     RETURN NULL; END $$""",
-                f"""CREATE TRIGGER {table}_audit AFTER UPDATE ON {table} FOR EACH ROW
-                    WHEN (NEW.state = {FINISHED} AND OLD.state <> {FINISHED}) EXECUTE FUNCTION {audit}_fn()"""]
+            f"""CREATE TRIGGER {table}_audit AFTER UPDATE ON {table} FOR EACH ROW
+                    WHEN (NEW.state = {FINISHED} AND OLD.state <> {FINISHED}) EXECUTE FUNCTION {audit}_fn()""",
+        ]
     raise ValueError(dialect)
 
 
@@ -52,7 +58,8 @@ class Tables:
         self.engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
         md = sa.MetaData()
         self.audit_table = sa.Table(
-            self.audit, md,
+            self.audit,
+            md,
             sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
             sa.Column("key", sa.String(255), nullable=False),
             sa.Column("outcome", sa.String(16)),

@@ -25,9 +25,10 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
    apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1) || echo "not installed:$missing" >&2
 fi
 # Lint, format and type checks of the packages and the tests (configured in pyproject.toml): a finding
-# fails the run. All the tests are linted; only tests/web is held to the formatter so far.
-.venv/bin/ruff check queue_core perfectsched pqflow pqweb tests
-.venv/bin/ruff format --check queue_core perfectsched pqflow pqweb tests/web
+# fails the run: the packages, the tests, the benchmarks and the reliability harness alike.
+code=(queue_core perfectsched pqflow pqweb tests benchmarks reliability)
+.venv/bin/ruff check "${code[@]}"
+.venv/bin/ruff format --check "${code[@]}"
 .venv/bin/mypy
 if ! . scripts/start-databases.sh; then
   if [ -n "${CI:-}" ]; then echo "databases could not be started (CI): failing" >&2; exit 1; fi

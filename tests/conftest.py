@@ -108,8 +108,9 @@ def drop_tables(url: str, *names: str) -> None:
     eng = sa.create_engine(url)
     try:
         with eng.begin() as conn:
-            found = [n for n in sa.inspect(conn).get_table_names()
-                     if n in names or any(n.startswith(x + "_") for x in names)]
+            found = [
+                n for n in sa.inspect(conn).get_table_names() if n in names or any(n.startswith(x + "_") for x in names)
+            ]
             quote = conn.dialect.identifier_preparer.quote
             if found and conn.dialect.name == "sqlite":  # one table per DROP there
                 for n in found:
@@ -179,14 +180,17 @@ def downgrade(store, columns, version: int) -> None:
             for extra in (store.queues_t, store.starts_t):
                 extra.drop(conn, checkfirst=True)
             for suffix, cols in V2_TASK_INDEXES:
-                conn.exec_driver_sql(f"CREATE INDEX {prep.quote(f'ix_{name}_{suffix}')} ON {prep.quote(name)} "
-                                     f"({', '.join(prep.quote(c) for c in cols)})")
+                conn.exec_driver_sql(
+                    f"CREATE INDEX {prep.quote(f'ix_{name}_{suffix}')} ON {prep.quote(name)} "
+                    f"({', '.join(prep.quote(c) for c in cols)})"
+                )
         if version < 7 and hasattr(store, "failed_t"):
             store.failed_t.drop(conn, checkfirst=True)
         if version < 7 and conn.dialect.name == "postgresql" and hasattr(store, "stats_t") and "key" not in columns:
             key = prep.quote("key")  # the task key in the database's collation, as before version 7
-            conn.exec_driver_sql(f'ALTER TABLE {prep.quote(name)} ALTER COLUMN {key} '
-                                 'TYPE VARCHAR(255) COLLATE "default"')
+            conn.exec_driver_sql(
+                f'ALTER TABLE {prep.quote(name)} ALTER COLUMN {key} TYPE VARCHAR(255) COLLATE "default"'
+            )
         conn.execute(sa.update(store.meta).where(store.meta.c.name == "schema_version").values(value=str(version)))
 
     store.db.run(work, what="downgrade")

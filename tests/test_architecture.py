@@ -69,7 +69,7 @@ def _imported_modules(name: str, source: str, is_package: bool, known: set[str])
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
             found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
     return {_known_prefix(n, known) for n in found} - {None, name}
 
@@ -83,8 +83,10 @@ def _known_prefix(name: str, known: set[str]) -> str | None:
 def _import_graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
-    return {name: _imported_modules(name, path.read_text(), path.name == "__init__.py", known)
-            for name, path in modules.items()}
+    return {
+        name: _imported_modules(name, path.read_text(), path.name == "__init__.py", known)
+        for name, path in modules.items()
+    }
 
 
 def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -94,7 +96,7 @@ def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
 
     def visit(node: str) -> list[str] | None:
         if node in path:
-            return path[path.index(node):] + [node]
+            return path[path.index(node) :] + [node]
         if node in done:
             return None
         path.append(node)
@@ -112,8 +114,10 @@ def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_circle_finder_sees_function_level_imports():
     known = {"pkg", "pkg.a", "pkg.b"}
     source_a = "def start():\n    from .b import run\n    return run()\n"
-    graph = {"pkg.a": _imported_modules("pkg.a", source_a, False, known),
-             "pkg.b": _imported_modules("pkg.b", "from pkg.a import start\n", False, known)}
+    graph = {
+        "pkg.a": _imported_modules("pkg.a", source_a, False, known),
+        "pkg.b": _imported_modules("pkg.b", "from pkg.a import start\n", False, known),
+    }
     assert graph == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}}
     assert _a_circle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
 
@@ -130,8 +134,7 @@ MAX_MODULE_LINES = 600
 #: Debts of the rule "one home for each rule": modules already longer than MAX_MODULE_LINES,
 #: each capped at its length when the rule came in. Lower a cap when its module shrinks; drop the
 #: entry once the module is back under the limit. Never raise a cap or add an entry.
-KNOWN_LONG_MODULES = {
-}
+KNOWN_LONG_MODULES = {}
 
 
 def _line_count(path: Path) -> int:
@@ -155,14 +158,24 @@ def test_known_long_modules_are_still_debts():
 # -- the store is the only writer ------------------------------------------------------------------------------------
 #: columns that say what state a row and its lease are in: only the store's named transitions set them
 LEASE_COLUMNS = {"state", "leased", "lease_token", "cancel_requested"}
-STATE_COLUMNS = LEASE_COLUMNS | {"timeout", "next_time", "next_run_time", "run_at", "outcome", "finished_at",
-                                 "attempts", "owner", "updated_at"}
+STATE_COLUMNS = LEASE_COLUMNS | {
+    "timeout",
+    "next_time",
+    "next_run_time",
+    "run_at",
+    "outcome",
+    "finished_at",
+    "attempts",
+    "owner",
+    "updated_at",
+}
 #: the generic writers the store's named transitions replaced; none of them may come back
 GENERIC_WRITERS = {"update", "update_by_key", "update_group", "fenced_update", "update_columns", "set_columns"}
 DB_API_CALLS = {"execute", "executemany", "executescript", "exec_driver_sql"}
 DB_DRIVERS = {"sqlalchemy", "sqlite3", "pymysql", "MySQLdb", "psycopg", "psycopg2", "asyncpg"}
 SQL_TEXT = re.compile(
-    r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|(CREATE|ALTER|DROP)\s+TABLE)\b", re.DOTALL)
+    r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|(CREATE|ALTER|DROP)\s+TABLE)\b", re.DOTALL
+)
 #: SQL in lower case, in the shapes only a statement has (prose may say "delete from the list")
 SQL_TEXT_ANY_CASE = re.compile(
     r"\b(update\s+\S+\s+set\s+\w+\s*=|insert\s+into\s+\S+\s*\(|delete\s+from\s+\S+\s+where\b|"
@@ -222,8 +235,11 @@ def _reads_as_sql(text: str) -> bool:
 def _items(node: ast.AST) -> dict[str, ast.AST]:
     """The string keys a dict literal or ``dict(...)`` call sets, with their values."""
     if isinstance(node, ast.Dict):
-        return {k.value: v for k, v in zip(node.keys, node.values, strict=True)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        return {
+            k.value: v
+            for k, v in zip(node.keys, node.values, strict=True)
+            if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
         return {k.arg: k.value for k in node.keywords if k.arg}
     return {}
@@ -285,13 +301,16 @@ def table_writes_outside_the_store(source: str) -> list[str]:
     for node in ast.walk(tree):
         if _sets_a_state(_items(node)):
             found.append(f"line {node.lineno}: a row of columns {sorted(set(_items(node)) & STATE_COLUMNS)}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "values" \
-                and {k.arg for k in node.keywords} & LEASE_COLUMNS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "values"
+            and {k.arg for k in node.keywords} & LEASE_COLUMNS
+        ):
             found.append(f"line {node.lineno}: .values() of lease columns")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STORE_ONLY_CALLS:
             found.append(f"line {node.lineno}: calls {ast.unparse(node.func)}()")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                _calls_the_store(node.func, aliases):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _calls_the_store(node.func, aliases):
             name = node.func.attr
             if name in GENERIC_WRITERS or name.startswith("_"):
                 found.append(f"line {node.lineno}: calls {ast.unparse(node.func)}()")
@@ -331,8 +350,7 @@ def _outside_the_store():
 def test_no_sql_outside_the_store():
     allowed = {"queue_core/url_secrets.py": ["imports sqlalchemy.engine"]}  # make_url, to mask passwords
     for rel, source in _outside_the_store():
-        found = [f for f in sql_outside_the_store(source)
-                 if not any(f.endswith(a) for a in allowed.get(rel, []))]
+        found = [f for f in sql_outside_the_store(source) if not any(f.endswith(a) for a in allowed.get(rel, []))]
         assert not found, f"{rel}: {found}: SQL belongs in queue_core/store"
 
 
@@ -351,31 +369,57 @@ def test_no_generic_update_writer_in_the_store():
 _WRITE = "    def {}(self, conn, key, {}):\n        conn.execute(sa.update(t).values(**{}))\n"
 #: (checker, samples it must flag, samples it must pass)
 SAMPLES = [
-    (sql_outside_the_store,
-     ["import sqlalchemy as sa\n", "from psycopg import connect\n", "def f(conn):\n    conn.execute(q)\n",
-      "Q = 'UPDATE pq_tasks SET state = 1 WHERE id = ?'\n", "Q = '''SELECT key\n  FROM t'''\n",
-      "Q = 'update pq_tasks set state = 1 where id = ?'\n", "Q = 'delete from pq_tasks where id = 1'\n",
-      "Q = f'UPDATE {table} SET state = {s} WHERE id = ?'\n", "Q = f'delete from {t} where id = {i}'\n",
-      "import importlib\nsa = importlib.import_module('sqlalchemy')\n", "pm = __import__('pymysql')\n"],
-     ["'''Select the rows a worker updates, then delete from the list.'''\n"]),
-    (table_writes_outside_the_store,
-     ["values = dict(state=0, leased=0, outcome=None)\n", "row = {'next_time': 1, 'leased': 0}\n",
-      "def f(s, c):\n    s.store.update(c, 'k', x=1)\n", "def f(tx):\n    tx._store.update_by_key(tx.conn, 'k')\n",
-      "def f(tx):\n    tx.runs._write(tx.conn, 'k')\n",
-      "def f(t, c):\n    c.run(t.update().values(state=1, leased=0))\n",
-      "def f(q, c):\n    q.db.dialect.update_each(c, t, rows, each=['state'])\n",
-      "def f(q, c):\n    s = q.store\n    s.update(c, 'k', x=1)\n",
-      "def f(q, c):\n    w = q.store\n    w._held(c, 1, 2, 'finish', {})\n"],
-     ["m = TaskMetadata(state=1, leased=0)\nd = {'outcome': 'x'}\n",
-      "shown = {'next_time': 1, 'next_run_time': 2, 'outcome': 'x'}\n",
-      "shown = {'cancel_requested': run.cancel, 'finished_at': 1}\n",
-      "def f(tx):\n    tx.runs.close(tx.conn, 1, 'skipped', 0.0)\n"]),
-    (generic_writers_in_the_store,
-     ["class S:\n    def update(self, conn, key, **values):\n        pass\n",
-      "class S:\n" + _WRITE.format("put", "**cols", "cols"), "class S:\n" + _WRITE.format("put", "values", "values")],
-     ["class S:\n" + _WRITE.format("_write", "values", "values")
-      + "    def finish(self, conn):\n        values = dict(state=1)\n"
-      + "        conn.execute(sa.update(t).values(**values))\n"]),
+    (
+        sql_outside_the_store,
+        [
+            "import sqlalchemy as sa\n",
+            "from psycopg import connect\n",
+            "def f(conn):\n    conn.execute(q)\n",
+            "Q = 'UPDATE pq_tasks SET state = 1 WHERE id = ?'\n",
+            "Q = '''SELECT key\n  FROM t'''\n",
+            "Q = 'update pq_tasks set state = 1 where id = ?'\n",
+            "Q = 'delete from pq_tasks where id = 1'\n",
+            "Q = f'UPDATE {table} SET state = {s} WHERE id = ?'\n",
+            "Q = f'delete from {t} where id = {i}'\n",
+            "import importlib\nsa = importlib.import_module('sqlalchemy')\n",
+            "pm = __import__('pymysql')\n",
+        ],
+        ["'''Select the rows a worker updates, then delete from the list.'''\n"],
+    ),
+    (
+        table_writes_outside_the_store,
+        [
+            "values = dict(state=0, leased=0, outcome=None)\n",
+            "row = {'next_time': 1, 'leased': 0}\n",
+            "def f(s, c):\n    s.store.update(c, 'k', x=1)\n",
+            "def f(tx):\n    tx._store.update_by_key(tx.conn, 'k')\n",
+            "def f(tx):\n    tx.runs._write(tx.conn, 'k')\n",
+            "def f(t, c):\n    c.run(t.update().values(state=1, leased=0))\n",
+            "def f(q, c):\n    q.db.dialect.update_each(c, t, rows, each=['state'])\n",
+            "def f(q, c):\n    s = q.store\n    s.update(c, 'k', x=1)\n",
+            "def f(q, c):\n    w = q.store\n    w._held(c, 1, 2, 'finish', {})\n",
+        ],
+        [
+            "m = TaskMetadata(state=1, leased=0)\nd = {'outcome': 'x'}\n",
+            "shown = {'next_time': 1, 'next_run_time': 2, 'outcome': 'x'}\n",
+            "shown = {'cancel_requested': run.cancel, 'finished_at': 1}\n",
+            "def f(tx):\n    tx.runs.close(tx.conn, 1, 'skipped', 0.0)\n",
+        ],
+    ),
+    (
+        generic_writers_in_the_store,
+        [
+            "class S:\n    def update(self, conn, key, **values):\n        pass\n",
+            "class S:\n" + _WRITE.format("put", "**cols", "cols"),
+            "class S:\n" + _WRITE.format("put", "values", "values"),
+        ],
+        [
+            "class S:\n"
+            + _WRITE.format("_write", "values", "values")
+            + "    def finish(self, conn):\n        values = dict(state=1)\n"
+            + "        conn.execute(sa.update(t).values(**values))\n"
+        ],
+    ),
 ]
 
 
@@ -398,8 +442,12 @@ def handlers_installed(source: str) -> list[str]:
         if not isinstance(node, ast.Call):
             continue
         f = node.func
-        if (isinstance(f, ast.Attribute) and f.attr == "signal" and isinstance(f.value, ast.Name)
-                and f.value.id in modules) or (isinstance(f, ast.Name) and f.id in functions):
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "signal"
+            and isinstance(f.value, ast.Name)
+            and f.value.id in modules
+        ) or (isinstance(f, ast.Name) and f.id in functions):
             handler = node.args[1] if len(node.args) >= 2 else None  # signal.signal(*pair): unknown
             if not _is_default_handler(handler):
                 found.append(f"line {node.lineno}: installs {ast.unparse(handler) if handler else '?'}")
@@ -416,8 +464,13 @@ def _signal_names(tree: ast.AST) -> tuple[set[str], set[str]]:
         elif isinstance(node, ast.ImportFrom) and node.module == "signal":
             functions |= {a.asname or a.name for a in node.names if a.name == "signal"}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "signal" \
-                and isinstance(node.value.value, ast.Name) and node.value.value.id in modules:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "signal"
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id in modules
+        ):
             functions |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return modules, functions
 
@@ -438,8 +491,11 @@ def test_signal_handlers_are_installed_only_by_the_service_module():
 
 
 def test_the_signal_check_sees_aliases():
-    for bad in ["import signal as sig\nsig.signal(sig.SIGTERM, h)\n",
-                "from signal import signal as on\non(15, h)\n", "import signal\nsignal.signal(15, lambda *a: 0)\n"]:
+    for bad in [
+        "import signal as sig\nsig.signal(sig.SIGTERM, h)\n",
+        "from signal import signal as on\non(15, h)\n",
+        "import signal\nsignal.signal(15, lambda *a: 0)\n",
+    ]:
         assert handlers_installed(bad), bad
     assert not handlers_installed("import signal as s\ns.signal(s.SIGCHLD, s.SIG_DFL)\n")
 
@@ -485,9 +541,11 @@ def test_an_upper_layer_loaded_through_queue_cores_own_loader_is_an_import(tmp_p
     load_target("pqflow.runtime:Decider") nor _import_module("pqflow.engine") counts, so
     test_queue_core_never_imports_the_upper_layers passes with them."""
     sample = tmp_path / "m.py"
-    sample.write_text("from .loader import _import_module, load_target\n"
-                      "DECIDER = load_target('pqflow.runtime:Decider')\n"
-                      "engine = _import_module('pqflow.engine')\n")
+    sample.write_text(
+        "from .loader import _import_module, load_target\n"
+        "DECIDER = load_target('pqflow.runtime:Decider')\n"
+        "engine = _import_module('pqflow.engine')\n"
+    )
     found = _imports(sample)
     assert {"pqflow.runtime", "pqflow.engine"} & {n.split(":")[0] for n in found}, found
 
@@ -497,9 +555,11 @@ def test_a_handler_chosen_by_a_conditional_expression_is_a_handler():
     signal.signal(n, self._on_child if watching else signal.SIG_DFL) installs a Python handler
     (outside queue_core/service.py, the rule's one home) and is not seen; nor is a lambda that
     returns signal.SIG_IGN."""
-    for source in ["import signal\ndef f(self, watching):\n"
-                   "    signal.signal(signal.SIGCHLD, self._on_child if watching else signal.SIG_DFL)\n",
-                   "import signal\nsignal.signal(signal.SIGTERM, lambda *_: signal.SIG_IGN)\n"]:
+    for source in [
+        "import signal\ndef f(self, watching):\n"
+        "    signal.signal(signal.SIGCHLD, self._on_child if watching else signal.SIG_DFL)\n",
+        "import signal\nsignal.signal(signal.SIGTERM, lambda *_: signal.SIG_IGN)\n",
+    ]:
         assert handlers_installed(source), source
 
 
@@ -507,8 +567,10 @@ def test_signal_signal_bound_to_a_name_is_still_signal_signal():
     """The check follows 'import signal as x' and 'from signal import signal as y', but not the
     same alias made by an assignment (install = signal.signal), nor a call with the arguments
     unpacked from a table (signal.signal(*pair), skipped as 'fewer than two arguments')."""
-    for source in ["import signal\ninstall = signal.signal\ninstall(signal.SIGTERM, on_term)\n",
-                   "import signal\nfor pair in [(signal.SIGTERM, on_term)]:\n    signal.signal(*pair)\n"]:
+    for source in [
+        "import signal\ninstall = signal.signal\ninstall(signal.SIGTERM, on_term)\n",
+        "import signal\nfor pair in [(signal.SIGTERM, on_term)]:\n    signal.signal(*pair)\n",
+    ]:
         assert handlers_installed(source), source
 
 
@@ -516,8 +578,10 @@ def test_a_store_alias_with_a_type_annotation_is_an_alias():
     """_store_aliases reads plain assignments only. The code base annotates its variables; with
     's: TaskStore = q.store' (an AnnAssign) or 's, c = q.store, tx.conn' (a tuple target) a call
     of a generic writer or a private helper through the alias is not seen."""
-    for source in ["def f(q, c):\n    s: TaskStore = q.store\n    s._held(c, 1, 2, 'finish', {})\n",
-                   "def f(q, tx):\n    s, c = q.store, tx.conn\n    s.update(c, 'k', x=1)\n"]:
+    for source in [
+        "def f(q, c):\n    s: TaskStore = q.store\n    s._held(c, 1, 2, 'finish', {})\n",
+        "def f(q, tx):\n    s, c = q.store, tx.conn\n    s.update(c, 'k', x=1)\n",
+    ]:
         assert table_writes_outside_the_store(source), source
 
 
@@ -526,7 +590,9 @@ def test_a_dict_of_runs_is_not_the_store():
     runs: dict[str, RunRef]). Merging two of them with dict.update, or updating a dict built from
     one, reads as 'calls runs.update()', a generic writer of the store, and fails the
     architecture test on correct code."""
-    for source in ["def merge(runs: dict, more: dict) -> None:\n    runs.update(more)\n",
-                   "def f(runs: dict, more: dict) -> dict:\n    wanted = {k: runs[k] for k in runs}\n"
-                   "    wanted.update(more)\n    return wanted\n"]:
+    for source in [
+        "def merge(runs: dict, more: dict) -> None:\n    runs.update(more)\n",
+        "def f(runs: dict, more: dict) -> dict:\n    wanted = {k: runs[k] for k in runs}\n"
+        "    wanted.update(more)\n    return wanted\n",
+    ]:
         assert not table_writes_outside_the_store(source), table_writes_outside_the_store(source)

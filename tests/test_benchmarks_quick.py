@@ -38,9 +38,23 @@ def test_quick_benchmark_covers_every_scenario(db, tmp_path):
     docs_md = ROOT / "docs" / "benchmarks.md"
     docs_before = docs_md.stat().st_mtime_ns if docs_md.exists() else None
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--db", db,
-         "--out-json", str(out_json), "--out-md", str(out_md)],
-        cwd=ROOT, capture_output=True, text=True, timeout=280)
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--quick",
+            "--db",
+            db,
+            "--out-json",
+            str(out_json),
+            "--out-md",
+            str(out_md),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     doc = json.loads(out_json.read_text())

@@ -75,8 +75,15 @@ class Peer:
         """Undo ``setup``."""
 
 
-def drain(ctx: Context, name: str, argvs: list[list[str]], total: int, *, env: dict | None = None,
-          stop_signal: int = signal.SIGTERM) -> float:
+def drain(
+    ctx: Context,
+    name: str,
+    argvs: list[list[str]],
+    total: int,
+    *,
+    env: dict | None = None,
+    stop_signal: int = signal.SIGTERM,
+) -> float:
     """Start the worker commands ``argvs`` and wait until ``total`` task bodies have run; stop
     the workers. Returns seconds from their start to the last task's end."""
     marks = ctx.file(f"{name}.done")
@@ -85,8 +92,7 @@ def drain(ctx: Context, name: str, argvs: list[list[str]], total: int, *, env: d
     started = time.time()
     procs = [Proc(a, env=env, log=ctx.file(f"{name}-{i}.log")) for i, a in enumerate(argvs)]
     try:
-        wait_until(lambda: done.count(marks) >= total, ctx.sizes.timeout, f"{total} {name} tasks",
-                   procs, interval=0.05)
+        wait_until(lambda: done.count(marks) >= total, ctx.sizes.timeout, f"{total} {name} tasks", procs, interval=0.05)
         return os.stat(marks).st_mtime - started
     finally:
         for p in procs:

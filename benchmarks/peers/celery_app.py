@@ -20,8 +20,10 @@ def build(broker: str, backend: str | None = None, tables: str | None = None):
 
     app = Celery("bench", broker=broker, backend=backend or None)
     if tables:
-        app.conf.broker_transport_options = {"queue_tablename": f"{tables}_queue",
-                                             "message_tablename": f"{tables}_message"}
+        app.conf.broker_transport_options = {
+            "queue_tablename": f"{tables}_queue",
+            "message_tablename": f"{tables}_message",
+        }
 
     @app.task(name="noop")
     def noop():
@@ -39,5 +41,6 @@ def build(broker: str, backend: str | None = None, tables: str | None = None):
 
 
 if os.environ.get("BENCH_CELERY_BROKER"):
-    app = build(os.environ["BENCH_CELERY_BROKER"], os.environ.get("BENCH_CELERY_BACKEND"),
-                os.environ.get("BENCH_CELERY_TABLES"))
+    app = build(
+        os.environ["BENCH_CELERY_BROKER"], os.environ.get("BENCH_CELERY_BACKEND"), os.environ.get("BENCH_CELERY_TABLES")
+    )

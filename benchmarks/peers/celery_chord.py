@@ -42,8 +42,12 @@ class CeleryChord(Peer):
     shape, width, counted = "dag", FAN_OUT, STEPS
 
     def settings(self, ctx) -> dict:
-        return {"runs": self.runs(ctx), "shape": f"chain(step, chord([step] x {FAN_OUT}, step))",
-                "broker/backend": "redis:// (same redis-server)", "workers": f"celery worker -c {WORKERS} (prefork)"}
+        return {
+            "runs": self.runs(ctx),
+            "shape": f"chain(step, chord([step] x {FAN_OUT}, step))",
+            "broker/backend": "redis:// (same redis-server)",
+            "workers": f"celery worker -c {WORKERS} (prefork)",
+        }
 
     def runs(self, ctx) -> int:
         return ctx.sizes.chord_runs
@@ -59,15 +63,25 @@ class CeleryChord(Peer):
         url = ctx.extra["redis_url"] + "/3"
         Redis.from_url(url).flushdb()
         # Sent from a child: a sender subscribes to its results, and this process has no use for them.
-        sent = subprocess.run([sys.executable, "-m", "benchmarks.peers.celery_chord", url, self.shape,
-                               str(runs), str(self.width)],
-                              env=child_env(), capture_output=True, text=True, timeout=ctx.sizes.timeout)
+        sent = subprocess.run(
+            [sys.executable, "-m", "benchmarks.peers.celery_chord", url, self.shape, str(runs), str(self.width)],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=ctx.sizes.timeout,
+        )
         if sent.returncode != 0:
             raise BenchError(f"sending the chords failed: {sent.stderr.strip().splitlines()[-1:]}")
         argv = [*command("celery", "celery"), "-A", "benchmarks.peers.celery_app", "worker", "-c", str(WORKERS)]
         # Stopped by SIGQUIT (cold shutdown) once measured: nothing is left to run, and a warm one takes seconds.
-        seconds = drain(ctx, f"celery-{self.name}", [argv], runs * self.tasks(), stop_signal=signal.SIGQUIT,
-                        env={"BENCH_CELERY_BROKER": url, "BENCH_CELERY_BACKEND": url})
+        seconds = drain(
+            ctx,
+            f"celery-{self.name}",
+            [argv],
+            runs * self.tasks(),
+            stop_signal=signal.SIGQUIT,
+            env={"BENCH_CELERY_BROKER": url, "BENCH_CELERY_BACKEND": url},
+        )
         return runs * self.counted / seconds
 
 

@@ -36,8 +36,12 @@ class CelerySqla(Peer):
     modules = ("celery", "kombu")
 
     def settings(self, ctx) -> dict:
-        return {"tasks": ctx.sizes.peer_tasks, "broker": "sqla+mysql+pymysql:// (kombu SQLAlchemy transport)",
-                "workers": f"celery worker -c {WORKERS} (prefork)", "result backend": "none"}
+        return {
+            "tasks": ctx.sizes.peer_tasks,
+            "broker": "sqla+mysql+pymysql:// (kombu SQLAlchemy transport)",
+            "workers": f"celery worker -c {WORKERS} (prefork)",
+            "result backend": "none",
+        }
 
     def skip_reason(self, ctx):
         if not ctx.extra.get("server_urls", {}).get("mariadb"):
@@ -82,9 +86,13 @@ class CelerySqla(Peer):
         record = app.tasks["record"]
         try:
             with app.producer_or_acquire() as producer:
-                return measure_latency(ctx, "celery", self._worker(1),
-                                       lambda created: record.apply_async((created,), producer=producer),
-                                       env={"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_TABLES": prefix})
+                return measure_latency(
+                    ctx,
+                    "celery",
+                    self._worker(1),
+                    lambda created: record.apply_async((created,), producer=producer),
+                    env={"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_TABLES": prefix},
+                )
         finally:
             app.close()
 
@@ -96,8 +104,13 @@ class CelerySqla(Peer):
             for _ in range(n):
                 noop.apply_async(producer=producer)
         app.close()
-        seconds = drain(ctx, "celery-sqla", [self._worker(WORKERS)], n,
-                        env={"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_TABLES": prefix})
+        seconds = drain(
+            ctx,
+            "celery-sqla",
+            [self._worker(WORKERS)],
+            n,
+            env={"BENCH_CELERY_BROKER": broker, "BENCH_CELERY_TABLES": prefix},
+        )
         return n / seconds
 
     def teardown(self, ctx) -> None:

@@ -21,10 +21,22 @@ from .done import RECORD_ENV
 
 #: kind -> (section, metric, unit, pq metric, pq label, what is compared)
 KINDS = {
-    "submit": ("enqueue", "submit_per_s", "tasks/s", "submit_per_s", "pq submit one by one",
-               "submit one by one, one process"),
-    "latency": ("latency", "p95_ms", "ms", f"p95_{DEFAULT_POLL:g}s", "pq latency p95 (default poll interval)",
-                "submit-to-start p95, idle consumer, steady submissions"),
+    "submit": (
+        "enqueue",
+        "submit_per_s",
+        "tasks/s",
+        "submit_per_s",
+        "pq submit one by one",
+        "submit one by one, one process",
+    ),
+    "latency": (
+        "latency",
+        "p95_ms",
+        "ms",
+        f"p95_{DEFAULT_POLL:g}s",
+        "pq latency p95 (default poll interval)",
+        "submit-to-start p95, idle consumer, steady submissions",
+    ),
 }
 
 
@@ -41,8 +53,12 @@ class Feel(Peer):
         sizes = ctx.sizes
         if self.kind == "submit":
             return {"tasks": sizes.enqueue_tasks, "how": "one call per task, one process, empty queue"}
-        return {"tasks": sizes.latency_tasks, "rate": f"{sizes.latency_rate:g}/s",
-                "consumer": self.base.latency_consumer, "latency": "handler start - time.time() before submit"}
+        return {
+            "tasks": sizes.latency_tasks,
+            "rate": f"{sizes.latency_rate:g}/s",
+            "consumer": self.base.latency_consumer,
+            "latency": "handler start - time.time() before submit",
+        }
 
     def skip_reason(self, ctx):
         return self.base.skip_reason(ctx)
@@ -69,8 +85,9 @@ def timed_submits(n: int, submit) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def measure_latency(ctx, name: str, argv: list[str], submit, *, env: dict | None = None,
-                    stop_signal: int = signal.SIGTERM) -> float:
+def measure_latency(
+    ctx, name: str, argv: list[str], submit, *, env: dict | None = None, stop_signal: int = signal.SIGTERM
+) -> float:
     """Start the consumer ``argv``; once a warm-up task ran and it idled 1.5 s, submit
     ``latency_tasks`` tasks at ``latency_rate``/s with ``submit(created)``; the p95 latency in ms."""
     s = ctx.sizes
@@ -82,7 +99,9 @@ def measure_latency(ctx, name: str, argv: list[str], submit, *, env: dict | None
         wait_until(lambda: read_records(path), s.timeout, f"the {name} warm-up task", [proc])
         time.sleep(1.5)
         steady(s.latency_tasks, s.latency_rate, lambda _i: submit(time.time()))
-        wait_until(lambda: len(read_records(path)) >= s.latency_tasks + 1, s.timeout, f"the {name} latency tasks", [proc])
+        wait_until(
+            lambda: len(read_records(path)) >= s.latency_tasks + 1, s.timeout, f"the {name} latency tasks", [proc]
+        )
     finally:
         proc.stop(stop_signal, grace=10)
     rows = read_records(path)[1:]

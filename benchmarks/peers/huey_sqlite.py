@@ -24,8 +24,11 @@ class HueySqlite(Peer):
     modules = ("huey",)
 
     def settings(self, ctx) -> dict:
-        return {"tasks": ctx.sizes.peer_tasks, "consumer": f"huey_consumer -w {WORKERS} -k process",
-                "storage": "SqliteHuey defaults (WAL, synchronous=FULL)"}
+        return {
+            "tasks": ctx.sizes.peer_tasks,
+            "consumer": f"huey_consumer -w {WORKERS} -k process",
+            "storage": "SqliteHuey defaults (WAL, synchronous=FULL)",
+        }
 
     latency_consumer = "huey_consumer -w 1 -k process (defaults otherwise)"
 
@@ -51,11 +54,18 @@ class HueySqlite(Peer):
 
     def latency(self, ctx) -> float:
         app, _, path = self._fresh(ctx, "huey-latency.db")
-        argv = [*command("huey_consumer", "huey.bin.huey_consumer"), "benchmarks.peers.huey_app.huey",
-                "-w", "1", "-k", "process"]
+        argv = [
+            *command("huey_consumer", "huey.bin.huey_consumer"),
+            "benchmarks.peers.huey_app.huey",
+            "-w",
+            "1",
+            "-k",
+            "process",
+        ]
         try:
-            return measure_latency(ctx, "huey", argv, app.bench_record, env={"BENCH_HUEY_DB": str(path)},
-                                   stop_signal=signal.SIGINT)
+            return measure_latency(
+                ctx, "huey", argv, app.bench_record, env={"BENCH_HUEY_DB": str(path)}, stop_signal=signal.SIGINT
+            )
         finally:
             app.storage.close()
 
@@ -65,7 +75,13 @@ class HueySqlite(Peer):
         for _ in range(n):
             noop()
         app.storage.close()
-        argv = [*command("huey_consumer", "huey.bin.huey_consumer"), "benchmarks.peers.huey_app.huey",
-                "-w", str(WORKERS), "-k", "process"]
+        argv = [
+            *command("huey_consumer", "huey.bin.huey_consumer"),
+            "benchmarks.peers.huey_app.huey",
+            "-w",
+            str(WORKERS),
+            "-k",
+            "process",
+        ]
         seconds = drain(ctx, "huey", [argv], n, env={"BENCH_HUEY_DB": str(path)}, stop_signal=signal.SIGINT)
         return n / seconds

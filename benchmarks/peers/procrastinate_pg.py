@@ -42,8 +42,11 @@ class Procrastinate(Peer):
     modules = ("procrastinate",)
 
     def settings(self, ctx) -> dict:
-        return {"tasks": ctx.sizes.peer_tasks, "workers": f"{WORKERS} x procrastinate worker (defaults)",
-                "database": f"{DATABASE} (own database, same server)"}
+        return {
+            "tasks": ctx.sizes.peer_tasks,
+            "workers": f"{WORKERS} x procrastinate worker (defaults)",
+            "database": f"{DATABASE} (own database, same server)",
+        }
 
     def skip_reason(self, ctx):
         if not ctx.extra.get("server_urls", {}).get("postgres"):
@@ -76,8 +79,13 @@ class Procrastinate(Peer):
         app, _ = self._fresh(ctx)
         argv = [*command("procrastinate", "procrastinate"), "--app=benchmarks.peers.procrastinate_app.app", "worker"]
         with app.open():
-            return measure_latency(ctx, "procrastinate", argv, lambda created: app.bench_record.defer(created=created),
-                                   env={"BENCH_PROCRASTINATE_DSN": _dsn(ctx)})
+            return measure_latency(
+                ctx,
+                "procrastinate",
+                argv,
+                lambda created: app.bench_record.defer(created=created),
+                env={"BENCH_PROCRASTINATE_DSN": _dsn(ctx)},
+            )
 
     def run(self, ctx) -> float:
         n = ctx.sizes.peer_tasks

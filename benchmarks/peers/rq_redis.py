@@ -23,8 +23,11 @@ class RQ(Peer):
     needs_redis = True
 
     def settings(self, ctx) -> dict:
-        return {"tasks": ctx.sizes.rq_tasks, "workers": f"{WORKERS} x rq worker --burst (default forking Worker)",
-                "redis": "redis-server --save '' --appendonly no, 127.0.0.1"}
+        return {
+            "tasks": ctx.sizes.rq_tasks,
+            "workers": f"{WORKERS} x rq worker --burst (default forking Worker)",
+            "redis": "redis-server --save '' --appendonly no, 127.0.0.1",
+        }
 
     def run(self, ctx) -> float:
         from redis import Redis

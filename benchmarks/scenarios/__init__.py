@@ -18,11 +18,26 @@ from .startup import Startup
 from .workflow import Workflow
 
 #: run order: the raw limit first; drain before workflow (the workflow overhead uses it)
-SCENARIOS: tuple[type[Scenario], ...] = (Raw, Enqueue, Drain, Latency, PollCost, Fairness, Scheduler, Workflow,
-                                         Maps, IdleLoad, Startup, NamedQueues, Dashboard)
+SCENARIOS: tuple[type[Scenario], ...] = (
+    Raw,
+    Enqueue,
+    Drain,
+    Latency,
+    PollCost,
+    Fairness,
+    Scheduler,
+    Workflow,
+    Maps,
+    IdleLoad,
+    Startup,
+    NamedQueues,
+    Dashboard,
+)
 
 #: every results section, in report order, with its title
-TITLES: dict[str, str] = {name: title for cls in SCENARIOS for name, title in ((cls.name, cls.title), *cls.also.items())}
+TITLES: dict[str, str] = {
+    name: title for cls in SCENARIOS for name, title in ((cls.name, cls.title), *cls.also.items())
+}
 SECTIONS = tuple(TITLES)
 
 

@@ -24,8 +24,13 @@ from ..tables import analyze, clone, read_row, tasks_table
 from .base import Context, Sample, Scenario
 
 DAY = 86400.0
-ERRORS = ("TimeoutError: api timed out", "ValueError: bad row 17", "KeyError: 'customer'",
-          "ConnectionError: refused", "RuntimeError: quota exceeded")
+ERRORS = (
+    "TimeoutError: api timed out",
+    "ValueError: bad row 17",
+    "KeyError: 'customer'",
+    "ConnectionError: refused",
+    "RuntimeError: quota exceeded",
+)
 
 flow = pqflow.Workflow("bench_dash_flow")
 
@@ -85,16 +90,37 @@ def load(ctx: Context, name: str) -> None:
     ctx.log(f"loading {s.poll_finished} finished + {s.poll_future} waiting rows")
     done, failed = read_row(url, t, "template-done"), read_row(url, t, "template-failed")
     failures = s.poll_finished // 50
-    clone(url, t, done, s.poll_finished - failures - 365,
-          lambda i: {"key": f"f{i}", "timeout": done["timeout"] + i / 1000, "finished_at": now - DAY + i / 1000})
-    clone(url, t, failed, failures,
-          lambda i: {"key": f"x{i}", "error": ERRORS[i % 5] + f" (call {i})", "finished_at": now - 3600 + i / 1000})
+    clone(
+        url,
+        t,
+        done,
+        s.poll_finished - failures - 365,
+        lambda i: {"key": f"f{i}", "timeout": done["timeout"] + i / 1000, "finished_at": now - DAY + i / 1000},
+    )
+    clone(
+        url,
+        t,
+        failed,
+        failures,
+        lambda i: {"key": f"x{i}", "error": ERRORS[i % 5] + f" (call {i})", "finished_at": now - 3600 + i / 1000},
+    )
     clone(url, t, done, 365, lambda i: {"key": f"nightly.{int(now - DAY * (365 - i))}", "type": "report"})
     waiting = read_row(url, t, "template-waiting")
-    clone(url, t, waiting, s.poll_future,
-          lambda i: {"key": f"w{i}", "run_at": now - 600 + i / 1000, "timeout": now - 600 + i / 1000,
-                     "user": "acme" if i % 10 == 0 else None})
-    with ctx.queue("dashboard", name, fresh=False) as q:  # the failed rows cloned by hand: noted as a failure notes them
+    clone(
+        url,
+        t,
+        waiting,
+        s.poll_future,
+        lambda i: {
+            "key": f"w{i}",
+            "run_at": now - 600 + i / 1000,
+            "timeout": now - 600 + i / 1000,
+            "user": "acme" if i % 10 == 0 else None,
+        },
+    )
+    with ctx.queue(
+        "dashboard", name, fresh=False
+    ) as q:  # the failed rows cloned by hand: noted as a failure notes them
         q.db.run(q.store.note_all_failed, what="note the failed rows")
     analyze(url, name)
 

@@ -28,16 +28,16 @@ class Drain(Scenario):
         s = ctx.sizes
         url, table = ctx.url("drain"), ctx.table("drain")
         ctx.queue("drain", table).close()
-        startup = pq_worker(TARGET, url=url, table=table, burst=True, processors=1,
-                            log=ctx.file("drain-startup.log")).wait(s.timeout)
+        startup = pq_worker(
+            TARGET, url=url, table=table, burst=True, processors=1, log=ctx.file("drain-startup.log")
+        ).wait(s.timeout)
         out.metric("drain", "startup_s", startup, "worker start-up: empty queue, --burst, start to exit", "s")
         worker_kb = 0
         for n in s.drain_processes:
             with ctx.queue("drain", table) as q:
                 fill(q, s.drain_tasks)
             ctx.log(f"drain {s.drain_tasks} tasks, {n} process(es)")
-            proc = pq_worker(TARGET, url=url, table=table, burst=True, processors=n,
-                             log=ctx.file(f"drain-p{n}.log"))
+            proc = pq_worker(TARGET, url=url, table=table, burst=True, processors=n, log=ctx.file(f"drain-p{n}.log"))
             rss = PeakRSS(proc.pid)
             rss.start()
             try:
@@ -52,8 +52,13 @@ class Drain(Scenario):
             out.check("drain", f"p{n}_duplicates", counts["reexecuted"])
             worker_kb = max([worker_kb, *rss.children_kb.values()])
             pool_kb = rss.root_kb + sum(rss.children_kb.values())
-            out.metric("memory", f"p{n}_pool_mb", pool_kb / 1024,
-                       f"pool of {n}: supervisor + {len(rss.children_kb)} child process"
-                       f"{'es' if len(rss.children_kb) != 1 else ''}", "MB")
+            out.metric(
+                "memory",
+                f"p{n}_pool_mb",
+                pool_kb / 1024,
+                f"pool of {n}: supervisor + {len(rss.children_kb)} child process"
+                f"{'es' if len(rss.children_kb) != 1 else ''}",
+                "MB",
+            )
             out.detail("memory", f"p{n}_supervisor_mb", round(rss.root_kb / 1024, 1))
         out.metric("memory", "worker_mb", worker_kb / 1024, "one worker (child) process, largest", "MB")

@@ -21,8 +21,10 @@ class Enqueue(Scenario):
                     q.submit(f"one-{i}", "noop", {"i": i})
             with Stopwatch() as many:
                 for start in range(0, n, batch):
-                    q.submit_many({"key": f"many-{i}", "type": "noop", "data": {"i": i}}
-                                  for i in range(start, min(n, start + batch)))
+                    q.submit_many(
+                        {"key": f"many-{i}", "type": "noop", "data": {"i": i}}
+                        for i in range(start, min(n, start + batch))
+                    )
         counts = task_counts(ctx.url("enqueue"), table)
         out.metric("enqueue", "submit_per_s", n / one.seconds, "submit, one by one", "tasks/s")
         out.metric("enqueue", "submit_many_per_s", n / many.seconds, f"submit_many, batches of {batch}", "tasks/s")

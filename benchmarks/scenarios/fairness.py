@@ -34,10 +34,19 @@ class Fairness(Scenario):
         with ctx.queue("fairness", table) as q:
             for user, cap in users.items():
                 fill(q, s.fair_tasks, "nap", prefix=f"{user}-", user=user, max_running=cap)
-            procs = [pq_worker("benchmarks.handlers:nap", url=url, table=table, processors=s.fair_processors,
-                               env={"PQ_BENCH_NAP": str(s.fair_sleep)}, log=ctx.file(f"fairness-{i}.log"))
-                     for i in range(s.fair_workers)]
+            procs = [
+                pq_worker(
+                    "benchmarks.handlers:nap",
+                    url=url,
+                    table=table,
+                    processors=s.fair_processors,
+                    env={"PQ_BENCH_NAP": str(s.fair_sleep)},
+                    log=ctx.file(f"fairness-{i}.log"),
+                )
+                for i in range(s.fair_workers)
+            ]
             try:
+
                 def warm() -> bool:
                     return all(len(descendants(p.pid)) >= s.fair_processors for p in procs)
 
@@ -50,11 +59,22 @@ class Fairness(Scenario):
         mean = {u: sum(r[u] for _, r in samples) / len(samples) for u in users}
         total = sum(mean.values()) or 1.0
         for user, cap in users.items():
-            out.metric("fairness", f"{user}_share", 100 * mean[user] / total,
-                       f"max_running={cap}: share of running tasks (ideal {100 * cap / sum(users.values()):.0f} %)",
-                       "%", zero_ok=True)
-            out.metric("fairness", f"{user}_slot_use", 100 * mean[user] / cap,
-                       f"max_running={cap}: mean running / cap", "%", zero_ok=True)
+            out.metric(
+                "fairness",
+                f"{user}_share",
+                100 * mean[user] / total,
+                f"max_running={cap}: share of running tasks (ideal {100 * cap / sum(users.values()):.0f} %)",
+                "%",
+                zero_ok=True,
+            )
+            out.metric(
+                "fairness",
+                f"{user}_slot_use",
+                100 * mean[user] / cap,
+                f"max_running={cap}: mean running / cap",
+                "%",
+                zero_ok=True,
+            )
             out.check("fairness", f"{user}_over_cap", sum(1 for _, r in samples if r[user] > cap))
         out.detail("fairness", "window_s", round(samples[-1][0], 2))
         out.detail("fairness", "samples", len(samples))

@@ -64,8 +64,11 @@ def statements(db: str, url: str) -> float | None:
     with engine(url).connect() as conn:
         if db == "mariadb":
             return float(conn.execute(sa.text("SHOW GLOBAL STATUS LIKE 'Questions'")).one()[1])
-        return float(conn.execute(sa.text(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()")).scalar())
+        return float(
+            conn.execute(
+                sa.text("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()")
+            ).scalar()
+        )
 
 
 class IdleLoad(Scenario):
@@ -77,8 +80,12 @@ class IdleLoad(Scenario):
         url, table = ctx.url("idle"), ctx.table("idle")
         ctx.queue("idle", table).close()
         for mode, env in MODES.items():
-            procs = [pq_worker("benchmarks.handlers:noop", url=url, table=table, env=env,
-                               log=ctx.file(f"idle-{mode}-{i}.log")) for i in range(s.idle_workers)]
+            procs = [
+                pq_worker(
+                    "benchmarks.handlers:noop", url=url, table=table, env=env, log=ctx.file(f"idle-{mode}-{i}.log")
+                )
+                for i in range(s.idle_workers)
+            ]
             try:
                 time.sleep(s.idle_warmup)
                 self.measure(ctx, out, mode, procs, url)
@@ -92,19 +99,45 @@ class IdleLoad(Scenario):
         names = SERVER_PROCESS.get(ctx.db, ())
         # per process: one that ends meanwhile (a worker's start-up check, run in a child process
         # of its own, may still be running) is left out rather than counted as negative CPU
-        before = (time.monotonic(), cpu_by_process(workers), cpu_by_process(named_processes(names)),
-                  statements(ctx.db, url))
+        before = (
+            time.monotonic(),
+            cpu_by_process(workers),
+            cpu_by_process(named_processes(names)),
+            statements(ctx.db, url),
+        )
         time.sleep(s.idle_seconds)
-        after = (time.monotonic(), cpu_by_process(workers), cpu_by_process(named_processes(names)),
-                 statements(ctx.db, url))
+        after = (
+            time.monotonic(),
+            cpu_by_process(workers),
+            cpu_by_process(named_processes(names)),
+            statements(ctx.db, url),
+        )
         elapsed, n = after[0] - before[0], s.idle_workers
         label = "polling only (wake_interval 0, before)" if mode == "before" else "defaults (after)"
-        out.metric("idle", f"worker_cpu_pct_{mode}", 100 * cpu_spent(before[1], after[1]) / elapsed / n,
-                   f"CPU per idle worker, % of a core, {label}", "%", zero_ok=True)
+        out.metric(
+            "idle",
+            f"worker_cpu_pct_{mode}",
+            100 * cpu_spent(before[1], after[1]) / elapsed / n,
+            f"CPU per idle worker, % of a core, {label}",
+            "%",
+            zero_ok=True,
+        )
         if before[3] is not None:
             # the counter reads themselves: 1 statement each (MariaDB), 1 transaction each (PostgreSQL)
             rate = (after[3] - before[3] - 1) / elapsed / n
-            out.metric("idle", f"statements_per_s_{mode}", rate, f"statements per second per idle worker, {label}",
-                       "/s", zero_ok=True)
-            out.metric("idle", f"server_cpu_pct_{mode}", 100 * cpu_spent(before[2], after[2]) / elapsed,
-                       f"server CPU for {n} idle workers, % of a core, {label}", "%", zero_ok=True)
+            out.metric(
+                "idle",
+                f"statements_per_s_{mode}",
+                rate,
+                f"statements per second per idle worker, {label}",
+                "/s",
+                zero_ok=True,
+            )
+            out.metric(
+                "idle",
+                f"server_cpu_pct_{mode}",
+                100 * cpu_spent(before[2], after[2]) / elapsed,
+                f"server CPU for {n} idle workers, % of a core, {label}",
+                "%",
+                zero_ok=True,
+            )

@@ -59,17 +59,23 @@ class Latency(Scenario):
         record.unlink(missing_ok=True)
         tag = f"{interval:g}s"
         with ctx.queue("latency", table) as q:
-            proc = pq_worker("benchmarks.handlers:record", url=url, table=table,
-                             poll_interval=None if interval == DEFAULT_POLL else interval,
-                             env={"PQ_BENCH_RECORD": str(record)}, log=ctx.file(f"latency-{tag}.log"))
+            proc = pq_worker(
+                "benchmarks.handlers:record",
+                url=url,
+                table=table,
+                poll_interval=None if interval == DEFAULT_POLL else interval,
+                env={"PQ_BENCH_RECORD": str(record)},
+                log=ctx.file(f"latency-{tag}.log"),
+            )
             try:
                 q.submit("warm-up", "record")
                 wait_until(lambda: read_records(record), s.timeout, "the warm-up task", [proc])
                 time.sleep(1.5 * interval)
                 ctx.log(f"latency: {s.latency_tasks} tasks at {s.latency_rate:g}/s, poll interval {tag}")
                 achieved = steady(s.latency_tasks, s.latency_rate, lambda i: q.submit(f"l{i}", "record"))
-                wait_until(lambda: len(read_records(record)) >= s.latency_tasks + 1, s.timeout,
-                           "the latency tasks", [proc])
+                wait_until(
+                    lambda: len(read_records(record)) >= s.latency_tasks + 1, s.timeout, "the latency tasks", [proc]
+                )
             finally:
                 proc.stop()
         rows = [r for r in read_records(record) if r[0] != "warm-up"]

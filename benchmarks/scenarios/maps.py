@@ -50,8 +50,9 @@ class Maps(Scenario):
             out.check(SECTION, key, totals[key])
         lo, hi = min(rates), max(rates)
         if hi != lo:
-            out.metric(SECTION, "linear_ratio", rates[lo] / rates[hi],
-                       f"time per item: {hi:,}-item map ÷ {lo:,}-item map", "x")
+            out.metric(
+                SECTION, "linear_ratio", rates[lo] / rates[hi], f"time per item: {hi:,}-item map ÷ {lo:,}-item map", "x"
+            )
 
     def _width(self, ctx: Context, out: Sample, width: int) -> tuple[float, dict[str, int]]:
         """Serve the runs of one width and record its figures; (items/s, its checks)."""
@@ -74,8 +75,13 @@ def record(out: Sample, width: int, runs: int, seconds: float, peak_kb: int) -> 
     what = f"map of {width:,} items ({f'{runs} runs at once' if runs > 1 else '1 run'})"
     out.metric(SECTION, f"{tag}_items_per_s", rate, f"{what}, {PROCESSES} worker processes", "items/s")
     out.metric(SECTION, f"{tag}_ms_per_item", 1000 / rate, f"{what}, time per item", "ms")
-    out.metric(SECTION, f"{tag}_worker_mb", peak_kb / 1024,
-               f"{what}, largest worker process (supervisor or child), peak RSS", "MB")
+    out.metric(
+        SECTION,
+        f"{tag}_worker_mb",
+        peak_kb / 1024,
+        f"{what}, largest worker process (supervisor or child), peak RSS",
+        "MB",
+    )
     out.detail(SECTION, f"{tag}_runs", runs)
     return rate
 
@@ -97,9 +103,12 @@ def serve(ctx: Context, url: str, table: str, runs: int, log: str) -> tuple[floa
 
 def counts(url: str, table: str) -> dict[str, dict[str, int]]:
     """Row counts: the whole table, the rows of steps and items, the item rows, the join rows."""
-    return {"all": task_counts(url, table), "steps": task_counts(url, table, key_like="%#%"),
-            "items": task_counts(url, table, key_like=f"%#{MAP_STEP}#%"),
-            "join": task_counts(url, table, key_like="%#join")}
+    return {
+        "all": task_counts(url, table),
+        "steps": task_counts(url, table, key_like="%#%"),
+        "items": task_counts(url, table, key_like=f"%#{MAP_STEP}#%"),
+        "join": task_counts(url, table, key_like="%#join"),
+    }
 
 
 def unfinished_runs(q, ids: list[str], width: int) -> int:

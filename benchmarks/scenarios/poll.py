@@ -48,11 +48,15 @@ def load(ctx: Context, db: str, name: str, queues: int = 1) -> None:
         return {} if queues == 1 else {"queue": f"q{i % queues}"}
 
     done = read_row(url, t, "template-finished")
-    clone(url, t, done, s.poll_finished,
-          lambda i: {"key": f"f{i}", "timeout": done["timeout"] + i / 1000, **spread(i)})
+    clone(url, t, done, s.poll_finished, lambda i: {"key": f"f{i}", "timeout": done["timeout"] + i / 1000, **spread(i)})
     future = read_row(url, t, "template-future")
-    clone(url, t, future, s.poll_future,
-          lambda i: {"key": f"u{i}", "run_at": future["run_at"] + i, "timeout": future["timeout"] + i, **spread(i)})
+    clone(
+        url,
+        t,
+        future,
+        s.poll_future,
+        lambda i: {"key": f"u{i}", "run_at": future["run_at"] + i, "timeout": future["timeout"] + i, **spread(i)},
+    )
     analyze(url, name)
 
 
@@ -61,8 +65,9 @@ def timed_polls(q, n: int, kind: str, **poll) -> tuple[float, float]:
     queued (``poll``: the options of every poll, e.g. its queues; ``queue`` of the due tasks)."""
     target = poll.pop("target", None)
     q.poll(alive_time=FAR, **poll)  # warm-up: connect
-    q.submit_many({"key": f"d{time.time()}-{i}", "type": "noop", **({"queue": target} if target else {})}
-                  for i in range(n))
+    q.submit_many(
+        {"key": f"d{time.time()}-{i}", "type": "noop", **({"queue": target} if target else {})} for i in range(n)
+    )
 
     def claim() -> None:
         if q.poll(alive_time=FAR, **poll) is None:
@@ -103,8 +108,13 @@ class PollCost(Scenario):
         for what, label in (("claim", "claiming poll (returns a task)"), ("none", "empty poll (returns None)")):
             out.metric("poll", f"{what}_empty_ms", medians[what, "empty"], f"{label}, empty table", "ms")
             out.metric("poll", f"{what}_loaded_ms", medians[what, "loaded"], f"{label}, loaded table", "ms")
-            out.metric("poll", f"{what}_ratio", medians[what, "loaded"] / medians[what, "empty"],
-                       f"{label}: loaded / empty", "x")
+            out.metric(
+                "poll",
+                f"{what}_ratio",
+                medians[what, "loaded"] / medians[what, "empty"],
+                f"{label}: loaded / empty",
+                "x",
+            )
         for kind, table in self.tables.items():
             with queue_core.open(ctx.url("poll"), table) as q:
                 scrape, stats = timed_insight(q, max(5, ctx.sizes.poll_count // 10))

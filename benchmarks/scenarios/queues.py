@@ -57,10 +57,16 @@ class NamedQueues(Scenario):
         n = ctx.sizes.queue_count
         for what, label in (("claim", "claiming poll"), ("none", "empty poll")):
             for kind in ("empty", "loaded"):
-                out.metric("queues", f"poll_{what}_{kind}_ms", medians[what, kind], f"{label} over {n} queues, {kind}",
-                           "ms")
-            out.metric("queues", f"poll_{what}_ratio", medians[what, "loaded"] / medians[what, "empty"],
-                       f"{label} over {n} queues: loaded / empty", "x")
+                out.metric(
+                    "queues", f"poll_{what}_{kind}_ms", medians[what, kind], f"{label} over {n} queues, {kind}", "ms"
+                )
+            out.metric(
+                "queues",
+                f"poll_{what}_ratio",
+                medians[what, "loaded"] / medians[what, "empty"],
+                f"{label} over {n} queues: loaded / empty",
+                "x",
+            )
 
     def drain(self, ctx: Context, out: Sample) -> None:
         s = ctx.sizes
@@ -69,17 +75,29 @@ class NamedQueues(Scenario):
         for served in ("default", "q0,q1,q2"):
             names = served.split(",")
             with ctx.queue("queues", table) as q:
-                for i, name in enumerate(names):
+                for name in names:
                     fill(q, s.drain_tasks // len(names), prefix=f"{name}-", queue=name)
-            proc = pq_worker("benchmarks.handlers:noop", url=url, table=table, burst=True, processors=2,
-                             queues=served, log=ctx.file(f"queues-drain-{len(names)}.log"))
+            proc = pq_worker(
+                "benchmarks.handlers:noop",
+                url=url,
+                table=table,
+                burst=True,
+                processors=2,
+                queues=served,
+                log=ctx.file(f"queues-drain-{len(names)}.log"),
+            )
             elapsed = proc.wait(s.timeout)
             done = task_counts(url, table)
             expected = (s.drain_tasks // len(names)) * len(names)
             out.check("queues", f"drain{len(names)}_not_finished", expected - done["success"])
             rates[len(names)] = expected / elapsed
-            out.metric("queues", f"drain{len(names)}_per_s", rates[len(names)],
-                       f"drain, 2 processes, {len(names)} queue{'s' if len(names) > 1 else ''}", "tasks/s")
+            out.metric(
+                "queues",
+                f"drain{len(names)}_per_s",
+                rates[len(names)],
+                f"drain, 2 processes, {len(names)} queue{'s' if len(names) > 1 else ''}",
+                "tasks/s",
+            )
         out.metric("queues", "drain_ratio", rates[3] / rates[1], "drain over 3 queues / over 1", "x")
 
     def concurrency(self, ctx: Context, out: Sample) -> None:
@@ -88,9 +106,18 @@ class NamedQueues(Scenario):
         with ctx.queue("queues", table) as q:
             q.limit("api", concurrency=s.limit_concurrency)
             fill(q, s.limit_tasks, "nap", prefix="api-", queue="api")
-            procs = [pq_worker("benchmarks.handlers:nap", url=url, table=table, processors=s.fair_processors,
-                               queues="api", env={"PQ_BENCH_NAP": str(s.fair_sleep)},
-                               log=ctx.file(f"queues-limit-{i}.log")) for i in range(s.limit_workers)]
+            procs = [
+                pq_worker(
+                    "benchmarks.handlers:nap",
+                    url=url,
+                    table=table,
+                    processors=s.fair_processors,
+                    queues="api",
+                    env={"PQ_BENCH_NAP": str(s.fair_sleep)},
+                    log=ctx.file(f"queues-limit-{i}.log"),
+                )
+                for i in range(s.limit_workers)
+            ]
             try:
                 samples = sample_running(q, procs, s.fair_processors, s.fair_window, s.timeout)
             finally:
@@ -99,8 +126,13 @@ class NamedQueues(Scenario):
         if not samples:
             raise BenchError("no running task was ever sampled")
         mean = sum(samples) / len(samples)
-        out.metric("queues", "limit_utilisation_pct", 100 * mean / s.limit_concurrency,
-                   f"concurrency limit {s.limit_concurrency}: mean running / limit", "%")
+        out.metric(
+            "queues",
+            "limit_utilisation_pct",
+            100 * mean / s.limit_concurrency,
+            f"concurrency limit {s.limit_concurrency}: mean running / limit",
+            "%",
+        )
         out.check("queues", "limit_over_cap", sum(1 for n in samples if n > s.limit_concurrency))
         out.detail("queues", "limit_samples", len(samples))
 
@@ -111,8 +143,12 @@ class NamedQueues(Scenario):
         with ctx.queue("queues", table) as q:
             q.limit("api", rate=f"{s.rate_per_s}/1s")
             fill(q, total, prefix="api-", queue="api")
-            procs = [pq_worker("benchmarks.handlers:noop", url=url, table=table, queues="api",
-                               log=ctx.file(f"queues-rate-{i}.log")) for i in range(s.rate_workers)]
+            procs = [
+                pq_worker(
+                    "benchmarks.handlers:noop", url=url, table=table, queues="api", log=ctx.file(f"queues-rate-{i}.log")
+                )
+                for i in range(s.rate_workers)
+            ]
             try:
                 time.sleep(s.rate_seconds + 1.5)
             finally:
@@ -126,9 +162,13 @@ class NamedQueues(Scenario):
         begin = starts[0] + 1.0  # after the first second: workers all started
         window = [t for t in starts if begin <= t < begin + s.rate_seconds]
         achieved = len(window) / s.rate_seconds
-        out.metric("queues", "rate_ratio", achieved / s.rate_per_s,
-                   f"rate limit {s.rate_per_s}/s, {s.rate_workers} worker processes, {s.rate_seconds:g} s: "
-                   "achieved / limit", "x")
+        out.metric(
+            "queues",
+            "rate_ratio",
+            achieved / s.rate_per_s,
+            f"rate limit {s.rate_per_s}/s, {s.rate_workers} worker processes, {s.rate_seconds:g} s: achieved / limit",
+            "x",
+        )
         over = sum(1 for i, t in enumerate(starts) if sum(1 for u in starts[i:] if u < t + 1.0) > s.rate_per_s)
         out.check("queues", "rate_over_limit", over)
 

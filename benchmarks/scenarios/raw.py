@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import sqlalchemy as sa
+
 from queue_core.config import DEFAULTS
 
 from ..stats import rate_for
@@ -35,7 +36,8 @@ def raw_engine(url: str) -> sa.Engine:
 
 def raw_table(name: str) -> sa.Table:
     t = sa.Table(
-        name, sa.MetaData(),
+        name,
+        sa.MetaData(),
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("state", sa.SmallInteger(), nullable=False),
         sa.Column("n", sa.Integer(), nullable=False),

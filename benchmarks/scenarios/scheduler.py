@@ -64,8 +64,13 @@ class Scheduler(Scenario):
             seconds, results = barrier([argv] * procs, env=child_env(), logdir=ctx.workdir, timeout=s.timeout)
             counts = task_counts(url, queue_table)
             t = schedules_table(table)
-            out.metric("scheduler", f"due_p{procs}_s", seconds,
-                       f"{s.sched_due:,} due schedules submitted, {procs} scheduler process{'es' * (procs > 1)}", "s")
+            out.metric(
+                "scheduler",
+                f"due_p{procs}_s",
+                seconds,
+                f"{s.sched_due:,} due schedules submitted, {procs} scheduler process{'es' * (procs > 1)}",
+                "s",
+            )
             out.check("scheduler", f"p{procs}_missing", s.sched_due - counts["distinct_keys"])
             out.check("scheduler", f"p{procs}_duplicates", counts["total"] - counts["distinct_keys"])
             out.check("scheduler", f"p{procs}_miscounted", sum(r["submitted"] for r in results) - counts["total"])

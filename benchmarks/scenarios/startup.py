@@ -34,13 +34,24 @@ class Startup(Scenario):
                 record.unlink(missing_ok=True)
                 q.submit(f"first-{ctx.run}-{i}", "record")
                 launched = time.time()
-                proc = pq_worker("benchmarks.handlers:record", url=url, table=table, processors=2,
-                                 env={"PQ_BENCH_RECORD": str(record)}, log=ctx.file("startup.log"))
+                proc = pq_worker(
+                    "benchmarks.handlers:record",
+                    url=url,
+                    table=table,
+                    processors=2,
+                    env={"PQ_BENCH_RECORD": str(record)},
+                    log=ctx.file("startup.log"),
+                )
                 try:
                     wait_until(lambda rec=record: read_records(rec), s.timeout, "the first task", [proc])
                 finally:
                     proc.stop()
                 firsts.append(read_records(record)[0][2] - launched)
-        out.metric("startup", "first_task_s", statistics.median(firsts),
-                   f"launch to first task start, 2 processes (median of {s.startup_launches})", "s")
+        out.metric(
+            "startup",
+            "first_task_s",
+            statistics.median(firsts),
+            f"launch to first task start, 2 processes (median of {s.startup_launches})",
+            "s",
+        )
         out.detail("startup", "launches_s", [round(x, 3) for x in firsts])

@@ -28,8 +28,15 @@ class Workflow(Scenario):
             for i in range(runs):
                 dag.start(f"r{i}", {"i": i}, queue=q)
         ctx.log(f"workflow: {runs} runs x {STEPS} steps, {PROCESSES} processes")
-        elapsed = pq_worker("benchmarks.flows:Decider", program="pqflow", url=url, table=table, burst=True,
-                            processors=PROCESSES, log=ctx.file("workflow.log")).wait(ctx.sizes.timeout)
+        elapsed = pq_worker(
+            "benchmarks.flows:Decider",
+            program="pqflow",
+            url=url,
+            table=table,
+            burst=True,
+            processors=PROCESSES,
+            log=ctx.file("workflow.log"),
+        ).wait(ctx.sizes.timeout)
         counts = task_counts(url, table)
         step_rows = task_counts(url, table, key_like="%#%")  # run rows are re-armed (sweeps): not counted
         steps = runs * STEPS
@@ -39,8 +46,13 @@ class Workflow(Scenario):
         out.metric("workflow", "runs_per_s", runs / elapsed, "runs/s", "runs/s")
         drain = ctx.shared.get("drain_rate", {}).get(PROCESSES)
         if drain:
-            out.metric("workflow", "overhead_per_step", drain / rate,
-                       f"time per step / time per plain task (drain, {PROCESSES} processes)", "x")
+            out.metric(
+                "workflow",
+                "overhead_per_step",
+                drain / rate,
+                f"time per step / time per plain task (drain, {PROCESSES} processes)",
+                "x",
+            )
         out.check("workflow", "not_succeeded", runs + steps - counts["success"])
         out.check("workflow", "duplicates", step_rows["reexecuted"] + step_rows["total"] - step_rows["distinct_keys"])
         out.detail("workflow", "workflow", NAME)

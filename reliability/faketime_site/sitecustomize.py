@@ -10,6 +10,7 @@ import threading
 import time
 
 if os.environ.get("FAKETIME_DONT_FAKE_MONOTONIC") == "1" and "faketime" in os.environ.get("LD_PRELOAD", ""):
+
     def _sleep(seconds: float) -> None:
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")

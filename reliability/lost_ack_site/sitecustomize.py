@@ -107,5 +107,6 @@ def _install(rate: float, seed: str, log: str) -> None:
 
 
 if os.environ.get("PQ_LOST_ACK"):
-    _install(float(os.environ["PQ_LOST_ACK"]), os.environ.get("PQ_LOST_ACK_SEED", "1"),
-             os.environ.get("PQ_LOST_ACK_LOG", ""))
+    _install(
+        float(os.environ["PQ_LOST_ACK"]), os.environ.get("PQ_LOST_ACK_SEED", "1"), os.environ.get("PQ_LOST_ACK_LOG", "")
+    )

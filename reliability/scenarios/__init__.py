@@ -18,6 +18,17 @@ from . import (
 )
 
 #: in the order of the issues (scenarios 1-8 of issue 6, 9-11 of issue 12)
-ALL = [worker_crashes, db_restarts, graceful_restart, contention, scheduler_storm, workflow_chaos,
-       long_tasks, soak, clock_skew, paused_holders, lost_acks]
+ALL = [
+    worker_crashes,
+    db_restarts,
+    graceful_restart,
+    contention,
+    scheduler_storm,
+    workflow_chaos,
+    long_tasks,
+    soak,
+    clock_skew,
+    paused_holders,
+    lost_acks,
+]
 BY_NAME = {m.NAME: m for m in ALL}

@@ -57,8 +57,16 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         workers = [st.worker(f"worker{s:+.0f}", alive_time=p.alive_time, env=skew.shifted(s)) for s in p.skews]
         offset = st.workdir / "step-offset"
         workers.append(st.worker("stepped", alive_time=p.alive_time, env=skew.stepping(offset)))
-        fast = st.submitter("fast-submitter", env=skew.shifted(p.submitter_skew), threads=1, prefix="now",
-                            count=p.submitted, priorities=[5], data={"sleep": p.task_sleep}, interval=0.02)
+        fast = st.submitter(
+            "fast-submitter",
+            env=skew.shifted(p.submitter_skew),
+            threads=1,
+            prefix="now",
+            count=p.submitted,
+            priorities=[5],
+            data={"sleep": p.task_sleep},
+            interval=0.02,
+        )
         wait_for(lambda: st.finished() >= p.tasks // 4, p.timeout, "a quarter of the tasks")
         offset.write_text(f"{p.step:+.0f}")  # the stepped worker's clock jumps while it holds leases
         wait_for(lambda: not fast.running(), p.timeout, "the fast submitter")
@@ -75,15 +83,17 @@ def run(ctx: Context, p: Params = FULL) -> Result:
 def _submit(st, p: Params) -> list[str]:
     keys = [f"t{i}" for i in range(p.tasks)]
     long = p.long_factor * p.alive_time
-    st.queue.submit_many({"key": k, "type": TASK_TYPE,
-                          "data": {"sleep": long if i % p.long_every == 0 else p.task_sleep}}
-                         for i, k in enumerate(keys))
+    st.queue.submit_many(
+        {"key": k, "type": TASK_TYPE, "data": {"sleep": long if i % p.long_every == 0 else p.task_sleep}}
+        for i, k in enumerate(keys)
+    )
     return keys
 
 
 def _check_due(result: Result, table, submitted: list[str], p: Params) -> None:
-    waits = [table[k].started_at - table[k].created_at for k in submitted
-             if k in table and table[k].started_at is not None]
+    waits = [
+        table[k].started_at - table[k].created_at for k in submitted if k in table and table[k].started_at is not None
+    ]
     late = [w for w in waits if w > p.due_within]
     for w in late[:3]:
         result.fail(f"a 'run now' task of the fast submitter waited {w:.1f} s to start")

@@ -24,8 +24,11 @@ def start_runs(st: Stage, prefix: str, n: int, step_sleep: float = 0.0) -> list[
 
 def step_keys(run_ids: Iterable[str]) -> list[str]:
     """The queue keys of every step and map item of these runs that runs as a task."""
-    return [k for r in run_ids for k in [*(node_key(r, s) for s in RUN_STEPS),
-                                          *(item_key(r, "each", i) for i in range(MAP_ITEMS))]]
+    return [
+        k
+        for r in run_ids
+        for k in [*(node_key(r, s) for s in RUN_STEPS), *(item_key(r, "each", i) for i in range(MAP_ITEMS))]
+    ]
 
 
 def node_keys(run_ids: Iterable[str]) -> list[str]:

@@ -56,8 +56,12 @@ def run(ctx: Context, p: Params = FULL) -> Result:
     started = time.monotonic()
     with stage(ctx, NAME) as st:
         workers = [st.worker(f"pool{i}", processors=p.processors, alive_time=p.alive_time) for i in range(p.pools)]
-        submitters = [st.submitter(f"submitter{i}", prefix=f"s{i}", threads=p.threads, users=USERS, caps=CAPS,
-                                   priorities=PRIORITIES) for i in range(p.submit_procs)]
+        submitters = [
+            st.submitter(
+                f"submitter{i}", prefix=f"s{i}", threads=p.threads, users=USERS, caps=CAPS, priorities=PRIORITIES
+            )
+            for i in range(p.submit_procs)
+        ]
         rates = _sample_rates(st, p)
         st.stop_submitters(submitters)
         stop_all(workers)
@@ -73,8 +77,11 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         _check_rate(result, rates, p)
         result.tasks = len(acks.acked())
         result.figures.update(
-            submitted=len(acks.acked()), claimed=len(ran), claims_per_s=rates,
-            retries_absorbed=st.log_lines("transient database error"), max_running_seen=dict(st.watch.max_per_user),
+            submitted=len(acks.acked()),
+            claimed=len(ran),
+            claims_per_s=rates,
+            retries_absorbed=st.log_lines("transient database error"),
+            max_running_seen=dict(st.watch.max_per_user),
         )
     result.duration_s = round(time.monotonic() - started, 1)
     return result

@@ -51,8 +51,9 @@ class Params:
 
 
 FULL = Params()
-QUICK = Params(tasks=300, workers=2, runs=3, schedules=2, submitters=2, burst_acks=60, downtime=0.5,
-               alive_time=3.0, timeout=180.0)
+QUICK = Params(
+    tasks=300, workers=2, runs=3, schedules=2, submitters=2, burst_acks=60, downtime=0.5, alive_time=3.0, timeout=180.0
+)
 
 
 def run(ctx: Context, p: Params = FULL) -> Result:
@@ -70,7 +71,9 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         scheduler = st.scheduler(poll_interval=0.2)
         outages = []
         for fraction in (1 / 3, 2 / 3):
-            wait_for(lambda: st.finished() >= fraction * p.tasks, p.timeout, f"{fraction:.0%} of the drain")
+            wait_for(
+                lambda fraction=fraction: st.finished() >= fraction * p.tasks, p.timeout, f"{fraction:.0%} of the drain"
+            )
             outages.append(_outage(ctx, p))
         burst_acked, burst_outage = _burst(ctx, st, p)
         run_ids += start_runs(st, "after", p.runs)
@@ -91,9 +94,12 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         result.recovered(checks.recovery(outages, done))
         acks = [e.time for e in st.acks().of("ack")]
         result.recovered(checks.recovery([burst_outage], acks))
-        result.figures.update(downtime_s=[round(up - t, 2) for t, up in [*outages, burst_outage]],
-                              burst_acked=len(burst_acked), submit_errors=dict(st.acks().errors()),
-                              worker_errors=st.log_lines("poll failed", "could not settle", "finish failed"))
+        result.figures.update(
+            downtime_s=[round(up - t, 2) for t, up in [*outages, burst_outage]],
+            burst_acked=len(burst_acked),
+            submit_errors=dict(st.acks().errors()),
+            worker_errors=st.log_lines("poll failed", "could not settle", "finish failed"),
+        )
     result.duration_s = round(time.monotonic() - started, 1)
     return result
 
@@ -120,11 +126,13 @@ def _burst(ctx: Context, st: Stage, p: Params) -> tuple[list[str], tuple[float, 
     return sorted(st.acks().acked()), outage
 
 
-def _occurrences_submitted(sched: perfectsched.Scheduler, scheduler: Proc, first: dict[str, int],
-                           timeout: float) -> list[str]:
+def _occurrences_submitted(
+    sched: perfectsched.Scheduler, scheduler: Proc, first: dict[str, int], timeout: float
+) -> list[str]:
     """Wait until the scheduler process has submitted every due occurrence, stop it, and
     return the task keys of the occurrences it submitted: one per minute from each schedule's
     first occurrence up to its ``next_time`` (submission and advance commit together)."""
+
     def caught_up():
         now = time.time()
         return all(m.next_time > now - 1 for m in sched.list())

@@ -56,8 +56,9 @@ def run(ctx: Context, p: Params = FULL) -> Result:
     started = time.monotonic()
     with stage(ctx, NAME) as st:
         keys = [f"t{i}" for i in range(p.tasks)]
-        st.queue.submit_many({"key": k, "type": TASK_TYPE, "data": {"sleep": round(rng.uniform(0, p.max_sleep), 3)}}
-                             for k in keys)
+        st.queue.submit_many(
+            {"key": k, "type": TASK_TYPE, "data": {"sleep": round(rng.uniform(0, p.max_sleep), 3)}} for k in keys
+        )
         pool = st.worker("pool", processors=p.processors, alive_time=p.alive_time)
         hit: dict[str, set[int]] = {"USR1": set(), "HUP": set()}  # children each kind of signal hit
         sent = {"USR1": 0, "HUP": 0}
@@ -92,6 +93,7 @@ def run(ctx: Context, p: Params = FULL) -> Result:
 
 def _steady(supervisor: int, n: int, old: set[int], p: Params) -> set[int]:
     """Wait until every child in ``old`` is gone and ``n`` children run; return them."""
+
     def ready():
         if any(alive(pid) for pid in old):
             return None

@@ -39,7 +39,9 @@ class Params:
 
 
 FULL = Params()
-QUICK = Params(alive_time=1.5, factor=5.0)  # a 6 s window for a spare to take over: 3 CPU-bound processes share 2 CPUs in CI
+QUICK = Params(
+    alive_time=1.5, factor=5.0
+)  # a 6 s window for a spare to take over: 3 CPU-bound processes share 2 CPUs in CI
 
 
 def run(ctx: Context, p: Params = FULL) -> Result:
@@ -47,14 +49,23 @@ def run(ctx: Context, p: Params = FULL) -> Result:
     started = time.monotonic()
     long = p.factor * p.alive_time
     with stage(ctx, NAME) as st:
-        st.queue.submit_many([
-            {"key": "burn", "type": TASK_TYPE, "data": {"burn": long}},
-            {"key": "block-finish", "type": TASK_TYPE, "data": {"block": long, "late": "finish", "await_late": 2 * long}},
-            {"key": "block-return", "type": TASK_TYPE, "data": {"block": long, "late": "return"}},
-        ])
+        st.queue.submit_many(
+            [
+                {"key": "burn", "type": TASK_TYPE, "data": {"burn": long}},
+                {
+                    "key": "block-finish",
+                    "type": TASK_TYPE,
+                    "data": {"block": long, "late": "finish", "await_late": 2 * long},
+                },
+                {"key": "block-return", "type": TASK_TYPE, "data": {"block": long, "late": "return"}},
+            ]
+        )
         pool = st.worker("pool", processors=p.processors, alive_time=p.alive_time)
-        wait_for(lambda: st.finished() == 3 and len(st.ledger().of("late:returned")) == 1, 4 * long + 30,
-                 "the three tasks and both late settlements")
+        wait_for(
+            lambda: st.finished() == 3 and len(st.ledger().of("late:returned")) == 1,
+            4 * long + 30,
+            "the three tasks and both late settlements",
+        )
         time.sleep(p.alive_time / 5 * 2)  # two heartbeat periods: the late settle of block-return lands
         stop_all([pool])
         table = st.verify(result, ["burn", *BLOCKED], planned={k: 1 for k in BLOCKED})
@@ -68,16 +79,19 @@ def _check(result: Result, st, table, long: float) -> None:
     starts = ledger.starts()
     burn = starts.get("burn", [])
     if len(burn) != 1 or table["burn"].attempts != 1:
-        result.duplicate(f"the CPU-bound task lost its lease: {len(burn)} executions, "
-                         f"{table['burn'].attempts} attempts")
+        result.duplicate(
+            f"the CPU-bound task lost its lease: {len(burn)} executions, {table['burn'].attempts} attempts"
+        )
     ends = [e for e in ledger.of("end") if e.key == "burn"]
     if burn and ends and ends[0].time - burn[0].time < long * 0.9:
         result.fail(f"the CPU-bound task ran {ends[0].time - burn[0].time:.1f}s, not {long:.1f}s")
     for key in BLOCKED:
         runs = starts.get(key, [])
         if len(runs) != 2 or table[key].attempts != 2:
-            result.fail(f"{key}: {len(runs)} executions, {table[key].attempts} attempts (expected 2: "
-                        "the starved heartbeat should have lost the lease to a spare processor)")
+            result.fail(
+                f"{key}: {len(runs)} executions, {table[key].attempts} attempts (expected 2: "
+                "the starved heartbeat should have lost the lease to a spare processor)"
+            )
         elif runs[1].pid == runs[0].pid:
             result.fail(f"{key} was taken over by the same process")
         else:

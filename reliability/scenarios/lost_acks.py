@@ -71,8 +71,19 @@ class Params:
 
 
 FULL = Params()
-QUICK = Params(tasks=120, workers=2, submitted=24, submit_interval=0.02, waves=2, wave_every=0.5, schedules=3,
-               missed=4, fault_rate=0.1, alive_time=10.0, timeout=60.0)
+QUICK = Params(
+    tasks=120,
+    workers=2,
+    submitted=24,
+    submit_interval=0.02,
+    waves=2,
+    wave_every=0.5,
+    schedules=3,
+    missed=4,
+    fault_rate=0.1,
+    alive_time=10.0,
+    timeout=60.0,
+)
 
 
 def run(ctx: Context, p: Params = FULL) -> Result:
@@ -106,8 +117,15 @@ def run(ctx: Context, p: Params = FULL) -> Result:
 
 def _submit(st: Stage, p: Params) -> list[str]:
     keys = [f"t{i}" for i in range(p.tasks)]
-    st.queue.submit_many({"key": k, "type": TASK_TYPE, "data": {"sleep": p.task_sleep},
-                          "max_attempts": 1 if i % p.limited_every == 0 else None} for i, k in enumerate(keys))
+    st.queue.submit_many(
+        {
+            "key": k,
+            "type": TASK_TYPE,
+            "data": {"sleep": p.task_sleep},
+            "max_attempts": 1 if i % p.limited_every == 0 else None,
+        }
+        for i, k in enumerate(keys)
+    )
     return keys
 
 
@@ -119,21 +137,38 @@ def _start(st: Stage, p: Params, handled_table: str) -> dict:
     """Start the processes; let the submitter submit once the workers and the two schedulers run
     their loops (tasks finish, the schedulers logged their start): a process starting up is not
     to be taken for a wait."""
-    lease = {"alive_time": p.alive_time, "task_heartbeat_interval": p.alive_time / 5, "poll_interval": 0.2,
-             "log_level": "INFO"}
+    lease = {
+        "alive_time": p.alive_time,
+        "task_heartbeat_interval": p.alive_time / 5,
+        "poll_interval": 0.2,
+        "log_level": "INFO",
+    }
     go = st.workdir / "start-submitting"
     procs = {
-        "workers": [st.worker(f"worker{i}", alive_time=p.alive_time, processors=p.processors,
-                              env=_faulty(st, p, "workers")) for i in range(p.workers)],
+        "workers": [
+            st.worker(f"worker{i}", alive_time=p.alive_time, processors=p.processors, env=_faulty(st, p, "workers"))
+            for i in range(p.workers)
+        ],
         "ticker": st.scheduler("ticker", env=_faulty(st, p, "ticker"), tick_batch=p.tick_batch, **lease),
-        "handler": st.scheduler("handler", env=_faulty(st, p, "handler"), schedule_table=handled_table,
-                                target=FIRE, **lease),
-        "submitter": st.submitter(env=_faulty(st, p, "submitter"), threads=p.threads, prefix="now",
-                                  count=p.submitted // p.threads, priorities=[5], data={"sleep": p.task_sleep},
-                                  interval=p.submit_interval, start_file=str(go)),
+        "handler": st.scheduler(
+            "handler", env=_faulty(st, p, "handler"), schedule_table=handled_table, target=FIRE, **lease
+        ),
+        "submitter": st.submitter(
+            env=_faulty(st, p, "submitter"),
+            threads=p.threads,
+            prefix="now",
+            count=p.submitted // p.threads,
+            priorities=[5],
+            data={"sleep": p.task_sleep},
+            interval=p.submit_interval,
+            start_file=str(go),
+        ),
     }
-    wait_for(lambda: st.finished() > 0 and all("schedule_table=" in procs[s].output() for s in ("ticker", "handler")),
-             STARTUP, "the workers and schedulers to start")
+    wait_for(
+        lambda: st.finished() > 0 and all("schedule_table=" in procs[s].output() for s in ("ticker", "handler")),
+        STARTUP,
+        "the workers and schedulers to start",
+    )
     go.touch()
     return procs
 
@@ -156,6 +191,7 @@ def _caught_up(scheds: list[perfectsched.Scheduler], procs: list[Proc], added: d
     """Wait until the schedulers have fired every due occurrence, stop them, and return the task
     keys of the occurrences they fired: every minute from a schedule's first occurrence up to
     where it stands."""
+
     def done() -> bool:
         now = time.time()
         return all(m.next_time > now - 1 for s in scheds for m in s.list())
@@ -165,8 +201,9 @@ def _caught_up(scheds: list[perfectsched.Scheduler], procs: list[Proc], added: d
     return [f"{m.key}.{t}" for s in scheds for m in s.list() for t in range(added[m.key][0], m.next_time, 60)]
 
 
-def _check(result: Result, st: Stage, table, p: Params, submitted: list[str], occurrences: list[str],
-           added: dict) -> None:
+def _check(
+    result: Result, st: Stage, table, p: Params, submitted: list[str], occurrences: list[str], added: dict
+) -> None:
     checks.acked_present(result, table, submitted)
     for kind, n in st.acks().errors().items():
         result.fail(f"{n} submit calls raised {kind}")
@@ -187,8 +224,9 @@ def _first_attempts(result: Result, table) -> None:
 
 
 def _run_now(result: Result, table, submitted: list[str], within: float) -> None:
-    waits = [table[k].started_at - table[k].created_at for k in submitted
-             if k in table and table[k].started_at is not None]
+    waits = [
+        table[k].started_at - table[k].created_at for k in submitted if k in table and table[k].started_at is not None
+    ]
     for w in [w for w in waits if w > within][:3]:
         result.fail(f"a 'run now' task waited {w:.1f} s to start (a lease left to expire?)")
     result.figures["run_now_max_wait_s"] = round(max(waits, default=0.0), 2)
@@ -216,16 +254,22 @@ def _leases_held(result: Result, watch: ScheduleLeaseWatch, within: float) -> No
     milliseconds), it waited for the lease to expire."""
     held, lease = watch.longest()
     if held > within:
-        result.fail(f"the lease of schedule {lease[0]} on occurrence {lease[1]} was held {held:.1f} s: "
-                    "its occurrence waited for it to expire")
+        result.fail(
+            f"the lease of schedule {lease[0]} on occurrence {lease[1]} was held {held:.1f} s: "
+            "its occurrence waited for it to expire"
+        )
     result.figures["schedule_lease_max_s"] = round(held, 2)
 
 
 def _complaints(result: Result, st: Stage) -> None:
     """Warnings and errors the processes logged, other than the store's retries of transient
     errors (those of the injected faults, and others: a deadlock, say, counted in ``retries``)."""
-    lines = [line for proc in st.fleet.procs for line in proc.output(tail=None).splitlines()
-             if any(w in line for w in ("WARNING", "ERROR", "Traceback"))]
+    lines = [
+        line
+        for proc in st.fleet.procs
+        for line in proc.output(tail=None).splitlines()
+        if any(w in line for w in ("WARNING", "ERROR", "Traceback"))
+    ]
     retries = [line for line in lines if RETRIED in line]
     for line in [line for line in lines if RETRIED not in line][:5]:
         result.fail(f"logged: {line[-300:]}")

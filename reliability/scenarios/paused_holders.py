@@ -49,8 +49,13 @@ QUICK = Params(tasks=12, users=4, alive_time=1.5, pause_every=1.0, pauses=4, tas
 
 def _tasks(p: Params) -> list[dict]:
     return [
-        {"key": f"p{i}", "type": TASK_TYPE, "data": {"sleep": p.task_sleep}, "user": f"u{i % p.users}",
-         "max_running": 1}
+        {
+            "key": f"p{i}",
+            "type": TASK_TYPE,
+            "data": {"sleep": p.task_sleep},
+            "user": f"u{i % p.users}",
+            "max_running": 1,
+        }
         for i in range(p.tasks)
     ]
 
@@ -101,5 +106,6 @@ def _check(result: Result, st, table, pauses: int) -> None:
     if reruns > 2 * pauses:  # a frozen child holds at most its running task and one prefetched
         result.duplicate(f"{reruns} re-executions for {pauses} freezes")
     told = st.log_lines("expired (held past alive_time)", "was taken over")
-    result.figures.update(pauses=pauses, reruns=reruns, told_lost=told,
-                          max_per_user=max(st.watch.max_per_user.values(), default=0))
+    result.figures.update(
+        pauses=pauses, reruns=reruns, told_lost=told, max_per_user=max(st.watch.max_per_user.values(), default=0)
+    )

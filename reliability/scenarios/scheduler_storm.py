@@ -66,14 +66,18 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         for m in range(1, p.minutes + 1):
             advanced = time.monotonic()
             _set_clock(clock, T0 + 60 * m)
-            wait_for(lambda: submitted() > p.schedules * (m - 1), p.minute_timeout, f"minute {m} to start", 0.02)
+            wait_for(lambda m=m: submitted() > p.schedules * (m - 1), p.minute_timeout, f"minute {m} to start", 0.02)
             time.sleep(rng.uniform(0, p.kill_within))
             victim = rng.randrange(len(procs))
             procs[victim].kill()
             mid_minute += submitted() < p.schedules * m
             procs[victim] = ticker(victim)
-            wait_for(lambda: submitted() >= p.schedules * m, p.minute_timeout,
-                     f"simulated minute {m} to be submitted", 0.05)
+            wait_for(
+                lambda m=m: submitted() >= p.schedules * m,
+                p.minute_timeout,
+                f"simulated minute {m} to be submitted",
+                0.05,
+            )
             minute_s.append(round(time.monotonic() - advanced, 2))
         for proc in procs:
             proc.kill()
@@ -94,9 +98,19 @@ def _set_clock(path, t: float) -> None:
 
 def _ticker(st: Stage, sched: perfectsched.Scheduler, clock, tick_batch: int):
     def start(i: int):
-        return st.fleet.agent("simtick", {"url": st.url, "schedule_table": sched.table, "queue_table": st.table,
-                                          "clock_file": str(clock), "interval": 0.1, "tick_batch": tick_batch},
-                              name=f"scheduler{i}")
+        return st.fleet.agent(
+            "simtick",
+            {
+                "url": st.url,
+                "schedule_table": sched.table,
+                "queue_table": st.table,
+                "clock_file": str(clock),
+                "interval": 0.1,
+                "tick_batch": tick_batch,
+            },
+            name=f"scheduler{i}",
+        )
+
     return start
 
 

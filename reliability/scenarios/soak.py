@@ -73,8 +73,12 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         nodes = [*run_ids, *node_keys(run_ids)]
         wait_for(lambda: st.finished() >= len(expected) + len(nodes), 300, "the queue to drain", 0.5)
         stop_all(workers)
-        table = st.verify(result, [*expected, *nodes], executed=expected,
-                          planned={k: m.data.get("fail_attempts", 0) for k, m in checks.rows(st.queue).items()})
+        table = st.verify(
+            result,
+            [*expected, *nodes],
+            executed=expected,
+            planned={k: m.data.get("fail_attempts", 0) for k, m in checks.rows(st.queue).items()},
+        )
         checks.acked_present(result, table, acked)
         runs_succeeded(result, st, run_ids)
         _check_flat(result, samples, p)
@@ -103,9 +107,13 @@ def _load(st: Stage, workers: list[Proc], p: Params) -> tuple[list[dict], list[s
 
 def _sample(st: Stage, workers: list[Proc], elapsed: float) -> dict:
     pids = [pid for w in workers for pid in w.pids()]
-    return {"t": round(elapsed, 1), "processes": len(pids),
-            "rss_mb": round(sum(rss_kb(pid) for pid in pids) / 1024, 1),
-            "fds": sum(open_fds(pid) for pid in pids), "db_sessions": connections(st.tables.engine)}
+    return {
+        "t": round(elapsed, 1),
+        "processes": len(pids),
+        "rss_mb": round(sum(rss_kb(pid) for pid in pids) / 1024, 1),
+        "fds": sum(open_fds(pid) for pid in pids),
+        "db_sessions": connections(st.tables.engine),
+    }
 
 
 def _check_flat(result: Result, samples: list[dict], p: Params) -> None:

@@ -43,8 +43,14 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         keys = [f"t{i}" for i in range(p.tasks)]
         st.queue.submit_many({"key": k, "type": TASK_TYPE, "data": {"sleep": p.task_sleep}} for k in keys)
         pool = WorkerPool(lambda i: st.worker(f"worker{i}", alive_time=p.alive_time), p.workers)
-        rampage(pool, ctx.rng(NAME), p.kill_every, until=lambda: st.finished() >= p.tasks,
-                timeout=p.timeout, what=f"{p.tasks} tasks to finish")
+        rampage(
+            pool,
+            ctx.rng(NAME),
+            p.kill_every,
+            until=lambda: st.finished() >= p.tasks,
+            timeout=p.timeout,
+            what=f"{p.tasks} tasks to finish",
+        )
         pool.stop()
         table = st.verify(result, keys)
         result.kills = result.restarts = len(pool.kills)

@@ -49,8 +49,14 @@ def run(ctx: Context, p: Params = FULL) -> Result:
         steps = step_keys(run_ids)
         rows = p.runs * (1 + len(DAG_STEPS) + MAP_ITEMS)
         pool = WorkerPool(lambda i: st.worker(f"worker{i}", alive_time=p.alive_time), p.workers)
-        rampage(pool, ctx.rng(NAME), p.kill_every, until=lambda: st.finished() >= rows, timeout=p.timeout,
-                what=f"{p.runs} runs to finish")
+        rampage(
+            pool,
+            ctx.rng(NAME),
+            p.kill_every,
+            until=lambda: st.finished() >= rows,
+            timeout=p.timeout,
+            what=f"{p.runs} runs to finish",
+        )
         pool.stop()
         table = st.verify(result, [*run_ids, *steps, *node_keys(run_ids)], executed=steps)
         runs_succeeded(result, st, run_ids)

@@ -76,6 +76,7 @@ def _make_worker(i):
     def work(ctx, root):
         record(ctx)
         return root + i
+
     work.__name__ = f"w{i}"
     return work
 
@@ -161,8 +162,10 @@ def _noop(ctx):
 for layer in range(LAYERS):
     for i in range(WIDTH):
         after = [] if layer == 0 else [f"s{layer - 1}_{i}", f"s{layer - 1}_{(i + 1) % WIDTH}"]
+
         def fn(ctx):
             return 1
+
         fn.__name__ = f"s{layer}_{i}"
         big.step(after=after, name=f"s{layer}_{i}")(fn)
 

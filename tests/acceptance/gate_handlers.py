@@ -40,8 +40,13 @@ class Handler(queue_core.Application):
             with open(d["who"], "a") as fh:
                 fh.write(f"{self.task.key} {threading.current_thread().name}\n")
         if d.get("child"):
-            subprocess.Popen([sys.executable, "-c",
-                              f"import os, time\nopen({d['child']!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"])
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"import os, time\nopen({d['child']!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n",
+                ]
+            )
         if d.get("finish_first"):  # its own finish, written now: nothing left to write when it returns
             self.task.finish()
         if d.get("gate"):

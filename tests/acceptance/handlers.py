@@ -78,8 +78,13 @@ def traced(task):
 
 
 class Worker(queue_core.Dispatch):
-    routes = [("handler", Handler), (re.compile(r"^kill"), Killable), ("plain", plain), ("concurrent", concurrent),
-              ("traced", traced)]
+    routes = [
+        ("handler", Handler),
+        (re.compile(r"^kill"), Killable),
+        ("plain", plain),
+        ("concurrent", concurrent),
+        ("traced", traced),
+    ]
 
 
 class Invoices(queue_core.Dispatch):

@@ -14,14 +14,20 @@ HANDLERS = str(Path(__file__).with_name("handlers.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, env=None, config_file=None,
-                 **settings):
+def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, env=None, config_file=None, **settings):
     """A worker process (``env``: variables to add to its environment, e.g. libfaketime's). With
     ``config_file``, its settings are written there as JSON and re-read from it on a restart signal
     (as the CLI re-reads its config file)."""
-    settings = {"url": url, "table": table, "poll_interval": 0.1, "task_heartbeat_interval": 0.3,
-                "child_heartbeat_interval": 0.3, "child_fork_frequency_limit": 0.0, "retry_wait": 0,
-                **settings}
+    settings = {
+        "url": url,
+        "table": table,
+        "poll_interval": 0.1,
+        "task_heartbeat_interval": 0.3,
+        "child_heartbeat_interval": 0.3,
+        "child_fork_frequency_limit": 0.0,
+        "retry_wait": 0,
+        **settings,
+    }
     if config_file is not None:
         Path(config_file).write_text(json.dumps(settings))
     code = (
@@ -34,13 +40,20 @@ def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, en
     return _python(code, env)
 
 
-def start_scheduler(url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS, env=None,
-                    **settings):
+def start_scheduler(
+    url, table, schedule_table, target="occurrence", *, config_file, _file=HANDLERS, env=None, **settings
+):
     """A ``perfectsched run`` process running ``target`` on each due occurrence (None: submitting them
     into the queue), its settings written to ``config_file`` as JSON and re-read from it on a restart
     (``env``: variables to add to its environment)."""
-    settings = {"url": url, "table": table, "schedule_table": schedule_table, "poll_interval": 0.1,
-                "task_heartbeat_interval": 0.3, **settings}
+    settings = {
+        "url": url,
+        "table": table,
+        "schedule_table": schedule_table,
+        "poll_interval": 0.1,
+        "task_heartbeat_interval": 0.3,
+        **settings,
+    }
     Path(config_file).write_text(json.dumps(settings))
     handler = f"load_target({_file + ':' + target!r})" if target else "None"
     code = (
@@ -58,8 +71,9 @@ def _python(code: str, env: dict | None = None) -> subprocess.Popen:
     """``code`` run by a Python process of its own session, stdout and stderr together (``env``:
     variables to add to its environment)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONFAULTHANDLER": "1", **(env or {})}
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
 
 
 def wait_for(predicate, timeout=30.0, what="condition"):

@@ -1,5 +1,6 @@
 """Run a real Supervisor (process mode) whose reload reads ``argv[3]``'s URL/table; print READY
 (tests/acceptance/test_reload_hangs.py). argv: url table new_url new_table"""
+
 import os
 import signal
 import sys
@@ -12,8 +13,10 @@ from queue_core.supervisor import Supervisor
 def child_main(settings, beat_fd, slot, ledger):
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
     signal.signal(signal.SIGQUIT, lambda *a: os._exit(0))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1,
-                                                signal.SIGINT, signal.SIGUSR2])
+    signal.pthread_sigmask(
+        signal.SIG_UNBLOCK,
+        [signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGINT, signal.SIGUSR2],
+    )
     while True:
         os.write(beat_fd, b".")
         time.sleep(0.2)

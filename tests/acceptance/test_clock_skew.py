@@ -49,8 +49,13 @@ def cli(program: str, *args: str, offset: int | None = None) -> subprocess.Compl
     """``program``'s CLI in a process of its own, its clock shifted by ``offset`` seconds."""
     env = shifted(offset) if offset is not None else {}
     code = f"import sys; from {program} import main; sys.argv[0] = {program!r}; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": ROOT, **env}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT, **env},
+        timeout=60,
+    )
 
 
 def ran_by(log, key: str) -> set[int]:
@@ -68,23 +73,30 @@ def log(tmp_path):
 
 
 def test_the_skewed_process_really_is_off():
-    out = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], capture_output=True,
-                         text=True, env={**os.environ, **shifted(600)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import time; print(time.time())"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **shifted(600)},
+        check=True,
+    )
     assert float(out.stdout) - time.time() == pytest.approx(600, abs=5)
 
 
 def test_the_stepped_process_really_steps(tmp_path):
     offset = tmp_path / "offset"
     env = stepping(offset)
-    code = ("import sys, time, threading; a = time.time(); open(sys.argv[1], 'w').write('-600'); "
-            "threading.Event().wait(0.2); print(time.time() - a)")
-    out = subprocess.run([sys.executable, "-c", code, str(offset)], capture_output=True, text=True,
-                         env={**os.environ, **env}, check=True)
+    code = (
+        "import sys, time, threading; a = time.time(); open(sys.argv[1], 'w').write('-600'); "
+        "threading.Event().wait(0.2); print(time.time() - a)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(offset)], capture_output=True, text=True, env={**os.environ, **env}, check=True
+    )
     assert float(out.stdout) == pytest.approx(-600, abs=5)
 
 
-def holder_and_other(wq, log, holder_env: dict, other_env: dict | None = None, *, sleep: float = 4,
-                     step=None) -> None:
+def holder_and_other(wq, log, holder_env: dict, other_env: dict | None = None, *, sleep: float = 4, step=None) -> None:
     """A long task held by a worker (``holder_env``), another worker (``other_env``) started
     while it runs and shown to be claiming (it runs a marker task), then both stopped: the long
     task must have run once, on its first attempt, whatever the two workers' clocks say."""
@@ -127,8 +139,9 @@ def test_a_clock_stepped_back_while_holding_a_lease_keeps_it(wq, log, tmp_path):
 @pytest.mark.parametrize("skew", [600, 30])
 def test_run_now_from_a_skewed_submitter_is_due_now(wq, log, skew):
     url, table = wq.config["url"], wq.table
-    done = cli("queue_core.cli", "submit", "-D", url, "--table", table, "now-1", "plain",
-               f'{{"log": "{log}"}}', offset=skew)
+    done = cli(
+        "queue_core.cli", "submit", "-D", url, "--table", table, "now-1", "plain", f'{{"log": "{log}"}}', offset=skew
+    )
     assert done.returncode == 0, done.stderr
     code, out = finish(start_worker(url, table, burst=True))  # honest; exits when nothing is due
     assert code == 0, out
@@ -164,8 +177,19 @@ def test_a_skewed_submitter_finds_the_idempotency_window_open(wq, skew):
 def _schedule(url: str, sched_table: str, queue_table: str) -> None:
     done = cli("perfectsched.cli", "init", "-D", url, "--table", queue_table, "--schedule-table", sched_table)
     assert done.returncode == 0, done.stderr
-    done = cli("perfectsched.cli", "add", "-D", url, "--table", queue_table, "--schedule-table", sched_table,
-               "every-minute", "tick", "* * * * *")
+    done = cli(
+        "perfectsched.cli",
+        "add",
+        "-D",
+        url,
+        "--table",
+        queue_table,
+        "--schedule-table",
+        sched_table,
+        "every-minute",
+        "tick",
+        "* * * * *",
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -174,8 +198,18 @@ def test_a_fast_scheduler_fires_nothing_early(wq, skew, table_name):
     url, sched_table = wq.config["url"], f"{table_name}_s"
     _schedule(url, sched_table, wq.table)
     start = time.time()
-    ran = cli("perfectsched.cli", "run", "--burst", "-D", url, "--table", wq.table,
-              "--schedule-table", sched_table, offset=skew)
+    ran = cli(
+        "perfectsched.cli",
+        "run",
+        "--burst",
+        "-D",
+        url,
+        "--table",
+        wq.table,
+        "--schedule-table",
+        sched_table,
+        offset=skew,
+    )
     assert ran.returncode == 0, ran.stderr
     fired = [m for m in wq.list() if m.type == "tick"]
     # the first occurrence is the next minute after the schedule was added: not due yet unless

@@ -79,8 +79,15 @@ def test_a_child_that_died_between_its_claim_and_its_ledger_gives_its_batch_back
     keys = ["a", "b", "c"]
     for k in keys:
         wq.submit(k, "ran", {"log": str(log), "dir": str(tmp_path)})
-    proc = start_worker(wq.config["url"], wq.table, target="ran", _file=str(Path(__file__).with_name(
-        "claim_crash_handlers.py")), alive_time=600, processors=1, task_prefetch=2)
+    proc = start_worker(
+        wq.config["url"],
+        wq.table,
+        target="ran",
+        _file=str(Path(__file__).with_name("claim_crash_handlers.py")),
+        alive_time=600,
+        processors=1,
+        task_prefetch=2,
+    )
     try:
         wait_for(lambda: all(t.status == "finished" for t in wq.list()), timeout=30, what="every task's end")
     finally:
@@ -98,8 +105,15 @@ def test_a_stopping_worker_gives_back_the_unrecorded_claim_of_a_child_it_does_no
     log = tmp_path / "runs.log"
     for k in ("a", "b", "c"):
         wq.submit(k, "ran", {"log": str(log), "dir": str(tmp_path), "await": "stop.sent"})
-    proc = start_worker(wq.config["url"], wq.table, target="ran", _file=str(Path(__file__).with_name(
-        "claim_crash_handlers.py")), alive_time=600, processors=1, task_prefetch=2)
+    proc = start_worker(
+        wq.config["url"],
+        wq.table,
+        target="ran",
+        _file=str(Path(__file__).with_name("claim_crash_handlers.py")),
+        alive_time=600,
+        processors=1,
+        task_prefetch=2,
+    )
     wait_for(lambda: (tmp_path / "claim.crash").exists(), timeout=30, what="the claim")
     proc.send_signal(signal.SIGTERM)
     (tmp_path / "stop.sent").touch()

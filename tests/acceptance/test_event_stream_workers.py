@@ -29,8 +29,11 @@ def recorded(q) -> Counter:
         subs = [("submitted", r.key, 0, r.created_at) for r in conn.execute(sa.select(t.c.key, t.c.created_at))]
         rows = conn.execute(sa.select(e.c.kind, e.c.key, e.c.attempt, e.c.at, e.c.waited, e.c.ran)).all()
         rest = [(r.kind, r.key, r.attempt, r.at) for r in rows]
-        claims = [("claimed", r.key, r.attempt + (r.kind == "released"), r.at - (r.ran or 0.0))
-                  for r in rows if r.kind in CARRY and r.waited is not None]
+        claims = [
+            ("claimed", r.key, r.attempt + (r.kind == "released"), r.at - (r.ran or 0.0))
+            for r in rows
+            if r.kind in CARRY and r.waited is not None
+        ]
         return Counter(subs + rest + claims)
 
     return q.db.run(read, write=False)
@@ -59,10 +62,11 @@ def test_a_follower_gets_every_event_of_racing_workers_once(wq, tmp_path):
     half_stop = threading.Event()
     quitter = follow_into(wq, half, half_stop, until=150)
     wq.submit_many([{"key": f"p{i}", "type": "plain", "data": {}} for i in range(200)])
-    wq.submit_many([{"key": f"f{i}", "type": "handler", "data": {"fail": True}, "max_attempts": 2}
-                    for i in range(40)])
-    workers = [start_worker(wq.config["url"], wq.table, burst=True, processors=2, retention_time=3600,
-                            wake_interval=0.01) for _ in range(3)]
+    wq.submit_many([{"key": f"f{i}", "type": "handler", "data": {"fail": True}, "max_attempts": 2} for i in range(40)])
+    workers = [
+        start_worker(wq.config["url"], wq.table, burst=True, processors=2, retention_time=3600, wake_interval=0.01)
+        for _ in range(3)
+    ]
     for i in range(100):  # submitted one by one while the workers run
         wq.submit(f"late{i}", "plain", {})
     run_to_end(workers, timeout=180)

@@ -30,10 +30,12 @@ def test_queues_example_pauses_resumes_and_rate_limits_the_partner_api():
     paused, resumed = out.split("== the partner is back")
     assert all(f"report {name} done" in paused for name in ("sales", "churn", "usage"))
     assert [line.split()[:3] for line in paused.splitlines() if line.startswith("partner  ")] == [
-        ["partner", "paused", "12"]]
+        ["partner", "paused", "12"]
+    ]
     assert "partner API calls: 12\n" in resumed and "most starts in any second: 4 (the limit: 4)" in resumed
     assert [line.split()[:6] for line in resumed.splitlines() if line.startswith("partner  ")] == [
-        ["partner", "running", "0", "0", "0", "12"]]
+        ["partner", "running", "0", "0", "0", "12"]
+    ]
 
 
 def test_the_tour_runs_a_schedule_of_workflow_runs_with_a_map_and_names_the_dashboard():

@@ -41,10 +41,13 @@ def test_tasks_claimed_but_not_started_at_a_graceful_restart_and_stop_keep_their
     assert [m.key for m in tasks if m.attempts != 1] == []  # no release spent one
 
 
-@pytest.mark.parametrize("processor_type, signals", [
-    ("process", [signal.SIGHUP, signal.SIGQUIT]),  # immediate restart, then immediate stop
-    ("thread", [signal.SIGQUIT]),  # thread mode: HUP is graceful; QUIT ends the process at once
-])
+@pytest.mark.parametrize(
+    "processor_type, signals",
+    [
+        ("process", [signal.SIGHUP, signal.SIGQUIT]),  # immediate restart, then immediate stop
+        ("thread", [signal.SIGQUIT]),  # thread mode: HUP is graceful; QUIT ends the process at once
+    ],
+)
 def test_an_immediate_stop_or_restart_spends_an_attempt_only_of_the_tasks_that_ran(wq, log, processor_type, signals):
     """Each attempt a task spent is a run of its handler: the tasks of a batch that had not started
     when QUIT or HUP arrived are given back before the process ends; the running ones, abandoned,

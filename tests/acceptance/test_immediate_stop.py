@@ -43,11 +43,12 @@ def test_a_success_being_written_by_the_monitor_thread_at_quit_is_lost(sqlite_q,
     q, log, gate = sqlite_q, tmp_path / "runs.log", tmp_path / "gate"
     q.submit("a", "t", {"log": str(log), "gate": str(gate)}, priority=1)
     q.submit("b", "t", {"log": str(log), "sleep": 30})
-    p = _worker(q, processors=1, task_prefetch=1, processor_type=processor_type, alive_time=60,
-                task_heartbeat_interval=20)  # no heartbeat in the way of the monitor's flush
+    p = _worker(
+        q, processors=1, task_prefetch=1, processor_type=processor_type, alive_time=60, task_heartbeat_interval=20
+    )  # no heartbeat in the way of the monitor's flush
     blocker = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=30)
     try:
-        wait_for(lambda: ("a", ) == tuple(k for k, _ in runs(log)), what="a running")
+        wait_for(lambda: ("a",) == tuple(k for k, _ in runs(log)), what="a running")
         blocker.execute("BEGIN IMMEDIATE")  # the next write waits
         gate.touch()  # a succeeds; b starts; the monitor's write of a's finish waits on the lock
         wait_for(lambda: [k for k, _ in runs(log)] == ["a", "b"], what="b running")
@@ -66,8 +67,7 @@ def test_a_success_being_written_by_the_monitor_thread_at_quit_is_lost(sqlite_q,
 
 
 @pytest.mark.parametrize("processor_type", ["thread", "process"])
-def test_a_claim_in_flight_at_quit_starts_its_first_task_instead_of_giving_it_back(sqlite_q, tmp_path,
-                                                                                   processor_type):
+def test_a_claim_in_flight_at_quit_starts_its_first_task_instead_of_giving_it_back(sqlite_q, tmp_path, processor_type):
     """Interleaving: the processor's claim waits on the database (the test's transaction holds the
     write lock and inserts four due tasks); QUIT arrives; the give-back thread waits for the batch
     lock, and only sets the stop flag once it holds it. The claim commits, _claim releases the batch
@@ -79,14 +79,17 @@ def test_a_claim_in_flight_at_quit_starts_its_first_task_instead_of_giving_it_ba
     q, log = sqlite_q, tmp_path / "runs.log"
     wlog = tmp_path / "worker.log"
     p = _worker(q, processors=1, task_prefetch=3, processor_type=processor_type, alive_time=60, log=str(wlog))
-    wait_for(lambda: wlog.exists() and ("worker started" in wlog.read_text() or "running pid" in wlog.read_text()),
-             what="the worker polling")
+    wait_for(
+        lambda: wlog.exists() and ("worker started" in wlog.read_text() or "running pid" in wlog.read_text()),
+        what="the worker polling",
+    )
     time.sleep(0.3)
 
     def submit_then_quit(tx):
         for i in range(4):  # due a minute ago: the claim's 'now', read before it waits, sees them due
-            tx.submit(f"k{i}", "t", {"log": str(log), "sleep": 5}, run_at=tx.now - 60,
-                      max_attempts=1 if i == 0 else None)
+            tx.submit(
+                f"k{i}", "t", {"log": str(log), "sleep": 5}, run_at=tx.now - 60, max_attempts=1 if i == 0 else None
+            )
         time.sleep(0.5)  # the worker's next claim now waits for this transaction's write lock
         p.send_signal(signal.SIGQUIT)
         time.sleep(0.5)  # a claim in flight at the signal
@@ -117,8 +120,15 @@ def test_an_unstarted_task_whose_lease_expired_spends_its_attempt_at_quit(sqlite
     q.submit("a", "t", {"log": str(log), "gate": str(gate)}, priority=1)
     for k in ("b", "c"):
         q.submit(k, "t", {"log": str(log)})
-    p = _worker(q, processors=1, task_prefetch=2, processor_type="thread", alive_time=2,
-                task_heartbeat_interval=0.3, log=str(tmp_path / "worker.log"))
+    p = _worker(
+        q,
+        processors=1,
+        task_prefetch=2,
+        processor_type="thread",
+        alive_time=2,
+        task_heartbeat_interval=0.3,
+        log=str(tmp_path / "worker.log"),
+    )
     try:
         wait_for(lambda: [k for k, _ in runs(log)] == ["a"], what="a running")
         p.send_signal(signal.SIGSTOP)
@@ -152,15 +162,20 @@ def test_one_processors_stuck_claim_keeps_the_other_processors_tasks_from_going_
 
     q, log, gate, who = wq, tmp_path / "runs.log", tmp_path / "gate", tmp_path / "who"
     q.submit("a", "t", {"log": str(log), "gate": str(gate), "who": str(who), "only": "thread-0"})
-    p = start_worker(q.config["url"], q.table, _file=HANDLERS, processors=2, task_prefetch=2,
-                     processor_type="thread", alive_time=60)
+    p = start_worker(
+        q.config["url"], q.table, _file=HANDLERS, processors=2, task_prefetch=2, processor_type="thread", alive_time=60
+    )
     engine = sa.create_engine(q.config["url"])
     locker = engine.connect()
     try:
         wait_for(lambda: who.exists() and who.read_text().strip(), what="a running")
         assert who.read_text().split() == ["a", "thread-0"]
-        q.submit_many([{"key": k, "type": "t", "data": {"log": str(log), "sleep": 30 if k == "b" else 0}}
-                       for k in ("b", "c", "d")])  # the idle thread-1 claims them in one batch and starts b
+        q.submit_many(
+            [
+                {"key": k, "type": "t", "data": {"log": str(log), "sleep": 30 if k == "b" else 0}}
+                for k in ("b", "c", "d")
+            ]
+        )  # the idle thread-1 claims them in one batch and starts b
         wait_for(lambda: "b" in [k for k, _ in runs(log)], what="b running")
         t = q.store.t
         locker.execute(sa.select(t.c.id).where(t.c.key == "a").with_for_update())  # a's row, locked
@@ -195,8 +210,15 @@ def test_the_childs_own_normal_exit_cuts_its_give_back_short(sqlite_q, tmp_path)
     q.submit("a", "t", {"log": str(log), "gate": str(gate), "finish_first": True}, priority=1)
     q.submit_many([{"key": f"c{i}", "type": "t", "data": {"log": str(log)}} for i in range(8)])
     wlog = tmp_path / "worker.log"
-    p = _worker(q, processors=1, task_prefetch=8, processor_type="process", alive_time=60,
-                task_heartbeat_interval=20, log=str(wlog))
+    p = _worker(
+        q,
+        processors=1,
+        task_prefetch=8,
+        processor_type="process",
+        alive_time=60,
+        task_heartbeat_interval=20,
+        log=str(wlog),
+    )
     blocker = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=30)
     try:
         wait_for(lambda: [k for k, _ in runs(log)] == ["a"], what="a running")
@@ -232,8 +254,15 @@ def test_an_immediate_stop_during_a_graceful_release_abandons_the_rest_of_it(sql
     q.submit("a", "t", {"log": str(log), "gate": str(gate), "finish_first": True}, priority=1)
     q.submit_many([{"key": f"c{i}", "type": "t", "data": {"log": str(log)}} for i in range(8)])
     wlog = tmp_path / "worker.log"
-    p = _worker(q, processors=1, task_prefetch=8, processor_type=processor_type, alive_time=60,
-                task_heartbeat_interval=20, log=str(wlog))
+    p = _worker(
+        q,
+        processors=1,
+        task_prefetch=8,
+        processor_type=processor_type,
+        alive_time=60,
+        task_heartbeat_interval=20,
+        log=str(wlog),
+    )
     blocker = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=30)
     try:
         wait_for(lambda: [k for k, _ in runs(log)] == ["a"], what="a running")
@@ -273,8 +302,16 @@ def test_a_success_whose_row_is_locked_keeps_the_unstarted_tasks_from_going_back
     q.submit("a", "t", {"log": str(log), "gate": str(gate)}, priority=2)
     q.submit("b", "t", {"log": str(log), "sleep": 30}, priority=1)
     q.submit_many([{"key": k, "type": "t", "data": {"log": str(log)}} for k in ("c", "d")])
-    p = start_worker(q.config["url"], q.table, _file=HANDLERS, processors=1, task_prefetch=3,
-                     processor_type="process", alive_time=60, task_heartbeat_interval=0.3)
+    p = start_worker(
+        q.config["url"],
+        q.table,
+        _file=HANDLERS,
+        processors=1,
+        task_prefetch=3,
+        processor_type="process",
+        alive_time=60,
+        task_heartbeat_interval=0.3,
+    )
     engine = sa.create_engine(q.config["url"])
     locker = engine.connect()
     try:

@@ -66,8 +66,10 @@ def test_cancel_by_key_or_every_waiting_task_by_filters(ready):  # noqa: F811
     for i in range(3):
         pq.ok("submit", f"r{i}", "report", "--queue", "batch")
     pq.ok("submit", "keep", "mail", "--queue", "batch")
-    assert pq.ok("cancel", "--waiting", "--queue", "batch", "--type", "report", "--dry-run").strip() == \
-        "would cancel 3 tasks"
+    assert (
+        pq.ok("cancel", "--waiting", "--queue", "batch", "--type", "report", "--dry-run").strip()
+        == "would cancel 3 tasks"
+    )
     assert pq.ok("cancel", "--waiting", "--queue", "batch", "--type", "report").strip() == "cancelled 3 tasks"
     assert pq.ok("cancel", "keep").strip() == "finished"
     assert_error(pq("cancel"), 2, "KEY")

@@ -50,8 +50,16 @@ def _run_while_locked(url: str, table: str, tmp_path, lock_seconds: float, alive
     with queue_core.open(url, table) as q:
         q.init()
         q.submit("long", "handler", {"log": str(log), "sleep": lock_seconds + 1.5})
-    worker = start_worker(url, table, processors=1, child_heartbeat_limit=LIMIT, alive_time=alive_time,
-                          task_heartbeat_interval=0.2, child_heartbeat_interval=0.2, child_kill_interval=0.5)
+    worker = start_worker(
+        url,
+        table,
+        processors=1,
+        child_heartbeat_limit=LIMIT,
+        alive_time=alive_time,
+        task_heartbeat_interval=0.2,
+        child_heartbeat_interval=0.2,
+        child_kill_interval=0.5,
+    )
     try:
         wait_for(lambda: log.exists() and "long" in log.read_text(), timeout=30, what="the task started")
         hold = _hold_sqlite_write_lock if url.startswith("sqlite") else _hold_task_row_lock
@@ -99,8 +107,17 @@ def test_a_handler_kill_that_exits_leaves_the_monitor_beating_and_renewing(tmp_p
         q.init()
         q.submit("t", "kill_exits", {"log": str(log), "sleep": 4.0})
     handlers = str(Path(__file__).with_name("liveness_handlers.py"))
-    worker = start_worker(url, "pq_tasks", "Worker", _file=handlers, processors=1, child_heartbeat_limit=LIMIT,
-                          alive_time=2.0, task_heartbeat_interval=0.2, child_heartbeat_interval=0.2)
+    worker = start_worker(
+        url,
+        "pq_tasks",
+        "Worker",
+        _file=handlers,
+        processors=1,
+        child_heartbeat_limit=LIMIT,
+        alive_time=2.0,
+        task_heartbeat_interval=0.2,
+        child_heartbeat_interval=0.2,
+    )
     try:
         wait_for(lambda: log.exists() and "run" in log.read_text(), timeout=30, what="the task started")
         with queue_core.open(url, "pq_tasks") as q:

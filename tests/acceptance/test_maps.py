@@ -46,8 +46,7 @@ def _most_at_once(intervals: list[tuple[float, float]]) -> int:
 
 def test_map_runs_each_item_once_in_item_order_within_max_parallel(wq, log):
     customers = [f"c{i}" for i in range(12)]
-    flows.billing.start("m1", {"log": str(log), "customers": customers, "flaky": ["c4"], "item_sleep": 0.05},
-                        queue=wq)
+    flows.billing.start("m1", {"log": str(log), "customers": customers, "flaky": ["c4"], "item_sleep": 0.05}, queue=wq)
     run_to_end([worker(wq, processors=2) for _ in range(3)])
     run = pqflow.get_run("m1", queue=wq)
     assert run.status == "succeeded", run.statuses
@@ -105,7 +104,10 @@ def test_allow_failed_items_and_a_map_over_a_map(wq, log):
     assert run.status == "succeeded", run.statuses
     assert str(run.steps["invert"].items) == "5/6 succeeded, 1 failed"
     assert run.steps["summary"].result == {
-        "invert": [None, 60, 30, 20, 15, 12], "double": [None, 120, 60, 40, 30, 24], "failed": {"invert": [0]}}
+        "invert": [None, 60, 30, 20, 15, 12],
+        "double": [None, 120, 60, 40, 30, 24],
+        "failed": {"invert": [0]},
+    }
     assert sum(n for (r, s), n in executions(log).items() if r == "t1" and s.startswith("double[")) == 6
 
 
@@ -157,9 +159,11 @@ def test_status_shows_a_map_as_one_line_with_counts(wq, log):
     line = next(ln for ln in pqflow_cli("status", "s1").splitlines() if ln.startswith("bill"))
     assert "succeeded (3/3 succeeded)" in line
     items = [ln.split() for ln in pqflow_cli("status", "s1", "--items", "bill").splitlines()[1:]]
-    assert [(i[0], i[1], i[2], i[3]) for i in items] == [("0", "succeeded", "1", '"c0"'),
-                                                           ("1", "succeeded", "1", '"c1"'),
-                                                           ("2", "succeeded", "1", '"c2"')]
+    assert [(i[0], i[1], i[2], i[3]) for i in items] == [
+        ("0", "succeeded", "1", '"c0"'),
+        ("1", "succeeded", "1", '"c1"'),
+        ("2", "succeeded", "1", '"c2"'),
+    ]
     assert pqflow_cli("why", "s1", "bill") == "step 'bill' succeeded; map over customers: 3/3 succeeded\n"
     assert "[map over customers: 3/3 succeeded]" in pqflow_cli("graph", "--run", "s1")
     dot = pqflow_cli("graph", "--run", "s1", "--format", "dot")

@@ -107,9 +107,21 @@ def test_the_metrics_command_serves_a_scrape_and_stops_on_sigterm(wq):
     wq.submit("k", "t")
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "queue_core.cli", "metrics", "-D", wq.config["url"], "--table", wq.table,
-         "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "queue_core.cli",
+            "metrics",
+            "-D",
+            wq.config["url"],
+            "--table",
+            wq.table,
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline, body = time.monotonic() + 30, None

@@ -145,10 +145,14 @@ def test_metrics_once_with_a_foreign_schedule_table(ready, db_url, table_name, b
     with foreign_schedule_table(db_url, table_name + "_f", backend) as name:
         result = ready("metrics", "--once", "--schedule-table", name)
         assert result.exit_code == 0 and "# TYPE pq_tasks gauge" in result.stdout, (
-            result.exit_code, result.stderr[-300:], repr(result.exception))
+            result.exit_code,
+            result.stderr[-300:],
+            repr(result.exception),
+        )
 
 
 # -- the command line -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("listen", ["a" * 100 + ":9187", "[::::::]:9187", "256.1.1.1:9187", "-x:9187"])
 def test_metrics_listen_hostile_is_one_line(ready, listen):  # noqa: F811
@@ -156,8 +160,21 @@ def test_metrics_listen_hostile_is_one_line(ready, listen):  # noqa: F811
     assert_error(result, result.exit_code if result.exit_code in (1, 2) else 1)
 
 
-@pytest.mark.parametrize("since", ["nan", "inf", "1e400", "-5", "9" * 400, "99999999999999999999h",
-                                   "2026-02-30T00:00:00+00:00", "2026-01-01T00:00:00", "\udcff", "1h\x00"])
+@pytest.mark.parametrize(
+    "since",
+    [
+        "nan",
+        "inf",
+        "1e400",
+        "-5",
+        "9" * 400,
+        "99999999999999999999h",
+        "2026-02-30T00:00:00+00:00",
+        "2026-01-01T00:00:00",
+        "\udcff",
+        "1h\x00",
+    ],
+)
 def test_stats_since_hostile_is_one_line(ready, since):  # noqa: F811
     result = ready("stats", "--since", since)
     if result.exit_code == 0:  # a value it takes as a time: fine, if it printed the statistics

@@ -18,8 +18,7 @@ HANDLERS = str(Path(__file__).with_name("nul_error_handlers.py"))
 def test_a_handler_error_with_a_nul_retries_then_fails_with_its_error(wq, tmp_path):
     log = tmp_path / "runs.log"
     wq.submit("n", "nul_error", {"log": str(log)}, max_attempts=2)
-    proc = start_worker(wq.config["url"], wq.table, target="nul_error", _file=HANDLERS, alive_time=2.0,
-                        processors=1)
+    proc = start_worker(wq.config["url"], wq.table, target="nul_error", _file=HANDLERS, alive_time=2.0, processors=1)
     try:
         wait_for(lambda: wq["n"].metadata().status == "finished", timeout=60, what="the task's end")
     finally:
@@ -27,5 +26,7 @@ def test_a_handler_error_with_a_nul_retries_then_fails_with_its_error(wq, tmp_pa
         code, out = finish(proc, timeout=60)
     m = wq["n"].metadata()
     assert (m.outcome, m.error and m.error.startswith("ValueError: unexpected byte")) == ("failure", True), (
-        m.error, out[-2500:])
+        m.error,
+        out[-2500:],
+    )
     assert len(log.read_text().splitlines()) == 2

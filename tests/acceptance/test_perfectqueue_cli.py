@@ -70,6 +70,7 @@ def pq(db_url, table_name, backend):
     yield p
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, table_name)
 
 
@@ -102,14 +103,43 @@ def test_commands_before_init_fail_as_database_error(pq):
 # -- happy paths ---------------------------------------------------------------------------------
 def test_submit_list_show_stats(ready):
     pq = ready
-    assert pq.ok("submit", "k1", "email", '{"to": "a@example.com", "n": [1, 2]}', "-u", "alice",
-                 "--priority", "5", "--max-attempts", "3", "--max-running", "2", "-t", ISO) == "k1\n"
+    assert (
+        pq.ok(
+            "submit",
+            "k1",
+            "email",
+            '{"to": "a@example.com", "n": [1, 2]}',
+            "-u",
+            "alice",
+            "--priority",
+            "5",
+            "--max-attempts",
+            "3",
+            "--max-running",
+            "2",
+            "-t",
+            ISO,
+        )
+        == "k1\n"
+    )
     assert pq.ok("submit", "k2", "report") == "k2\n"
 
     out = pq.ok("list")
     lines = out.splitlines()
-    assert lines[0].split() == ["key", "queue", "type", "user", "status", "outcome", "priority", "attempts",
-                                "run_at", "created_at", "tags", "error"]
+    assert lines[0].split() == [
+        "key",
+        "queue",
+        "type",
+        "user",
+        "status",
+        "outcome",
+        "priority",
+        "attempts",
+        "run_at",
+        "created_at",
+        "tags",
+        "error",
+    ]
     assert lines[-1] == "2 entries."
     rows = table_lines(out)[1:-1]
     assert rows[0][:9] == ["k1", "default", "email", "alice", "waiting", "-", "5", "0", "2026-11-21T10:00:00+00:00"]
@@ -137,8 +167,20 @@ def test_submit_list_show_stats(ready):
     assert fields["status"] == "waiting" and fields["priority"] == "5"
     assert fields["run_at"] == "2026-11-21T10:00:00+00:00"
     assert json.loads(fields["data"]) == {"to": "a@example.com", "n": [1, 2]}
-    assert set(fields) >= {"outcome", "attempts", "created_at", "error", "max_attempts", "started_at",
-                           "finished_at", "owner", "cancel_requested", "group", "max_running", "timeout"}
+    assert set(fields) >= {
+        "outcome",
+        "attempts",
+        "created_at",
+        "error",
+        "max_attempts",
+        "started_at",
+        "finished_at",
+        "owner",
+        "cancel_requested",
+        "group",
+        "max_running",
+        "timeout",
+    }
     shown_json = pq.json("show", "k1")
     assert [e["kind"] for e in shown_json.pop("history")] == ["submitted"]  # show adds the history
     assert shown_json == k1
@@ -215,13 +257,16 @@ def test_version():
 
 
 # -- refused input -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("data, message", [
-    ("<>", "DATA is not valid JSON: Expecting value at line 1 column 1"),
-    ("[1]", "DATA must be a JSON object like '{\"a\": 1}', got a list"),
-    ('{"a":', "DATA is not valid JSON: Expecting value at line 1 column 6"),
-    ('"s"', "got a string"),
-    ('{"a": NaN}', "NaN is not allowed"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ("<>", "DATA is not valid JSON: Expecting value at line 1 column 1"),
+        ("[1]", "DATA must be a JSON object like '{\"a\": 1}', got a list"),
+        ('{"a":', "DATA is not valid JSON: Expecting value at line 1 column 6"),
+        ('"s"', "got a string"),
+        ('{"a": NaN}', "NaN is not allowed"),
+    ],
+)
 def test_invalid_json_is_refused(ready, data, message):
     assert_error(ready("submit", "k", "t", data), 1, message)
     assert ready.json("list") == []
@@ -273,7 +318,7 @@ def test_data_over_the_size_limit_exits_1(ready, tmp_path):
 
 
 HOSTILE_KEYS = [
-    "it's \"quoted\"",
+    'it\'s "quoted"',
     "x'; DROP TABLE pq_tasks; --",
     "a\\b%_*?",
     "ключ-ü-日本語-🎉",
@@ -309,8 +354,7 @@ def test_long_error_is_truncated_in_the_table(ready):
 
 
 # -- database and configuration errors ---------------------------------------------------------------
-@pytest.mark.parametrize("command", [["init"], ["list"], ["submit", "k", "t"], ["stats"], ["show", "k"],
-                                     ["cleanup"]])
+@pytest.mark.parametrize("command", [["init"], ["list"], ["submit", "k", "t"], ["stats"], ["show", "k"], ["cleanup"]])
 def test_unreachable_database_exits_5_masked(command):
     started = time.monotonic()
     result = invoke(command[0], "-D", UNREACHABLE, *command[1:])
@@ -365,7 +409,9 @@ def keys_in(url: str, table: str) -> list[str]:
 
 def test_config_file_environments(tmp_path):
     dev, prod = f"sqlite:///{tmp_path}/dev.db", f"sqlite:///{tmp_path}/prod.db"
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         [development]
         url = "{dev}"
         table = "dev_tasks"
@@ -374,7 +420,8 @@ def test_config_file_environments(tmp_path):
         url = "{prod}"
         table = "prod_tasks"
         alive_time = 60
-    """)
+    """,
+    )
     assert "dev_tasks" in invoke("init", "-c", cfg).stdout
     assert "prod_tasks" in invoke("init", "-c", cfg, "-e", "prod").stdout
     assert invoke("submit", "d1", "t", "-c", cfg).exit_code == 0
@@ -387,11 +434,14 @@ def test_config_file_environments(tmp_path):
 
 def test_config_precedence_option_beats_env_beats_file(tmp_path):
     urls = {name: f"sqlite:///{tmp_path}/{name}.db" for name in ("file", "env", "opt")}
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         [development]
-        url = "{urls['file']}"
+        url = "{urls["file"]}"
         table = "file_t"
-    """)
+    """,
+    )
     for url in urls.values():
         for table in ("file_t", "env_t", "opt_t"):
             queue_core.open(url, table).init()
@@ -410,13 +460,16 @@ def test_config_precedence_option_beats_env_beats_file(tmp_path):
 
 
 def test_settings_merge_and_retry_lowering(tmp_path, monkeypatch):
-    cfg = write_config(tmp_path, """
+    cfg = write_config(
+        tmp_path,
+        """
         [development]
         alive_time = 30
         retry_wait = 7
         [tuned]
         max_retry_count = 9
-    """)
+    """,
+    )
     state = options.CLIState(config_file=cfg)
     monkeypatch.setenv("PQ_RETRY_WAIT", "8")
     s = settings.settings(state)
@@ -430,8 +483,10 @@ def test_settings_merge_and_retry_lowering(tmp_path, monkeypatch):
     with settings.open_queue(tuned) as q:
         assert q.db.max_retry_count == 9  # set explicitly: kept
     # extra keys (perfectsched style): validated when the kind is known, else passed through
-    extra = {"schedule_table": ("pq_schedules", "str", "schedule table"),
-             "timezone": ("UTC", "tz", "default time zone")}
+    extra = {
+        "schedule_table": ("pq_schedules", "str", "schedule table"),
+        "timezone": ("UTC", "tz", "default time zone"),
+    }
     monkeypatch.setenv("PQ_TIMEZONE", "Asia/Tokyo")
     s = settings.settings(state, extra_keys=extra)
     assert s["schedule_table"] == "pq_schedules" and s["timezone"] == "Asia/Tokyo"
@@ -449,19 +504,25 @@ def test_malformed_toml_exits_6(tmp_path):
 
 
 def test_unknown_config_key_exits_6(tmp_path):
-    cfg = write_config(tmp_path, """
+    cfg = write_config(
+        tmp_path,
+        """
         [development]
         url = "sqlite:///x.db"
         bogus_key = 1
-    """)
+    """,
+    )
     assert_error(invoke("list", "-c", cfg), 6, "unknown config key 'bogus_key'", "[development]")
 
 
 def test_bad_config_values_exit_6(tmp_path):
-    cfg = write_config(tmp_path, """
+    cfg = write_config(
+        tmp_path,
+        """
         [development]
         alive_time = "soon"
-    """)
+    """,
+    )
     assert_error(invoke("list", "-c", cfg), 6, "alive_time")
     assert_error(invoke("list", "-c", str(tmp_path / "missing.toml")), 6, "config file not found")
     assert_error(invoke("list", env={"PQ_ALIVE_TIME": "-1"}), 6, "alive_time")
@@ -544,8 +605,9 @@ def test_run_with_a_bad_target_names_it(tmp_path):
 def script(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
     full_env.update(env or {})
-    return subprocess.run([str(PERFECTQUEUE), *args], capture_output=True, text=True, env=full_env,
-                          cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [str(PERFECTQUEUE), *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout
+    )
 
 
 def test_script_unreachable_database_one_masked_line():
@@ -565,15 +627,19 @@ def test_script_submit_list_and_module_entry_point(tmp_path):
     assert script("submit", "k1", "t", '{"a": 1}', env=env).stdout == "k1\n"
     dup = script("submit", "k1", "t", env=env)
     assert dup.returncode == 3 and dup.stderr == "perfectqueue: error: task 'k1' already exists\n"
-    proc = subprocess.run([sys.executable, "-m", "queue_core.cli", "list", "--format", "json"],
-                          capture_output=True, text=True, cwd=tmp_path,
-                          env={**{k: v for k, v in os.environ.items() if not k.startswith("PQ_")}, **env},
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "queue_core.cli", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PQ_")}, **env},
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert [t["key"] for t in json.loads(proc.stdout)] == ["k1"]
 
 
-HANDLERS = '''
+HANDLERS = """
 import json, os
 
 class Handler:
@@ -583,7 +649,7 @@ class Handler:
     def run(self):
         with open(os.path.join(os.path.dirname(__file__), "done.txt"), "a") as fh:
             fh.write(self.task.key + "\\n")
-'''
+"""
 
 
 def test_run_burst_end_to_end(tmp_path):
@@ -593,8 +659,17 @@ def test_run_burst_end_to_end(tmp_path):
     assert script("init", "-D", url).returncode == 0
     for i in range(3):
         assert script("submit", f"job{i}", "t", json.dumps({"i": i}), "-D", url).returncode == 0
-    proc = script("run", str(tmp_path / "handlers.py") + ":Handler", "--burst", "-D", url,
-                  "--poll-interval", "0.2", cwd=tmp_path, timeout=120)
+    proc = script(
+        "run",
+        str(tmp_path / "handlers.py") + ":Handler",
+        "--burst",
+        "-D",
+        url,
+        "--poll-interval",
+        "0.2",
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     with queue_core.open(url) as q:
         tasks = {m.key: m for m in q.list()}
@@ -610,8 +685,18 @@ def test_a_burst_worker_without_its_table_exits_5_in_one_line(tmp_path, processo
     ``perfectsched run`` does) instead of polling for ever."""
     target = tmp_path / "t.py"
     target.write_text("def plain(task):\n    pass\n")
-    cmd = [str(Path(sys.executable).with_name("perfectqueue")), "run", f"{target}:plain", "--processor-type",
-           processor_type, "--burst", "-D", f"sqlite:///{tmp_path / 'none.db'}", "--table", "missing"]
+    cmd = [
+        str(Path(sys.executable).with_name("perfectqueue")),
+        "run",
+        f"{target}:plain",
+        "--processor-type",
+        processor_type,
+        "--burst",
+        "-D",
+        f"sqlite:///{tmp_path / 'none.db'}",
+        "--table",
+        "missing",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     errors = [line for line in p.stderr.splitlines() if line.startswith("perfectqueue: error: ")]

@@ -88,6 +88,7 @@ def ps(db_url, table_name, backend):
     yield p
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, p.table, p.schedule_table)
 
 
@@ -144,12 +145,35 @@ def test_the_users_example(ready):
 def test_add_with_every_option(ready, style):
     names = {"short": ["-d", "-t", "-s", "-a"], "long": ["--delay", "--timezone", "--start", "--at"]}[style]
     d, t, s, a = names
-    out = ready.ok("add", "full", "report", "0 9 * * mon-fri", '{"a": [1, 2], "b": "x"}',
-                   d, "30", t, "Asia/Tokyo", s, "2026-11-21T00:00:00+09:00", a, "2026-11-23T09:05:00+09:00",
-                   "--catchup", "latest", "--dst", "exact")
+    out = ready.ok(
+        "add",
+        "full",
+        "report",
+        "0 9 * * mon-fri",
+        '{"a": [1, 2], "b": "x"}',
+        d,
+        "30",
+        t,
+        "Asia/Tokyo",
+        s,
+        "2026-11-21T00:00:00+09:00",
+        a,
+        "2026-11-23T09:05:00+09:00",
+        "--catchup",
+        "latest",
+        "--dst",
+        "exact",
+    )
     m = ready.meta("full")
     assert (m.type, m.cron, m.data, m.delay, m.timezone, m.catchup, m.dst) == (
-        "report", "0 9 * * mon-fri", {"a": [1, 2], "b": "x"}, 30, "Asia/Tokyo", "latest", "exact")
+        "report",
+        "0 9 * * mon-fri",
+        {"a": [1, 2], "b": "x"},
+        30,
+        "Asia/Tokyo",
+        "latest",
+        "exact",
+    )
     # 2026-11-21 is a Saturday: the first weekday 09:00 in Tokyo is Monday the 23rd
     assert m.next_time == epoch("2026-11-23T09:00:00+09:00")
     assert m.next_run_time == epoch("2026-11-23T09:05:00+09:00")  # --at wins over next_time + delay
@@ -192,18 +216,21 @@ def test_default_timezone_comes_from_the_config(ready, tmp_path):
     assert_error(ready("add", "bad", "t", "0 0 * * *", env={"PQ_TIMEZONE": "JST-9"}), 6, "timezone", "JST-9")
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["???"], ["invalid cron", "???", "expected 5 fields"]),
-    (["0 * * * * *"], ["invalid cron", "expected 5 fields", "got 6"]),
-    (["0 0 30 2 *"], ["invalid cron", "never fires"]),
-    (["61 * * * *"], ["invalid cron", "minute value 61"]),
-    (["0 * * * *", "-t", "JST-9"], ["invalid timezone 'JST-9'"]),
-    (["0 * * * *", "<>"], ["DATA is not valid JSON"]),
-    (["0 * * * *", "[1]"], ["DATA must be a JSON object"]),
-    (["0 * * * *", "-s", "tomorrow"], ["--start"]),
-    (["0 * * * *", "-a", "2026-11-21T10:00:00"], ["--at", "no UTC offset"]),
-    (["0 * * * *", "-d", "-5"], ["delay"]),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["???"], ["invalid cron", "???", "expected 5 fields"]),
+        (["0 * * * * *"], ["invalid cron", "expected 5 fields", "got 6"]),
+        (["0 0 30 2 *"], ["invalid cron", "never fires"]),
+        (["61 * * * *"], ["invalid cron", "minute value 61"]),
+        (["0 * * * *", "-t", "JST-9"], ["invalid timezone 'JST-9'"]),
+        (["0 * * * *", "<>"], ["DATA is not valid JSON"]),
+        (["0 * * * *", "[1]"], ["DATA must be a JSON object"]),
+        (["0 * * * *", "-s", "tomorrow"], ["--start"]),
+        (["0 * * * *", "-a", "2026-11-21T10:00:00"], ["--at", "no UTC offset"]),
+        (["0 * * * *", "-d", "-5"], ["delay"]),
+    ],
+)
 def test_invalid_input_exits_1_and_writes_nothing(ready, args, fragments):
     assert_error(ready("add", "s1", "type", *args), 1, *fragments)
     assert ready.json("list") == []
@@ -222,16 +249,48 @@ def test_list_and_show_in_each_schedules_own_zone(ready):
     ready.ok("add", "utc", "job", "30 * * * *", "-s", "2026-11-21T00:00:00Z", "-d", "15")
     out = ready.ok("list")
     lines = out.splitlines()
-    assert lines[0].split() == ["key", "type", "cron", "queue", "delay", "timezone", "next_time", "next_run_time",
-                                "catchup", "dst", "status", "data"]
+    assert lines[0].split() == [
+        "key",
+        "type",
+        "cron",
+        "queue",
+        "delay",
+        "timezone",
+        "next_time",
+        "next_run_time",
+        "catchup",
+        "dst",
+        "status",
+        "data",
+    ]
     assert lines[-1] == "2 entries."
     utc_row = next(line.split() for line in lines if line.startswith("utc "))
     tokyo_row = next(line.split() for line in lines if line.startswith("tokyo "))
-    assert utc_row[2:] == ["30", "*", "*", "*", "*", "default", "15", "UTC", "2026-11-21T00:30:00+00:00",
-                           "2026-11-21T00:30:15+00:00", "all", "vixie", "active", "{}"]
+    assert utc_row[2:] == [
+        "30",
+        "*",
+        "*",
+        "*",
+        "*",
+        "default",
+        "15",
+        "UTC",
+        "2026-11-21T00:30:00+00:00",
+        "2026-11-21T00:30:15+00:00",
+        "all",
+        "vixie",
+        "active",
+        "{}",
+    ]
     # 00:00Z is 09:00 in Tokyo: at-or-after, so it is the first occurrence
-    assert tokyo_row[-6:] == ["2026-11-21T09:00:00+09:00", "2026-11-21T09:00:00+09:00", "all", "vixie",
-                              "active", '{"x":1}']
+    assert tokyo_row[-6:] == [
+        "2026-11-21T09:00:00+09:00",
+        "2026-11-21T09:00:00+09:00",
+        "all",
+        "vixie",
+        "active",
+        '{"x":1}',
+    ]
     rows = {r["key"]: r for r in ready.json("list")}
     assert rows["tokyo"]["next_time"] == epoch("2026-11-21T00:00:00Z")
     assert rows["tokyo"]["next_time_iso"] == "2026-11-21T09:00:00+09:00"
@@ -313,7 +372,10 @@ def test_next_spring_forward_vixie_shifts_exact_skips():
     ]
     exact = next_lines(*args, "--dst", "exact")
     assert [line.split()[0] for line in exact] == [
-        "2015-03-07T02:00:00-08:00", "2015-03-09T02:00:00-07:00", "2015-03-10T02:00:00-07:00"]
+        "2015-03-07T02:00:00-08:00",
+        "2015-03-09T02:00:00-07:00",
+        "2015-03-10T02:00:00-07:00",
+    ]
     assert not any("shifted" in line for line in exact)
 
 
@@ -326,28 +388,40 @@ def test_next_fall_back_exact_repeats_vixie_once():
     ]
     vixie = next_lines(*args)
     assert [line.split()[0] for line in vixie] == [
-        "2015-11-01T01:30:00-07:00", "2015-11-02T01:30:00-08:00", "2015-11-03T01:30:00-08:00"]
+        "2015-11-01T01:30:00-07:00",
+        "2015-11-02T01:30:00-08:00",
+        "2015-11-03T01:30:00-08:00",
+    ]
 
 
 def test_next_json_default_count_and_config_zone(tmp_path):
-    result = invoke("next", "@hourly", "--from", "2026-01-01T00:00:00Z", "--format", "json",
-                    env={"PQ_TIMEZONE": "Asia/Tokyo"})
+    result = invoke(
+        "next", "@hourly", "--from", "2026-01-01T00:00:00Z", "--format", "json", env={"PQ_TIMEZONE": "Asia/Tokyo"}
+    )
     assert result.exit_code == 0, result.stderr
     items = json.loads(result.stdout)
     assert len(items) == 10
-    assert items[0] == {"time": epoch("2026-01-01T01:00:00Z"), "local": "2026-01-01T10:00:00+09:00",
-                        "utc": "2026-01-01T01:00:00Z", "shifted": False, "repeated": False}
+    assert items[0] == {
+        "time": epoch("2026-01-01T01:00:00Z"),
+        "local": "2026-01-01T10:00:00+09:00",
+        "utc": "2026-01-01T01:00:00Z",
+        "shifted": False,
+        "repeated": False,
+    }
     before = time.time()
     lines = next_lines("* * * * *", "-n", "2")
     assert len(lines) == 2 and epoch(lines[0].split()[1]) > before  # default --from is now
 
 
-@pytest.mark.parametrize("args, code, fragment", [
-    (["???"], 1, "invalid cron"),
-    (["0 0 30 2 *"], 1, "never fires"),
-    (["* * * * *", "-t", "JST-9"], 1, "invalid timezone 'JST-9'"),
-    (["* * * * *", "--from", "soon"], 1, "--from"),
-])
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["???"], 1, "invalid cron"),
+        (["0 0 30 2 *"], 1, "never fires"),
+        (["* * * * *", "-t", "JST-9"], 1, "invalid timezone 'JST-9'"),
+        (["* * * * *", "--from", "soon"], 1, "--from"),
+    ],
+)
 def test_next_errors(args, code, fragment):
     assert_error(invoke("next", *args), code, fragment)
 
@@ -397,11 +471,10 @@ def test_run_burst_catchup_policies(ready):
     assert [k for k in keys if k.startswith("all.")] == sorted(f"all.{t}" for t in due)
     assert [k for k in keys if k.startswith("latest.")] == [f"latest.{due[-1]}"]
     assert [k for k in keys if k.startswith("skip.")] == []
-    assert {ready.meta(p).next_time for p in ("all", "latest", "skip")} == {
-        perfectsched.next_time(YEARLY, due[-1])}
+    assert {ready.meta(p).next_time for p in ("all", "latest", "skip")} == {perfectsched.next_time(YEARLY, due[-1])}
 
 
-HANDLER = '''
+HANDLER = """
 import os
 
 import queue_core
@@ -430,7 +503,7 @@ class Boom(queue_core.Application):
 
 class Worker(queue_core.Dispatch):
     routes = [("job", Handler), ("boom", Boom)]
-'''
+"""
 
 
 def test_run_target_burst_handles_due_occurrences_in_order_once(ready, tmp_path):
@@ -516,8 +589,20 @@ def test_run_sets_aside_what_it_cannot_compute_and_list_show_resume_and_modify(r
     assert "set aside" not in ready("run", "--burst").stderr  # logged once: it is not due any more
 
     lines = ready.ok("list").splitlines()
-    assert lines[0].split() == ["key", "type", "cron", "queue", "delay", "timezone", "next_time", "next_run_time",
-                                "catchup", "dst", "status", "data"]
+    assert lines[0].split() == [
+        "key",
+        "type",
+        "cron",
+        "queue",
+        "delay",
+        "timezone",
+        "next_time",
+        "next_run_time",
+        "catchup",
+        "dst",
+        "status",
+        "data",
+    ]
     rows = {line.split()[0]: line.split() for line in lines[1:-1]}
     assert rows["moon"][-2:] == ["set_aside", "{}"] and rows["ok"][-2:] == ["active", "{}"]
     text = ready.ok("show", "moon")
@@ -553,14 +638,14 @@ def test_resume_continues_where_it_stopped(ready):
 def script(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
     full_env.update(env or {})
-    return subprocess.run([str(PERFECTSCHED), *args], capture_output=True, text=True, env=full_env,
-                          cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [str(PERFECTSCHED), *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout
+    )
 
 
 def test_script_next_and_one_line_errors(tmp_path):
     assert PERFECTSCHED.exists(), PERFECTSCHED
-    proc = script("next", "0 2 * * *", "-t", "America/Los_Angeles", "--from", "2015-03-07T00:00:00-08:00",
-                  "-n", "3")
+    proc = script("next", "0 2 * * *", "-t", "America/Los_Angeles", "--from", "2015-03-07T00:00:00-08:00", "-n", "3")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1] == "2015-03-08T03:00:00-07:00  2015-03-08T10:00:00Z  shifted (DST gap)"
     proc = script("add", "s1", "type", "0 * * * *", "<>", "-D", f"sqlite:///{tmp_path}/pq.db")
@@ -580,8 +665,13 @@ def test_script_run_submits_until_sigterm(ps, tmp_path):
     due = [t for t in perfectsched.upcoming("* * * * *", start_ts - 1, 10) if start_ts <= t <= time.time()]
     log_file = tmp_path / "sched.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
-    runner = subprocess.Popen([str(PERFECTSCHED), "run", *opts, "--poll-interval", "0.2", "--log", str(log_file)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    runner = subprocess.Popen(
+        [str(PERFECTSCHED), "run", *opts, "--poll-interval", "0.2", "--log", str(log_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 60
         while len(ps.task_keys()) < len(due) and time.monotonic() < deadline and runner.poll() is None:

@@ -51,8 +51,9 @@ def script_env() -> dict:
 
 
 def script(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(PQFLOW), *args], capture_output=True, text=True, env=script_env(), cwd=cwd,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(PQFLOW), *args], capture_output=True, text=True, env=script_env(), cwd=cwd, timeout=timeout
+    )
 
 
 class Flow:
@@ -102,6 +103,7 @@ def flow(db_url, table_name, backend):
     yield f
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, table_name)
 
 
@@ -113,7 +115,7 @@ def step_table(stdout: str) -> dict[str, list[str]]:
     """The step lines of ``status`` text output: name -> the other columns."""
     lines = stdout.splitlines()
     header = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["step", "status"])
-    return {ln.split()[0]: ln.split()[1:] for ln in lines[header + 1:] if ln.strip()}
+    return {ln.split()[0]: ln.split()[1:] for ln in lines[header + 1 :] if ln.strip()}
 
 
 def field(stdout: str, name: str) -> str:
@@ -159,8 +161,11 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     assert doc["status"] == "succeeded" and doc["workflow"] == "cli_etl" and doc["input"] == {"log": str(log)}
     assert doc["picked_up"] is True and doc["finished_at"] >= doc["created_at"]
     assert {n: s["result"] for n, s in doc["steps"].items()} == {
-        "extract": [1, 2, 3], "transform": [10, 20, 30], "audit": {"count": 3},
-        "load": {"loaded": 60, "count": 3}, "cleanup": "cleaned",
+        "extract": [1, 2, 3],
+        "transform": [10, 20, 30],
+        "audit": {"count": 3},
+        "load": {"loaded": 60, "count": 3},
+        "cleanup": "cleaned",
     }
     assert all(s["status"] == "succeeded" and s["attempts"] == 1 for s in doc["steps"].values())
     assert flow.ok("why", "ok1", "load") == "step 'load' succeeded\n"
@@ -196,7 +201,8 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     # runs: all of them, then filtered
     table = runs_table(flow.ok("runs"))
     assert {r: cols[:3] for r, cols in table.items()} == {
-        "ok1": ["cli_etl", "succeeded", "5/5"], "bad1": ["cli_etl", "failed", "3/5"],
+        "ok1": ["cli_etl", "succeeded", "5/5"],
+        "bad1": ["cli_etl", "failed", "3/5"],
         "gone1": ["cli_etl", "cancelled", "-"],
     }
     # a plain queue task is no run; every run is listed from the moment it is started, also one of a
@@ -215,8 +221,9 @@ def test_runs_end_to_end_with_a_real_worker(flow, tmp_path):
     assert list(runs_table(flow.ok("runs", "--limit", "2"))) == ["ok1", "bad1"]
     assert flow.ok("runs", "--workflow", "cli_ping").splitlines()[-1] == "0 runs."
     listed = flow.json("runs", "--status", "succeeded")
-    assert [(r["run_id"], r["workflow"], r["succeeded_steps"], r["total_steps"]) for r in listed] == \
-        [("ok1", "cli_etl", 5, 5)]
+    assert [(r["run_id"], r["workflow"], r["succeeded_steps"], r["total_steps"]) for r in listed] == [
+        ("ok1", "cli_etl", 5, 5)
+    ]
 
     # graphs from the database alone, coloured by status
     dot = flow.ok("graph", "--run", "bad1", "--format", "dot")
@@ -258,7 +265,8 @@ def test_retry_keeps_succeeded_steps_and_require_style_target(flow, tmp_path):
     assert after["steps"]["transform"]["result"] == [10, 20, 30]
     assert after["steps"]["load"]["result"] == {"loaded": 60, "count": 3}
     assert sorted(executions(log)) == sorted(
-        ["m1 extract", "m1 transform", "m1 audit", "m1 cleanup", "m1 transform", "m1 load"])
+        ["m1 extract", "m1 transform", "m1 audit", "m1 cleanup", "m1 transform", "m1 load"]
+    )
     assert list(runs_table(flow.ok("runs", "--status", "succeeded"))) == ["m1"]
 
 
@@ -269,12 +277,14 @@ def test_cancel_and_retry_of_a_run_started_by_the_library(flow):
         flows_cli.etl.start("lib1", {"n": 1}, queue=q)
     assert field(flow.ok("status", "lib1"), "status") == "running"
     assert step_table(flow.ok("status", "lib1")) == {
-        s: ["waiting" if s == "extract" else "pending", "-", "-", "-", "-"] for s in STEPS}
+        s: ["waiting" if s == "extract" else "pending", "-", "-", "-", "-"] for s in STEPS
+    }
     assert flow.ok("cancel", "lib1") == "cancelled\n"
     doc = flow.json("status", "lib1")
     assert doc["status"] == "cancelled" and doc["cancel_requested"] is True
     assert {n: s["status"] for n, s in doc["steps"].items()} == {
-        s: "cancelled" if s == "extract" else "skipped" for s in STEPS}
+        s: "cancelled" if s == "extract" else "skipped" for s in STEPS
+    }
     assert flow.ok("why", "lib1", "extract") == "step 'extract' was cancelled\n"
     assert "the run was cancelled" in flow.ok("why", "lib1", "load")
     assert flow.ok("retry", "lib1") == "running\n"
@@ -299,13 +309,23 @@ def test_start_errors(flow):
     assert flow.json("status", "s1")["input"] == {"from": "stdin"}
     with flow.queue() as q:  # exactly queue.submit(RUN_ID, WORKFLOW, DATA); nothing else was written
         assert [(m.key, m.type, m.data) for m in q.list()] == [
-            ("d1", "cli_etl", {"a": 1}), ("j4", "cli_etl", {"__pqflow__": {}}), ("s1", "cli_etl", {"from": "stdin"})]
+            ("d1", "cli_etl", {"a": 1}),
+            ("j4", "cli_etl", {"__pqflow__": {}}),
+            ("s1", "cli_etl", {"from": "stdin"}),
+        ]
 
 
-@pytest.mark.parametrize("command", [
-    ["status", "nope"], ["status", "nope", "--format", "json"], ["why", "nope", "load"], ["cancel", "nope"],
-    ["retry", "nope"], ["graph", "--run", "nope"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "nope"],
+        ["status", "nope", "--format", "json"],
+        ["why", "nope", "load"],
+        ["cancel", "nope"],
+        ["retry", "nope"],
+        ["graph", "--run", "nope"],
+    ],
+)
 def test_unknown_run_exits_4(flow, command):
     assert_error(flow(*command), 4, "run 'nope' not found")
 
@@ -359,12 +379,14 @@ def test_graph_svg_and_png_files(tmp_path):
     inproc = invoke("graph", f"{FLOWS}:etl", "--format", "png")
     assert inproc.exit_code == 0 and inproc.stdout_bytes.startswith(b"\x89PNG")
     assert invoke("graph", f"{FLOWS}:etl", "--format", "svg").stdout.lstrip().startswith("<?xml")
-    piped = subprocess.run([str(PQFLOW), "graph", f"{FLOWS}:etl", "--format", "png"], capture_output=True,
-                           env=script_env(), timeout=60)
+    piped = subprocess.run(
+        [str(PQFLOW), "graph", f"{FLOWS}:etl", "--format", "png"], capture_output=True, env=script_env(), timeout=60
+    )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.startswith(b"\x89PNG") and piped.stderr == b""
-    assert_error(invoke("graph", f"{FLOWS}:etl", "--format", "svg", "-o", str(tmp_path / "no/such/dir.svg")),
-                 1, "cannot write")
+    assert_error(
+        invoke("graph", f"{FLOWS}:etl", "--format", "svg", "-o", str(tmp_path / "no/such/dir.svg")), 1, "cannot write"
+    )
 
 
 def test_graph_svg_refused_on_a_terminal(monkeypatch):
@@ -380,8 +402,9 @@ def test_graph_without_any_renderer_is_one_line(monkeypatch):
 
     monkeypatch.setattr(pqflow.render.shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    assert_error(invoke("graph", f"{FLOWS}:etl", "--format", "svg", "-o", "x.svg"), 1,
-                 "needs Graphviz's 'dot'", "matplotlib")
+    assert_error(
+        invoke("graph", f"{FLOWS}:etl", "--format", "svg", "-o", "x.svg"), 1, "needs Graphviz's 'dot'", "matplotlib"
+    )
     assert not Path("x.svg").exists()
 
 
@@ -397,10 +420,18 @@ def test_run_refuses_targets_that_are_not_deciders(tmp_path):
 
 
 # -- unreachable database --------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [
-    ["start", "cli_etl", "r1"], ["status", "r1"], ["runs"], ["cancel", "r1"], ["retry", "r1"],
-    ["why", "r1", "load"], ["graph", "--run", "r1"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["start", "cli_etl", "r1"],
+        ["status", "r1"],
+        ["runs"],
+        ["cancel", "r1"],
+        ["retry", "r1"],
+        ["why", "r1", "load"],
+        ["graph", "--run", "r1"],
+    ],
+)
 def test_unreachable_database_exits_5_masked(command):
     started = time.monotonic()
     result = invoke(command[0], "-D", UNREACHABLE, *command[1:])

@@ -71,9 +71,7 @@ def test_pausing_an_unknown_queue_is_not_found(ready, command):
     assert_error(ready(command, "bilin"), 4, "queue 'bilin' not found")
 
 
-@pytest.mark.parametrize(
-    "rate", ["100", "100/", "ten/s", "100/60y", "0/s", "100/0s", "-1/s", "100/999999h", "1e3/s"]
-)
+@pytest.mark.parametrize("rate", ["100", "100/", "ten/s", "100/60y", "0/s", "100/0s", "-1/s", "100/999999h", "1e3/s"])
 def test_a_bad_rate_is_a_usage_error_with_an_example(ready, rate):
     result = ready("limit", "api", "--rate", rate)
     assert result.exit_code == 2, (result.exit_code, result.stderr)

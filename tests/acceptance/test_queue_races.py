@@ -18,12 +18,24 @@ pytestmark = pytest.mark.slow
 def test_a_cap_holds_for_user_tasks_claimed_through_different_queue_lists(queue, tmp_path):
     log, counter = tmp_path / "runs.log", tmp_path / "counter"
     queue.limit("api", concurrency=2)
-    queue.submit_many([{"key": f"c{i}", "type": "concurrent", "queue": "api", "user": f"u{i % 5}",
-                        "data": {"log": str(log), "counter": str(counter), "sleep": 0.03}} for i in range(60)])
+    queue.submit_many(
+        [
+            {
+                "key": f"c{i}",
+                "type": "concurrent",
+                "queue": "api",
+                "user": f"u{i % 5}",
+                "data": {"log": str(log), "counter": str(counter), "sleep": 0.03},
+            }
+            for i in range(60)
+        ]
+    )
     queue.submit_many([{"key": f"x{i}", "type": "plain", "queue": "x", "data": {"log": str(log)}} for i in range(20)])
     lists = ["api", "x,api", "x=1,api=5", "api=1,x=1", "api", "x,api"]
-    workers = [start_worker(queue.config["url"], queue.table, burst=True, processors=3, queues=qs,
-                            wake_interval=0.01) for qs in lists]
+    workers = [
+        start_worker(queue.config["url"], queue.table, burst=True, processors=3, queues=qs, wake_interval=0.01)
+        for qs in lists
+    ]
     run_to_end(workers, timeout=180)
     done = Counter(key for key, _ in runs(log, "done"))
     assert set(done) == {f"c{i}" for i in range(60)} and max(done.values()) == 1
@@ -59,14 +71,41 @@ def test_workers_serving_a_never_run_a_task_moved_to_a_paused_queue(queue, tmp_p
     n = 1500
     queue.submit("p-seed", "plain", {}, queue="p")
     queue.pause("p")
-    queue.submit_many([{"key": f"t{i}", "type": "plain", "queue": "a", "user": f"u{i % 7}", "max_running": 1000,
-                        "data": {"log": str(log)}} for i in range(n)])
-    workers = [start_worker(queue.config["url"], queue.table, burst=True, processors=2, queues="a",
-                            wake_interval=0.01, poll_interval=0.01) for _ in range(4)]
+    queue.submit_many(
+        [
+            {
+                "key": f"t{i}",
+                "type": "plain",
+                "queue": "a",
+                "user": f"u{i % 7}",
+                "max_running": 1000,
+                "data": {"log": str(log)},
+            }
+            for i in range(n)
+        ]
+    )
+    workers = [
+        start_worker(
+            queue.config["url"],
+            queue.table,
+            burst=True,
+            processors=2,
+            queues="a",
+            wake_interval=0.01,
+            poll_interval=0.01,
+        )
+        for _ in range(4)
+    ]
     from procs import wait_for
+
     wait_for(lambda: log.exists() and len(runs(log)) >= 20, timeout=60, what="first runs")
-    mover = subprocess.Popen([sys.executable, "-c", MOVER, queue.config["url"], queue.table, str(n)], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    mover = subprocess.Popen(
+        [sys.executable, "-c", MOVER, queue.config["url"], queue.table, str(n)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         mover_out, _ = mover.communicate(timeout=60)
         assert "mover moved" in mover_out, mover_out[-2000:]
@@ -78,7 +117,10 @@ def test_workers_serving_a_never_run_a_task_moved_to_a_paused_queue(queue, tmp_p
             if p.poll() is None:
                 p.kill()
     t = queue.store.t
-    ran_in_p = queue.db.run(lambda c: c.execute(
-        sa.select(t.c.key).where(t.c.queue == "p", t.c.started_at.is_not(None))).all(), write=False)
-    assert ran_in_p == [], (f"{mover_out.strip()}; ran {len(runs(log))}; {len(ran_in_p)} tasks of the paused queue p "
-                            f"were leased: {ran_in_p[:10]}")
+    ran_in_p = queue.db.run(
+        lambda c: c.execute(sa.select(t.c.key).where(t.c.queue == "p", t.c.started_at.is_not(None))).all(), write=False
+    )
+    assert ran_in_p == [], (
+        f"{mover_out.strip()}; ran {len(runs(log))}; {len(ran_in_p)} tasks of the paused queue p "
+        f"were leased: {ran_in_p[:10]}"
+    )

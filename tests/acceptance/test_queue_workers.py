@@ -29,11 +29,24 @@ def most_at_once(counter) -> int:
 def test_a_concurrency_limit_is_never_exceeded_by_racing_workers(queue, tmp_path, round_):
     log, counter = tmp_path / "runs.log", tmp_path / "counter"
     queue.limit("api", concurrency=3)
-    queue.submit_many([{"key": f"c{i}", "type": "concurrent", "queue": "api",
-                        "data": {"log": str(log), "counter": str(counter), "sleep": 0.05}} for i in range(60)])
+    queue.submit_many(
+        [
+            {
+                "key": f"c{i}",
+                "type": "concurrent",
+                "queue": "api",
+                "data": {"log": str(log), "counter": str(counter), "sleep": 0.05},
+            }
+            for i in range(60)
+        ]
+    )
     queue.submit_many([{"key": f"d{i}", "type": "plain", "data": {"log": str(log)}} for i in range(20)])
-    workers = [start_worker(queue.config["url"], queue.table, burst=True, processors=3, queues="api,default",
-                            wake_interval=0.01) for _ in range(4)]
+    workers = [
+        start_worker(
+            queue.config["url"], queue.table, burst=True, processors=3, queues="api,default", wake_interval=0.01
+        )
+        for _ in range(4)
+    ]
     run_to_end(workers, timeout=120)
     done = Counter(key for key, _ in runs(log, "done"))
     ran = Counter(key for key, _ in runs(log))
@@ -46,10 +59,13 @@ def test_a_paused_queue_gives_nothing_to_any_worker_until_resumed(queue, tmp_pat
     log = tmp_path / "runs.log"
     queue.submit("b0", "plain", {"log": str(log)}, queue="billing")
     queue.pause("billing")
-    queue.submit_many([{"key": f"b{i}", "type": "plain", "queue": "billing", "data": {"log": str(log)}}
-                       for i in range(1, 10)])
-    workers = [start_worker(queue.config["url"], queue.table, processors=2, queues="billing,default",
-                            wake_interval=0.01) for _ in range(2)]
+    queue.submit_many(
+        [{"key": f"b{i}", "type": "plain", "queue": "billing", "data": {"log": str(log)}} for i in range(1, 10)]
+    )
+    workers = [
+        start_worker(queue.config["url"], queue.table, processors=2, queues="billing,default", wake_interval=0.01)
+        for _ in range(2)
+    ]
     try:
         # the default queue's work goes on meanwhile: 30 tasks done, over many claims of every worker
         for i in range(30):
@@ -68,8 +84,7 @@ def test_pausing_a_queue_lets_its_running_tasks_finish(queue, tmp_path):
     log = tmp_path / "runs.log"
     queue.submit("slow", "handler", {"log": str(log), "sleep": 1.5}, queue="billing")
     queue.submit("next", "handler", {"log": str(log)}, queue="billing")
-    worker = start_worker(queue.config["url"], queue.table, processors=1, queues="billing,default",
-                          wake_interval=0.01)
+    worker = start_worker(queue.config["url"], queue.table, processors=1, queues="billing,default", wake_interval=0.01)
     try:
         wait_for(lambda: runs(log), timeout=30, what="the slow task to start")
         queue.pause("billing")
@@ -102,10 +117,11 @@ def test_a_rate_limit_holds_across_racing_workers(queue, tmp_path, round_):
     PostgreSQL) holds more than 10, every task runs once, and the limit is used (about 6 s)."""
     log = tmp_path / "runs.log"
     queue.limit("api", rate="10/s")
-    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}}
-                       for i in range(60)])
-    workers = [start_worker(queue.config["url"], queue.table, burst=False, processors=2, queues="api",
-                            poll_interval=0.05) for _ in range(4)]
+    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}} for i in range(60)])
+    workers = [
+        start_worker(queue.config["url"], queue.table, burst=False, processors=2, queues="api", poll_interval=0.05)
+        for _ in range(4)
+    ]
     try:
         wait_for(lambda: len(runs(log)) >= 60, timeout=120, what="the 60 tasks")
     finally:
@@ -123,10 +139,8 @@ def test_a_burst_worker_waits_out_a_rate_limit_instead_of_leaving_tasks_behind(q
     the window (as long as it takes, not a poll interval) and ends with all of them done."""
     log = tmp_path / "runs.log"
     queue.limit("api", rate="5/s")
-    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}}
-                       for i in range(12)])
-    worker = start_worker(queue.config["url"], queue.table, burst=True, processors=1, queues="api",
-                          poll_interval=30)
+    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}} for i in range(12)])
+    worker = start_worker(queue.config["url"], queue.table, burst=True, processors=1, queues="api", poll_interval=30)
     code, out = finish(worker, timeout=60)
     assert code == 0, out[-2000:]
     assert Counter(k for k, _ in runs(log)) == Counter(f"r{i}" for i in range(12))

@@ -1,6 +1,7 @@
 """A reload against a locked or never-answering database does not block the service's signal
 handling for ever: the check of a reloaded configuration is bounded (``service.RELOAD_CHECK_TIME``)
 and a database that does not answer in time is taken, as at start."""
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,9 @@ def _lock_table(backend, url, table):
 
 def _reload_in_thread(new, old):
     out = []
-    th = threading.Thread(target=lambda: out.append(reload_settings(lambda: dict(new), old, opens=open_checked)),
-                          daemon=True)
+    th = threading.Thread(
+        target=lambda: out.append(reload_settings(lambda: dict(new), old, opens=open_checked)), daemon=True
+    )
     th.start()
     return th, out
 
@@ -87,8 +89,13 @@ def test_supervisor_obeys_term_while_its_reload_waits_on_a_locked_table(backend,
     is not acted on while the check waits behind the lock."""
     url = queue.config["url"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), url, queue.table, url, queue.table],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), url, queue.table, url, queue.table],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     eng = conn = None
     try:
         assert proc.stdout.readline().strip() == "READY"

@@ -30,6 +30,7 @@ def sched(db_url, table_name, backend):
     sc.close()
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, table_name, table_name + "_s")
 
 
@@ -54,8 +55,15 @@ def _no_scheduler_left():
 
 def start(sched, tmp_path, target="occurrence", **settings):
     logfile = tmp_path / "sched.log"
-    p = start_scheduler(sched.url, sched.queue.table, sched.table, target,
-                        config_file=tmp_path / "sched.json", log=str(logfile), **settings)
+    p = start_scheduler(
+        sched.url,
+        sched.queue.table,
+        sched.table,
+        target,
+        config_file=tmp_path / "sched.json",
+        log=str(logfile),
+        **settings,
+    )
     _started.append(p)
     return p, logfile
 
@@ -73,7 +81,7 @@ def add_due(sched, log, sleep: float) -> None:
 def test_a_stop_signal_lets_the_running_handler_finish(sched, log, tmp_path, sig):
     add_due(sched, log, sleep=1.5)
     p, logfile = start(sched, tmp_path)
-    (first, _), = wait_for(lambda: runs(log), what="handler start")
+    ((first, _),) = wait_for(lambda: runs(log), what="handler start")
     p.send_signal(sig)
     code, out = finish(p)
     assert code == 0, out
@@ -151,7 +159,7 @@ def test_database_errors_back_off_exponentially_and_the_loop_goes_on(sched, db_u
     assert code == 0, out
     lines = text(logfile)
     assert lines.index("retrying in 0.1s") < lines.index("retrying in 0.2s") < lines.index("retrying in 0.4s")
-    assert "submitted" in lines[lines.index("retrying in 0.4s"):]
+    assert "submitted" in lines[lines.index("retrying in 0.4s") :]
 
 
 def _drop(url: str, table: str) -> None:
@@ -176,16 +184,29 @@ def start_script(sched, tmp_path, env):
     """The installed ``perfectsched run`` command, submitting into the queue."""
     logfile = tmp_path / "sched.log"
     opts = ["-D", sched.url, "--table", sched.queue.table, "--schedule-table", sched.table]
-    p = subprocess.Popen([str(Path(sys.executable).parent / "perfectsched"), "run", *opts, "--poll-interval", "0.1",
-                          "--log", str(logfile)], env={**os.environ, **env}, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "perfectsched"),
+            "run",
+            *opts,
+            "--poll-interval",
+            "0.1",
+            "--log",
+            str(logfile),
+        ],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     _started.append(p)
     return p, logfile
 
 
 def fired(sched, log: Path, key: str) -> bool:
     return any(m.key.startswith(key + ".") for m in sched.queue.list()) or any(
-        k.startswith(key + ".") for k, _ in runs(log))
+        k.startswith(key + ".") for k, _ in runs(log)
+    )
 
 
 @pytest.mark.parametrize("mode", ["submitting", "handler"])

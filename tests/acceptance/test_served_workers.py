@@ -31,9 +31,27 @@ def start(command: str, target: str, queue, log: Path, *extra: str) -> subproces
     env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [str(BIN / command), "run", target, "-I", str(HERE), "-D", queue.config["url"], "--table", queue.table,
-             "--poll-interval", "0.1", "--processors", "2", *extra],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            [
+                str(BIN / command),
+                "run",
+                target,
+                "-I",
+                str(HERE),
+                "-D",
+                queue.config["url"],
+                "--table",
+                queue.table,
+                "--poll-interval",
+                "0.1",
+                "--processors",
+                "2",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def stop(proc: subprocess.Popen, log: Path) -> str:
@@ -60,8 +78,12 @@ def owner_pid(meta: queue_core.TaskMetadata) -> int | None:
 def submit_wave(q, wave: int, logs: dict[str, Path]) -> tuple[list[str], list[str]]:
     """Invoices (one attempt each, at a better priority than the runs) and runs of cli_etl."""
     invoices = [f"invoice-{wave}-{i}" for i in range(12)]
-    q.submit_many([{"key": k, "type": "invoice", "data": {"log": str(logs["invoices"])}, "max_attempts": 1,
-                    "priority": 5} for k in invoices])
+    q.submit_many(
+        [
+            {"key": k, "type": "invoice", "data": {"log": str(logs["invoices"])}, "max_attempts": 1, "priority": 5}
+            for k in invoices
+        ]
+    )
     run_ids = [f"run-{wave}-{i}" for i in range(3)]
     for run_id in run_ids:  # submitted as plain tasks, as `perfectqueue submit RUN cli_etl` would
         q.submit(run_id, "cli_etl", {"log": str(logs["steps"])})
@@ -91,8 +113,11 @@ def test_a_perfectqueue_worker_and_a_pqflow_worker_each_take_only_their_types(wq
         pq = start("perfectqueue", f"{HANDLERS}:Invoices", wq, logs["pq_worker"])
         more_invoices, more_runs = submit_wave(wq, 1, logs)
         invoices, run_ids = invoices + more_invoices, run_ids + more_runs
-        wait_for(lambda: invoices_finished(wq, invoices) and runs_succeeded(wq, run_ids), timeout=90,
-                 what="every invoice and every run")
+        wait_for(
+            lambda: invoices_finished(wq, invoices) and runs_succeeded(wq, run_ids),
+            timeout=90,
+            what="every invoice and every run",
+        )
     finally:
         flow_log = stop(flow, logs["flow_worker"])
         pq_log = stop(pq, logs["pq_worker"]) if pq is not None else ""
@@ -123,8 +148,12 @@ def test_a_perfectqueue_worker_and_a_pqflow_worker_each_take_only_their_types(wq
 def test_a_catch_all_function_worker_still_takes_every_type(wq, tmp_path):
     log, worker_log = tmp_path / "runs.log", tmp_path / "worker.log"
     types = ["invoice", "cli_etl.extract", "email", "anything else"]
-    wq.submit_many([{"key": f"k{i}", "type": types[i % 4], "data": {"log": str(log)}, "max_attempts": 1,
-                     "priority": i % 3} for i in range(20)])
+    wq.submit_many(
+        [
+            {"key": f"k{i}", "type": types[i % 4], "data": {"log": str(log)}, "max_attempts": 1, "priority": i % 3}
+            for i in range(20)
+        ]
+    )
     proc = start("perfectqueue", f"{HANDLERS}:plain", wq, worker_log, "--burst")
     try:
         assert proc.wait(timeout=60) == 0, worker_log.read_text()[-3000:]
@@ -145,6 +174,9 @@ def test_the_served_types_are_logged_once_at_start(wq, tmp_path, command, target
     assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
     lines = [ln for ln in log.read_text().splitlines() if " serving " in ln]
     assert len(lines) == 1, lines
-    expected = ("every task type (catch-all target)" if command == "perfectqueue"
-                else "8 task types: cli_etl, cli_etl.audit, cli_etl.cleanup, cli_etl.extract")
+    expected = (
+        "every task type (catch-all target)"
+        if command == "perfectqueue"
+        else "8 task types: cli_etl, cli_etl.audit, cli_etl.cleanup, cli_etl.extract"
+    )
     assert expected in lines[0]

@@ -45,11 +45,15 @@ def test_workers_roll_up_the_statistics_while_they_run(wq, tmp_path):
     """Three worker processes of two processors each roll up concurrently: every start and
     every outcome is counted once."""
     n = 60
-    wq.submit_many([{"key": f"k{i}", "type": "handler", "data": {"fail": i % 4 == 0}, "max_attempts": 1}
-                    for i in range(n)])
-    workers = [start_worker(wq.config["url"], wq.table, processors=2, stats_interval=0.05,
-                            event_gap_timeout=0.05) for _ in range(3)]
+    wq.submit_many(
+        [{"key": f"k{i}", "type": "handler", "data": {"fail": i % 4 == 0}, "max_attempts": 1} for i in range(n)]
+    )
+    workers = [
+        start_worker(wq.config["url"], wq.table, processors=2, stats_interval=0.05, event_gap_timeout=0.05)
+        for _ in range(3)
+    ]
     try:
+
         def counted():
             totals = wq.statistics(since=0, roll_up=False).totals()
             tally = totals.get(("default", "handler"))

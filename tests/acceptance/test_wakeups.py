@@ -63,9 +63,12 @@ def test_listener_reconnects_after_its_connection_is_killed(wq, tmp_path, db_url
     try:
         admin = sa.create_engine(db_url)
         with admin.begin() as conn:
-            killed = conn.execute(sa.text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()")).all()
+            killed = conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()"
+                )
+            ).all()
         admin.dispose()
         assert killed, "no listening session found"
         time.sleep(1.5)  # the listener waits 0.5 s before reconnecting
@@ -94,13 +97,22 @@ def _kill_sessions(db_url: str, backend: str, like: str, worker: int) -> int:
     try:
         with admin.begin() as conn:
             if backend == "postgres":
-                return len(conn.execute(sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE lower(query) LIKE :like AND pid <> pg_backend_pid()"), {"like": like}).all())
+                return len(
+                    conn.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE lower(query) LIKE :like AND pid <> pg_backend_pid()"
+                        ),
+                        {"like": like},
+                    ).all()
+                )
             ports = _client_ports(worker)
             rows = conn.execute(sa.text("SELECT id, host FROM information_schema.processlist")).all()
-            ids = [i for i, host in rows if host and host.rsplit(":", 1)[-1].isdigit()
-                   and int(host.rsplit(":", 1)[-1]) in ports]
+            ids = [
+                i
+                for i, host in rows
+                if host and host.rsplit(":", 1)[-1].isdigit() and int(host.rsplit(":", 1)[-1]) in ports
+            ]
             for i in ids:
                 conn.execute(sa.text(f"KILL {int(i)}"))
             return len(ids)
@@ -131,8 +143,11 @@ def _client_ports(root: int) -> set[int]:
                     inodes.add(target[8:-1])
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return {int(line.split()[1].split(":")[1], 16) for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
-            if line.split()[9] in inodes}
+    return {
+        int(line.split()[1].split(":")[1], 16)
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+        if line.split()[9] in inodes
+    }
 
 
 @ALL

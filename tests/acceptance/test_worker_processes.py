@@ -31,8 +31,7 @@ def test_burst_drains_with_processes(wq, log):
 def test_thread_mode_burst(wq, log):
     for i in range(20):
         wq.submit(f"k{i}", "plain", {"log": str(log)})
-    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, processors=3,
-                                    processor_type="thread"))
+    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, processors=3, processor_type="thread"))
     assert code == 0, out
     assert sorted(k for k, _ in runs(log)) == sorted(f"k{i}" for i in range(20))
     assert wq.stats()["outcomes"]["success"] == 20
@@ -51,8 +50,7 @@ def test_unknown_type_is_retried_not_fatal(wq, log):
 def test_concurrent_workers_never_run_a_task_twice(wq, log):
     n = 150
     wq.submit_many([{"key": f"k{i}", "type": "plain", "data": {"log": str(log)}} for i in range(n)])
-    procs = [start_worker(wq.config["url"], wq.table, burst=True, processors=2, alive_time=120)
-             for _ in range(3)]
+    procs = [start_worker(wq.config["url"], wq.table, burst=True, processors=2, alive_time=120) for _ in range(3)]
     for p in procs:
         code, out = finish(p, timeout=120)
         assert code == 0, out
@@ -108,7 +106,7 @@ def test_killed_child_is_replaced(wq, log):
     p = start_worker(wq.config["url"], wq.table)
     try:
         wq.submit("a", "plain", {"log": str(log)})
-        (_, pid1), = wait_for(lambda: runs(log), what="first task")
+        ((_, pid1),) = wait_for(lambda: runs(log), what="first task")
         os.kill(pid1, signal.SIGKILL)
         wq.submit("b", "plain", {"log": str(log)})
         (pid2,) = wait_for(lambda: pids_of(log, "b"), what="second task")
@@ -183,8 +181,9 @@ def test_max_request_per_child_replaces_a_thread_processor(wq, log):
     thread (it used to end, leaving the rest due while a burst worker exited 0)."""
     for i in range(5):
         wq.submit(f"k{i}", "plain", {"log": str(log)})
-    code, out = finish(start_worker(wq.config["url"], wq.table, burst=True, max_request_per_child=2,
-                                    processor_type="thread"))
+    code, out = finish(
+        start_worker(wq.config["url"], wq.table, burst=True, max_request_per_child=2, processor_type="thread")
+    )
     assert code == 0, out
     assert sorted(k for k, _ in runs(log)) == [f"k{i}" for i in range(5)]
     assert wq.stats()["outcomes"]["success"] == 5
@@ -194,7 +193,7 @@ def test_silent_child_is_killed_and_replaced(wq, log):
     p = start_worker(wq.config["url"], wq.table, child_heartbeat_limit=1.5, alive_time=2)
     try:
         wq.submit("a", "plain", {"log": str(log)})
-        (_, pid1), = wait_for(lambda: runs(log), what="first task")
+        ((_, pid1),) = wait_for(lambda: runs(log), what="first task")
         os.kill(pid1, signal.SIGSTOP)  # alive but silent: no liveness beats, no heartbeats
         wq.submit("b", "plain", {"log": str(log)})
         (pid2,) = wait_for(lambda: pids_of(log, "b"), timeout=20, what="task on the replacement child")
@@ -222,7 +221,7 @@ def test_usr1_graceful_restart_finishes_task_and_replaces_child(wq, log):
     wq.submit("slow", "handler", {"log": str(log), "sleep": 1.0})
     p = start_worker(wq.config["url"], wq.table)
     try:
-        (_, pid1), = wait_for(lambda: runs(log), what="task start")
+        ((_, pid1),) = wait_for(lambda: runs(log), what="task start")
         p.send_signal(signal.SIGUSR1)
         wait_for(lambda: runs(log, "done"), timeout=15, what="task finished despite restart")
         wq.submit("next", "plain", {"log": str(log)})
@@ -239,7 +238,7 @@ def test_hup_immediate_restart_kills_running_task(wq, log):
     wq.submit("slow", "handler", {"log": str(log), "sleep": 30})
     p = start_worker(wq.config["url"], wq.table, alive_time=2)
     try:
-        (_, pid1), = wait_for(lambda: runs(log), what="task start")
+        ((_, pid1),) = wait_for(lambda: runs(log), what="task start")
         p.send_signal(signal.SIGHUP)
         wait_for(lambda: not _alive(pid1), timeout=10, what="child killed")
         wq.submit("next", "plain", {"log": str(log)})
@@ -290,8 +289,7 @@ def _text(path: Path) -> str:
 def test_a_restart_whose_config_does_not_load_keeps_the_old_one(wq, log, tmp_path, processor_type):
     # Thread mode used to let the loader's error end the worker (its processors already stopped).
     config, logfile = tmp_path / "worker.json", tmp_path / "worker.log"
-    p = start_worker(wq.config["url"], wq.table, config_file=config, processor_type=processor_type,
-                     log=str(logfile))
+    p = start_worker(wq.config["url"], wq.table, config_file=config, processor_type=processor_type, log=str(logfile))
     try:
         wq.submit("a", "plain", {"log": str(log)})
         wait_for(lambda: runs(log), what="first task")
@@ -349,8 +347,9 @@ def test_a_restart_to_more_processors_replaces_only_the_running_children(wq, log
     p = start_worker(wq.config["url"], wq.table, config_file=config, log=str(logfile), child_kill_interval=0.1)
     try:
         wait_for(lambda: "processor 0 started" in _text(logfile), what="the first child")
-        config.write_text(config.read_text().replace('"child_kill_interval": 0.1', '"processors": 2, '
-                                                                                  '"child_kill_interval": 0.1'))
+        config.write_text(
+            config.read_text().replace('"child_kill_interval": 0.1', '"processors": 2, "child_kill_interval": 0.1')
+        )
         p.send_signal(signal.SIGUSR1)
         wait_for(lambda: _text(logfile).count("processor 0 started") == 2, what="the first child replaced")
         wq.submit_many([{"key": f"k{i}", "type": "plain", "data": {"log": str(log)}} for i in range(20)])

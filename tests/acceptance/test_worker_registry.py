@@ -26,13 +26,17 @@ def registry_rows(q) -> int:
 
 def test_running_workers_are_listed_with_what_they_hold_and_leave_when_they_stop(wq, tmp_path):
     log = tmp_path / "runs.log"
-    wq.submit_many([{"key": f"slow{i}", "type": "handler", "data": {"log": str(log), "sleep": 3}}
-                    for i in range(3)])
-    workers = [start_worker(wq.config["url"], wq.table, processors=2, queues="urgent,default",
-                            registry_interval=0.2) for _ in range(2)]
+    wq.submit_many([{"key": f"slow{i}", "type": "handler", "data": {"log": str(log), "sleep": 3}} for i in range(3)])
+    workers = [
+        start_worker(wq.config["url"], wq.table, processors=2, queues="urgent,default", registry_interval=0.2)
+        for _ in range(2)
+    ]
     try:
-        listed = wait_for(lambda: (ws := wq.workers()) and len(ws) == 4 and sum(w.held for w in ws) == 3 and ws,
-                          timeout=60, what="4 processes holding the 3 tasks")
+        listed = wait_for(
+            lambda: (ws := wq.workers()) and len(ws) == 4 and sum(w.held for w in ws) == 3 and ws,
+            timeout=60,
+            what="4 processes holding the 3 tasks",
+        )
         host = socket.gethostname()
         assert {w.host for w in listed} == {host}
         assert all(w.owner == f"{host}:{w.pid}" and w.queues == ("urgent", "default") for w in listed)
@@ -69,14 +73,18 @@ def test_a_registry_row_locked_by_another_transaction_never_stops_task_heartbeat
     monitor's thread, the lease would expire and the task run twice)."""
     log = tmp_path / "runs.log"
     wq.submit("slow", "handler", {"log": str(log), "sleep": 15})
-    worker = start_worker(wq.config["url"], wq.table, processors=1, alive_time=3, task_heartbeat_interval=0.3,
-                          registry_interval=0.3)
+    worker = start_worker(
+        wq.config["url"], wq.table, processors=1, alive_time=3, task_heartbeat_interval=0.3, registry_interval=0.3
+    )
     engine = sa.create_engine(db_url)
     conn = engine.connect()
     taken = None
     try:
-        wait_for(lambda: wq.workers() and wq["slow"].metadata().status == "running", timeout=60,
-                 what="the worker running the task")
+        wait_for(
+            lambda: wq.workers() and wq["slow"].metadata().status == "running",
+            timeout=60,
+            what="the worker running the task",
+        )
         tx = conn.begin()
         conn.execute(sa.select(wq.store.workers_t).with_for_update()).all()
         try:

@@ -37,8 +37,9 @@ def _lock_registry(conn, q, backend):
 
 @pytest.mark.parametrize("backend", ["mysql", "postgres"], indirect=True)
 @pytest.mark.parametrize("processor_type", ["process", "thread"])
-def test_a_locked_registry_table_does_not_keep_a_starting_worker_from_its_tasks(wq, tmp_path, db_url, backend,
-                                                                                  processor_type):
+def test_a_locked_registry_table_does_not_keep_a_starting_worker_from_its_tasks(
+    wq, tmp_path, db_url, backend, processor_type
+):
     """The registry table is locked by another session while a worker starts: the worker still
     claims and runs its tasks (the registration waits on a thread of its own, as renewals do).
     Before 30cbece it did; now the first processor writes the row in ``Registration.join``,
@@ -53,8 +54,14 @@ def test_a_locked_registry_table_does_not_keep_a_starting_worker_from_its_tasks(
     try:
         tx = conn.begin()
         _lock_registry(conn, wq, backend)
-        worker = start_worker(wq.config["url"], wq.table, processors=2, processor_type=processor_type,
-                              registry_interval=0.3, cleanup_interval=3600)
+        worker = start_worker(
+            wq.config["url"],
+            wq.table,
+            processors=2,
+            processor_type=processor_type,
+            registry_interval=0.3,
+            cleanup_interval=3600,
+        )
         deadline = time.monotonic() + 25
         while time.monotonic() < deadline and len(runs(log, "done")) < 4 and worker.poll() is None:
             time.sleep(0.1)
@@ -87,11 +94,27 @@ def test_a_worker_asked_to_stop_while_its_registration_waits_stops(wq, tmp_path,
     w = wq.store.workers_t
     try:
         tx = conn.begin()
-        worker = start_worker(wq.config["url"], wq.table, processors=1, processor_type="thread",
-                              registry_interval=0.3, cleanup_interval=3600)
+        worker = start_worker(
+            wq.config["url"],
+            wq.table,
+            processors=1,
+            processor_type="thread",
+            registry_interval=0.3,
+            cleanup_interval=3600,
+        )
         owner = f"{socket.gethostname()}:{worker.pid}"
-        conn.execute(sa.insert(w).values(owner=owner, host="x", pid=worker.pid, queues='["default"]', types=None,
-                                         version="x", started_at=0.0, last_seen=0.0))
+        conn.execute(
+            sa.insert(w).values(
+                owner=owner,
+                host="x",
+                pid=worker.pid,
+                queues='["default"]',
+                types=None,
+                version="x",
+                started_at=0.0,
+                last_seen=0.0,
+            )
+        )
         wait_for(lambda: _waiting_on_lock(engine, wq), timeout=60, what="the registration waiting for the lock")
         start = time.monotonic()
         worker.send_signal(signal.SIGTERM)
@@ -111,16 +134,19 @@ def test_a_worker_asked_to_stop_while_its_registration_waits_stops(wq, tmp_path,
 def _waiting_on_lock(engine, q) -> bool:
     """Whether a session waits for a lock in a statement on the registry table (PostgreSQL)."""
     with engine.connect() as c:
-        return bool(c.exec_driver_sql(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            f"AND query LIKE '%%{q.store.workers_t.name}%%'"
-        ).scalar())
+        return bool(
+            c.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                f"AND query LIKE '%%{q.store.workers_t.name}%%'"
+            ).scalar()
+        )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "mysql", "postgres"], indirect=True)
 def test_a_thread_worker_of_several_processors_registers_once_and_leaves(wq, tmp_path):
-    worker = start_worker(wq.config["url"], wq.table, processors=3, processor_type="thread",
-                          registry_interval=0.2, cleanup_interval=3600)
+    worker = start_worker(
+        wq.config["url"], wq.table, processors=3, processor_type="thread", registry_interval=0.2, cleanup_interval=3600
+    )
     try:
         rows = wait_for(lambda: _registry_rows(wq), timeout=60, what="the registry row")
         time.sleep(1.0)  # several renewals

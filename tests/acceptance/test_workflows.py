@@ -33,8 +33,7 @@ def worker(q, *, burst=True, **kw):
 def executions(log: Path, what="run") -> Counter:
     if not log.exists():
         return Counter()
-    return Counter((r, s) for r, s, _pid, kind in (ln.split() for ln in log.read_text().splitlines())
-                   if kind == what)
+    return Counter((r, s) for r, s, _pid, kind in (ln.split() for ln in log.read_text().splitlines()) if kind == what)
 
 
 def kill_workers_until(wq, runs, rng, *, seconds: float, every: tuple[float, float] = (0.2, 0.6)) -> None:
@@ -72,8 +71,9 @@ def test_diamond_and_wide_fan_in(wq, log):
     for i in range(4):
         run = pqflow.get_run(f"d{i}", queue=wq)
         assert run.status == "succeeded", run
-        assert {n: s.status for n, s in run.steps.items()} == dict.fromkeys(["a", "b", "c", "d", "cleanup"],
-                                                                              "succeeded")
+        assert {n: s.status for n, s in run.steps.items()} == dict.fromkeys(
+            ["a", "b", "c", "d", "cleanup"], "succeeded"
+        )
         assert run.steps["d"].result == 6
     for i in range(2):
         run = pqflow.get_run(f"w{i}", queue=wq)
@@ -90,8 +90,13 @@ def test_failure_skips_dependents_runs_all_done_and_hooks(wq, log):
     run = pqflow.get_run("f1", queue=wq)
     assert run.status == "failed"
     st = run.statuses
-    assert (st["a"], st["b"], st["c"], st["d"], st["cleanup"]) == \
-        ("succeeded", "failed", "succeeded", "skipped", "succeeded")
+    assert (st["a"], st["b"], st["c"], st["d"], st["cleanup"]) == (
+        "succeeded",
+        "failed",
+        "succeeded",
+        "skipped",
+        "succeeded",
+    )
     assert "b failed on purpose" in run.steps["b"].error
     assert "b (failed)" in run.why("d")
     assert executions(log, "hook_failed") == Counter({("f1", "b"): 1})
@@ -205,8 +210,9 @@ def test_sigkill_at_each_point_of_a_step(wq, log, tmp_path, decider):
     claim, which may already lease k2 in the same commit: the kill after that commit then costs
     k2 a lease it never ran with (3 leases), unless the monitor wrote k1 alone first (2)."""
     flows.killing.start("kp", {"log": str(log), "dir": str(tmp_path)}, queue=wq)
-    p = start_worker(wq.config["url"], wq.table, target=decider, _file=FLOWS, alive_time=1.5,
-                     task_heartbeat_interval=0.3)
+    p = start_worker(
+        wq.config["url"], wq.table, target=decider, _file=FLOWS, alive_time=1.5, task_heartbeat_interval=0.3
+    )
     try:
         wait_for(lambda: pqflow.get_run("kp", queue=wq).status == "succeeded", timeout=60, what="run done")
     finally:
@@ -232,7 +238,8 @@ def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, b
         f"wf = pqflow.Workflow('e2e_deploy_{backend}')\n"
         "@wf.step()\ndef a(ctx): return 1\n"
         "@wf.step(after=a)\ndef b(ctx, a): return a + 1\n"
-        "class Decider(pqflow.Decider):\n    workflows = [wf]\n")
+        "class Decider(pqflow.Decider):\n    workflows = [wf]\n"
+    )
     v2 = tmp_path / "deploy_v2.py"
     v2.write_text(
         "import pqflow\n"
@@ -240,20 +247,24 @@ def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, b
         "@wf.step()\ndef a(ctx): return 1\n"
         "@wf.step(after=a)\ndef c(ctx, a): return a + 2\n"
         "class Decider(pqflow.Decider):\n    workflows = [wf]\n"
-        "class TakesEverything(Decider):\n    served_types = None\n")
+        "class TakesEverything(Decider):\n    served_types = None\n"
+    )
     # The run starts with the old code (v1 snapshot); workers already run the new code (v2).
     from queue_core.loader import load_target
+
     load_target(f"{v1}:wf").start("dep1", queue=wq)
-    code, out = finish(start_worker(wq.config["url"], wq.table, target="Decider", burst=True, _file=str(v2)),
-                       timeout=60)
+    code, out = finish(
+        start_worker(wq.config["url"], wq.table, target="Decider", burst=True, _file=str(v2)), timeout=60
+    )
     assert code == 0, out[-2000:]
     # A worker without step b's code does not lease it: b waits for a worker that has it, uncharged.
     run = pqflow.get_run("dep1", queue=wq)
     assert run.status == "running" and run.statuses["a"] == "succeeded" and run.statuses["b"] == "waiting"
     assert run.steps["b"].attempts == 0 and run.steps["b"].error is None
     # A decider that takes every type (served_types = None) leases it and fails it.
-    code, out = finish(start_worker(wq.config["url"], wq.table, target="TakesEverything", burst=True,
-                                    _file=str(v2)), timeout=60)
+    code, out = finish(
+        start_worker(wq.config["url"], wq.table, target="TakesEverything", burst=True, _file=str(v2)), timeout=60
+    )
     assert code == 0, out[-2000:]
     run = pqflow.get_run("dep1", queue=wq)
     assert list(run.steps) == ["a", "b"]  # the shape of the snapshot, not of the new code
@@ -264,6 +275,7 @@ def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, b
 
 def test_cron_schedule_starts_one_run_per_occurrence(wq, log, db_url):
     import perfectsched
+
     sc = perfectsched.open(db_url, wq.table + "_s", wq.table)
     sc.init()
     try:
@@ -277,8 +289,9 @@ def test_cron_schedule_starts_one_run_per_occurrence(wq, log, db_url):
     for k in range(1, 4):
         run = pqflow.get_run(f"nightly.{t0 + k * 3600}", queue=wq)
         assert run.status == "succeeded" and run.input == {"log": str(log)}
-    assert Counter(r for r, s in executions(log) if s == "a") == \
-        Counter({f"nightly.{t0 + k * 3600}": 1 for k in range(1, 4)})
+    assert Counter(r for r, s in executions(log) if s == "a") == Counter(
+        {f"nightly.{t0 + k * 3600}": 1 for k in range(1, 4)}
+    )
 
 
 def test_thousand_step_dag(wq, log, backend):

@@ -111,9 +111,18 @@ def surrogate_error(task):
 
 class Worker(queue_core.Dispatch):
     routes = [
-        ("ok", ok), ("raises", raises), ("garbage", Garbage), ("garbage_function", garbage_function),
-        ("exits", exits), ("exits_with_message", exits_with_message), ("hard_exit", hard_exit),
-        ("hangs", hangs), ("freezes", freezes), ("allocates", allocates),
-        ("impossible_allocation", impossible_allocation), ("interrupts", interrupts),
-        ("broken_error", broken_error), ("surrogate_error", surrogate_error),
+        ("ok", ok),
+        ("raises", raises),
+        ("garbage", Garbage),
+        ("garbage_function", garbage_function),
+        ("exits", exits),
+        ("exits_with_message", exits_with_message),
+        ("hard_exit", hard_exit),
+        ("hangs", hangs),
+        ("freezes", freezes),
+        ("allocates", allocates),
+        ("impossible_allocation", impossible_allocation),
+        ("interrupts", interrupts),
+        ("broken_error", broken_error),
+        ("surrogate_error", surrogate_error),
     ]

@@ -35,8 +35,12 @@ settings.register_profile(
     deadline=None,
     max_examples=30,
     print_blob=False,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
 )
 HOSTILE = settings.get_profile("pq-hostile")
 
@@ -49,14 +53,47 @@ def hostile(max_examples: int):
 # -- strategies ---------------------------------------------------------------------------------
 #: characters that break naive quoting, collations, terminals and encoders
 NASTY_CHARS = list("'\"\\`;%_*?-#/$:{}()[]\x00\n\r\t \x7f") + [
-    "\u0301", "ß", "İ", "ı", "Σ", "日", "🎉", "\ufeff", "\u202e", "\u2028", "\u00a0", "\ud800", "\udcff",
-    "\U0010ffff", "ｆ", "Å", "Å",
+    "\u0301",
+    "ß",
+    "İ",
+    "ı",
+    "Σ",
+    "日",
+    "🎉",
+    "\ufeff",
+    "\u202e",
+    "\u2028",
+    "\u00a0",
+    "\ud800",
+    "\udcff",
+    "\U0010ffff",
+    "ｆ",
+    "Å",
+    "Å",
 ]
 #: fragments of injection attempts; {table} is replaced by the table under test
 SQL_FRAGMENTS = [
-    "'; DROP TABLE {table}; --", "\" OR 1=1 --", "') ; DELETE FROM {table}; --", "%s", "%(key)s", ":key",
-    "?", "$1", "\\'", "''", "/*", "*/", "NULL", "0x00", "' UNION SELECT * FROM {table} --", "`", "\\",
-    "%", "_", "\\0", "LIKE '%'",
+    "'; DROP TABLE {table}; --",
+    '" OR 1=1 --',
+    "') ; DELETE FROM {table}; --",
+    "%s",
+    "%(key)s",
+    ":key",
+    "?",
+    "$1",
+    "\\'",
+    "''",
+    "/*",
+    "*/",
+    "NULL",
+    "0x00",
+    "' UNION SELECT * FROM {table} --",
+    "`",
+    "\\",
+    "%",
+    "_",
+    "\\0",
+    "LIKE '%'",
 ]
 
 
@@ -65,8 +102,9 @@ _INVALID_IN_NAMES = {"\x00", "\ud800", "\udcff"}  # noqa: B033
 _VALID_CHARS = st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))
 
 
-def hostile_text(table: str = "pq_tasks", *, min_size: int = 0, max_size: int = 24,
-                 valid: bool = False) -> st.SearchStrategy[str]:
+def hostile_text(
+    table: str = "pq_tasks", *, min_size: int = 0, max_size: int = 24, valid: bool = False
+) -> st.SearchStrategy[str]:
     """Short strings mixing ordinary text, nasty characters and SQL fragments; ``valid``: no NUL
     and no lone surrogate (so a valid key, type or user when not empty)."""
     part = st.one_of(
@@ -74,16 +112,36 @@ def hostile_text(table: str = "pq_tasks", *, min_size: int = 0, max_size: int = 
         st.sampled_from([c for c in NASTY_CHARS if not (valid and c in _INVALID_IN_NAMES)]),
         st.sampled_from(SQL_FRAGMENTS).map(lambda s: s.format(table=table)),
     )
-    return st.lists(part, max_size=8).map(lambda parts: "".join(parts)[:max_size]).filter(
-        lambda s: len(s) >= min_size)
+    return st.lists(part, max_size=8).map(lambda parts: "".join(parts)[:max_size]).filter(lambda s: len(s) >= min_size)
 
 
 def names(table: str = "pq_tasks") -> st.SearchStrategy[str]:
     """Keys, types and users: hostile text plus the length and byte-size boundaries."""
     return st.one_of(
         hostile_text(table, max_size=40),
-        st.sampled_from(["", " ", "a", "A", "a ", " a", "ä", "a\u0301", "a" * 255, "a" * 256, "é" * 255,
-                         "🎉" * 255, "🎉" * 256, "x\x00", "\x00", "\ud800", "NULL", "null", "0"]),
+        st.sampled_from(
+            [
+                "",
+                " ",
+                "a",
+                "A",
+                "a ",
+                " a",
+                "ä",
+                "a\u0301",
+                "a" * 255,
+                "a" * 256,
+                "é" * 255,
+                "🎉" * 255,
+                "🎉" * 256,
+                "x\x00",
+                "\x00",
+                "\ud800",
+                "NULL",
+                "null",
+                "0",
+            ]
+        ),
         st.text(min_size=250, max_size=260),
     )
 
@@ -91,13 +149,43 @@ def names(table: str = "pq_tasks") -> st.SearchStrategy[str]:
 def valid_names(table: str = "pq_tasks", *, max_len: int = 255, exclude: str = "") -> st.SearchStrategy[str]:
     """Names the library must accept (at most ``max_len`` characters, none of ``exclude``), as
     hostile as possible."""
-    fixed = [" ", "a", "A", "a ", " a", "ä", "a\u0301", "a" * 255, "é" * 255, "🎉" * 255, "NULL", "0", "-", "--",
-             "-D", "@file", "%", "_", "*", "'", "\\", "\n", "\x7f", "\u202e", "#", "a#b"]
-    return st.one_of(
-        hostile_text(table, min_size=1, max_size=min(40, max_len), valid=True),
-        st.sampled_from([f[:max_len] for f in fixed]),
-        st.text(_VALID_CHARS, min_size=max_len - 5, max_size=max_len),
-    ).map(lambda v: "".join(c for c in v if c not in exclude) or "x").filter(valid_name)
+    fixed = [
+        " ",
+        "a",
+        "A",
+        "a ",
+        " a",
+        "ä",
+        "a\u0301",
+        "a" * 255,
+        "é" * 255,
+        "🎉" * 255,
+        "NULL",
+        "0",
+        "-",
+        "--",
+        "-D",
+        "@file",
+        "%",
+        "_",
+        "*",
+        "'",
+        "\\",
+        "\n",
+        "\x7f",
+        "\u202e",
+        "#",
+        "a#b",
+    ]
+    return (
+        st.one_of(
+            hostile_text(table, min_size=1, max_size=min(40, max_len), valid=True),
+            st.sampled_from([f[:max_len] for f in fixed]),
+            st.text(_VALID_CHARS, min_size=max_len - 5, max_size=max_len),
+        )
+        .map(lambda v: "".join(c for c in v if c not in exclude) or "x")
+        .filter(valid_name)
+    )
 
 
 def invalid_names(table: str = "pq_tasks") -> st.SearchStrategy:
@@ -121,13 +209,15 @@ def valid_name(value) -> bool:
 
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**80), 2**80),
-    st.floats(allow_nan=False, allow_infinity=False), hostile_text(max_size=30),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=False, allow_infinity=False),
+    hostile_text(max_size=30),
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(hostile_text(max_size=12), inner, max_size=4)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(hostile_text(max_size=12), inner, max_size=4)),
     max_leaves=16,
 )
 #: task data that is a JSON object: must round-trip exactly
@@ -150,14 +240,16 @@ def _deep(n: int, leaf=None):
 not_json_objects = st.one_of(
     st.lists(json_scalars, max_size=3),
     hostile_text(max_size=10),
-    st.integers(), st.floats(), st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.booleans(),
     json_objects.map(lambda d: {**d, "bad": float("nan")}),
     json_objects.map(lambda d: {**d, "bad": float("-inf")}),
     json_objects.map(lambda d: {**d, "bad": {1, 2}}),
     json_objects.map(lambda d: {**d, "bad": b"bytes"}),
     json_objects.map(lambda d: {**d, "bad": Opaque()}),
     json_objects.map(lambda d: {**d, "bad": [1, [2, {"x": object()}]]}),
-    st.just({"big": 10 ** 5000}),  # past Python's int-to-str digit limit
+    st.just({"big": 10**5000}),  # past Python's int-to-str digit limit
     st.builds(lambda n: _deep(n), st.integers(20_000, 30_000)),
 )
 
@@ -178,13 +270,14 @@ def same(a, b) -> bool:
 
 def is_json_object(value) -> bool:
     """Whether ``value`` is a dict that JSON represents exactly (str keys, finite floats, ...)."""
+
     def ok(v, depth) -> bool:
         if depth > 150:
             return False
         if v is None or isinstance(v, (bool, str)):
             return True
         if isinstance(v, int):
-            return abs(v) < 10 ** 4000
+            return abs(v) < 10**4000
         if isinstance(v, float):
             return math.isfinite(v)
         if isinstance(v, list):
@@ -289,8 +382,7 @@ def shared_queue_fixture(backend, db_url, _shared_tables):
     from queue_core.clock import FakeClock
 
     if (backend, db_url) not in _shared_tables:
-        q = queue_core.open(db_url, f"h{os.getpid() % 10000}_{uuid.uuid4().hex[:10]}",
-                            clock=FakeClock(1_700_000_000.0))
+        q = queue_core.open(db_url, f"h{os.getpid() % 10000}_{uuid.uuid4().hex[:10]}", clock=FakeClock(1_700_000_000.0))
         q.init()
         _shared_tables[(backend, db_url)] = q
     return _shared_tables[(backend, db_url)]

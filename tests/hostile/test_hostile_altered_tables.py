@@ -23,7 +23,7 @@ T0 = 1_700_000_000.0
 ROOT = Path(__file__).resolve().parents[2]
 #: the git repository to take older releases from (a copy of the tree without .git: set it)
 GIT_ROOT = os.environ.get("PQ_REVIEW_GIT_ROOT", str(ROOT))
-EMOJI = {"emoji": "\U0001F600", "greek": "αβγ"}
+EMOJI = {"emoji": "\U0001f600", "greek": "αβγ"}
 
 
 def _altered(db_url, table_name, ddl: list[str]):
@@ -62,9 +62,11 @@ def test_a_narrowed_priority_column_is_refused_or_holds_the_value(db_url, table_
 @pytest.mark.parametrize("backend", ["mysql", "postgres"], indirect=True)
 def test_single_precision_time_columns_are_refused_or_hold_the_time(db_url, table_name, backend):
     real = "FLOAT" if backend == "mysql" else "real"
-    ddl = (["ALTER TABLE `{t}` MODIFY run_at FLOAT NOT NULL", "ALTER TABLE `{t}` MODIFY timeout FLOAT NOT NULL"]
-           if backend == "mysql" else
-           ['ALTER TABLE "{t}" ALTER COLUMN run_at TYPE real', 'ALTER TABLE "{t}" ALTER COLUMN timeout TYPE real'])
+    ddl = (
+        ["ALTER TABLE `{t}` MODIFY run_at FLOAT NOT NULL", "ALTER TABLE `{t}` MODIFY timeout FLOAT NOT NULL"]
+        if backend == "mysql"
+        else ['ALTER TABLE "{t}" ALTER COLUMN run_at TYPE real', 'ALTER TABLE "{t}" ALTER COLUMN timeout TYPE real']
+    )
     q = _altered(db_url, table_name, ddl)
     run_at = T0 + 37.25
     try:
@@ -83,8 +85,9 @@ def test_an_extra_unique_index_never_makes_a_free_key_taken(db_url, table_name, 
     """A DBA added a unique index on ``type``: the second task of a type clashes on it. pq must
     refuse the table, or raise an error; never report the free key as already existing."""
     quote = "`" if backend == "mysql" else '"'
-    q = _altered(db_url, table_name,
-                 [f"CREATE UNIQUE INDEX uq_extra_{uuid.uuid4().hex[:6]} ON {quote}{{t}}{quote} (type)"])
+    q = _altered(
+        db_url, table_name, [f"CREATE UNIQUE INDEX uq_extra_{uuid.uuid4().hex[:6]} ON {quote}{{t}}{quote} (type)"]
+    )
     try:
         try:
             q.submit("k1", "t", now=T0)
@@ -112,11 +115,18 @@ def _release(tmp_path_factory, commit: str) -> Path:
 
 
 def _old_init(release: Path, url: str, table: str) -> None:
-    code = ("import sys, queue_core\n"
-            "q = queue_core.open(sys.argv[1], sys.argv[2]); q.init()\n"
-            "q.submit('old', 't', {'x': 'αβγ'}); q.close()\n")
-    proc = subprocess.run([sys.executable, "-c", code, url, table], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(release), "PATH": "/usr/bin:/bin"}, timeout=120)
+    code = (
+        "import sys, queue_core\n"
+        "q = queue_core.open(sys.argv[1], sys.argv[2]); q.init()\n"
+        "q.submit('old', 't', {'x': 'αβγ'}); q.close()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, url, table],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(release), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -154,7 +164,7 @@ def test_an_older_releases_latin1_table_is_refused_and_the_advised_fix_works(lat
             except ForeignTableError as exc:
                 text = str(exc)
                 assert "\n" not in text and "CONVERT TO CHARACTER SET utf8mb4" in text, text
-                alter = text[text.index("ALTER TABLE"):].split(";")[0].split(":")[0].strip()
+                alter = text[text.index("ALTER TABLE") :].split(";")[0].split(":")[0].strip()
                 alter = alter[: alter.index("utf8mb4") + len("utf8mb4")]
                 advised.append(alter)
                 with eng.begin() as c:

@@ -43,22 +43,25 @@ def _strip(*args: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["run", "T", "-D", "U", "--burst"], ["run", "T", "--burst"]),
-    (["run", "-DU", "T"], ["run", "T"]),
-    (["run", "--database", "U", "T"], ["run", "T"]),
-    (["run", "--database=U", "T"], ["run", "T"]),
-    (["run", "-vD", "U", "T"], ["run", "-v", "T"]),
-    (["run", "-vDU", "T"], ["run", "-v", "T"]),
-    (["run", "-D=U", "T"], ["run", "T"]),
-    (["run", "-D", "A", "-D", "B", "T"], ["run", "T"]),  # click keeps the last; both go
-    (["run", "-I", "-D", "T", "-D", "U"], ["run", "-I", "-D", "T"]),  # "-D" as the value of -I stays
-    (["run", "--log", "--database", "T", "--database", "U"], ["run", "--log", "--database", "T"]),
-    (["run", "-r", "m", "--table", "-D", "T", "-DU"], ["run", "-r", "m", "--table", "-D", "T"]),
-    (["run", "T", "--", "-D", "U"], ["run", "T", "--", "-D", "U"]),  # positionals after --
-    (["--version", "run", "-DU"], ["--version", "run"]),
-    (["run", "-Ipath", "-DU", "T"], ["run", "-Ipath", "T"]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["run", "T", "-D", "U", "--burst"], ["run", "T", "--burst"]),
+        (["run", "-DU", "T"], ["run", "T"]),
+        (["run", "--database", "U", "T"], ["run", "T"]),
+        (["run", "--database=U", "T"], ["run", "T"]),
+        (["run", "-vD", "U", "T"], ["run", "-v", "T"]),
+        (["run", "-vDU", "T"], ["run", "-v", "T"]),
+        (["run", "-D=U", "T"], ["run", "T"]),
+        (["run", "-D", "A", "-D", "B", "T"], ["run", "T"]),  # click keeps the last; both go
+        (["run", "-I", "-D", "T", "-D", "U"], ["run", "-I", "-D", "T"]),  # "-D" as the value of -I stays
+        (["run", "--log", "--database", "T", "--database", "U"], ["run", "--log", "--database", "T"]),
+        (["run", "-r", "m", "--table", "-D", "T", "-DU"], ["run", "-r", "m", "--table", "-D", "T"]),
+        (["run", "T", "--", "-D", "U"], ["run", "T", "--", "-D", "U"]),  # positionals after --
+        (["--version", "run", "-DU"], ["--version", "run"]),
+        (["run", "-Ipath", "-DU", "T"], ["run", "-Ipath", "T"]),
+    ],
+)
 def test_without_option_tokenises_like_click(args, expected):
     assert _strip(*args) == expected
 
@@ -92,8 +95,15 @@ def _children(pid: int) -> list[int]:
 
 
 def _popen(*args: str, env: dict | None = None, cwd=None) -> subprocess.Popen:
-    return subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**clean_environ(), **(env or {})}, cwd=cwd, start_new_session=True)
+    return subprocess.Popen(
+        [str(a) for a in args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**clean_environ(), **(env or {})},
+        cwd=cwd,
+        start_new_session=True,
+    )
 
 
 def _stop(p: subprocess.Popen) -> tuple[int, str, str]:
@@ -127,21 +137,48 @@ def test_long_running_commands_keep_the_password_out_of_argv(backend, tmp_path):
         q.submit("run1", "cli_ping", {})  # a one-step workflow of flows_cli.py
 
     procs = {
-        "perfectqueue": _popen(BIN / "perfectqueue", "run", f"{HANDLERS}:Worker", "-vD", url, "--table", qt,
-                               "--processors", "2", "--poll-interval", "0.1"),
-        "perfectsched": _popen(BIN / "perfectsched", "run", "--database", url, "--table", st_q, "--schedule-table",
-                               st_s, "--poll-interval", "0.1", "-v"),
-        "pqflow": _popen(BIN / "pqflow", "run", f"{FLOWS}:Decider", f"--database={url}", "--table", ft,
-                         "--poll-interval", "0.1"),
+        "perfectqueue": _popen(
+            BIN / "perfectqueue",
+            "run",
+            f"{HANDLERS}:Worker",
+            "-vD",
+            url,
+            "--table",
+            qt,
+            "--processors",
+            "2",
+            "--poll-interval",
+            "0.1",
+        ),
+        "perfectsched": _popen(
+            BIN / "perfectsched",
+            "run",
+            "--database",
+            url,
+            "--table",
+            st_q,
+            "--schedule-table",
+            st_s,
+            "--poll-interval",
+            "0.1",
+            "-v",
+        ),
+        "pqflow": _popen(
+            BIN / "pqflow", "run", f"{FLOWS}:Decider", f"--database={url}", "--table", ft, "--poll-interval", "0.1"
+        ),
     }
     queues = [queue_core.open(url, t) for t in (qt, st_q, ft)]
     try:
+
         def done() -> bool:
             time.sleep(0.15)
             q1, q2, q3 = queues
-            return (q1["job"].metadata().outcome == "success"
-                    and any(m.key.startswith("every.") for m in q2.list())
-                    and q3["run1"].metadata().finished)
+            return (
+                q1["job"].metadata().outcome == "success"
+                and any(m.key.startswith("every.") for m in q2.list())
+                and q3["run1"].metadata().finished
+            )
+
         wait_for(done, timeout=60, what="work done by all three commands")
         for name, p in procs.items():
             assert p.poll() is None, (name, p.communicate())
@@ -187,18 +224,36 @@ def test_precedence_is_kept_after_the_re_exec(tmp_path):
     cfg = tmp_path / "pq.toml"
     cfg.write_text(f'[development]\nurl = "{decoy}"\ntable = "{table}"\n')
     try:
-        proc = subprocess.run([sys.executable, "-m", "queue_core.cli", "run", f"{HANDLERS}:Worker", "-c", str(cfg),
-                               "-D", url, "--burst", "--poll-interval", "0.1", "--processor-type", "thread"],
-                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                              env={**clean_environ(), "PQ_DATABASE_URL": decoy})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "queue_core.cli",
+                "run",
+                f"{HANDLERS}:Worker",
+                "-c",
+                str(cfg),
+                "-D",
+                url,
+                "--burst",
+                "--poll-interval",
+                "0.1",
+                "--processor-type",
+                "thread",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**clean_environ(), "PQ_DATABASE_URL": decoy},
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         with queue_core.open(url, table) as q:
             assert q["job"].metadata().outcome == "success"  # the -D database was served
         with queue_core.open(decoy, table) as q:
             assert q["decoy"].metadata().status == "waiting"  # not the environment's, not the file's
         # without -D: the environment beats the file (nothing to re-execute)
-        listed = CliRunner().invoke(pq_cli, ["list", "-c", str(cfg), "--format", "json"],
-                                    env={"PQ_DATABASE_URL": url})
+        listed = CliRunner().invoke(pq_cli, ["list", "-c", str(cfg), "--format", "json"], env={"PQ_DATABASE_URL": url})
         assert [t["key"] for t in json.loads(listed.stdout)] == ["job"], listed.stderr
     finally:
         drop_tables(url, table)

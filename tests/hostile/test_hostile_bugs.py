@@ -80,8 +80,11 @@ def test_backoff_of_a_task_that_failed_very_often(sq):
 
 
 # -- task data -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("data", [{1: "a", "1": "b"}, {True: 1}, {None: 0}, {"x": {2.5: "y"}}],
-                         ids=["int-collides", "bool", "none", "nested-float"])
+@pytest.mark.parametrize(
+    "data",
+    [{1: "a", "1": "b"}, {True: 1}, {None: 0}, {"x": {2.5: "y"}}],
+    ids=["int-collides", "bool", "none", "nested-float"],
+)
 def test_data_with_non_string_keys_is_refused(sq, ssnap, data):
     before = ssnap()
     with pytest.raises(ValidationError):
@@ -123,8 +126,11 @@ def test_deeply_nested_data_is_refused_or_stays_readable(sq):
 
 
 # -- error texts -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("error", ["name \udcff.txt", RuntimeError("cannot read b\udcffd.csv"), "BAD_STR"],
-                         ids=["surrogate-text", "surrogate-exception", "broken-str"])
+@pytest.mark.parametrize(
+    "error",
+    ["name \udcff.txt", RuntimeError("cannot read b\udcffd.csv"), "BAD_STR"],
+    ids=["surrogate-text", "surrogate-exception", "broken-str"],
+)
 def test_any_error_can_be_recorded(sq, error):
     class BrokenStr(Exception):
         def __str__(self):
@@ -169,6 +175,7 @@ def test_lookups_by_invalid_keys_raise_validation_or_not_found(db_url, table_nam
         sched.close()
         if backend != "sqlite":
             from conftest import drop_tables
+
             drop_tables(db_url, table_name, table_name + "_s")
     assert failures == {}
 

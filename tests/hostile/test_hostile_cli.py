@@ -63,23 +63,77 @@ def snap(shared_queue, db_url):
 
 # -- perfectqueue submit ----------------------------------------------------------------------------
 good_ints = st.integers(-(2**31), 2**31 - 1).map(str)
-bad_ints = st.sampled_from(["2147483648", "-2147483649", "1e3", "0x10", "", " 7", "٣", "nan", "1_000", "1.0",
-                            "99999999999999999999999999", "--1", "+-1"])
+bad_ints = st.sampled_from(
+    [
+        "2147483648",
+        "-2147483649",
+        "1e3",
+        "0x10",
+        "",
+        " 7",
+        "٣",
+        "nan",
+        "1_000",
+        "1.0",
+        "99999999999999999999999999",
+        "--1",
+        "+-1",
+    ]
+)
 good_times = st.one_of(
-    st.integers(0, 10**13).map(str), st.floats(0, 1e13).map(repr),
-    st.sampled_from(["2026-11-21T10:00:00Z", "2026-11-21T10:00:00+09:00", "1795255200.5", "0",
-                     "2026-11-21T10:00:00.123456-03:30", "1970-01-01T00:00:00Z"]),
+    st.integers(0, 10**13).map(str),
+    st.floats(0, 1e13).map(repr),
+    st.sampled_from(
+        [
+            "2026-11-21T10:00:00Z",
+            "2026-11-21T10:00:00+09:00",
+            "1795255200.5",
+            "0",
+            "2026-11-21T10:00:00.123456-03:30",
+            "1970-01-01T00:00:00Z",
+        ]
+    ),
 )
 bad_times = st.one_of(
     st.integers(-(10**6), -1).map(str),
-    st.sampled_from(["2026-11-21T10:00:00", "tomorrow", "", "1e400", "nan", "inf", "-inf", "9" * 400,
-                     "2026-02-30T00:00:00Z", "1969-12-31T23:59:59Z", "12:00", "2026-11-21 10:00:00 UTC",
-                     "2026-11-21T10:00:00+25:00"]),
+    st.sampled_from(
+        [
+            "2026-11-21T10:00:00",
+            "tomorrow",
+            "",
+            "1e400",
+            "nan",
+            "inf",
+            "-inf",
+            "9" * 400,
+            "2026-02-30T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "12:00",
+            "2026-11-21 10:00:00 UTC",
+            "2026-11-21T10:00:00+25:00",
+        ]
+    ),
 )
 good_data = st.builds(lambda d, ascii_: json.dumps(d, ensure_ascii=ascii_), json_objects, st.booleans())
 bad_data = st.one_of(
-    st.sampled_from(["[]", "null", "1", '"s"', "{", '{"a": NaN}', '{"a": Infinity}', '{"a": 1}{}', "", "\ufeff{}",
-                     '{"a":' * 5000, "{'a': 1}", '{"a": 1,}', "[" * 100000]),
+    st.sampled_from(
+        [
+            "[]",
+            "null",
+            "1",
+            '"s"',
+            "{",
+            '{"a": NaN}',
+            '{"a": Infinity}',
+            '{"a": 1}{}',
+            "",
+            "\ufeff{}",
+            '{"a":' * 5000,
+            "{'a': 1}",
+            '{"a": 1,}',
+            "[" * 100000,
+        ]
+    ),
     hostile_text(max_size=20).filter(lambda t: not _is_object_text(t)),
 )
 
@@ -98,20 +152,29 @@ def _parse_time(text: str):
 @given(data=st.data())
 def test_submit_round_trips_exactly_or_fails_in_one_line(shared_queue, snap, db_url, data):
     q = shared_queue
-    bad = data.draw(st.sampled_from([None] * 5 + ["key", "type", "user", "data", "priority", "max_running",
-                                                  "run_at"]), "bad field")
+    bad = data.draw(
+        st.sampled_from([None] * 5 + ["key", "type", "user", "data", "priority", "max_running", "run_at"]), "bad field"
+    )
     key = data.draw(invalid_names() if bad == "key" else valid_names(), "key")
     type_ = data.draw(invalid_names() if bad == "type" else valid_names(), "type")
     user = data.draw(invalid_names() if bad == "user" else st.none() | valid_names(), "user")
     payload = data.draw(bad_data if bad == "data" else st.none() | good_data, "data")
     priority = data.draw(bad_ints if bad == "priority" else st.none() | good_ints, "priority")
-    max_running = data.draw(bad_ints | st.sampled_from(["0", "-1"]) if bad == "max_running"
-                            else st.none() | st.integers(1, 2**31 - 1).map(str), "max_running")
+    max_running = data.draw(
+        bad_ints | st.sampled_from(["0", "-1"])
+        if bad == "max_running"
+        else st.none() | st.integers(1, 2**31 - 1).map(str),
+        "max_running",
+    )
     run_at = data.draw(bad_times if bad == "run_at" else st.none() | good_times, "run_at")
     base = ["-D", db_url, "--table", q.table]
     args = ["submit", *base]
-    for flag, value in (("--priority", priority), ("--user", user), ("--max-running", max_running),
-                        ("--run-at", run_at)):
+    for flag, value in (
+        ("--priority", priority),
+        ("--user", user),
+        ("--max-running", max_running),
+        ("--run-at", run_at),
+    ):
         if value is not None:
             args.append(f"{flag}={value}")
     before = snap()
@@ -143,8 +206,11 @@ def _is_object_text(text: str) -> bool:
         value = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     except (ValueError, RecursionError):
         return False
-    return isinstance(value, dict) and len(json.dumps(value).encode()) < 1_000_000 \
+    return (
+        isinstance(value, dict)
+        and len(json.dumps(value).encode()) < 1_000_000
         and not any(isinstance(v, float) and not math.isfinite(v) for v in value.values())
+    )
 
 
 @hostile(15)
@@ -215,11 +281,18 @@ class FlowDecider(pqflow.Decider):
 @given(data=st.data())
 def test_pqflow_start_round_trips_or_fails_in_one_line(shared_queue, snap, db_url, data):
     bad = data.draw(st.sampled_from([None, None, None, "workflow", "run_id", "data"]), "bad field")
-    workflow = data.draw(st.sampled_from(["a.b", "", "1abc", "x" * 65, "a b", "é", "a\x00"]) | invalid_names()
-                         if bad == "workflow" else st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", fullmatch=True),
-                         "workflow")
-    run_id = data.draw(invalid_names() | st.sampled_from(["r" * (MAX_RUN_ID + 1), "a#b", "#", "r" * 255])
-                       if bad == "run_id" else valid_names(max_len=MAX_RUN_ID, exclude="#"), "run_id")
+    workflow = data.draw(
+        st.sampled_from(["a.b", "", "1abc", "x" * 65, "a b", "é", "a\x00"]) | invalid_names()
+        if bad == "workflow"
+        else st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", fullmatch=True),
+        "workflow",
+    )
+    run_id = data.draw(
+        invalid_names() | st.sampled_from(["r" * (MAX_RUN_ID + 1), "a#b", "#", "r" * 255])
+        if bad == "run_id"
+        else valid_names(max_len=MAX_RUN_ID, exclude="#"),
+        "run_id",
+    )
     payload = data.draw(bad_data if bad == "data" else st.none() | good_data | st.just('{"__pqflow__": {}}'), "data")
     base = ["-D", db_url, "--table", shared_queue.table]
     before = snap()
@@ -237,8 +310,10 @@ def test_pqflow_start_round_trips_or_fails_in_one_line(shared_queue, snap, db_ur
 
 
 @hostile(15)
-@given(step=st.one_of(st.sampled_from(["first", "second", "First", "first ", "first\x00", "third"]), names()),
-       run_id=st.one_of(st.just("why-run"), names()))
+@given(
+    step=st.one_of(st.sampled_from(["first", "second", "First", "first ", "first\x00", "third"]), names()),
+    run_id=st.one_of(st.just("why-run"), names()),
+)
 def test_pqflow_why_with_hostile_steps_and_runs(queue, db_url, step, run_id):
     q = queue
     if not q["why-run"].exists():
@@ -257,11 +332,51 @@ def test_pqflow_why_with_hostile_steps_and_runs(queue, db_url, step, run_id):
 
 
 # -- configuration files, URLs, environment --------------------------------------------------------
-TOML_VALUES = ["1", "-1", "0", "1e999", "nan", "inf", '"60"', '"soon"', "true", "[1, 2]", "{a = 1}", "1979-05-27",
-               '"\\u0000"', "'''multi\nline'''", '"sqlite:///conf.db"', '"nosuch://x"', '"pq_tasks; DROP"', '""',
-               "0x10", "1_000", '"mysql+pymysql://u:t0ps3cret@127.0.0.1:1/x"', '"x" "y"', "", "=", "[", '"\\x"']
-TOML_KEYS = ["url", "table", "alive_time", "retention_time", "processors", "processor_type", "max_attempts",
-             "log_level", "notify", "bogus", "Alive_Time", "url.x", '"url"', "alive_time\nalive_time", ""]
+TOML_VALUES = [
+    "1",
+    "-1",
+    "0",
+    "1e999",
+    "nan",
+    "inf",
+    '"60"',
+    '"soon"',
+    "true",
+    "[1, 2]",
+    "{a = 1}",
+    "1979-05-27",
+    '"\\u0000"',
+    "'''multi\nline'''",
+    '"sqlite:///conf.db"',
+    '"nosuch://x"',
+    '"pq_tasks; DROP"',
+    '""',
+    "0x10",
+    "1_000",
+    '"mysql+pymysql://u:t0ps3cret@127.0.0.1:1/x"',
+    '"x" "y"',
+    "",
+    "=",
+    "[",
+    '"\\x"',
+]
+TOML_KEYS = [
+    "url",
+    "table",
+    "alive_time",
+    "retention_time",
+    "processors",
+    "processor_type",
+    "max_attempts",
+    "log_level",
+    "notify",
+    "bogus",
+    "Alive_Time",
+    "url.x",
+    '"url"',
+    "alive_time\nalive_time",
+    "",
+]
 
 
 @st.composite
@@ -270,8 +385,22 @@ def toml_documents(draw) -> bytes:
     for _ in range(draw(st.integers(0, 4))):
         kind = draw(st.sampled_from(["section", "pair", "junk"]))
         if kind == "section":
-            lines.append(draw(st.sampled_from(["[development]", "[production]", "[[development]]", "[development",
-                                               "[development.x]", "[]", "[ development ]", "[\"development\"]"])))
+            lines.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            "[development]",
+                            "[production]",
+                            "[[development]]",
+                            "[development",
+                            "[development.x]",
+                            "[]",
+                            "[ development ]",
+                            '["development"]',
+                        ]
+                    )
+                )
+            )
         elif kind == "pair":
             lines.append(f"{draw(st.sampled_from(TOML_KEYS))} = {draw(st.sampled_from(TOML_VALUES))}")
         else:
@@ -296,24 +425,55 @@ def test_malformed_config_files_fail_in_one_line(tmp_path, doc, env):
     assert "t0ps3cret" not in err + result.stdout
 
 
-url_parts = st.fixed_dictionaries({
-    "scheme": st.sampled_from(["sqlite", "mysql+pymysql", "postgresql+psycopg", "mysql", "postgresql", "oracle",
-                               "nosuch", "", "http", "sqlite+pysqlite", "mysql+mysqldb", "mariadb+pymysql"]),
-    "user": st.sampled_from(["", "u", "qtest", "u@x", "u:x", "ü", "u%40"]),
-    "password": st.sampled_from(["", "t0ps3cret", "t0p:s3c@ret", "t0p/s3cret", "t0p%s3cret", "t0p#s3cret?",
-                                 "t0p's3cret"]),
-    "host": st.sampled_from(["127.0.0.1:1", "", "[::1]:1", "localhost:0", "127.0.0.1:99999", "127.0.0.1:x"]),
-    "db": st.sampled_from(["x", "", "qtest", "a/b", "pq.db", "x?y", "%00"]),
-    "query": st.sampled_from(["", "?connect_timeout=1", "?connect_timeout=abc", "?charset=nope", "?sslmode=bogus",
-                              "?unix_socket=/nonexistent", "?x=%ZZ", "?&&", "?host=/nonexistent",
-                              "?password=t0pq", "?connect_timeout=1&PassWd=t0p%2Fq", "?sslpassword=t0p+q&pass=t0pz"]),
-})
+url_parts = st.fixed_dictionaries(
+    {
+        "scheme": st.sampled_from(
+            [
+                "sqlite",
+                "mysql+pymysql",
+                "postgresql+psycopg",
+                "mysql",
+                "postgresql",
+                "oracle",
+                "nosuch",
+                "",
+                "http",
+                "sqlite+pysqlite",
+                "mysql+mysqldb",
+                "mariadb+pymysql",
+            ]
+        ),
+        "user": st.sampled_from(["", "u", "qtest", "u@x", "u:x", "ü", "u%40"]),
+        "password": st.sampled_from(
+            ["", "t0ps3cret", "t0p:s3c@ret", "t0p/s3cret", "t0p%s3cret", "t0p#s3cret?", "t0p's3cret"]
+        ),
+        "host": st.sampled_from(["127.0.0.1:1", "", "[::1]:1", "localhost:0", "127.0.0.1:99999", "127.0.0.1:x"]),
+        "db": st.sampled_from(["x", "", "qtest", "a/b", "pq.db", "x?y", "%00"]),
+        "query": st.sampled_from(
+            [
+                "",
+                "?connect_timeout=1",
+                "?connect_timeout=abc",
+                "?charset=nope",
+                "?sslmode=bogus",
+                "?unix_socket=/nonexistent",
+                "?x=%ZZ",
+                "?&&",
+                "?host=/nonexistent",
+                "?password=t0pq",
+                "?connect_timeout=1&PassWd=t0p%2Fq",
+                "?sslpassword=t0p+q&pass=t0pz",
+            ]
+        ),
+    }
+)
 
 
 # PyMySQL 2.2 leaves its AF_UNIX socket open when ``?unix_socket=`` names no socket (the driver's
 # leak, in the driver's object: nothing of pq holds it)
 @pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning")
+    "ignore:Exception ignored in. <socket.socket fd=[0-9]+, family=1:pytest.PytestUnraisableExceptionWarning"
+)
 @hostile(40)
 @given(parts=url_parts, command=st.sampled_from(["list", "init", "stats"]))
 def test_hostile_database_urls_fail_in_one_line_and_never_show_the_password(tmp_path, parts, command):
@@ -329,8 +489,15 @@ def check_hostile_database_url(parts, command):
     else:
         cred = parts["user"] + (":" + parts["password"] if parts["password"] else "")
         url = f"{parts['scheme']}://{cred}{'@' if cred else ''}{parts['host']}/{parts['db']}{parts['query']}"
-    result = run(pq_cli, command, "-D", url, "--table", "hostile_urls",
-                 env={"PQ_CONNECT_TIMEOUT": "1", "PQ_MAX_RETRY_COUNT": "0"})
+    result = run(
+        pq_cli,
+        command,
+        "-D",
+        url,
+        "--table",
+        "hostile_urls",
+        env={"PQ_CONNECT_TIMEOUT": "1", "PQ_MAX_RETRY_COUNT": "0"},
+    )
     note(f"{url} -> {result.exit_code} {result.stderr!r}")
     event(f"exit {result.exit_code}")
     assert "t0p" not in result.stdout + result.stderr  # every password starts with t0p
@@ -342,8 +509,7 @@ def check_hostile_database_url(parts, command):
 @pytest.mark.parametrize("query", ["password=t0pQuery", "sslmode=disable&passwd=t0pQuery", "PASSWORD=t0p%2FQuery"])
 def test_a_password_in_the_url_query_is_hidden_like_one_in_the_userinfo(scheme, query):
     """Both drivers take ``?password=``: masked in the URL pq shows, its repr and every error."""
-    with queue_core.open(f"{scheme}://pq@127.0.0.1:1/pq?{query}", table="q", max_retry_count=0,
-                         connect_timeout=1) as q:
+    with queue_core.open(f"{scheme}://pq@127.0.0.1:1/pq?{query}", table="q", max_retry_count=0, connect_timeout=1) as q:
         assert "t0p" not in q.url and "t0p" not in repr(q) and "=***" in q.url
         with pytest.raises((queue_core.DatabaseError, queue_core.ConfigError)) as info:
             q.init()
@@ -351,10 +517,26 @@ def test_a_password_in_the_url_query_is_hidden_like_one_in_the_userinfo(scheme, 
 
 
 @hostile(30)
-@given(name=st.sampled_from(["PQ_ALIVE_TIME", "PQ_PROCESSORS", "PQ_MAX_ATTEMPTS", "PQ_LOG_LEVEL", "PQ_NOTIFY",
-                             "PQ_TABLE", "PQ_MAX_DATA_SIZE", "PQ_RETENTION_TIME", "PQ_ENV", "PQ_CONFIG"]),
-       value=st.one_of(hostile_text(max_size=12), st.sampled_from(["-1", "0", "nan", "inf", "1e999", "1.5", "  3 ",
-                                                                   "true", "999999999999999999999"])))
+@given(
+    name=st.sampled_from(
+        [
+            "PQ_ALIVE_TIME",
+            "PQ_PROCESSORS",
+            "PQ_MAX_ATTEMPTS",
+            "PQ_LOG_LEVEL",
+            "PQ_NOTIFY",
+            "PQ_TABLE",
+            "PQ_MAX_DATA_SIZE",
+            "PQ_RETENTION_TIME",
+            "PQ_ENV",
+            "PQ_CONFIG",
+        ]
+    ),
+    value=st.one_of(
+        hostile_text(max_size=12),
+        st.sampled_from(["-1", "0", "nan", "inf", "1e999", "1.5", "  3 ", "true", "999999999999999999999"]),
+    ),
+)
 def test_hostile_environment_values_fail_in_one_line(tmp_path, name, value):
     if "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         value = value.replace("\x00", "").encode("utf-8", "surrogatepass").decode("utf-8", "replace")
@@ -369,8 +551,11 @@ def test_hostile_environment_values_fail_in_one_line(tmp_path, name, value):
 def test_hostile_table_names_on_the_command_line(tmp_path, table):
     ok = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", table) is not None
     db = tmp_path / ("good.db" if ok else "bad.db")
-    for cli, args in ((pq_cli, ["init", "--table", table]), (pqflow_cli, ["runs", "--table", table]),
-                      (pq_cli, ["list", "-c", _config(tmp_path, table)])):
+    for cli, args in (
+        (pq_cli, ["init", "--table", table]),
+        (pqflow_cli, ["runs", "--table", table]),
+        (pq_cli, ["list", "-c", _config(tmp_path, table)]),
+    ):
         result = run(cli, *args, "-D", f"sqlite:///{db}")
         if ok:
             assert result.exit_code in (0, 5), result.stderr
@@ -394,8 +579,11 @@ def _hostile_step_rows(q, make_rows) -> None:
     FLOW.start("real", {}, queue=q)  # its step "first" is waiting, its other steps pending
     rows = make_rows(json.loads(q.store.get("real")["workflow"])["run"]["iid"])
     for i, ((step, _), workflow) in enumerate(rows.items()):
-        q.transaction(lambda tx, step=step, workflow=workflow, i=i: tx.submit_rows([{
-            "key": f"real#{step}x{i}", "type": f"hostile_cli_flow.{step}", "priority": 9, "workflow": workflow}]))
+        q.transaction(
+            lambda tx, step=step, workflow=workflow, i=i: tx.submit_rows(
+                [{"key": f"real#{step}x{i}", "type": f"hostile_cli_flow.{step}", "priority": 9, "workflow": workflow}]
+            )
+        )
     for _ in rows:
         task = q.poll(now=q.clock.now())
         assert task.key.startswith("real#") and task.priority == 9
@@ -418,20 +606,26 @@ def _node(**fields) -> str:
 
 
 def test_decider_given_hostile_step_tasks(queue):
-    _hostile_step_rows(queue, lambda iid: {
-        ("nosuch", "not in the snapshot"): _node(run="real", iid=iid, step="nosuch"),
-        ("first", "a second 'first' under another key"): _node(run="real", iid=iid, step="first"),
-        ("first", "other run"): _node(run="nope", iid=1, step="first"),
-        ("first", "an earlier instance"): _node(run="real", iid=iid + 1, step="first"),
-        ("second", "no bookkeeping"): None,
-        ("Robert'); DROP TABLE x;--", "ok"): _node(run="real", iid=iid, step="Robert'); DROP TABLE x;--"),
-    })
+    _hostile_step_rows(
+        queue,
+        lambda iid: {
+            ("nosuch", "not in the snapshot"): _node(run="real", iid=iid, step="nosuch"),
+            ("first", "a second 'first' under another key"): _node(run="real", iid=iid, step="first"),
+            ("first", "other run"): _node(run="nope", iid=1, step="first"),
+            ("first", "an earlier instance"): _node(run="real", iid=iid + 1, step="first"),
+            ("second", "no bookkeeping"): None,
+            ("Robert'); DROP TABLE x;--", "ok"): _node(run="real", iid=iid, step="Robert'); DROP TABLE x;--"),
+        },
+    )
 
 
 def test_decider_given_a_step_task_with_malformed_bookkeeping(queue):
-    _hostile_step_rows(queue, lambda iid: {
-        ("first", "not a dict"): json.dumps({"node": "real"}),
-        ("second", "wrong types"): json.dumps({"node": {"run": 1, "iid": "x", "step": ["first"]}}),
-        ("third", "not JSON"): "{nope",
-        ("fourth", "a map count that is not one"): _node(run="real", iid=iid, step="second", map={"n": "many"}),
-    })
+    _hostile_step_rows(
+        queue,
+        lambda iid: {
+            ("first", "not a dict"): json.dumps({"node": "real"}),
+            ("second", "wrong types"): json.dumps({"node": {"run": 1, "iid": "x", "step": ["first"]}}),
+            ("third", "not JSON"): "{nope",
+            ("fourth", "a map count that is not one"): _node(run="real", iid=iid, step="second", map={"n": "many"}),
+        },
+    )

@@ -106,7 +106,6 @@ def test_a_corrupt_lease_holds_no_user_s_slot(backend, db_url, q, types):
 SERVERS = ["mysql", "postgres"]
 
 
-
 def _read_only(backend: str, server: str, tables: list[str], sequences: list[str] = ()):
     if backend == "mysql":  # an account with SELECT only, as the existing hostile tests make one
         return account(backend, server, tables, "SELECT")
@@ -161,8 +160,21 @@ def test_perfectsched_run_on_a_read_only_database_exits_at_start(backend, db_url
     t = sc.queue.table
     tables = [sc.table, f"{sc.table}_meta", *queue_tables(t, backend)]
     with _read_only(backend, db_url, tables, [f"{t}_id_seq", f"{t}_events_id_seq"]) as (url, password):
-        code, out, err = _run_for([str(BIN / "perfectsched"), "run", "-D", url, "--table", t,
-                                   "--schedule-table", sc.table, "--poll-interval", "0.2"], 15)
+        code, out, err = _run_for(
+            [
+                str(BIN / "perfectsched"),
+                "run",
+                "-D",
+                url,
+                "--table",
+                t,
+                "--schedule-table",
+                sc.table,
+                "--poll-interval",
+                "0.2",
+            ],
+            15,
+        )
     assert password not in out + err
     assert code == 5, (code, err[-2000:])
     errors = [line for line in err.splitlines() if line.startswith("perfectsched: error: ")]
@@ -216,8 +228,13 @@ def test_an_account_without_delete_runs_workflows(backend, db_url, admin_queue, 
     skip_unless_admin(backend)
     flow, decider = FLOW, FlowDecider
     t = admin_queue.table
-    with account(backend, db_url, queue_tables(t, backend), "SELECT, INSERT, UPDATE",
-                 sequences=[f"{t}_id_seq", f"{t}_events_id_seq"]) as (url, _):
+    with account(
+        backend,
+        db_url,
+        queue_tables(t, backend),
+        "SELECT, INSERT, UPDATE",
+        sequences=[f"{t}_id_seq", f"{t}_events_id_seq"],
+    ) as (url, _):
         with queue_core.open(url, t, clock=FakeClock(T0)) as nd:
             if how == "start":
                 flow.start("r1", {}, queue=nd)  # before: AccessDeniedError
@@ -253,11 +270,14 @@ def _snapshot(url: str, name: str) -> tuple:
     try:
         with engine.connect() as conn:
             inspector = sa.inspect(conn)
-            return (sorted(n for n in inspector.get_table_names() if n.startswith(name)),  # (others: other tests')
-                    sorted(i["name"] for i in inspector.get_indexes(name)),
-                    [c["name"] for c in inspector.get_columns(name)])
+            return (
+                sorted(n for n in inspector.get_table_names() if n.startswith(name)),  # (others: other tests')
+                sorted(i["name"] for i in inspector.get_indexes(name)),
+                [c["name"] for c in inspector.get_columns(name)],
+            )
     finally:
         engine.dispose()
+
 
 def _refused_and_untouched(url: str, name: str) -> None:
     """``init`` and ``submit`` on table ``name`` raise ForeignTableError and leave it as it was
@@ -320,8 +340,11 @@ def test_a_postgresql_table_with_our_column_names_in_capitals_is_refused_by_name
 
     engine = sa.create_engine(db_url)
     prep = engine.dialect.identifier_preparer
-    cols = ", ".join(f"{prep.quote_identifier(c.name.upper())} {c.type.compile(engine.dialect)}"
-                     + (" PRIMARY KEY" if c.primary_key else "") for c in task_table(sa.MetaData(), "x").c)
+    cols = ", ".join(
+        f"{prep.quote_identifier(c.name.upper())} {c.type.compile(engine.dialect)}"
+        + (" PRIMARY KEY" if c.primary_key else "")
+        for c in task_table(sa.MetaData(), "x").c
+    )
     with engine.begin() as conn:
         conn.execute(sa.text(f'CREATE TABLE {foreign} ({cols}, UNIQUE ("KEY"))'))
     engine.dispose()
@@ -358,10 +381,14 @@ def test_an_extra_identity_column_leaves_our_table_ours(backend, db_url, foreign
     engine = sa.create_engine(db_url)
     with engine.begin() as conn:
         conn.execute(sa.text(f"ALTER TABLE {foreign} ADD COLUMN audit_seq BIGINT GENERATED ALWAYS AS IDENTITY"))
-        conn.execute(sa.text(f"INSERT INTO {foreign} (key, type, state, data, timeout, run_at, created_at, leased, "
-                             "attempts, cancel_requested, priority) SELECT 'probe', type, state, data, timeout, "
-                             "run_at, created_at, leased, attempts, cancel_requested, priority "
-                             f"FROM {foreign} WHERE key='a'"))
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {foreign} (key, type, state, data, timeout, run_at, created_at, leased, "
+                "attempts, cancel_requested, priority) SELECT 'probe', type, state, data, timeout, "
+                "run_at, created_at, leased, attempts, cancel_requested, priority "
+                f"FROM {foreign} WHERE key='a'"
+            )
+        )
         conn.execute(sa.text(f"DELETE FROM {foreign} WHERE key='probe'"))
     engine.dispose()
     q = queue_core.open(db_url, foreign, clock=FakeClock(T0))

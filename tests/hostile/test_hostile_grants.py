@@ -91,9 +91,15 @@ def test_workers_need_dml_only_and_init_needs_ddl(backend, tmp_path):
     server = _server_url(backend)
     _skip_unless_admin(backend)
     tag = uuid.uuid4().hex[:8]
-    names = {"jobs": f"pqsec_{tag}", "pq_admin": f"pqsec_a_{tag}", "pq_worker": f"pqsec_w_{tag}",
-             "admin-secret": f"a-{uuid.uuid4().hex}", "worker-secret": f"w@{uuid.uuid4().hex}:/x",
-             "pq_tasks": "sec_tasks", "pq_schedules": "sec_sched"}
+    names = {
+        "jobs": f"pqsec_{tag}",
+        "pq_admin": f"pqsec_a_{tag}",
+        "pq_worker": f"pqsec_w_{tag}",
+        "admin-secret": f"a-{uuid.uuid4().hex}",
+        "worker-secret": f"w@{uuid.uuid4().hex}:/x",
+        "pq_tasks": "sec_tasks",
+        "pq_schedules": "sec_sched",
+    }
     blocks = {k: rename(v, names) for k, v in doc_blocks().items()}
     kind = "mariadb" if backend == "mysql" else "postgres"
     assert {f"{kind}/accounts", f"{kind}/worker"} <= set(blocks), "docs/security.md lost its tested blocks"
@@ -139,17 +145,22 @@ def test_workers_need_dml_only_and_init_needs_ddl(backend, tmp_path):
         _scheduler(worker, qt, stt, s_opts)
         _decider(worker, qt)
         # 5. the less obvious grants of docs/security.md are needed: revoke them one by one
-        revoke = (_mariadb_root if backend == "mysql" else lambda sql: _pg_super(sql, port, names["jobs"]))
+        revoke = _mariadb_root if backend == "mysql" else lambda sql: _pg_super(sql, port, names["jobs"])
         w = f"'{names['pq_worker']}'@'%'" if backend == "mysql" else names["pq_worker"]
         on = f"{names['jobs']}." if backend == "mysql" else ""
-        checks = [(f"REVOKE DELETE ON {on}{qt} FROM {w};", _needs_delete, f"GRANT DELETE ON {on}{qt} TO {w};"),
-                  (f"REVOKE INSERT ON {on}{qt}_meta FROM {w};",
-                   lambda q: WORKFLOW_2.start("needs-meta-insert", {}, queue=q),
-                   f"GRANT INSERT ON {on}{qt}_meta TO {w};")]
+        checks = [
+            (f"REVOKE DELETE ON {on}{qt} FROM {w};", _needs_delete, f"GRANT DELETE ON {on}{qt} TO {w};"),
+            (
+                f"REVOKE INSERT ON {on}{qt}_meta FROM {w};",
+                lambda q: WORKFLOW_2.start("needs-meta-insert", {}, queue=q),
+                f"GRANT INSERT ON {on}{qt}_meta TO {w};",
+            ),
+        ]
         if backend == "postgres":
-            checks += [(f"REVOKE UPDATE ON {qt}_meta FROM {w};", _capped_claim, f"GRANT UPDATE ON {qt}_meta TO {w};"),
-                       (f"REVOKE USAGE ON SEQUENCE {qt}_id_seq FROM {w};", lambda q: q.submit("needs-seq", "ok", {}),
-                        None)]
+            checks += [
+                (f"REVOKE UPDATE ON {qt}_meta FROM {w};", _capped_claim, f"GRANT UPDATE ON {qt}_meta TO {w};"),
+                (f"REVOKE USAGE ON SEQUENCE {qt}_id_seq FROM {w};", lambda q: q.submit("needs-seq", "ok", {}), None),
+            ]
         for sql, call, restore in checks:
             revoke(sql)
             with queue_core.open(worker, qt, max_retry_count=0) as q:
@@ -159,12 +170,17 @@ def test_workers_need_dml_only_and_init_needs_ddl(backend, tmp_path):
                 revoke(restore)
     finally:
         if backend == "mysql":
-            _mariadb_root(f"DROP DATABASE IF EXISTS `{names['jobs']}`;\n"
-                          f"DROP USER IF EXISTS '{names['pq_admin']}'@'%';\n"
-                          f"DROP USER IF EXISTS '{names['pq_worker']}'@'%';\n")
+            _mariadb_root(
+                f"DROP DATABASE IF EXISTS `{names['jobs']}`;\n"
+                f"DROP USER IF EXISTS '{names['pq_admin']}'@'%';\n"
+                f"DROP USER IF EXISTS '{names['pq_worker']}'@'%';\n"
+            )
         else:
-            _pg_super(f"DROP DATABASE IF EXISTS {names['jobs']} WITH (FORCE);\n"
-                      f"DROP ROLE IF EXISTS {names['pq_admin']};\nDROP ROLE IF EXISTS {names['pq_worker']};\n", port)
+            _pg_super(
+                f"DROP DATABASE IF EXISTS {names['jobs']} WITH (FORCE);\n"
+                f"DROP ROLE IF EXISTS {names['pq_admin']};\nDROP ROLE IF EXISTS {names['pq_worker']};\n",
+                port,
+            )
 
 
 def _submitter_operator_and_worker(worker: str, qt: str, tmp_path: Path) -> None:
@@ -177,13 +193,33 @@ def _submitter_operator_and_worker(worker: str, qt: str, tmp_path: Path) -> None
         q.submit("finish-me", "ok", {})
         q.submit("purge-me", "ok", {})
         q.poll(alive_time=60)  # "before" (submitted by the admin)
-    for command in (["list"], ["stats"], ["show", "k1"], ["cancel", "cancel-me"], ["force-finish", "finish-me"],
-                    ["cleanup"]):
+    for command in (
+        ["list"],
+        ["stats"],
+        ["show", "k1"],
+        ["cancel", "cancel-me"],
+        ["force-finish", "finish-me"],
+        ["cleanup"],
+    ):
         result = _cli(pq_cli, command[0], *base, *command[1:])
         assert result.exit_code == 0, (command, result.stderr)
-    proc = subprocess.run([str(BIN / "perfectqueue"), "run", f"{HERE / 'hostile_handlers.py'}:Worker", "--burst",
-                           "--processor-type", "thread", "--poll-interval", "0.1", *base],
-                          capture_output=True, text=True, timeout=120, env=clean_environ())
+    proc = subprocess.run(
+        [
+            str(BIN / "perfectqueue"),
+            "run",
+            f"{HERE / 'hostile_handlers.py'}:Worker",
+            "--burst",
+            "--processor-type",
+            "thread",
+            "--poll-interval",
+            "0.1",
+            *base,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_environ(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "permission" not in proc.stderr.lower() and "denied" not in proc.stderr.lower(), proc.stderr[-3000:]
     with queue_core.open(worker, qt) as q:

@@ -44,8 +44,14 @@ def _cli(*args):
 
 def account(backend: str, server: str, table: str, privileges: str, *, read_only: bool = False):
     """A fresh account with ``privileges`` on ``table`` and the tables beside it; its URL and password."""
-    return db_admin.account(backend, server, db_admin.queue_tables(table, backend), privileges, read_only=read_only,
-                            sequences=[f"{table}_id_seq", f"{table}_events_id_seq"])
+    return db_admin.account(
+        backend,
+        server,
+        db_admin.queue_tables(table, backend),
+        privileges,
+        read_only=read_only,
+        sequences=[f"{table}_id_seq", f"{table}_events_id_seq"],
+    )
 
 
 @pytest.fixture
@@ -66,9 +72,25 @@ def _snapshot(q) -> str:
 
 
 def _worker(url: str, table: str, *extra: str, env: dict | None = None, timeout: float = 60):
-    return subprocess.run([str(BIN / "perfectqueue"), "run", f"{HERE / 'hostile_handlers.py'}:Worker", "--burst",
-                           "-D", url, "--table", table, "--poll-interval", "0.1", *extra],
-                          capture_output=True, text=True, timeout=timeout, env={**clean_environ(), **(env or {})})
+    return subprocess.run(
+        [
+            str(BIN / "perfectqueue"),
+            "run",
+            f"{HERE / 'hostile_handlers.py'}:Worker",
+            "--burst",
+            "-D",
+            url,
+            "--table",
+            table,
+            "--poll-interval",
+            "0.1",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**clean_environ(), **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("backend", SERVERS)  # SQLite: no accounts, nothing to revoke
@@ -136,8 +158,13 @@ def test_a_read_only_database_given_to_a_worker(backend, db_url, admin_queue, tm
     with _read_only(backend, db_url, table, tmp_path) as (url, password):
         with queue_core.open(url, table, clock=FakeClock(T0 + 1)) as ro:
             assert [m.key for m in ro.list()] == ["running", "old", "due"]  # a replica serves reads
-            for call in (ro.check_writable, ro.poll, lambda: ro.submit("new", "ok", {}),
-                         lambda: ro["due"].cancel_request(), ro.cleanup):
+            for call in (
+                ro.check_writable,
+                ro.poll,
+                lambda: ro.submit("new", "ok", {}),
+                lambda: ro["due"].cancel_request(),
+                ro.cleanup,
+            ):
                 with pytest.raises(AccessDeniedError, match="refused by") as info:
                     call()
                 assert password is None or password not in str(info.value)
@@ -179,8 +206,10 @@ def test_a_worker_obeys_a_stop_while_its_start_up_check_waits_for_a_locked_datab
     blocker.execute("BEGIN EXCLUSIVE")
     try:
         p = start_worker(f"sqlite:///{path}", "q", processors=1)
-        checkers = wait_for(lambda: [k for k in _children(p.pid) if _has_open(k, path)] or p.poll() is not None,
-                            what="the start-up check connected")
+        checkers = wait_for(
+            lambda: [k for k in _children(p.pid) if _has_open(k, path)] or p.poll() is not None,
+            what="the start-up check connected",
+        )
         time.sleep(0.3)
         assert p.poll() is None and not _has_open(p.pid, path)  # the worker itself never connects
         code, out, took = stop_and_time(p, sig)

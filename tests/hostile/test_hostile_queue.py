@@ -196,9 +196,29 @@ def test_update_data_from_a_handler_is_checked_like_submit(sq, ssnap):
 
 # -- numbers: priorities, caps, attempts, times, durations ----------------------------------------
 bad_numbers = st.one_of(
-    st.sampled_from([2**31, -(2**31) - 1, 10**13, 1.5, -0.0, "1", "", b"1", [1], True, False, float("nan"),
-                     float("inf"), -1e300, 1e300, 1e13 + 1]),
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(2**31, 2**40), st.integers(-(2**40), -(2**31) - 1),
+    st.sampled_from(
+        [
+            2**31,
+            -(2**31) - 1,
+            10**13,
+            1.5,
+            -0.0,
+            "1",
+            "",
+            b"1",
+            [1],
+            True,
+            False,
+            float("nan"),
+            float("inf"),
+            -1e300,
+            1e300,
+            1e13 + 1,
+        ]
+    ),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(2**31, 2**40),
+    st.integers(-(2**40), -(2**31) - 1),
 )
 
 
@@ -220,16 +240,32 @@ def test_numeric_options_are_stored_exactly_or_refused(sq, ssnap, data):
     priority = data.draw(bad_numbers | st.none() if bad == "priority" else ints, "priority")
     max_running = data.draw(bad_numbers | st.integers(-5, 0) if bad == "max_running" else positive, "max_running")
     max_attempts = data.draw(bad_numbers | st.integers(-5, 0) if bad == "max_attempts" else positive, "max_attempts")
-    run_at = data.draw(bad_numbers.filter(lambda v: not _time_ok(v)) | st.integers(-(10**6), -1) if bad == "run_at"
-                       else st.none() | st.integers(0, 10**13) | st.floats(0, 1e13), "run_at")
+    run_at = data.draw(
+        bad_numbers.filter(lambda v: not _time_ok(v)) | st.integers(-(10**6), -1)
+        if bad == "run_at"
+        else st.none() | st.integers(0, 10**13) | st.floats(0, 1e13),
+        "run_at",
+    )
     key = fresh_key(queue, "num-")
-    ok = (_int_in(priority, -(2**31), 2**31 - 1) and (max_running is None or _int_in(max_running, 1, 2**31 - 1))
-          and (max_attempts is None or _int_in(max_attempts, 1, 2**31 - 1)) and (run_at is None or _time_ok(run_at)))
+    ok = (
+        _int_in(priority, -(2**31), 2**31 - 1)
+        and (max_running is None or _int_in(max_running, 1, 2**31 - 1))
+        and (max_attempts is None or _int_in(max_attempts, 1, 2**31 - 1))
+        and (run_at is None or _time_ok(run_at))
+    )
     assert ok == (bad is None) or bad == "priority" and ok  # a "bad" float may still be an int-valued one
     before = snap()
     try:
-        queue.submit(key, "t", user="u", priority=priority, max_running=max_running, max_attempts=max_attempts,
-                     run_at=run_at, now=T0)
+        queue.submit(
+            key,
+            "t",
+            user="u",
+            priority=priority,
+            max_running=max_running,
+            max_attempts=max_attempts,
+            run_at=run_at,
+            now=T0,
+        )
     except ValidationError as exc:
         note(f"refused: {exc}")
         event("refused")
@@ -244,15 +280,25 @@ def test_numeric_options_are_stored_exactly_or_refused(sq, ssnap, data):
 
 
 durations = st.one_of(
-    st.none(), st.floats(0, 1e11), st.integers(0, 10**11), st.sampled_from([0, 0.0, -0.0, 1e11, 1, 0.001]),
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**12), 10**12), st.booleans(),
+    st.none(),
+    st.floats(0, 1e11),
+    st.integers(0, 10**11),
+    st.sampled_from([0, 0.0, -0.0, 1e11, 1, 0.001]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**12), 10**12),
+    st.booleans(),
     st.sampled_from([1e11 + 1, "5", -1, float("nan")]),
 )
 
 
 def _duration_ok(v, positive=False) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1e11
-            and not (positive and v == 0))
+    return (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and 0 <= v <= 1e11
+        and not (positive and v == 0)
+    )
 
 
 @hostile(20)
@@ -272,9 +318,11 @@ def test_durations_of_holder_operations(sq, ssnap, alive, retry_wait, retention)
     assert alive is None or _duration_ok(alive, positive=True)
     assert task.timeout == T0 + (queue.config["alive_time"] if alive is None else float(alive))
     held = snap()
-    for op, value, positive in ((lambda v: task.heartbeat(alive_time=v, now=T0), alive, True),
-                                (lambda v: task.retry(retry_wait=v, now=T0), retry_wait, False),
-                                (lambda v: task.finish(retention_time=v, now=T0), retention, False)):
+    for op, value, positive in (
+        (lambda v: task.heartbeat(alive_time=v, now=T0), alive, True),
+        (lambda v: task.retry(retry_wait=v, now=T0), retry_wait, False),
+        (lambda v: task.finish(retention_time=v, now=T0), retention, False),
+    ):
         if value is None:
             continue
         try:
@@ -300,16 +348,38 @@ TABLE_RE_OK = __import__("re").compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 
 @hostile(60)
-@given(name=st.one_of(hostile_text(max_size=50), st.text(max_size=45),
-                      st.sampled_from(["pq_tasks; DROP TABLE x", "a" * 40, "a" * 41, "_", "9a", "a-b", "a.b",
-                                       "pq_tasks --", "\"pq\"", "`pq`", "ｐｑ", "pq\x00", "ä"])))
+@given(
+    name=st.one_of(
+        hostile_text(max_size=50),
+        st.text(max_size=45),
+        st.sampled_from(
+            [
+                "pq_tasks; DROP TABLE x",
+                "a" * 40,
+                "a" * 41,
+                "_",
+                "9a",
+                "a-b",
+                "a.b",
+                "pq_tasks --",
+                '"pq"',
+                "`pq`",
+                "ｐｑ",
+                "pq\x00",
+                "ä",
+            ]
+        ),
+    )
+)
 def test_hostile_table_names_never_reach_the_database(db_url, name):
     import perfectsched
 
     with statements() as seen:
-        for opener in (lambda: queue_core.open(db_url, name),
-                       lambda: perfectsched.open(db_url, name, "pq_tasks"),
-                       lambda: perfectsched.open(db_url, "pq_schedules", name)):
+        for opener in (
+            lambda: queue_core.open(db_url, name),
+            lambda: perfectsched.open(db_url, name, "pq_tasks"),
+            lambda: perfectsched.open(db_url, "pq_schedules", name),
+        ):
             try:
                 handle = opener()
             except queue_core.ConfigError as exc:

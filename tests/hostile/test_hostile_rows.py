@@ -266,8 +266,11 @@ WORKER_EDITS = {
 def test_a_worker_serves_around_hand_edited_rows(tmp_path):
     from conftest import _server_url, drop_tables
 
-    urls = {"sqlite": f"sqlite:///{tmp_path}/rows.db", "mysql": _server_url("mysql"),
-            "postgres": _server_url("postgres")}
+    urls = {
+        "sqlite": f"sqlite:///{tmp_path}/rows.db",
+        "mysql": _server_url("mysql"),
+        "postgres": _server_url("postgres"),
+    }
     table = f"hr{os.getpid() % 10000}_{uuid.uuid4().hex[:8]}"
     procs, raws, logs = {}, {}, {}
     try:
@@ -288,9 +291,25 @@ def test_a_worker_serves_around_hand_edited_rows(tmp_path):
             if backend != "postgres":
                 assert raw.edit(f"{key} = X'FF6261642D6B6579'", f"{key} = 'bad-key'") == 1
             procs[backend] = subprocess.Popen(
-                [f"{BIN}/perfectqueue", "run", f"{HERE / 'hostile_handlers.py'}:Worker", "--burst", "-D", url,
-                 "--table", table, "--processors", "2", "--poll-interval", "0.1"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_environ())
+                [
+                    f"{BIN}/perfectqueue",
+                    "run",
+                    f"{HERE / 'hostile_handlers.py'}:Worker",
+                    "--burst",
+                    "-D",
+                    url,
+                    "--table",
+                    table,
+                    "--processors",
+                    "2",
+                    "--poll-interval",
+                    "0.1",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=clean_environ(),
+            )
         outputs = {backend: p.communicate(timeout=120) for backend, p in procs.items()}
         for backend, raw in raws.items():
             code, (_out, err) = procs[backend].returncode, outputs[backend]

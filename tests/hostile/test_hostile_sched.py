@@ -37,12 +37,81 @@ from queue_core import TaskError, ValidationError
 T0 = 1_700_000_000
 
 # -- strategies -----------------------------------------------------------------------------------
-CRON_ATOMS = ["*", "?", "0", "1", "5", "15", "59", "60", "23", "24", "31", "32", "12", "13", "7", "8", "-1", "*/5",
-              "*/0", "1-5", "5-1", "1,2", ",", "1,,2", "L", "W", "5#3", "LW", "15W", "jan", "JAN", "mon", "sun-sat",
-              "mon-fri", "foo", "1-", "-", "/", "*/", "0x1", "\u0661", "9" * 20, "1/2", "2-10/3", "*/1000", "1.5", "%",
-              "'", "\\", "\x00", "H", "R", "0-59/7", "feb", "30", "29", "6-7", "0-6"]
-MACROS = ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly", "@reboot", "@every 5m",
-          "@", "@DAILY", "@daily @hourly", "@hourly *"]
+CRON_ATOMS = [
+    "*",
+    "?",
+    "0",
+    "1",
+    "5",
+    "15",
+    "59",
+    "60",
+    "23",
+    "24",
+    "31",
+    "32",
+    "12",
+    "13",
+    "7",
+    "8",
+    "-1",
+    "*/5",
+    "*/0",
+    "1-5",
+    "5-1",
+    "1,2",
+    ",",
+    "1,,2",
+    "L",
+    "W",
+    "5#3",
+    "LW",
+    "15W",
+    "jan",
+    "JAN",
+    "mon",
+    "sun-sat",
+    "mon-fri",
+    "foo",
+    "1-",
+    "-",
+    "/",
+    "*/",
+    "0x1",
+    "\u0661",
+    "9" * 20,
+    "1/2",
+    "2-10/3",
+    "*/1000",
+    "1.5",
+    "%",
+    "'",
+    "\\",
+    "\x00",
+    "H",
+    "R",
+    "0-59/7",
+    "feb",
+    "30",
+    "29",
+    "6-7",
+    "0-6",
+]
+MACROS = [
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@midnight",
+    "@hourly",
+    "@reboot",
+    "@every 5m",
+    "@",
+    "@DAILY",
+    "@daily @hourly",
+    "@hourly *",
+]
 SEPARATORS = [" ", "  ", "\t", "\n", "\u00a0", "\u3000", " \x00 "]
 
 
@@ -73,18 +142,47 @@ def valid_crons(draw) -> str:
 
 
 ZONES = sorted(zoneinfo.available_timezones())
-BAD_ZONES = ["../etc/passwd", "/etc/localtime", "Europe/../Europe/Paris", "zone.tab", "tzdata.zi", "America", ".",
-             "..", "Etc/GMT+15", "UTC\x00", " UTC", "UTC ", "", "Europe/Paris/", "Europe//Paris", "localtime",
-             "+05:00", "JST-9", "\ud800", "Europe/Pari\u0301s", "zone1970.tab", "leapseconds", "posix"]
-zone_names = st.one_of(st.sampled_from(ZONES), st.sampled_from(BAD_ZONES), hostile_text(max_size=20),
-                       st.sampled_from(ZONES).map(lambda z: z.lower()), st.sampled_from(ZONES).map(lambda z: z + "/x"))
+BAD_ZONES = [
+    "../etc/passwd",
+    "/etc/localtime",
+    "Europe/../Europe/Paris",
+    "zone.tab",
+    "tzdata.zi",
+    "America",
+    ".",
+    "..",
+    "Etc/GMT+15",
+    "UTC\x00",
+    " UTC",
+    "UTC ",
+    "",
+    "Europe/Paris/",
+    "Europe//Paris",
+    "localtime",
+    "+05:00",
+    "JST-9",
+    "\ud800",
+    "Europe/Pari\u0301s",
+    "zone1970.tab",
+    "leapseconds",
+    "posix",
+]
+zone_names = st.one_of(
+    st.sampled_from(ZONES),
+    st.sampled_from(BAD_ZONES),
+    hostile_text(max_size=20),
+    st.sampled_from(ZONES).map(lambda z: z.lower()),
+    st.sampled_from(ZONES).map(lambda z: z + "/x"),
+)
 
 
 # -- pure: the parser and the zone loader ----------------------------------------------------------
 @hostile(30)
-@given(cron=cron_strings() | valid_crons(),
-       zone=st.sampled_from(["UTC", "Europe/London", "America/Santiago", "Australia/Lord_Howe"]),
-       dst=st.sampled_from(["vixie", "exact"]))
+@given(
+    cron=cron_strings() | valid_crons(),
+    zone=st.sampled_from(["UTC", "Europe/London", "America/Santiago", "Australia/Lord_Howe"]),
+    dst=st.sampled_from(["vixie", "exact"]),
+)
 def test_cron_strings_from_a_fuzzer(cron, zone, dst):
     started = time.monotonic()
     try:
@@ -126,6 +224,7 @@ def sched(db_url, table_name, backend):
     sc.close()
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, table_name, table_name + "_s")
 
 
@@ -133,27 +232,60 @@ def sched(db_url, table_name, backend):
 @given(data=st.data())
 def test_add_round_trips_exactly_or_is_refused(sched, data):
     sc, snap = sched
-    bad = data.draw(st.sampled_from([None] * 4 + ["key", "type", "cron", "timezone", "delay", "data", "next_time",
-                                                  "catchup", "dst"]), "bad field")
-    key = data.draw(invalid_names() | st.text(min_size=241, max_size=255).filter(valid_name) if bad == "key"
-                    else valid_names(max_len=240), "key")
+    bad = data.draw(
+        st.sampled_from(
+            [None] * 4 + ["key", "type", "cron", "timezone", "delay", "data", "next_time", "catchup", "dst"]
+        ),
+        "bad field",
+    )
+    key = data.draw(
+        invalid_names() | st.text(min_size=241, max_size=255).filter(valid_name)
+        if bad == "key"
+        else valid_names(max_len=240),
+        "key",
+    )
     type_ = data.draw(invalid_names() if bad == "type" else valid_names(), "type")
     cron = data.draw(cron_strings() if bad == "cron" else valid_crons(), "cron")
     zone = data.draw(zone_names if bad == "timezone" else st.none() | st.sampled_from(ZONES), "timezone")
-    delay = data.draw(st.one_of(st.integers(-(10**12), -1), st.integers(366 * 86400 + 1, 10**15),
-                                st.sampled_from([1.5, True, "5", None, float("nan")]))
-                      if bad == "delay" else st.integers(0, 366 * 86400), "delay")
+    delay = data.draw(
+        st.one_of(
+            st.integers(-(10**12), -1),
+            st.integers(366 * 86400 + 1, 10**15),
+            st.sampled_from([1.5, True, "5", None, float("nan")]),
+        )
+        if bad == "delay"
+        else st.integers(0, 366 * 86400),
+        "delay",
+    )
     payload = data.draw(not_json_objects if bad == "data" else st.none() | json_objects, "data")
-    start = data.draw(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**15), -1),
-                                st.sampled_from([True, "1", 1e13 + 1]))
-                      if bad == "next_time" else st.none() | st.integers(0, 4_000_000_000), "next_time")
-    catchup = data.draw(hostile_text(max_size=8) if bad == "catchup" else st.sampled_from(["all", "latest", "skip"]),
-                        "catchup")
+    start = data.draw(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.integers(-(10**15), -1),
+            st.sampled_from([True, "1", 1e13 + 1]),
+        )
+        if bad == "next_time"
+        else st.none() | st.integers(0, 4_000_000_000),
+        "next_time",
+    )
+    catchup = data.draw(
+        hostile_text(max_size=8) if bad == "catchup" else st.sampled_from(["all", "latest", "skip"]), "catchup"
+    )
     dst = data.draw(hostile_text(max_size=8) if bad == "dst" else st.sampled_from(["vixie", "exact", "EXACT"]), "dst")
     before = snap()
     try:
-        sc.add(key, type_, cron=cron, data=payload, delay=delay, timezone=zone, next_time=start, catchup=catchup,
-               dst=dst, now=T0)
+        sc.add(
+            key,
+            type_,
+            cron=cron,
+            data=payload,
+            delay=delay,
+            timezone=zone,
+            next_time=start,
+            catchup=catchup,
+            dst=dst,
+            now=T0,
+        )
     except TaskError as exc:
         note(f"refused: {exc!r}")
         event(f"refused: {type(exc).__name__}")
@@ -173,16 +305,27 @@ def test_add_round_trips_exactly_or_is_refused(sched, data):
 
 
 @hostile(20)
-@given(key=st.one_of(invalid_names(), valid_names()),
-       change=st.sampled_from(["cron", "timezone", "delay", "type", "data", "dst"]), value=st.data())
+@given(
+    key=st.one_of(invalid_names(), valid_names()),
+    change=st.sampled_from(["cron", "timezone", "delay", "type", "data", "dst"]),
+    value=st.data(),
+)
 def test_modify_with_hostile_values(sched, key, change, value):
     sc, snap = sched
     if not sc["present"].exists():
         sc.add("present", "t", cron="0 * * * *", now=T0)
     target = value.draw(st.sampled_from([key, "present"]), "target")
-    new = value.draw({"cron": cron_strings(), "timezone": zone_names, "delay": st.integers(-5, 10**9),
-                      "type": invalid_names() | valid_names(), "data": not_json_objects | json_objects,
-                      "dst": hostile_text(max_size=6) | st.just("exact")}[change], "new value")
+    new = value.draw(
+        {
+            "cron": cron_strings(),
+            "timezone": zone_names,
+            "delay": st.integers(-5, 10**9),
+            "type": invalid_names() | valid_names(),
+            "data": not_json_objects | json_objects,
+            "dst": hostile_text(max_size=6) | st.just("exact"),
+        }[change],
+        "new value",
+    )
     before = snap()
     try:
         sc.modify(target, **{change: new}, now=T0)
@@ -213,6 +356,7 @@ def ready(db_url, table_name, backend, clean_env):
     snap.close()
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, table_name, table_name + "_s")
 
 
@@ -224,13 +368,24 @@ def test_cli_add_round_trips_or_fails_in_one_line(ready, data):
     key = data.draw(invalid_names() if bad == "key" else valid_names(max_len=240), "key")
     cron = data.draw(cron_strings() if bad == "cron" else valid_crons(), "cron")
     zone = data.draw(zone_names if bad == "timezone" else st.none() | st.sampled_from(ZONES), "zone")
-    delay = data.draw(st.sampled_from(["-1", "31622401", "1.5", "", "x", "9" * 30]) if bad == "delay"
-                      else st.none() | st.integers(0, 31622400).map(str), "delay")
-    start = data.draw(st.sampled_from(["tomorrow", "-5", "nan", "2026-11-21T10:00:00", "1e400", "", "1e13"])
-                      if bad == "start" else st.none() | st.sampled_from(["2026-11-21T10:00:00Z", "1795255200", "0"]),
-                      "start")
-    payload = data.draw(st.sampled_from(["[]", "{", "null", '{"a": NaN}', ""]) if bad == "data"
-                        else st.none() | json_objects.map(json.dumps), "data")
+    delay = data.draw(
+        st.sampled_from(["-1", "31622401", "1.5", "", "x", "9" * 30])
+        if bad == "delay"
+        else st.none() | st.integers(0, 31622400).map(str),
+        "delay",
+    )
+    start = data.draw(
+        st.sampled_from(["tomorrow", "-5", "nan", "2026-11-21T10:00:00", "1e400", "", "1e13"])
+        if bad == "start"
+        else st.none() | st.sampled_from(["2026-11-21T10:00:00Z", "1795255200", "0"]),
+        "start",
+    )
+    payload = data.draw(
+        st.sampled_from(["[]", "{", "null", '{"a": NaN}', ""])
+        if bad == "data"
+        else st.none() | json_objects.map(json.dumps),
+        "data",
+    )
     args = ["add", *opts]
     for flag, value in (("--timezone", zone), ("--delay", delay), ("--start", start)):
         if value is not None:
@@ -260,11 +415,18 @@ def test_cli_next_never_crashes(data):
     bad = data.draw(st.sampled_from([None, None, "cron", "zone", "count", "start"]), "bad")
     cron = data.draw(cron_strings() if bad == "cron" else valid_crons(), "cron")
     zone = data.draw(zone_names if bad == "zone" else st.none() | st.sampled_from(ZONES), "zone")
-    count = data.draw(st.sampled_from(["0", "1001", "-1", "x", "", "1.5"]) if bad == "count"
-                      else st.none() | st.integers(1, 50).map(str), "count")
-    start = data.draw(st.sampled_from(["-1", "nan", "9" * 20, "1e13", "9999-12-31T00:00Z", "tomorrow", ""])
-                      if bad == "start" else st.sampled_from([None, "2026-03-29T00:30:00+01:00", "0", "1795255200"]),
-                      "start")
+    count = data.draw(
+        st.sampled_from(["0", "1001", "-1", "x", "", "1.5"])
+        if bad == "count"
+        else st.none() | st.integers(1, 50).map(str),
+        "count",
+    )
+    start = data.draw(
+        st.sampled_from(["-1", "nan", "9" * 20, "1e13", "9999-12-31T00:00Z", "tomorrow", ""])
+        if bad == "start"
+        else st.sampled_from([None, "2026-03-29T00:30:00+01:00", "0", "1795255200"]),
+        "start",
+    )
     args = ["next", cron]
     if zone is not None:
         args += ["-t", zone]
@@ -288,8 +450,11 @@ def test_cli_modify_and_show_with_hostile_keys(ready):
     opts, snap = ready
     before = snap()
     for key in ("\ud800", "a\x00b", "", "x" * 300):
-        for command in (["modify", *opts, "--delay", "5", "--", key], ["show", *opts, "--", key],
-                        ["delete", *opts, "--", key]):
+        for command in (
+            ["modify", *opts, "--delay", "5", "--", key],
+            ["show", *opts, "--", key],
+            ["delete", *opts, "--", key],
+        ):
             one_line_error("perfectsched", run(*command), 1)
     for key in ("nope", "it's", "x'; DROP TABLE y; --"):
         one_line_error("perfectsched", run("modify", *opts, "--delay", "5", "--", key), 4)

@@ -44,19 +44,42 @@ EDITS = [
     Edit("data-list", "data = '[1, 2]'", "data", extra={"reason": "task data must be a JSON object (dict), not list"}),
     Edit("data-not-text", {**ONLY, "sqlite": "data = X'FF00'"}, "data", extra={"reason": "data is not valid JSON"}),
     Edit("key-empty", key_set("''"), "key", extra={"reason": "schedule key must not be empty"}),
-    Edit("key-not-utf8", {**key_set("X'FF61'"), "postgres": None}, "key",
-         extra={"reason": {"mysql": "schedule key is not valid Unicode", "sqlite": "schedule key must be a string"}}),
+    Edit(
+        "key-not-utf8",
+        {**key_set("X'FF61'"), "postgres": None},
+        "key",
+        extra={"reason": {"mysql": "schedule key is not valid Unicode", "sqlite": "schedule key must be a string"}},
+    ),
     Edit("type-empty", "type = ''", "type", extra={"reason": "schedule type must not be empty"}),
     Edit("cron-empty", "cron = ''", "cron", extra={"reason": "invalid cron ''"}),
-    Edit("cron-with-newline", {"mysql": "cron = CONCAT('* * * * *', CHAR(10))",
-                               "postgres": "cron = '* * * * *' || CHR(10)", "sqlite": "cron = '* * * * *' || CHAR(10)"},
-         "cron", extra={"reason": stored("cron")}),
-    Edit("cron-unparseable", "cron = '99 * * * *'", "cron",
-         extra={"reason": "invalid cron '99 * * * *'", "cli_only": True, "show": True}),
-    Edit("timezone-unknown", "timezone = 'Mars/Base'", "timezone",
-         extra={"reason": "invalid timezone 'Mars/Base'", "show": True}),
-    Edit("timezone-path", "timezone = '../../etc/passwd'", "timezone",
-         extra={"reason": "invalid timezone '../../etc/passwd'"}),
+    Edit(
+        "cron-with-newline",
+        {
+            "mysql": "cron = CONCAT('* * * * *', CHAR(10))",
+            "postgres": "cron = '* * * * *' || CHR(10)",
+            "sqlite": "cron = '* * * * *' || CHAR(10)",
+        },
+        "cron",
+        extra={"reason": stored("cron")},
+    ),
+    Edit(
+        "cron-unparseable",
+        "cron = '99 * * * *'",
+        "cron",
+        extra={"reason": "invalid cron '99 * * * *'", "cli_only": True, "show": True},
+    ),
+    Edit(
+        "timezone-unknown",
+        "timezone = 'Mars/Base'",
+        "timezone",
+        extra={"reason": "invalid timezone 'Mars/Base'", "show": True},
+    ),
+    Edit(
+        "timezone-path",
+        "timezone = '../../etc/passwd'",
+        "timezone",
+        extra={"reason": "invalid timezone '../../etc/passwd'"},
+    ),
     Edit("delay-negative", "delay = -5", "delay", extra={"reason": "delay must be whole seconds"}),
     Edit("delay-huge", "delay = 2000000000", "delay", extra={"reason": "delay must be whole seconds"}),
     Edit("catchup-unknown", "catchup = 'maybe'", "catchup", extra={"reason": "catchup must be one of"}),
@@ -66,15 +89,28 @@ EDITS = [
     Edit("next-time-huge", "next_time = 9000000000000000000", "next_time", extra={"reason": "next_time 9000"}),
     Edit("next-run-time-huge", "next_run_time = 1e300", "next_run_time", extra={"reason": "next_run_time 1e+300"}),
     Edit("timeout-negative", "timeout = -1e300", "timeout", extra={"reason": stored("timeout"), "mended": True}),
-    Edit("timeout-nan", {**ONLY, "postgres": "timeout = 'NaN'"}, "timeout",
-         extra={"reason": stored("timeout"), "never_due": True}),
-    Edit("timeout-text", {**ONLY, "sqlite": "timeout = 'soon'"}, "timeout",
-         extra={"reason": stored("timeout"), "never_due": True}),
-    Edit("lease-token-negative", "lease_token = -1", "lease_token",
-         extra={"reason": stored("lease_token"), "mended": True}),
+    Edit(
+        "timeout-nan",
+        {**ONLY, "postgres": "timeout = 'NaN'"},
+        "timeout",
+        extra={"reason": stored("timeout"), "never_due": True},
+    ),
+    Edit(
+        "timeout-text",
+        {**ONLY, "sqlite": "timeout = 'soon'"},
+        "timeout",
+        extra={"reason": stored("timeout"), "never_due": True},
+    ),
+    Edit(
+        "lease-token-negative",
+        "lease_token = -1",
+        "lease_token",
+        extra={"reason": stored("lease_token"), "mended": True},
+    ),
     Edit("created-at-huge", "created_at = 1e300", "created_at", extra={"reason": stored("created_at")}),
-    Edit("updated-at-negative", "updated_at = -1", "updated_at",
-         extra={"reason": stored("updated_at"), "mended": True}),
+    Edit(
+        "updated-at-negative", "updated_at = -1", "updated_at", extra={"reason": stored("updated_at"), "mended": True}
+    ),
 ]
 
 
@@ -108,8 +144,9 @@ def sc(backend, db_url, _schedulers):
 
 def _cli(sc, url, *args):
     env = {k: None for k in os.environ if k.startswith("PQ_")}
-    return CliRunner().invoke(sched_cli, [*args, "-D", url, "--table", sc.queue.table, "--schedule-table", sc.table],
-                              env=env)
+    return CliRunner().invoke(
+        sched_cli, [*args, "-D", url, "--table", sc.queue.table, "--schedule-table", sc.table], env=env
+    )
 
 
 def _ok(result) -> str:

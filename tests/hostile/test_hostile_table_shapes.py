@@ -3,6 +3,7 @@ insert into it, and taken when it can: columns a DBA added that the database fil
 (identity, generated, defaulted) leave it ours; an added NOT NULL column without a default, one of
 our nullable columns made NOT NULL (pq writes NULL there), or SQLite's NOT NULL DEFAULT NULL make
 it foreign. Outcome checked: either refused, or a submit and a claim work."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,22 +15,34 @@ from queue_core.errors import ForeignTableError
 # (backend, name, DDL on table {t}); None: any backend
 CASES = [
     ("postgres", "extra_identity_always", 'ALTER TABLE "{t}" ADD COLUMN extra bigint GENERATED ALWAYS AS IDENTITY'),
-    ("postgres", "extra_generated_stored_notnull",
-     'ALTER TABLE "{t}" ADD COLUMN extra int GENERATED ALWAYS AS (id * 2) STORED NOT NULL'),
+    (
+        "postgres",
+        "extra_generated_stored_notnull",
+        'ALTER TABLE "{t}" ADD COLUMN extra int GENERATED ALWAYS AS (id * 2) STORED NOT NULL',
+    ),
     ("postgres", "extra_notnull_nodefault", 'ALTER TABLE "{t}" ADD COLUMN extra int NOT NULL'),
     ("mysql", "extra_notnull_nodefault", "ALTER TABLE `{t}` ADD COLUMN extra INT NOT NULL"),
     ("mysql", "extra_virtual", "ALTER TABLE `{t}` ADD COLUMN extra INT AS (id * 2) VIRTUAL"),
     ("mysql", "extra_default", "ALTER TABLE `{t}` ADD COLUMN extra INT NOT NULL DEFAULT 3"),
     ("sqlite", "extra_notnull_default_null", 'ALTER TABLE "{t}" ADD COLUMN extra INTEGER NOT NULL DEFAULT NULL'),
-    ("sqlite", "extra_generated_notnull",
-     'ALTER TABLE "{t}" ADD COLUMN extra INTEGER GENERATED ALWAYS AS (id * 2) VIRTUAL NOT NULL'),
+    (
+        "sqlite",
+        "extra_generated_notnull",
+        'ALTER TABLE "{t}" ADD COLUMN extra INTEGER GENERATED ALWAYS AS (id * 2) VIRTUAL NOT NULL',
+    ),
     # one of OUR nullable columns (pq inserts an explicit NULL into it) turned NOT NULL with a default
-    ("postgres", "our_resource_notnull_default",
-     """ALTER TABLE "{t}" ALTER COLUMN resource SET DEFAULT '', ALTER COLUMN resource SET NOT NULL"""),
+    (
+        "postgres",
+        "our_resource_notnull_default",
+        """ALTER TABLE "{t}" ALTER COLUMN resource SET DEFAULT '', ALTER COLUMN resource SET NOT NULL""",
+    ),
     ("mysql", "our_resource_notnull_default", "ALTER TABLE `{t}` MODIFY resource VARBINARY(255) NOT NULL DEFAULT ''"),
-    ("postgres", "our_max_running_identity",
-     'ALTER TABLE "{t}" ALTER COLUMN max_running SET NOT NULL, '
-     'ALTER COLUMN max_running ADD GENERATED ALWAYS AS IDENTITY'),
+    (
+        "postgres",
+        "our_max_running_identity",
+        'ALTER TABLE "{t}" ALTER COLUMN max_running SET NOT NULL, '
+        "ALTER COLUMN max_running ADD GENERATED ALWAYS AS IDENTITY",
+    ),
 ]
 
 

@@ -42,8 +42,11 @@ class Tables:
             inspector = sa.inspect(conn)
             for name in sorted(n for n in inspector.get_table_names() if n.startswith(self.prefix)):
                 rows = conn.execute(sa.text(f"SELECT * FROM {name}")).all()
-                out[name] = ([c["name"] for c in inspector.get_columns(name)],
-                             sorted(i["name"] for i in inspector.get_indexes(name)), sorted(map(repr, rows)))
+                out[name] = (
+                    [c["name"] for c in inspector.get_columns(name)],
+                    sorted(i["name"] for i in inspector.get_indexes(name)),
+                    sorted(map(repr, rows)),
+                )
         return out
 
     def drop(self) -> None:
@@ -65,14 +68,24 @@ def _users(db_url: str, name: str) -> None:
     """Another program's table, with the columns pq's purge looks at (id, state, timeout)."""
     engine = sa.create_engine(db_url)
     with engine.begin() as conn:
-        conn.execute(sa.text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, state INTEGER, timeout FLOAT, "
-                             "name VARCHAR(20))"))
+        conn.execute(
+            sa.text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, state INTEGER, timeout FLOAT, name VARCHAR(20))")
+        )
         conn.execute(sa.text(f"INSERT INTO {name} VALUES (1, 1, 0, 'alice'), (2, 0, 0, 'bob')"))
     engine.dispose()
 
 
-QUEUE_COMMANDS = [["list"], ["stats"], ["show", "k"], ["submit", "k", "t"], ["cancel", "k"], ["force-finish", "k"],
-                  ["cleanup"], ["init"], ["init", "--force"]]
+QUEUE_COMMANDS = [
+    ["list"],
+    ["stats"],
+    ["show", "k"],
+    ["submit", "k", "t"],
+    ["cancel", "k"],
+    ["force-finish", "k"],
+    ["cleanup"],
+    ["init"],
+    ["init", "--force"],
+]
 
 
 def test_another_program_s_table_is_never_touched(db_url, tables, tmp_path):
@@ -87,16 +100,30 @@ def test_another_program_s_table_is_never_touched(db_url, tables, tmp_path):
             err = one_line_error("perfectqueue", _invoke(pq_cli, *command, *where), 5)
             assert f"table {users} " in err and "is not a pq queue table (it has no column " in err, (command, err)
     for command in (["list"], ["show", "k"], ["init"], ["init", "--force"]):
-        err = one_line_error("perfectsched", _invoke(sched_cli, *command, "-D", db_url, "--schedule-table", users,
-                                                    "--table", f"{prefix}_q"), 5)
+        err = one_line_error(
+            "perfectsched",
+            _invoke(sched_cli, *command, "-D", db_url, "--schedule-table", users, "--table", f"{prefix}_q"),
+            5,
+        )
         assert "is not a perfectsched schedule table" in err, err
     with queue_core.open(db_url, users) as q:
         for call in (lambda: list(q.list()), q.cleanup, lambda: q.submit("k", "t"), q.init, q.poll):
             with pytest.raises(ForeignTableError, match=f"table {users} "):
                 call()
-    worker = subprocess.run([f"{os.path.dirname(sys.executable)}/perfectqueue", "run",
-                             f"{HERE / 'hostile_handlers.py'}:Worker", "--burst", "-c", str(config)],
-                            capture_output=True, text=True, timeout=120, env=clean_environ())
+    worker = subprocess.run(
+        [
+            f"{os.path.dirname(sys.executable)}/perfectqueue",
+            "run",
+            f"{HERE / 'hostile_handlers.py'}:Worker",
+            "--burst",
+            "-c",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_environ(),
+    )
     errors = [line for line in worker.stderr.splitlines() if line.startswith("perfectqueue: error: ")]
     assert worker.returncode == 5 and len(errors) == 1 and f"table {users} " in errors[0], worker.stderr[-3000:]
     assert tables() == before  # rows, columns, indexes; no {users}_meta, no {prefix}_q
@@ -115,11 +142,16 @@ def test_a_schedule_table_is_not_a_queue_table_nor_the_other_way_round(db_url, t
     swapped = ["-D", db_url, "--schedule-table", queue_table, "--table", schedule_table]
     for command in (["list"], ["show", "every"], ["init"], ["init", "--force"], ["delete", "every"]):
         err = one_line_error("perfectsched", _invoke(sched_cli, *command, *swapped), 5)
-        assert "is not a pq queue table but a perfectsched schedule table" in err or \
-            "is not a perfectsched schedule table but a pq queue table" in err, err
+        assert (
+            "is not a pq queue table but a perfectsched schedule table" in err
+            or "is not a perfectsched schedule table but a pq queue table" in err
+        ), err
     # the queue's own meta table named as the schedule table
-    err = one_line_error("perfectsched", _invoke(sched_cli, "init", "-D", db_url, "--schedule-table",
-                                                f"{queue_table}_meta", "--table", queue_table), 5)
+    err = one_line_error(
+        "perfectsched",
+        _invoke(sched_cli, "init", "-D", db_url, "--schedule-table", f"{queue_table}_meta", "--table", queue_table),
+        5,
+    )
     assert "is not a perfectsched schedule table but the meta table of a pq table" in err, err
     with perfectsched.open(db_url, queue_table, schedule_table) as sc:
         with pytest.raises(ForeignTableError):
@@ -132,16 +164,26 @@ def _look_alike(db_url: str, name: str, shape: str) -> None:
     of our types but without the unique key on ``key``; one row of its own."""
     ours = task_table(sa.MetaData(), "x")
     columns = [
-        sa.Column(c.name, sa.Text() if shape == "all-text" else c.type,
-                  primary_key=shape != "all-text" and c.primary_key)
+        sa.Column(
+            c.name, sa.Text() if shape == "all-text" else c.type, primary_key=shape != "all-text" and c.primary_key
+        )
         for c in ours.c
     ]
     table = sa.Table(name, sa.MetaData(), *columns)
     engine = sa.create_engine(db_url)
     with engine.begin() as conn:
         table.create(conn)
-        conn.execute(table.insert().values(key="theirs", type="t", data="payload", timeout=0, run_at=0, created_at=0,
-                                           **({"id": 7} if shape == "all-text" else {})))
+        conn.execute(
+            table.insert().values(
+                key="theirs",
+                type="t",
+                data="payload",
+                timeout=0,
+                run_at=0,
+                created_at=0,
+                **({"id": 7} if shape == "all-text" else {}),
+            )
+        )
     engine.dispose()
 
 

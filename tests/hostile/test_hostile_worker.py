@@ -44,8 +44,16 @@ OK_TASKS = 12
 #: run twice there): freezes is killed after 3 s silent; a lease of 8 s lets a child whose lease
 #: heartbeat waits 3 s for SQLite's write lock, held by the frozen child, go on beating
 #: (monitor.stuck_limit: 8 - 3 - 0.2 - 0.2 s).
-FAST = dict(alive_time=8.0, task_heartbeat_interval=0.2, child_heartbeat_interval=0.2, child_heartbeat_limit=3.0,
-            child_kill_interval=0.5, poll_interval=0.1, retry_wait=0, processors=3)
+FAST = dict(
+    alive_time=8.0,
+    task_heartbeat_interval=0.2,
+    child_heartbeat_interval=0.2,
+    child_heartbeat_limit=3.0,
+    child_kill_interval=0.5,
+    poll_interval=0.1,
+    retry_wait=0,
+    processors=3,
+)
 
 
 def _runs(log: Path) -> Counter:
@@ -67,8 +75,11 @@ def _kill_if_stuck(pid: int) -> None:
 def _urls(tmp_path) -> dict[str, str]:
     from conftest import _server_url
 
-    return {"sqlite": f"sqlite:///{tmp_path}/hostile.db", "mysql": _server_url("mysql"),
-            "postgres": _server_url("postgres")}
+    return {
+        "sqlite": f"sqlite:///{tmp_path}/hostile.db",
+        "mysql": _server_url("mysql"),
+        "postgres": _server_url("postgres"),
+    }
 
 
 def test_worker_survives_hostile_handlers_on_every_database(tmp_path):
@@ -87,6 +98,7 @@ def test_worker_survives_hostile_handlers_on_every_database(tmp_path):
     procs = {backend: start_worker(url, table, "Worker", _file=HANDLERS, **FAST) for backend, url, _, _ in setups}
     try:
         for backend, _url, q, _log in setups:
+
             def settled(q=q):
                 return all(m.status == "finished" for m in q.list() if m.key != "hangs")
 
@@ -118,15 +130,19 @@ def test_worker_survives_hostile_handlers_on_every_database(tmp_path):
                 p.send_signal(signal.SIGQUIT)  # the hanging handler never returns: stop immediately
             code, outputs[backend] = finish(p, timeout=30)
             # shown when the test fails: a second run is explained by a kill or a lost lease
-            print(backend, *[line for line in outputs[backend].splitlines() if "WARNING" in line or "ERROR" in line],
-                  sep="\n  ")
+            print(
+                backend,
+                *[line for line in outputs[backend].splitlines() if "WARNING" in line or "ERROR" in line],
+                sep="\n  ",
+            )
         for _, _, _, log in setups:  # children frozen or hanging, should one have outlived its supervisor
-            for line in (log.read_text().splitlines() if log.exists() else []):
+            for line in log.read_text().splitlines() if log.exists() else []:
                 _kill_if_stuck(int(line.split()[1]))
         for backend, url, q, _ in setups:
             q.close()
             if backend != "sqlite":
                 from conftest import drop_tables
+
                 drop_tables(url, table)
     for backend, out in outputs.items():
         # a handler's error is logged with its traceback on its own log line ("failed task=...:
@@ -135,14 +151,17 @@ def test_worker_survives_hostile_handlers_on_every_database(tmp_path):
         assert "failed task=raises type=raises attempt=1: Traceback" in out, backend
 
 
-@pytest.mark.parametrize("mode, hostile_type", [
-    # A handler raising KeyboardInterrupt used to stop its processor (thread mode: never replaced).
-    ("thread", "interrupts"),
-    # An exception whose __str__ raises used to escape the settling and kill the processor.
-    ("thread", "broken_error"),
-    # An error text with a lone surrogate used to make retry_or_fail raise and the child die.
-    ("process", "surrogate_error"),
-])
+@pytest.mark.parametrize(
+    "mode, hostile_type",
+    [
+        # A handler raising KeyboardInterrupt used to stop its processor (thread mode: never replaced).
+        ("thread", "interrupts"),
+        # An exception whose __str__ raises used to escape the settling and kill the processor.
+        ("thread", "broken_error"),
+        # An error text with a lone surrogate used to make retry_or_fail raise and the child die.
+        ("process", "surrogate_error"),
+    ],
+)
 def test_worker_settles_handlers_that_break_the_settling(tmp_path, mode, hostile_type):
     """The hostile task fails (one attempt) with its error recorded; the processor goes on to
     serve the tasks queued behind it."""
@@ -153,8 +172,10 @@ def test_worker_settles_handlers_that_break_the_settling(tmp_path, mode, hostile
         q.submit("hostile", hostile_type, {"log": str(log)}, priority=5, max_attempts=1)
         for i in range(3):
             q.submit(f"ok{i}", "ok", {"log": str(log)})
-    code, out = finish(start_worker(url, "pq_tasks", "Worker", _file=HANDLERS, burst=True, processor_type=mode,
-                                    processors=1), timeout=60)
+    code, out = finish(
+        start_worker(url, "pq_tasks", "Worker", _file=HANDLERS, burst=True, processor_type=mode, processors=1),
+        timeout=60,
+    )
     with queue_core.open(url, "pq_tasks") as q:
         tasks = {m.key: m for m in q.list()}
     assert code == 0, out[-3000:]
@@ -174,8 +195,19 @@ def test_a_success_is_not_lost_to_the_next_task_s_crash(tmp_path):
             q.submit(f"warm{i}", "ok", {"log": str(log)}, priority=3)
         q.submit("victim", "ok", {"log": str(log)}, priority=2, max_attempts=1)
         q.submit("killer", "hard_exit", {"log": str(log)}, priority=1, max_attempts=1)
-    code, out = finish(start_worker(url, "pq_tasks", "Worker", _file=HANDLERS, burst=True, processors=1,
-                                    alive_time=1.0, task_heartbeat_interval=0.2), timeout=60)
+    code, out = finish(
+        start_worker(
+            url,
+            "pq_tasks",
+            "Worker",
+            _file=HANDLERS,
+            burst=True,
+            processors=1,
+            alive_time=1.0,
+            task_heartbeat_interval=0.2,
+        ),
+        timeout=60,
+    )
     with queue_core.open(url, "pq_tasks") as q:
         victim = q["victim"].metadata()
     assert _runs(log)["victim"] == 1
@@ -191,13 +223,36 @@ def test_a_leased_task_behind_a_crash_does_not_fail_without_running(tmp_path):
             q.submit(f"warm{i}", "ok", {"log": str(log)}, priority=3)
         q.submit("killer", "hard_exit", {"log": str(log)}, priority=2, max_attempts=1)
         q.submit("bystander", "ok", {"log": str(log)}, priority=1, max_attempts=1)
-    code, out = finish(start_worker(url, "pq_tasks", "Worker", _file=HANDLERS, burst=True, processors=1,
-                                    alive_time=1.0, task_heartbeat_interval=0.2), timeout=60)
+    code, out = finish(
+        start_worker(
+            url,
+            "pq_tasks",
+            "Worker",
+            _file=HANDLERS,
+            burst=True,
+            processors=1,
+            alive_time=1.0,
+            task_heartbeat_interval=0.2,
+        ),
+        timeout=60,
+    )
     # a second burst after the leases of the crashed child expired
     import time
+
     time.sleep(1.2)
-    code, out = finish(start_worker(url, "pq_tasks", "Worker", _file=HANDLERS, burst=True, processors=1,
-                                    alive_time=1.0, task_heartbeat_interval=0.2), timeout=60)
+    code, out = finish(
+        start_worker(
+            url,
+            "pq_tasks",
+            "Worker",
+            _file=HANDLERS,
+            burst=True,
+            processors=1,
+            alive_time=1.0,
+            task_heartbeat_interval=0.2,
+        ),
+        timeout=60,
+    )
     with queue_core.open(url, "pq_tasks") as q:
         bystander = q["bystander"].metadata()
     assert bystander.outcome == "success" and _runs(log)["bystander"] == 1, (bystander, out[-2000:])

@@ -30,12 +30,16 @@ def sqlite_indexes(conn, statement, parameters) -> set[str]:
     """The indexes SQLite reads the table through ("SCAN": the whole table)."""
     text = " | ".join(r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
     used = set(re.findall(r"USING (?:COVERING )?INDEX (\w+)", text))
-    return used | ({"PRIMARY"} if "INTEGER PRIMARY KEY" in text else set()) | (
-        {"SCAN"} if re.search(r"\bSCAN (?!CONSTANT|\(|anon|served\b)", text) else set())
+    return (
+        used
+        | ({"PRIMARY"} if "INTEGER PRIMARY KEY" in text else set())
+        | ({"SCAN"} if re.search(r"\bSCAN (?!CONSTANT|\(|anon|served\b)", text) else set())
+    )
 
 
 def mysql_rows_read(conn, statement, parameters) -> int:
     """Rows (and index entries) the server read running the statement: its handler counters."""
+
     def reads():
         status = conn.execute(sa.text("SHOW SESSION STATUS LIKE :name"), {"name": "Handler_read%"}).all()
         return sum(int(v) for k, v in status if k != "Handler_read_key")  # lookups count as rows read
@@ -59,5 +63,8 @@ def postgres_rows_read(conn, statement, parameters) -> int:
 
 def analyze(queue) -> None:
     with queue.db.engine.begin() as conn:
-        conn.exec_driver_sql({"sqlite": "ANALYZE", "postgresql": f"ANALYZE {queue.table}"}.get(
-            conn.dialect.name, f"ANALYZE TABLE {queue.table}"))
+        conn.exec_driver_sql(
+            {"sqlite": "ANALYZE", "postgresql": f"ANALYZE {queue.table}"}.get(
+                conn.dialect.name, f"ANALYZE TABLE {queue.table}"
+            )
+        )

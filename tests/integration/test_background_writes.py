@@ -129,8 +129,9 @@ def test_a_sqlite_write_in_autocommit_never_holds_the_write_lock_while_its_proce
     if backend != "sqlite":
         pytest.skip("the write lock of a whole database is SQLite's")
     write = writes(queue)
-    other = subprocess.Popen([sys.executable, "-c", _OTHER_WRITER, db_url.removeprefix("sqlite:///"), "4"],
-                             stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen(
+        [sys.executable, "-c", _OTHER_WRITER, db_url.removeprefix("sqlite:///"), "4"], stdout=subprocess.PIPE, text=True
+    )
     assert other.stdout.readline().strip() == "ready"
     stop = threading.Event()
     done = []

@@ -33,8 +33,10 @@ def test_failures_are_grouped_by_queue_type_and_error_class(queue):
     fail(queue, "e", ValueError("x"), queue="mail", now=T0 + 40)
     queue.submit("ok", "t", now=T0)
     queue.poll(now=T0 + 50).finish(now=T0 + 51)
-    groups = [(g.queue, g.type, g.error_class, g.count, g.sample_key, g.message, g.first_seen, g.last_seen)
-              for g in queue.failures()]
+    groups = [
+        (g.queue, g.type, g.error_class, g.count, g.sample_key, g.message, g.first_seen, g.last_seen)
+        for g in queue.failures()
+    ]
     assert groups == [
         ("default", "t", "ValueError", 2, "b", "ValueError: other input", T0 + 1, T0 + 11),
         ("default", "t", "KeyError", 1, "c", "KeyError: 'k'", T0 + 21, T0 + 21),
@@ -50,9 +52,20 @@ def test_the_database_names_the_same_error_class_as_the_pure_rule(queue):
     class that text names is the pure rule's (``failures.error_class``), whatever the text."""
     from queue_core.failures import error_class
 
-    errors = ["ValueError: a", "requests.exceptions.HTTPError: 503", "no colon at all", "two words: here",
-              "first line\nSecond: line", ":leading colon", "Ünïcode: non-ASCII", "X" * 199 + ": long class",
-              "<script>alert(1)</script>: x", "a;b: DROP TABLE x", "ValueError:", "  Spaced: lead"]
+    errors = [
+        "ValueError: a",
+        "requests.exceptions.HTTPError: 503",
+        "no colon at all",
+        "two words: here",
+        "first line\nSecond: line",
+        ":leading colon",
+        "Ünïcode: non-ASCII",
+        "X" * 199 + ": long class",
+        "<script>alert(1)</script>: x",
+        "a;b: DROP TABLE x",
+        "ValueError:",
+        "  Spaced: lead",
+    ]
     for i, text in enumerate(errors):
         fail(queue, f"e{i}", text, now=T0 + i)
     want: dict[str, int] = {}
@@ -93,7 +106,8 @@ def test_a_bulk_cancel_cancels_the_waiting_matches_and_leaves_running_ones(queue
     assert statuses[held.key] == ("running", None)
     assert statuses["other"] == ("waiting", None)
     assert sorted(k for k, s in statuses.items() if s == ("finished", "cancelled")) == sorted(
-        f"w{i}" for i in range(4) if f"w{i}" != held.key)
+        f"w{i}" for i in range(4) if f"w{i}" != held.key
+    )
     held.finish(now=T0 + 3)  # its holder was never disturbed
 
 
@@ -110,8 +124,10 @@ def test_failures_are_kept_longer_than_successes(db_url, table_name, backend, cl
         assert list(q.list()) == [] and q.failures() == []
 
 
-@pytest.mark.parametrize("bad", [dict(queue="a'; DROP TABLE x; --"), dict(tag="x" * 101), dict(tag=""),
-                                 dict(type="\udcff"), dict(queue="\x00")])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(queue="a'; DROP TABLE x; --"), dict(tag="x" * 101), dict(tag=""), dict(type="\udcff"), dict(queue="\x00")],
+)
 def test_hostile_filters_are_refused_before_anything_is_read(queue, bad):
     with pytest.raises(ValidationError):
         queue.failures(**bad)

@@ -209,13 +209,20 @@ def test_a_claim_at_the_instant_of_an_earlier_tracked_claim(queue, backend, monk
 
 
 def _multi_table_update(q, h):
-    _sql(q, f"UPDATE {q.table} t JOIN {q.table}_meta m ON m.name = 'schema_version' "
-            f"SET t.queue = 'multi' WHERE t.id = {h._id}")
+    _sql(
+        q,
+        f"UPDATE {q.table} t JOIN {q.table}_meta m ON m.name = 'schema_version' "
+        f"SET t.queue = 'multi' WHERE t.id = {h._id}",
+    )
 
 
 def _on_duplicate_key(q, h):
-    _sql(q, f"INSERT INTO {q.table} (`key`, type, data, timeout, run_at, created_at) "
-            f"VALUES (%s, 't', '{{}}', 0, 0, 0) ON DUPLICATE KEY UPDATE owner = 'odku'", (h.key,))
+    _sql(
+        q,
+        f"INSERT INTO {q.table} (`key`, type, data, timeout, run_at, created_at) "
+        f"VALUES (%s, 't', '{{}}', 0, 0, 0) ON DUPLICATE KEY UPDATE owner = 'odku'",
+        (h.key,),
+    )
 
 
 def _owner_case_only(q, h):
@@ -605,8 +612,11 @@ def test_an_upgrade_refused_for_want_of_alter_leaves_the_table_at_its_version(ba
             with queue_core.open(url, table_name, clock=clock) as q:
                 with pytest.raises(queue_core.errors.TaskError):
                     q.init()
-        has_mark = _scalar(admin, f"SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-                                  f"AND table_name = '{table_name}' AND column_name = '{MARK}'")
+        has_mark = _scalar(
+            admin,
+            f"SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+            f"AND table_name = '{table_name}' AND column_name = '{MARK}'",
+        )
         assert has_mark == 0
         assert admin.store.schema_version() == 8
     finally:

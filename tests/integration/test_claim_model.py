@@ -43,21 +43,70 @@ def _fill(q, rng: random.Random) -> None:
         user = rng.choice(users)
         priority = rng.choice([-1, 0, 0, 1, 5])
         due_in = rng.choice([-50, -10, -1, 0, 30])  # some not due yet
-        rows.append(dict(key=f"k{i}", type="t", data="{}", resource=user, max_running=caps.get(user) if user else None,
-                         priority=priority, state=0, leased=0, timeout=NOW + due_in, run_at=NOW + due_in,
-                         created_at=T0, attempts=0, max_attempts=None, cancel_requested=0))
+        rows.append(
+            dict(
+                key=f"k{i}",
+                type="t",
+                data="{}",
+                resource=user,
+                max_running=caps.get(user) if user else None,
+                priority=priority,
+                state=0,
+                leased=0,
+                timeout=NOW + due_in,
+                run_at=NOW + due_in,
+                created_at=T0,
+                attempts=0,
+                max_attempts=None,
+                cancel_requested=0,
+            )
+        )
     # some rows of users running (leased, unexpired): they count towards their caps
     for j in range(rng.randint(0, 3)):
         user = rng.choice(["u1", "u2", "u3"])
-        rows.append(dict(key=f"run{j}", type="t", data="{}", resource=user, max_running=caps[user],
-                         priority=rng.choice([0, 5]), state=0, leased=1, timeout=NOW + 100, run_at=T0,
-                         created_at=T0, attempts=1, max_attempts=None, cancel_requested=0, lease_token=7,
-                         started_at=NOW - 1, owner="x"))
+        rows.append(
+            dict(
+                key=f"run{j}",
+                type="t",
+                data="{}",
+                resource=user,
+                max_running=caps[user],
+                priority=rng.choice([0, 5]),
+                state=0,
+                leased=1,
+                timeout=NOW + 100,
+                run_at=T0,
+                created_at=T0,
+                attempts=1,
+                max_attempts=None,
+                cancel_requested=0,
+                lease_token=7,
+                started_at=NOW - 1,
+                owner="x",
+            )
+        )
     # finished rows of high priority: not live, never counted
     if rng.random() < 0.5:
-        rows.append(dict(key="done", type="t", data="{}", resource=None, max_running=None, priority=99, state=1,
-                         leased=0, timeout=NOW + 300, run_at=T0, created_at=T0, attempts=1, max_attempts=None,
-                         cancel_requested=0, outcome="success", finished_at=NOW - 5))
+        rows.append(
+            dict(
+                key="done",
+                type="t",
+                data="{}",
+                resource=None,
+                max_running=None,
+                priority=99,
+                state=1,
+                leased=0,
+                timeout=NOW + 300,
+                run_at=T0,
+                created_at=T0,
+                attempts=1,
+                max_attempts=None,
+                cancel_requested=0,
+                outcome="success",
+                finished_at=NOW - 5,
+            )
+        )
     rng.shuffle(rows)
     if rows:
         q.db.run(lambda c: [c.execute(sa.insert(t).values(r)) for r in rows])

@@ -16,8 +16,19 @@ BACKLOG = 6000  # due rows the claims under test must not read
 
 def backlog(queue, queues: tuple[str, ...]) -> None:
     """Due rows, most without a user, spread over ``queues``; due before the served ones."""
-    queue.submit_many([{"key": f"o{i}", "type": "t", "queue": queues[i % len(queues)], "run_at": T0 - 9000 + i,
-                        "user": f"u{i % 7}" if i % 10 == 0 else None} for i in range(BACKLOG)], now=T0)
+    queue.submit_many(
+        [
+            {
+                "key": f"o{i}",
+                "type": "t",
+                "queue": queues[i % len(queues)],
+                "run_at": T0 - 9000 + i,
+                "user": f"u{i % 7}" if i % 10 == 0 else None,
+            }
+            for i in range(BACKLOG)
+        ],
+        now=T0,
+    )
 
 
 def check_reads(queue, backend, run, served_rows: int, allowed: set[str]) -> int:
@@ -49,14 +60,21 @@ def test_a_claim_over_several_queues_reads_only_theirs(queue, backend, analyzed)
     if backend == "postgres" and not analyzed:
         pytest.skip("PostgreSQL plans a never-analyzed table as empty")
     backlog(queue, ("default", "other"))
-    queue.submit_many([{"key": "mine-1", "type": "t", "queue": "q2"},
-                       {"key": "mine-2", "type": "t", "queue": "q2", "user": "u1"}], now=T0)
+    queue.submit_many(
+        [{"key": "mine-1", "type": "t", "queue": "q2"}, {"key": "mine-2", "type": "t", "queue": "q2", "user": "u1"}],
+        now=T0,
+    )
     queue.submit("later", "t", {}, queue="q3", run_at=T0 + 60, now=T0)
     if analyzed:
         analyze(queue)
     got = []
-    sent = check_reads(queue, backend, lambda: got.extend(queue.poll_multi(5, queues="q1,q2,q3", now=T0)),
-                       served_rows=3, allowed=indexes(queue, "queue", "quser"))
+    sent = check_reads(
+        queue,
+        backend,
+        lambda: got.extend(queue.poll_multi(5, queues="q1,q2,q3", now=T0)),
+        served_rows=3,
+        allowed=indexes(queue, "queue", "quser"),
+    )
     assert sorted(t.key for t in got) == ["mine-1", "mine-2"]
     assert sent >= 2  # the served queues' entries, then the walk of q2
 
@@ -72,8 +90,13 @@ def test_a_claim_of_one_queue_finds_its_users_without_reading_every_due_row(queu
     if analyzed:
         analyze(queue)
     got = []
-    check_reads(queue, backend, lambda: got.extend(queue.poll_multi(3, now=T0)), served_rows=3,
-                allowed=indexes(queue, "queue", "quser"))
+    check_reads(
+        queue,
+        backend,
+        lambda: got.extend(queue.poll_multi(3, now=T0)),
+        served_rows=3,
+        allowed=indexes(queue, "queue", "quser"),
+    )
     assert [t.key for t in got] == ["o0", "o1", "o2"]
 
 

@@ -35,8 +35,9 @@ def poll_ack_lost_while_clock_moves(q, clock, seconds):
             if not state["fired"]:
                 state["fired"] += 1
                 clock.advance(seconds)
-                raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"),
-                                              connection_invalidated=True)
+                raise sa.exc.OperationalError(
+                    "COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True
+                )
 
         db._connection = conn_then_drop
         try:

@@ -14,8 +14,9 @@ T0 = 1_700_000_000.0
 
 def _rows(q, key) -> list[dict]:
     e = q.store.events_t
-    return q.db.run(lambda c: [dict(r._mapping) for r in c.execute(
-        sa.select(e).where(e.c.key == key).order_by(e.c.id))])
+    return q.db.run(
+        lambda c: [dict(r._mapping) for r in c.execute(sa.select(e).where(e.c.key == key).order_by(e.c.id))]
+    )
 
 
 def _held_and_silent(q, key, tracked, max_attempts):
@@ -83,6 +84,7 @@ def test_a_batch_mixing_given_up_cancelled_and_delivered_rows(queue):
         if end:
             assert kinds[-1] == end, (key, kinds)
     e = queue.store.events_t
-    n = queue.db.run(lambda c: c.execute(
-        sa.select(sa.func.count()).select_from(e).where(e.c.kind == "expired")).scalar())
+    n = queue.db.run(
+        lambda c: c.execute(sa.select(sa.func.count()).select_from(e).where(e.c.kind == "expired")).scalar()
+    )
     assert n == 3

@@ -32,8 +32,16 @@ def test_a_claim_with_types_never_returns_another_type(queue):
     items = []
     for i in range(60):
         type_ = ("invoice", "email", "etl.load")[i % 3]
-        items.append({"key": f"k{i}", "type": type_, "priority": i % 4, "run_at": T0 - i,
-                      "user": f"u{i % 5}" if i % 2 else None, "max_running": 2 if i % 7 == 0 else None})
+        items.append(
+            {
+                "key": f"k{i}",
+                "type": type_,
+                "priority": i % 4,
+                "run_at": T0 - i,
+                "user": f"u{i % 5}" if i % 2 else None,
+                "max_running": 2 if i % 7 == 0 else None,
+            }
+        )
     queue.submit_many(items, now=T0)
     got = drain(queue, ["invoice", "etl.load"], n=7)
     assert {t.type for t in got} == {"invoice", "etl.load"}
@@ -44,10 +52,16 @@ def test_a_claim_with_types_never_returns_another_type(queue):
 
 def test_the_filtered_claim_finds_its_row_behind_many_better_rows_of_other_types(queue):
     # Hundreds of other rows due earlier and at a better priority, userless and per user.
-    queue.submit_many([{"key": f"o{i}", "type": "other", "priority": 5, "run_at": T0 - 1000 + i}
-                       for i in range(300)], now=T0)
-    queue.submit_many([{"key": f"ou{i}", "type": "other", "priority": 5, "user": f"u{i % 3}",
-                        "run_at": T0 - 1000 + i} for i in range(300)], now=T0)
+    queue.submit_many(
+        [{"key": f"o{i}", "type": "other", "priority": 5, "run_at": T0 - 1000 + i} for i in range(300)], now=T0
+    )
+    queue.submit_many(
+        [
+            {"key": f"ou{i}", "type": "other", "priority": 5, "user": f"u{i % 3}", "run_at": T0 - 1000 + i}
+            for i in range(300)
+        ],
+        now=T0,
+    )
     queue.submit("mine", "invoice", priority=-3, now=T0)
     queue.submit("mine-u", "invoice", user="u1", priority=-3, now=T0)
     assert {queue.poll(types=["invoice"], now=T0).key for _ in range(2)} == {"mine", "mine-u"}
@@ -108,8 +122,13 @@ def test_the_filtered_claim_does_not_give_up_or_cancel_rows_of_other_types(queue
 
 def test_long_type_lists_are_chunked(queue):
     served = [f"type-{i:04}" for i in range(1300)]
-    queue.submit_many([{"key": f"k{i}", "type": served[i * 97 % 1300], "priority": i % 3,
-                        "user": "u" if i % 4 == 0 else None} for i in range(40)], now=T0)
+    queue.submit_many(
+        [
+            {"key": f"k{i}", "type": served[i * 97 % 1300], "priority": i % 3, "user": "u" if i % 4 == 0 else None}
+            for i in range(40)
+        ],
+        now=T0,
+    )
     queue.submit("other", "type-x", priority=9, now=T0)
     got = drain(queue, [*served, "absent"], n=16)
     assert sorted(t.key for t in got) == sorted(f"k{i}" for i in range(40))
@@ -117,14 +136,17 @@ def test_long_type_lists_are_chunked(queue):
     assert untouched(queue, "other")
 
 
-@pytest.mark.parametrize("types, message", [
-    ("invoice", "must be a collection of task types, not 'invoice'"),
-    ([], "must name at least one task type"),
-    (["ok", 7], "task type must be a string, not int"),
-    ([""], "task type must not be empty"),
-    (["x" * 256], "task type is 256 characters long"),
-    (42, "must be a collection of task types"),
-])
+@pytest.mark.parametrize(
+    "types, message",
+    [
+        ("invoice", "must be a collection of task types, not 'invoice'"),
+        ([], "must name at least one task type"),
+        (["ok", 7], "task type must be a string, not int"),
+        ([""], "task type must not be empty"),
+        (["x" * 256], "task type is 256 characters long"),
+        (42, "must be a collection of task types"),
+    ],
+)
 def test_types_are_validated(queue, types, message):
     with pytest.raises(queue_core.ValidationError, match=re.escape(message)):
         queue.poll_multi(1, types=types, now=T0)
@@ -167,17 +189,34 @@ def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, se
     analyzes it. Past 100 live types at once the claim uses IN lists, where PostgreSQL's
     planner may prefer the claim index (documented): there it is not measured."""
     types = [f"mine{i}" for i in range(served)]
-    queue.submit_many([{"key": f"o{i}", "type": f"other{i % 3}", "priority": 5 * (i % 2), "run_at": T0 - 5000 + i,
-                        "user": f"u{i % 7}" if i % 3 == 0 else None, "max_running": 3 if i % 4 == 1 else None}
-                       for i in range(4000)], now=T0)
+    queue.submit_many(
+        [
+            {
+                "key": f"o{i}",
+                "type": f"other{i % 3}",
+                "priority": 5 * (i % 2),
+                "run_at": T0 - 5000 + i,
+                "user": f"u{i % 7}" if i % 3 == 0 else None,
+                "max_running": 3 if i % 4 == 1 else None,
+            }
+            for i in range(4000)
+        ],
+        now=T0,
+    )
     queue.submit_many([{"key": f"f{i}", "type": "other0", "run_at": T0 + 1 + i} for i in range(2000)], now=T0)
     for round_ in range(2):
         if round_:
             analyze(queue)
         elif backend == "postgres":
             continue
-        queue.submit_many([{"key": f"m{round_}-{x}-{u}", "type": x, "user": u, "max_running": 2}
-                           for x in types for u in (None, "u1")], now=T0)
+        queue.submit_many(
+            [
+                {"key": f"m{round_}-{x}-{u}", "type": x, "user": u, "max_running": 2}
+                for x in types
+                for u in (None, "u1")
+            ],
+            now=T0,
+        )
         sent = sent_selects(queue, lambda: queue.poll_multi(3, types=types, now=T0))
         # Not checked: the count of a user's running tasks, which are counted whatever their type.
         reads = [(s, p) for s, p in sent if "count(" not in s]
@@ -187,7 +226,10 @@ def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, se
                 if backend == "sqlite":
                     used = sqlite_indexes(conn, statement, parameters)
                     assert used and used <= {f"ix_{queue.table}_qtype", f"ix_{queue.table}_qtype_user", "PRIMARY"}, (
-                        round_, used, statement)
+                        round_,
+                        used,
+                        statement,
+                    )
                 elif not (backend == "postgres" and served > 100):
                     # a few times the served rows (MariaDB counts its temporary tables' rows
                     # too), below the other types' 6000
@@ -205,12 +247,21 @@ def test_a_many_row_transition_needs_its_precondition_on_every_dialect(queue):
     row_id = store.db.run(lambda c: c.execute(sa.select(t.c.id).where(t.c.key == "k1")).scalar_one())
     for where in ((), []):
         with pytest.raises(ValueError, match="precondition"):
-            store.db.run(lambda c, where=where: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
-                                                                          each=["priority"], where=where))
+            store.db.run(
+                lambda c, where=where: store.db.dialect.update_each(
+                    c, t, [{"id": row_id, "priority": 5}], each=["priority"], where=where
+                )
+            )
     assert queue["k1"].metadata(now=T0).priority == 0
-    done = store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
-                                                               each=["priority"], where=[t.c.state == 1]))
+    done = store.db.run(
+        lambda c: store.db.dialect.update_each(
+            c, t, [{"id": row_id, "priority": 5}], each=["priority"], where=[t.c.state == 1]
+        )
+    )
     assert done == 0 and queue["k1"].metadata(now=T0).priority == 0  # the precondition holds no row
-    done = store.db.run(lambda c: store.db.dialect.update_each(c, t, [{"id": row_id, "priority": 5}],
-                                                               each=["priority"], where=[t.c.state == 0]))
+    done = store.db.run(
+        lambda c: store.db.dialect.update_each(
+            c, t, [{"id": row_id, "priority": 5}], each=["priority"], where=[t.c.state == 0]
+        )
+    )
     assert done == 1 and queue["k1"].metadata(now=T0).priority == 5

@@ -35,9 +35,13 @@ def test_the_largest_accepted_time_is_accepted_everywhere(key):
 def _cli(tmp_path, toml: str, command: str, env=None) -> subprocess.CompletedProcess:
     cfg = tmp_path / "pq.toml"
     cfg.write_text(toml)
-    return subprocess.run([sys.executable, "-m", "queue_core.cli", command, "-c", str(cfg), "-e", "development"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "queue_core.cli", command, "-c", str(cfg), "-e", "development"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1.0", "1e10", '"abc"', "true"])

@@ -58,7 +58,11 @@ def test_release_leases_gives_back_every_row_of_a_claim_whose_batch_was_never_re
     lost[0].finish()
     assert queue.release_leases([], claims=[token]) == 2
     assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "abcd"} == {
-        "a": ("finished", 1), "b": ("waiting", 0), "c": ("waiting", 0), "d": ("running", 1)}
+        "a": ("finished", 1),
+        "b": ("waiting", 0),
+        "c": ("waiting", 0),
+        "d": ("running", 1),
+    }
     assert queue["b"].metadata().run_at == clock.now()
     assert queue.release_leases([], claims=[token]) == 0  # given back already
     assert [t.key for t in queue.poll_multi(3, alive_time=10)] == ["b", "c"]
@@ -70,15 +74,19 @@ def test_a_supervisor_gives_back_what_a_child_it_does_not_replace_held_but_the_r
     for k in ("a", "b", "c"):
         wq.submit(k, "t")
     batch = wq.poll_multi(3, alive_time=60)
-    sup = Supervisor(lambda *_: 0, config.build({"url": wq.config["url"], "table": wq.table}), burst=False,
-                     config_loader=None)
+    sup = Supervisor(
+        lambda *_: 0, config.build({"url": wq.config["url"], "table": wq.table}), burst=False, config_loader=None
+    )
     ledger = sup.ledgers[0] = LeaseLedger()
     ledger.record(batch)
     ledger.running(batch[1])
     sup._give_back(0)
     assert ledger.read() == []
     assert {k: (wq[k].metadata().status, wq[k].metadata().attempts) for k in ("a", "b", "c")} == {
-        "a": ("waiting", 0), "b": ("running", 1), "c": ("waiting", 0)}
+        "a": ("waiting", 0),
+        "b": ("running", 1),
+        "c": ("waiting", 0),
+    }
 
 
 def test_a_claim_that_raised_after_its_commit_is_given_back_by_the_next_one(queue, clock):
@@ -129,19 +137,22 @@ def test_a_failed_claims_give_back_keeps_the_unwritten_successes_of_the_last_bat
         queue.poll_multi = real
     give_back_orphans(queue, ledger)  # the child forked in its place
     assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
-        "ab", ("waiting", 0))
+        "ab", ("waiting", 0)
+    )
 
 
 def test_a_supervisor_gives_back_the_unrecorded_claim_of_a_child_it_does_not_replace(wq):
     for k in ("a", "b"):
         wq.submit(k, "t")
-    sup = Supervisor(lambda *_: 0, config.build({"url": wq.config["url"], "table": wq.table}), burst=False,
-                     config_loader=None)
+    sup = Supervisor(
+        lambda *_: 0, config.build({"url": wq.config["url"], "table": wq.table}), burst=False, config_loader=None
+    )
     ledger = sup.ledgers[0] = LeaseLedger()
     assert len(wq.poll_multi(2, alive_time=60, announce=ledger.claiming)) == 2  # committed; the child died
     sup._give_back(0)
     assert {k: (wq[k].metadata().status, wq[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
-        "ab", ("waiting", 0))
+        "ab", ("waiting", 0)
+    )
     assert ledger.unrecorded_claim() is None
 
 
@@ -166,7 +177,8 @@ def test_a_processor_gives_back_a_claim_whose_error_hid_its_commit_before_it_sto
     finally:
         queue.poll_multi = real
     assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
-        "ab", ("waiting", 0))
+        "ab", ("waiting", 0)
+    )
 
 
 def test_a_thread_processor_runs_at_once_what_a_claim_whose_error_hid_its_commit_leased(queue, clock):
@@ -243,7 +255,8 @@ def test_an_immediate_stop_gives_back_a_claim_whose_error_hid_its_commit(queue, 
         queue.poll_multi = real
     proc.give_back_now()
     assert {k: (queue[k].metadata().status, queue[k].metadata().attempts) for k in "ab"} == dict.fromkeys(
-        "ab", ("waiting", 0))
+        "ab", ("waiting", 0)
+    )
 
 
 def test_unstarted_tasks_a_stop_could_not_release_stay_in_the_ledger_for_the_supervisor(queue, clock):

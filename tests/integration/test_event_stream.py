@@ -31,8 +31,13 @@ def test_every_change_of_every_task_in_time_order(queue):
     queue.submit("b", "t", now=T0 + 1)
     queue.poll(now=T0 + 2).finish(now=T0 + 3)
     queue.submit("c", "t", now=T0 + 4)
-    assert seen(queue.events()) == [("submitted", "a"), ("submitted", "b"), ("claimed", "a"), ("finished", "a"),
-                                    ("submitted", "c")]
+    assert seen(queue.events()) == [
+        ("submitted", "a"),
+        ("submitted", "b"),
+        ("claimed", "a"),
+        ("finished", "a"),
+        ("submitted", "c"),
+    ]
 
 
 def test_a_reader_resumes_after_any_event_with_nothing_missed_or_twice(queue):
@@ -71,10 +76,19 @@ def test_filters_by_queue_tracked_kind_and_key(queue):
 
 
 def test_hostile_arguments_are_refused_before_anything_is_read(queue):
-    for bad in (dict(since="t1.eX"), dict(since="../../etc"), dict(since="t" + "9" * 30 + ".e0"),
-                dict(since=dt.datetime(2026, 1, 1)), dict(since=-5), dict(since=float("nan")),
-                dict(kinds=["finished", "dropped; DROP TABLE x"]), dict(queue="a b"), dict(queue="x" * 100),
-                dict(key="\udcff"), dict(poll_interval=0)):
+    for bad in (
+        dict(since="t1.eX"),
+        dict(since="../../etc"),
+        dict(since="t" + "9" * 30 + ".e0"),
+        dict(since=dt.datetime(2026, 1, 1)),
+        dict(since=-5),
+        dict(since=float("nan")),
+        dict(kinds=["finished", "dropped; DROP TABLE x"]),
+        dict(queue="a b"),
+        dict(queue="x" * 100),
+        dict(key="\udcff"),
+        dict(poll_interval=0),
+    ):
         with pytest.raises(ValidationError):
             queue.events(**bad)
 
@@ -125,8 +139,17 @@ def test_an_id_that_never_commits_is_forgotten_after_the_gap_timeout(queue, db_u
 
     from queue_core import stream
 
-    for e in stream.follow(queue.store, stream.Cursor(), stream.StreamFilter(), clock=queue.now, follow=True,
-                           wait=wait, poll_interval=1, gap_timeout=60, stop=stop):
+    for e in stream.follow(
+        queue.store,
+        stream.Cursor(),
+        stream.StreamFilter(),
+        clock=queue.now,
+        follow=True,
+        wait=wait,
+        poll_interval=1,
+        gap_timeout=60,
+        stop=stop,
+    ):
         got.append(e)
         cursors.append(e.cursor)
     assert seen(got) == [("submitted", "fast")]

@@ -24,7 +24,7 @@ HOSTILE = [
     "100% %s %(x)s %%",
     "X'41' 0x41",
     "tab\tnew\nline\r",
-    "\U0001F600 emoji ü é 漢字",
+    "\U0001f600 emoji ü é 漢字",
     "',NULL,0),(1,'x",
     "NULL",
 ]

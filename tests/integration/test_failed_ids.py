@@ -23,8 +23,9 @@ def breaks(ctx):
 
 def failed_in_table(queue) -> int:
     t = queue.store.t
-    return queue.db.run(lambda c: c.execute(
-        sa.select(sa.func.count()).where(t.c.state == 1, t.c.outcome == "failure")).scalar())
+    return queue.db.run(
+        lambda c: c.execute(sa.select(sa.func.count()).where(t.c.state == 1, t.c.outcome == "failure")).scalar()
+    )
 
 
 def counted(queue) -> int:

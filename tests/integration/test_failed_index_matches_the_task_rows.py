@@ -15,8 +15,11 @@ T0 = 1_700_000_000.0
 
 def truth(queue) -> set[str]:
     t = queue.store.t
-    return set(queue.db.run(lambda c: c.execute(
-        sa.select(t.c.key).where(t.c.state == 1, t.c.outcome == "failure")).scalars().all()))
+    return set(
+        queue.db.run(
+            lambda c: c.execute(sa.select(t.c.key).where(t.c.state == 1, t.c.outcome == "failure")).scalars().all()
+        )
+    )
 
 
 def shown(queue, now) -> tuple[int, int, set[str]]:
@@ -37,8 +40,11 @@ def assert_exact(queue, now):
     assert (groups, keys) == (len(want), want)
     # retry_failed counts plain tasks only (workflow rows are retried by pqflow)
     t = queue.store.t
-    plain = queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).where(
-        t.c.state == 1, t.c.outcome == "failure", t.c.workflow.is_(None))).scalar())
+    plain = queue.db.run(
+        lambda c: c.execute(
+            sa.select(sa.func.count()).where(t.c.state == 1, t.c.outcome == "failure", t.c.workflow.is_(None))
+        ).scalar()
+    )
     assert dry == plain
 
 
@@ -49,8 +55,13 @@ def test_a_failure_written_by_an_older_release_or_by_hand_is_shown_after_init(qu
     invisible forever (init back-fills only on the upgrade to version 7)."""
     queue.submit("old-release", "t", now=T0)
     t = queue.store.t
-    queue.db.run(lambda c: c.execute(sa.update(t).where(t.c.key == "old-release").values(
-        state=1, outcome="failure", error="ValueError: by v6", finished_at=T0 + 1, timeout=T0 + 10**6)))
+    queue.db.run(
+        lambda c: c.execute(
+            sa.update(t)
+            .where(t.c.key == "old-release")
+            .values(state=1, outcome="failure", error="ValueError: by v6", finished_at=T0 + 1, timeout=T0 + 10**6)
+        )
+    )
     queue.init()  # the documented repair step: init again
     assert_exact(queue, T0 + 2)
 
@@ -115,8 +126,9 @@ def test_many_threads_failing_retrying_and_purging(queue, backend, clock):
     errors: list[BaseException] = []
 
     def own():
-        return queue_core.open(queue.store.db.engine.url.render_as_string(hide_password=False), queue.table,
-                               clock=clock)
+        return queue_core.open(
+            queue.store.db.engine.url.render_as_string(hide_password=False), queue.table, clock=clock
+        )
 
     def failer(seed):
         q = own()
@@ -140,8 +152,9 @@ def test_many_threads_failing_retrying_and_purging(queue, backend, clock):
         finally:
             q.close()
 
-    threads = ([threading.Thread(target=failer, args=(i,)) for i in range(3)]
-               + [threading.Thread(target=purger) for _ in range(2)])
+    threads = [threading.Thread(target=failer, args=(i,)) for i in range(3)] + [
+        threading.Thread(target=purger) for _ in range(2)
+    ]
     for th in threads:
         th.start()
     for th in threads:
@@ -150,8 +163,11 @@ def test_many_threads_failing_retrying_and_purging(queue, backend, clock):
     assert_exact(queue, T0 + 1000)
     if queue.store.keeps_failed_ids:  # no id noted for a task that is gone
         f, t = queue.store.failed_t, queue.store.t
-        orphans = queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(f).where(
-            f.c.failed_task_id.not_in(sa.select(t.c.id)))).scalar())
+        orphans = queue.db.run(
+            lambda c: c.execute(
+                sa.select(sa.func.count()).select_from(f).where(f.c.failed_task_id.not_in(sa.select(t.c.id)))
+            ).scalar()
+        )
         assert orphans == 0
 
 

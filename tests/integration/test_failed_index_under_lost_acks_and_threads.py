@@ -36,8 +36,14 @@ def test_lost_acknowledgements_around_failure_notes(queue):
     assert_exact(queue, T0 + 100)
     if queue.store.keeps_failed_ids:
         f, t = queue.store.failed_t, queue.store.t
-        assert queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(f).where(
-            f.c.failed_task_id.not_in(sa.select(t.c.id)))).scalar()) == 0
+        assert (
+            queue.db.run(
+                lambda c: c.execute(
+                    sa.select(sa.func.count()).select_from(f).where(f.c.failed_task_id.not_in(sa.select(t.c.id)))
+                ).scalar()
+            )
+            == 0
+        )
 
 
 def test_many_threads_failing_and_purging_real_time(wq, backend):

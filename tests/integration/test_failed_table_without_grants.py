@@ -43,8 +43,10 @@ def test_a_worker_without_grants_on_the_failed_table(backend, db_url, table_name
     with worker_without_failed_ids(backend, db_url, table_name) as (admin, url):
         if grant_on_failed:
             name = db_admin.make_url(url).username
-            db_admin.mariadb_root(f"GRANT {grant_on_failed} ON `{db_admin.make_url(db_url).database}`."
-                                  f"`{table_name}_failed_ids` TO '{name}'@'%';")
+            db_admin.mariadb_root(
+                f"GRANT {grant_on_failed} ON `{db_admin.make_url(db_url).database}`."
+                f"`{table_name}_failed_ids` TO '{name}'@'%';"
+            )
         with queue_core.open(url, table_name, clock=FakeClock(T0)) as q:
             q.submit("k", "t", now=T0)
             task = q.poll(now=T0 + 1)

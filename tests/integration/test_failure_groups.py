@@ -36,7 +36,7 @@ ERRORS = [
     "pkg.mod.HTTPError: dotted",
     "Foo\nBar: newline before colon",
     "KeyError\u2028: line separator",
-    "\U0001F600Err: emoji",
+    "\U0001f600Err: emoji",
     "ValueError : space before colon",
     "VALUEERROR: upper",
     "valueerror: lower",
@@ -76,10 +76,13 @@ def test_the_groups_match_the_pure_rule_for_any_error_text(queue, backend):
     assert not diff, {short(k): v for k, v in diff.items()}
 
 
-@pytest.mark.parametrize("value, classes", [
-    ("x'56616c75654572726f723aff20626164'", ["ValueError"]),  # a BLOB: a class, then a byte not UTF-8
-    ("CAST(x'ffff56616c75654572726f723a20626164' AS TEXT)", ["(no class)"]),  # TEXT that is not UTF-8
-])
+@pytest.mark.parametrize(
+    "value, classes",
+    [
+        ("x'56616c75654572726f723aff20626164'", ["ValueError"]),  # a BLOB: a class, then a byte not UTF-8
+        ("CAST(x'ffff56616c75654572726f723a20626164' AS TEXT)", ["(no class)"]),  # TEXT that is not UTF-8
+    ],
+)
 def test_bytes_written_by_hand_into_an_error_are_grouped_not_a_crash(queue, backend, value, classes):
     if backend != "sqlite":
         pytest.skip("bytes by hand: SQLite")

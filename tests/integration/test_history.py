@@ -63,8 +63,11 @@ def test_an_expired_lease_taken_over_names_both_holders(db_url, table_name, back
         b.close()
         h = a["k"].history()
     assert [(e.kind, e.owner, e.attempt) for e in h[1:]] == [
-        ("claimed", "host-a:1", 1), ("expired", "host-a:1", 1), ("claimed", "host-b:2", 2),
-        ("finished", "host-b:2", 2)]
+        ("claimed", "host-a:1", 1),
+        ("expired", "host-a:1", 1),
+        ("claimed", "host-b:2", 2),
+        ("finished", "host-b:2", 2),
+    ]
     assert h[3].waited == 1.0  # due again when the lease expired at T0 + 10
 
 
@@ -72,12 +75,17 @@ def test_release_cancel_move_and_force_finish_are_recorded(queue):
     queue.submit("r", "t", now=T0)
     queue.poll(now=T0 + 1).release(now=T0 + 2)
     assert [(e.kind, e.attempt, e.due_at) for e in queue["r"].history()[1:]] == [
-        ("claimed", 1, None), ("released", 0, T0 + 2)]
+        ("claimed", 1, None),
+        ("released", 0, T0 + 2),
+    ]
     queue.submit("c", "t", now=T0)
     queue.move("c", "other", now=T0 + 1)
     queue["c"].cancel(now=T0 + 2)
     assert [(e.kind, e.queue, e.outcome) for e in queue["c"].history()] == [
-        ("submitted", "other", None), ("moved", "other", None), ("cancelled", "other", "cancelled")]
+        ("submitted", "other", None),
+        ("moved", "other", None),
+        ("cancelled", "other", "cancelled"),
+    ]
     queue.submit("run", "t", now=T0)
     queue.poll(now=T0 + 1)
     assert queue["run"].cancel(now=T0 + 2) == "running"
@@ -129,8 +137,7 @@ def commit_ack_lost_once(q):
             yield c
         if write and not autocommit and not state["fired"]:
             state["fired"] += 1
-            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"),
-                                          connection_invalidated=True)
+            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True)
 
     db._connection = conn
     try:

@@ -12,8 +12,9 @@ from queue_core.worker import Processor
 def test_a_returned_attempt_during_a_later_holders_tracked_attempt_shows_its_claim_once(queue, clock):
     queue.submit("k", "t", max_attempts=5)
     queue["k"].track()
-    proc = Processor(lambda task: None, config.build({"url": queue.config["url"], "table": queue.table}),
-                     burst=True, queue=queue)
+    proc = Processor(
+        lambda task: None, config.build({"url": queue.config["url"], "table": queue.table}), burst=True, queue=queue
+    )
     first = queue.poll(alive_time=10)
     clock.advance(11)  # A's lease expires while k waits in A's batch
     second = queue.poll(alive_time=10)  # B takes it over: its claim is recorded (tracked)

@@ -57,9 +57,17 @@ def test_a_trace_column_holding_a_blob_starts_a_new_trace_not_a_set_aside(queue,
 
 @pytest.mark.parametrize(
     "value",
-    ['{"traceparent": "00-' + "f" * 32 + "-" + "f" * 16 + '-01"}', "[]", '{"traceparent": 5}', '"x"', "null",
-     '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\\r\\nX-Injected: 1"}',
-     '{"baggage": "' + "k=v," * 200 + '"}', "\x00", ""],
+    [
+        '{"traceparent": "00-' + "f" * 32 + "-" + "f" * 16 + '-01"}',
+        "[]",
+        '{"traceparent": 5}',
+        '"x"',
+        "null",
+        '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\\r\\nX-Injected: 1"}',
+        '{"baggage": "' + "k=v," * 200 + '"}',
+        "\x00",
+        "",
+    ],
 )
 def test_hostile_trace_texts_run_the_task(queue, value, backend):
     if backend == "postgres" and "\x00" in value:

@@ -19,8 +19,7 @@ def _foreign_gaps(db_url: str, name: str) -> None:
     a missed_at column (names anyone might use) and one more column pq never has."""
     eng = sa.create_engine(db_url)
     with eng.begin() as c:
-        c.execute(sa.text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, missed_at FLOAT NOT NULL, "
-                          "note VARCHAR(20))"))
+        c.execute(sa.text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, missed_at FLOAT NOT NULL, note VARCHAR(20))"))
         c.execute(sa.text(f"INSERT INTO {name} VALUES (1, 0, 'alice'), (2, 0, 'bob')"))
     eng.dispose()
 

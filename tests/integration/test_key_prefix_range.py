@@ -12,8 +12,26 @@ from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects
 
 from queue_core.store.browse import after_prefix
 
-KEYS = ["ab", "ab%", "ab_x", "abc", "abd", "aB", "a", "ac", "b", "ab\U0010ffff", "ab\U0010ffffz", "a\ud7ffz",
-        "a\ue000", "é", "éa", "ab ", "ab\\", "AB"]
+KEYS = [
+    "ab",
+    "ab%",
+    "ab_x",
+    "abc",
+    "abd",
+    "aB",
+    "a",
+    "ac",
+    "b",
+    "ab\U0010ffff",
+    "ab\U0010ffffz",
+    "a\ud7ffz",
+    "a\ue000",
+    "é",
+    "éa",
+    "ab ",
+    "ab\\",
+    "AB",
+]
 
 
 def test_after_prefix_is_the_least_string_above_every_string_with_the_prefix():
@@ -39,8 +57,9 @@ def test_a_key_prefix_reads_only_the_keys_in_its_range(queue, backend):
     sent = sent_selects(queue, lambda: queue.browse(key_prefix="f1234", limit=50))
     [(statement, params)] = [s for s in sent if "LIKE" in s[0].upper()]
     if backend == "sqlite":
-        plan = " ".join(r[3] for r in queue.db.run(
-            lambda c: c.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params)))
+        plan = " ".join(
+            r[3] for r in queue.db.run(lambda c: c.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params))
+        )
         assert "(key>? AND key<?)" in plan.replace('"', ""), plan
     elif backend == "mysql":
         assert queue.db.run(lambda c: mysql_rows_read(c, statement, params)) <= 20
@@ -54,9 +73,15 @@ def test_init_puts_an_older_tables_key_in_byte_order(queue, backend):
     queue.init()
     assert store.schema_version() == 10
     if backend == "postgresql" or backend == "postgres":
-        collation = queue.db.run(lambda c: c.execute(sa.text(
-            "SELECT collation_name FROM information_schema.columns WHERE table_name = :t AND column_name = 'key'"),
-            {"t": queue.table}).scalar())
+        collation = queue.db.run(
+            lambda c: c.execute(
+                sa.text(
+                    "SELECT collation_name FROM information_schema.columns WHERE table_name = :t "
+                    "AND column_name = 'key'"
+                ),
+                {"t": queue.table},
+            ).scalar()
+        )
         assert collation == "C"
     queue.submit("zz1", "t")
     assert [t.key for t in queue.browse(key_prefix="zz").tasks] == ["zz1"]

@@ -18,7 +18,7 @@ from queue_core.errors import ForeignTableError
 pytestmark = pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 
 T0 = 1_700_000_000.0
-EMOJI = {"emoji": "\U0001F600 ok", "greek": "αβγ"}
+EMOJI = {"emoji": "\U0001f600 ok", "greek": "αβγ"}
 
 
 def test_tables_made_in_a_latin1_database_hold_every_character(latin1_url):
@@ -32,11 +32,14 @@ def test_tables_made_in_a_latin1_database_hold_every_character(latin1_url):
         q.close()
 
 
-@pytest.mark.parametrize(("column", "definition"), [
-    ("data", "LONGTEXT CHARACTER SET utf8mb3 NOT NULL"),
-    ("data", "TEXT CHARACTER SET utf8mb4 NOT NULL"),
-    ("type", "VARBINARY(40) NOT NULL"),
-])
+@pytest.mark.parametrize(
+    ("column", "definition"),
+    [
+        ("data", "LONGTEXT CHARACTER SET utf8mb3 NOT NULL"),
+        ("data", "TEXT CHARACTER SET utf8mb4 NOT NULL"),
+        ("type", "VARBINARY(40) NOT NULL"),
+    ],
+)
 def test_a_table_whose_column_cannot_hold_what_pq_writes_is_refused(db_url, table_name, column, definition):
     setup = queue_core.open(db_url, table_name)
     setup.init()

@@ -19,9 +19,33 @@ from queue_core.validate import cap_text
 T0 = 1_700_000_000.0
 
 NAMES = [
-    "'", "''", "\\", "\\'", "%", "%s", "%(x)s", "?", ":x", "X'00'", "0x41", "NULL", "`", '"', "\t\n\r\x1a",
-    "');DROP TABLE x;--", "\x01\x7f", "é\u0301", "\u2028\u2029", "\ufeff", "\U0001f600" * 255, "a" * 255, "\uffff",
-    "\x00", "a\x00b", " trailing ", "\u00df",
+    "'",
+    "''",
+    "\\",
+    "\\'",
+    "%",
+    "%s",
+    "%(x)s",
+    "?",
+    ":x",
+    "X'00'",
+    "0x41",
+    "NULL",
+    "`",
+    '"',
+    "\t\n\r\x1a",
+    "');DROP TABLE x;--",
+    "\x01\x7f",
+    "é\u0301",
+    "\u2028\u2029",
+    "\ufeff",
+    "\U0001f600" * 255,
+    "a" * 255,
+    "\uffff",
+    "\x00",
+    "a\x00b",
+    " trailing ",
+    "\u00df",
 ]
 BIG_INTS = [0, 1, 2**31 - 1, 2**31, 2**53 + 1, 2**62 + 12345, 2**63 - 1, -1, -(2**63)]
 
@@ -61,8 +85,9 @@ def _rows(n0: int) -> list[tuple]:
 
 def _written(q, since: int) -> list[dict]:
     e = q.store.events_t
-    return q.db.run(lambda c: [dict(r._mapping)
-                               for r in c.execute(sa.select(e).where(e.c.id > since).order_by(e.c.id))])
+    return q.db.run(
+        lambda c: [dict(r._mapping) for r in c.execute(sa.select(e).where(e.c.id > since).order_by(e.c.id))]
+    )
 
 
 def _max_id(q) -> int:
@@ -75,8 +100,9 @@ def test_rendered_rows_are_what_bound_parameters_write(queue, backend):
     rows = _rows(1000)
     e = queue.store.events_t
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS,
-                                                        [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
+    queue.db.run(
+        lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r, strict=True)) for r in rows])
+    )
     mid = _max_id(queue)
     queue.db.run(lambda c: c.execute(sa.insert(e), [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
     rendered, bound = _written(queue, before)[: len(rows)], _written(queue, mid)
@@ -100,8 +126,9 @@ def test_large_task_ids_round_trip(queue, backend):
     ids = [2**63 - 1, 2**62 + 1, 2**53 + 1, 1]
     rows = [(i, "k", "default", "t", "finished", T0, 1, "o", "success", None, 0.1, 0.2, None, 0, None) for i in ids]
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS,
-                                                        [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
+    queue.db.run(
+        lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r, strict=True)) for r in rows])
+    )
     assert [r["task_id"] for r in _written(queue, before)] == ids
 
 
@@ -111,15 +138,31 @@ def test_a_batch_far_beyond_the_chunk_is_written_whole(queue, backend):
     e = queue.store.events_t
     n = 2500
     rows = [
-        (i, ("\U0001f600" * 250) + f"{i:05d}", "default", "\U0001f4a9" * 255, "finished", T0 + i / 7, 1,
-         "\U0001f600" * 255, "success", None, i / 3, -i / 3, None, 0, None)
+        (
+            i,
+            ("\U0001f600" * 250) + f"{i:05d}",
+            "default",
+            "\U0001f4a9" * 255,
+            "finished",
+            T0 + i / 7,
+            1,
+            "\U0001f600" * 255,
+            "success",
+            None,
+            i / 3,
+            -i / 3,
+            None,
+            0,
+            None,
+        )
         for i in range(1, n + 1)
     ]
     size = sum(len(s) for s in mysql_store.rendered_values(rows))
     assert size > 5 * mysql_store.INSERT_BYTES
     before = _max_id(queue)
-    queue.db.run(lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS,
-                                                        [dict(zip(COLUMNS, r, strict=True)) for r in rows]))
+    queue.db.run(
+        lambda c: queue.db.dialect.insert_rows(c, e, COLUMNS, [dict(zip(COLUMNS, r, strict=True)) for r in rows])
+    )
     got = _written(queue, before)
     assert len(got) == n
     for r, want in zip(got, rows, strict=True):
@@ -193,8 +236,10 @@ def test_a_settle_of_a_batch_bigger_than_a_chunk_writes_every_event(queue):
     held = queue.poll_multi(n, alive_time=10**6, now=T0 + 1)
     assert len(held) == n
     rows = mysql_store.rendered_values(
-        [(h._id, h.key, "default", h.type, "finished", T0 + 2, 1, h.owner, "success", None, 1.0, 1.0, None, 0)
-         for h in held]
+        [
+            (h._id, h.key, "default", h.type, "finished", T0 + 2, 1, h.owner, "success", None, 1.0, 1.0, None, 0)
+            for h in held
+        ]
     )
     assert sum(map(len, rows)) > mysql_store.INSERT_BYTES
     assert queue.finish_many(held, now=T0 + 2) == []
@@ -215,8 +260,9 @@ def test_a_hostile_or_long_owner_on_the_real_path(queue, backend, owner):
     assert len(got) == 4 and all(r["owner"] == owner[:255] for r in got)
 
 
-@pytest.mark.parametrize("mode", ["ANSI", "TRADITIONAL,NO_BACKSLASH_ESCAPES,ANSI_QUOTES",
-                                  "REAL_AS_FLOAT,PIPES_AS_CONCAT"])
+@pytest.mark.parametrize(
+    "mode", ["ANSI", "TRADITIONAL,NO_BACKSLASH_ESCAPES,ANSI_QUOTES", "REAL_AS_FLOAT,PIPES_AS_CONCAT"]
+)
 def test_a_settle_under_any_sql_mode(backend, db_url, table_name, clock, mode):
     _only_mysql(backend)
     from conftest import drop_tables

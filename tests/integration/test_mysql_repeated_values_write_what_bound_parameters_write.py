@@ -22,25 +22,91 @@ def _batches():
     # a batch as a settle writes it: one time, one queue, one owner; zeros of both signs in a
     # repeated column; a column of ints beside one of floats; bools beside ints
     out["settle"] = [
-        dict(zip(COLUMNS, (i, keys[i % len(keys)], "default", "noop", "finished", T0 + 0.125, 1, "host:1",
-                           "success", None, [0.0, -0.0][i % 2], 0.25, None, [0, False, 1, True][i % 4], None),
-                 strict=True))
+        dict(
+            zip(
+                COLUMNS,
+                (
+                    i,
+                    keys[i % len(keys)],
+                    "default",
+                    "noop",
+                    "finished",
+                    T0 + 0.125,
+                    1,
+                    "host:1",
+                    "success",
+                    None,
+                    [0.0, -0.0][i % 2],
+                    0.25,
+                    None,
+                    [0, False, 1, True][i % 4],
+                    None,
+                ),
+                strict=True,
+            )
+        )
         for i in range(1, 41)
     ]
     out["int_times"] = [  # now= given as an int: a column of ints into a DOUBLE
-        dict(zip(COLUMNS, (i, "k", "q", "t", "claimed", 1_700_000_000, 1, "o", None, None, 0, 1, 1_700_000_000, 1,
-                           None), strict=True))
+        dict(
+            zip(
+                COLUMNS,
+                (i, "k", "q", "t", "claimed", 1_700_000_000, 1, "o", None, None, 0, 1, 1_700_000_000, 1, None),
+                strict=True,
+            )
+        )
         for i in range(1, 11)
     ]
     out["mixed_time"] = [  # one column of ints and floats, floats repeated
-        dict(zip(COLUMNS, (i, "k", "q", "t", "claimed", [T0, 1_700_000_000][i % 2], 1, "o", None, None,
-                           [-0.0, 0.0, 5e-324, 5e-324][i % 4], 2.0**-1074, [None, -0.0][i % 2], 0, None),
-                 strict=True))
+        dict(
+            zip(
+                COLUMNS,
+                (
+                    i,
+                    "k",
+                    "q",
+                    "t",
+                    "claimed",
+                    [T0, 1_700_000_000][i % 2],
+                    1,
+                    "o",
+                    None,
+                    None,
+                    [-0.0, 0.0, 5e-324, 5e-324][i % 4],
+                    2.0**-1074,
+                    [None, -0.0][i % 2],
+                    0,
+                    None,
+                ),
+                strict=True,
+            )
+        )
         for i in range(1, 21)
     ]
     out["huge_repeats"] = [
-        dict(zip(COLUMNS, (2**63 - 1 - i % 2, "k", "q", "t", "x", 1.7976931348623157e308, 2**31 - 1, "o", "o",
-                           "d" * 1000, 1e-320, 1e-320, 1e-320, 1, "t" * 2000), strict=True))
+        dict(
+            zip(
+                COLUMNS,
+                (
+                    2**63 - 1 - i % 2,
+                    "k",
+                    "q",
+                    "t",
+                    "x",
+                    1.7976931348623157e308,
+                    2**31 - 1,
+                    "o",
+                    "o",
+                    "d" * 1000,
+                    1e-320,
+                    1e-320,
+                    1e-320,
+                    1,
+                    "t" * 2000,
+                ),
+                strict=True,
+            )
+        )
         for i in range(1, 9)
     ]
     return out

@@ -57,8 +57,7 @@ PQ_ENGINE = textwrap.dedent("""
 def test_pq_connections_share_one_preferred_tls_context_and_obey_do_connect_listeners():
     table = f"tls{os.getpid()}"
     try:
-        done = subprocess.run([sys.executable, "-c", PQ_ENGINE, URL, table], capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run([sys.executable, "-c", PQ_ENGINE, URL, table], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.splitlines() == [
             "SharedPreferredTLS SharedPreferredTLS",
@@ -72,8 +71,7 @@ def test_pq_connections_share_one_preferred_tls_context_and_obey_do_connect_list
 def test_a_plain_pymysql_connection_builds_a_context_of_its_own_each_time():
     # what the shared context saves: PyMySQL's own connections do not share theirs
     url = sa.make_url(URL)
-    kw = {"host": url.host, "port": url.port, "user": url.username, "password": url.password,
-          "database": url.database}
+    kw = {"host": url.host, "port": url.port, "user": url.username, "password": url.password, "database": url.database}
     a, b = pymysql.connect(**kw), pymysql.connect(**kw)
     try:
         assert a.ctx is not None and b.ctx is not None and a.ctx is not b.ctx

@@ -345,7 +345,11 @@ def test_queues_without_finished_counts_read_the_same_live_counts(queue):
     for name in live:
         f, lv = full[name], live[name]
         assert (lv.waiting, lv.running, lv.pending, lv.oldest_waiting_age) == (
-            f.waiting, f.running, f.pending, f.oldest_waiting_age), name
+            f.waiting,
+            f.running,
+            f.pending,
+            f.oldest_waiting_age,
+        ), name
         assert lv.finished is None and f.finished == 0
     assert (live["alpha"].waiting, live["alpha"].oldest_waiting_age) == (3, 30.0)
     assert live["beta"].running == 1 and running is not None

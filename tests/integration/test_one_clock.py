@@ -26,8 +26,11 @@ def _server_now(url: str) -> float:
     eng = sa.create_engine(url)
     try:
         with eng.connect() as conn:
-            q = "SELECT UNIX_TIMESTAMP(SYSDATE(6))" if eng.dialect.name in ("mysql", "mariadb") \
+            q = (
+                "SELECT UNIX_TIMESTAMP(SYSDATE(6))"
+                if eng.dialect.name in ("mysql", "mariadb")
                 else "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+            )
             return float(conn.execute(sa.text(q)).scalar_one())  # the server's clock, read another way
     finally:
         eng.dispose()
@@ -66,8 +69,7 @@ def test_a_host_whose_clock_is_off_tells_the_servers_time(real, backend, db_url,
 
 
 @pytest.mark.parametrize("skew", [-600.0, 600.0])
-def test_run_now_and_leases_agree_between_hosts_with_different_clocks(db_url, table_name, backend,
-                                                                       monkeypatch, skew):
+def test_run_now_and_leases_agree_between_hosts_with_different_clocks(db_url, table_name, backend, monkeypatch, skew):
     if backend == "sqlite":
         pytest.skip("SQLite has no server: one host")
     from conftest import drop_tables
@@ -97,8 +99,10 @@ def test_run_now_and_leases_agree_between_hosts_with_different_clocks(db_url, ta
 def test_an_unreachable_server_is_a_database_error_not_a_guess(backend):
     if backend == "sqlite":
         pytest.skip("SQLite has no server")
-    url = {"mysql": "mysql+pymysql://u:secretpw@127.0.0.1:1/x",
-           "postgres": "postgresql+psycopg://u:secretpw@127.0.0.1:1/x"}[backend]
+    url = {
+        "mysql": "mysql+pymysql://u:secretpw@127.0.0.1:1/x",
+        "postgres": "postgresql+psycopg://u:secretpw@127.0.0.1:1/x",
+    }[backend]
     q = queue_core.open(url, "nowhere", connect_timeout=1, max_retry_count=0)
     try:
         with pytest.raises(DatabaseError) as err:
@@ -127,8 +131,15 @@ def test_the_mysql_server_clock_ignores_the_session_time_zone(backend, db_url):
     skip_unless_admin(backend)
     zone = "America/New_York"
     if mariadb_root(f"SELECT COUNT(*) FROM mysql.time_zone_name WHERE Name = '{zone}';").strip() == "0":
-        mariadb_root("USE mysql;\n" + subprocess.run(["mariadb-tzinfo-to-sql", f"/usr/share/zoneinfo/{zone}", zone],
-                                    capture_output=True, text=True, check=True).stdout)
+        mariadb_root(
+            "USE mysql;\n"
+            + subprocess.run(
+                ["mariadb-tzinfo-to-sql", f"/usr/share/zoneinfo/{zone}", zone],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
     eng = sa.create_engine(db_url)
     try:
         with eng.connect() as conn:

@@ -37,7 +37,8 @@ def test_a_drained_untracked_task_writes_one_event_row_that_carries_its_claim(qu
     assert queue.finish_many(held, now=T0 + 5) == []
     rows = event_rows(queue)
     assert [(r["kind"], r["attempt"], r["owner"], r["waited"], r["ran"]) for r in rows] == [
-        ("finished", 1, queue.owner, 2.0, 3.0)] * 3
+        ("finished", 1, queue.owner, 2.0, 3.0)
+    ] * 3
     assert claims(queue, "b") == [(1, queue.owner, T0 + 2, 2.0)]
 
 
@@ -78,10 +79,19 @@ def test_a_retry_and_a_release_keep_the_attempts_holder_and_wait(queue):
     queue.poll(now=T0 + 22).finish(now=T0 + 23)
     h = queue["k"].history()
     assert [(e.kind, e.attempt) for e in h] == [
-        ("submitted", 0), ("claimed", 1), ("retried", 1), ("claimed", 2), ("released", 1), ("claimed", 2),
-        ("finished", 2)]
+        ("submitted", 0),
+        ("claimed", 1),
+        ("retried", 1),
+        ("claimed", 2),
+        ("released", 1),
+        ("claimed", 2),
+        ("finished", 2),
+    ]
     assert [(e.owner, e.at, e.waited) for e in h if e.kind == "claimed"] == [
-        ("host-a:1", T0 + 3, 3.0), ("host-a:1", T0 + 20, 6.0), ("host-a:1", T0 + 22, 1.0)]
+        ("host-a:1", T0 + 3, 3.0),
+        ("host-a:1", T0 + 20, 6.0),
+        ("host-a:1", T0 + 22, 1.0),
+    ]
 
 
 def test_an_expired_attempt_is_counted_once_and_the_next_waits_from_the_expiry(db_url, table_name, backend, clock):
@@ -97,7 +107,9 @@ def test_an_expired_attempt_is_counted_once_and_the_next_waits_from_the_expiry(d
         b.poll(now=T0 + 15).finish(now=T0 + 17)
         rows = event_rows(a)
         assert [(r["kind"], r["attempt"], r["waited"], r["ran"]) for r in rows] == [
-            ("expired", 1, 1.0, 14.0), ("finished", 2, 4.0, 2.0)]
+            ("expired", 1, 1.0, 14.0),
+            ("finished", 2, 4.0, 2.0),
+        ]
         clock.set(T0 + 3600)
         stats = a.statistics(since=T0 - 60).totals()[("default", "t")]
         b.close()
@@ -183,13 +195,30 @@ def test_a_reader_resuming_at_a_claim_gets_a_late_commit_once(queue, db_url, bac
     try:
         with engine.connect() as conn:
             tx = conn.begin()
-            conn.execute(sa.insert(e).values(
-                task_id=late.row_id, key="late", queue="default", type="t", kind="finished", at=T0 + 2, attempt=1,
-                owner="x:1", outcome="success", waited=1.0, ran=1.0, tracked=0))
+            conn.execute(
+                sa.insert(e).values(
+                    task_id=late.row_id,
+                    key="late",
+                    queue="default",
+                    type="t",
+                    kind="finished",
+                    at=T0 + 2,
+                    attempt=1,
+                    owner="x:1",
+                    outcome="success",
+                    waited=1.0,
+                    ran=1.0,
+                    tracked=0,
+                )
+            )
             k.finish(now=T0 + 3)  # a higher id, committed first
             first = list(queue.events())
             assert [(x.kind, x.key) for x in first] == [
-                ("submitted", "late"), ("submitted", "k"), ("claimed", "k"), ("finished", "k")]
+                ("submitted", "late"),
+                ("submitted", "k"),
+                ("claimed", "k"),
+                ("finished", "k"),
+            ]
             tx.commit()
     finally:
         engine.dispose()

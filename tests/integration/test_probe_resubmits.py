@@ -45,8 +45,9 @@ def test_idle_worker_is_woken_by_a_resubmitted_daily_key(wq, tmp_path):
     recurring key submitted again after its run finished must start within about wake_interval."""
     log = str(tmp_path / "runs.log")
     q = queue_core.open(wq.config["url"], wq.table, retention_time=0)
-    proc = start_worker(q.config["url"], q.table, poll_interval=60.0, retention_time=0,
-                        cleanup_interval=1e6, wake_interval=0.05)
+    proc = start_worker(
+        q.config["url"], q.table, poll_interval=60.0, retention_time=0, cleanup_interval=1e6, wake_interval=0.05
+    )
     try:
         q.submit("control", "plain", {"log": log})  # found by the worker's first poll
         wait_for(lambda: q["control"].metadata().status == "finished", 30, "the first poll")
@@ -79,8 +80,21 @@ def test_an_insert_committing_below_the_seen_max_is_found_by_the_poll(db_url, ta
             watch.changed()
             with other.connect() as slow:
                 tx = slow.begin()
-                row = q.store._row(q._new_task("slow", "t", {}, now=T0, user=None, max_running=None, run_at=None,
-                                               priority=0, max_attempts=None, group=None), T0)
+                row = q.store._row(
+                    q._new_task(
+                        "slow",
+                        "t",
+                        {},
+                        now=T0,
+                        user=None,
+                        max_running=None,
+                        run_at=None,
+                        priority=0,
+                        max_attempts=None,
+                        group=None,
+                    ),
+                    T0,
+                )
                 slow.execute(sa.insert(q.store.t).values(row))  # takes its id, not committed
                 q.submit("fast", "t", now=T0)  # higher id, committed at once
                 assert watch.changed() is True
@@ -121,12 +135,19 @@ def test_the_watch_survives_its_session_killed_and_stops(db_url, table_name, bac
         with admin.connect() as c:
             if backend == "mysql":
                 rows = c.exec_driver_sql("SELECT id, host FROM information_schema.processlist").all()
-                ids = [i for i, host in rows if host and host.rsplit(":", 1)[-1].isdigit()
-                       and int(host.rsplit(":", 1)[-1]) in ports]
+                ids = [
+                    i
+                    for i, host in rows
+                    if host and host.rsplit(":", 1)[-1].isdigit() and int(host.rsplit(":", 1)[-1]) in ports
+                ]
             else:
-                ids = [r[0] for r in c.exec_driver_sql(
-                    "SELECT pid, client_port FROM pg_stat_activity WHERE client_port IS NOT NULL").all()
-                       if r[1] in ports]
+                ids = [
+                    r[0]
+                    for r in c.exec_driver_sql(
+                        "SELECT pid, client_port FROM pg_stat_activity WHERE client_port IS NOT NULL"
+                    ).all()
+                    if r[1] in ports
+                ]
             c.rollback()
         admin.dispose()
         assert ids, "no session of this process found"

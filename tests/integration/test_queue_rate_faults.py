@@ -10,8 +10,9 @@ T0 = 1_700_000_000.0
 
 def starts(queue):
     st = queue.store.starts_t
-    return queue.db.run(lambda c: c.execute(sa.select(st.c.rate_key, st.c.started_at).order_by(st.c.started_at)).all(),
-                        write=False)
+    return queue.db.run(
+        lambda c: c.execute(sa.select(st.c.rate_key, st.c.started_at).order_by(st.c.started_at)).all(), write=False
+    )
 
 
 def leases_started(queue, name):

@@ -54,8 +54,10 @@ def _edit_queue(queue, key, value):
 
     def work(conn):
         if isinstance(value, bytes):
-            conn.exec_driver_sql(f"UPDATE {prep.quote(queue.table)} SET {prep.quote('queue')} = %s WHERE "
-                                 f"{prep.quote('key')} = %s", (value, key.encode()))
+            conn.exec_driver_sql(
+                f"UPDATE {prep.quote(queue.table)} SET {prep.quote('queue')} = %s WHERE {prep.quote('key')} = %s",
+                (value, key.encode()),
+            )
         else:
             conn.execute(sa.update(t).where(t.c.key == key).values(queue=value))
 

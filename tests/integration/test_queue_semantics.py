@@ -21,12 +21,20 @@ T0 = 1_700_000_000
 
 
 def test_submit_and_metadata(queue):
-    task = queue.submit("k1", "email", {"to": "a@example.com"}, user="alice", max_running=3,
-                        priority=2, max_attempts=4, now=T0)
+    task = queue.submit(
+        "k1", "email", {"to": "a@example.com"}, user="alice", max_running=3, priority=2, max_attempts=4, now=T0
+    )
     assert task.key == "k1"
     m = task.metadata(now=T0 + 1)
-    assert (m.key, m.type, m.data, m.user, m.priority, m.max_running, m.max_attempts) == \
-        ("k1", "email", {"to": "a@example.com"}, "alice", 2, 3, 4)
+    assert (m.key, m.type, m.data, m.user, m.priority, m.max_running, m.max_attempts) == (
+        "k1",
+        "email",
+        {"to": "a@example.com"},
+        "alice",
+        2,
+        3,
+        4,
+    )
     assert m.status == "waiting" and m.outcome is None and m.attempts == 0
     assert m.created_at == T0 and m.run_at == T0 and m.error is None
     assert task.exists()
@@ -69,7 +77,7 @@ def test_key_reusable_once_retention_ended_even_before_cleanup(queue):
 
 
 def test_rows_kept_for_ever_outlive_every_cleanup(queue):
-    """"Never purged" has one constant (the store's FOREVER, 1e15), but rows written before it
+    """ "Never purged" has one constant (the store's FOREVER, 1e15), but rows written before it
     keep their purge time: pqflow finished step rows with a retention of 1e12 (its KEEP), and
     purge compares ``timeout <= now``, so those are still kept for 31,000 years."""
     queue.submit("kept-1e12", "t", now=T0)
@@ -87,8 +95,14 @@ def test_rows_kept_for_ever_outlive_every_cleanup(queue):
 
 def test_submit_many_counts_new(queue):
     queue.submit("a", "t", now=T0)
-    n = queue.submit_many([{"key": "a", "type": "t"}, {"key": "b", "type": "t", "data": {"x": 1}},
-                           {"key": "c", "type": "u", "priority": 3}], now=T0)
+    n = queue.submit_many(
+        [
+            {"key": "a", "type": "t"},
+            {"key": "b", "type": "t", "data": {"x": 1}},
+            {"key": "c", "type": "u", "priority": 3},
+        ],
+        now=T0,
+    )
     assert n == 2
     assert queue["b"].metadata().data == {"x": 1}
     assert queue["c"].metadata().priority == 3
@@ -120,12 +134,17 @@ def test_order_priority_then_run_at_then_submission(queue):
 
 
 def test_batch_claim_spans_priority_levels_and_skips_future_rows(queue):
-    queue.submit_many([{"key": f"future-top{i}", "type": "t", "priority": 9, "run_at": T0 + 100} for i in range(5)]
-                      + [{"key": "p5", "type": "t", "priority": 5, "run_at": T0 - 1},
-                         {"key": "p0-late", "type": "t", "run_at": T0 - 2},
-                         {"key": "p0-early", "type": "t", "run_at": T0 - 3},
-                         {"key": "neg", "type": "t", "priority": -4, "run_at": T0 - 9},
-                         {"key": "future-neg", "type": "t", "priority": -4, "run_at": T0 + 1}], now=T0 - 10)
+    queue.submit_many(
+        [{"key": f"future-top{i}", "type": "t", "priority": 9, "run_at": T0 + 100} for i in range(5)]
+        + [
+            {"key": "p5", "type": "t", "priority": 5, "run_at": T0 - 1},
+            {"key": "p0-late", "type": "t", "run_at": T0 - 2},
+            {"key": "p0-early", "type": "t", "run_at": T0 - 3},
+            {"key": "neg", "type": "t", "priority": -4, "run_at": T0 - 9},
+            {"key": "future-neg", "type": "t", "priority": -4, "run_at": T0 + 1},
+        ],
+        now=T0 - 10,
+    )
     got = [t.key for t in queue.poll_multi(10, now=T0)]
     assert got == ["p5", "p0-early", "p0-late", "neg"]
     assert [t.key for t in queue.poll_multi(10, now=T0 + 1)] == ["future-neg"]
@@ -133,9 +152,14 @@ def test_batch_claim_spans_priority_levels_and_skips_future_rows(queue):
 
 
 def test_a_task_with_limited_attempts_is_leased_alone_or_first(queue):
-    queue.submit_many([{"key": "a", "type": "t", "run_at": T0 - 3},
-                       {"key": "limited", "type": "t", "run_at": T0 - 2, "max_attempts": 2},
-                       {"key": "c", "type": "t", "run_at": T0 - 1}], now=T0 - 10)
+    queue.submit_many(
+        [
+            {"key": "a", "type": "t", "run_at": T0 - 3},
+            {"key": "limited", "type": "t", "run_at": T0 - 2, "max_attempts": 2},
+            {"key": "c", "type": "t", "run_at": T0 - 1},
+        ],
+        now=T0 - 10,
+    )
     assert [t.key for t in queue.poll_multi(5, now=T0)] == ["a"]  # not behind another task
     assert [t.key for t in queue.poll_multi(5, now=T0)] == ["limited", "c"]
 
@@ -165,9 +189,14 @@ def test_fencing_after_takeover(queue):
     queue.submit("k", "t", now=T0)
     a = queue.poll(alive_time=10, now=T0)
     b = queue.poll(alive_time=10, now=T0 + 11)
-    for op in (lambda: a.heartbeat(now=T0 + 12), lambda: a.finish(now=T0 + 12),
-               lambda: a.fail("x", now=T0 + 12), lambda: a.retry(now=T0 + 12),
-               lambda: a.release(now=T0 + 12), lambda: a.update_data({"z": 1}, now=T0 + 12)):
+    for op in (
+        lambda: a.heartbeat(now=T0 + 12),
+        lambda: a.finish(now=T0 + 12),
+        lambda: a.fail("x", now=T0 + 12),
+        lambda: a.retry(now=T0 + 12),
+        lambda: a.release(now=T0 + 12),
+        lambda: a.update_data({"z": 1}, now=T0 + 12),
+    ):
         with pytest.raises(PreemptedError):
             op()
     m = queue["k"].metadata(now=T0 + 12)
@@ -397,12 +426,20 @@ def test_stats(queue):
 
 def test_bad_input_is_refused_and_changes_nothing(queue):
     bad_calls = [
-        dict(key="", type="t"), dict(key="a" * 256, type="t"), dict(key="a\x00b", type="t"),
-        dict(key=5, type="t"), dict(key="k", type=""), dict(key="k", type="t", data=[1, 2]),
-        dict(key="k", type="t", data={"x": object()}), dict(key="k", type="t", data={"x": float("nan")}),
-        dict(key="k", type="t", max_running=0), dict(key="k", type="t", priority="high"),
-        dict(key="k", type="t", run_at=float("inf")), dict(key="k", type="t", run_at=-5),
-        dict(key="k", type="t", max_attempts=0), dict(key="\ud800", type="t"),
+        dict(key="", type="t"),
+        dict(key="a" * 256, type="t"),
+        dict(key="a\x00b", type="t"),
+        dict(key=5, type="t"),
+        dict(key="k", type=""),
+        dict(key="k", type="t", data=[1, 2]),
+        dict(key="k", type="t", data={"x": object()}),
+        dict(key="k", type="t", data={"x": float("nan")}),
+        dict(key="k", type="t", max_running=0),
+        dict(key="k", type="t", priority="high"),
+        dict(key="k", type="t", run_at=float("inf")),
+        dict(key="k", type="t", run_at=-5),
+        dict(key="k", type="t", max_attempts=0),
+        dict(key="\ud800", type="t"),
         dict(key="k", type="t", data={"big": "x" * 1_100_000}),
     ]
     for kw in bad_calls:
@@ -429,12 +466,19 @@ def test_max_data_size_configurable(db_url, table_name, backend):
         q.close()
         if backend != "sqlite":
             from conftest import drop_tables
+
             drop_tables(db_url, table_name)
 
 
 def test_unicode_and_large_data_round_trip(queue):
-    data = {"名前": "テスト", "emoji": "🙂", "nul": "a\x00b", "quote": "'\"\\", "list": list(range(1000)),
-            "lone": "\udcff"}
+    data = {
+        "名前": "テスト",
+        "emoji": "🙂",
+        "nul": "a\x00b",
+        "quote": "'\"\\",
+        "list": list(range(1000)),
+        "lone": "\udcff",
+    }
     queue.submit("u", "t", data, now=T0)
     assert queue.poll(now=T0).data == data
 
@@ -505,4 +549,5 @@ def test_context_manager(db_url, table_name, backend):
         assert q["k"].exists()
     if backend != "sqlite":
         from conftest import drop_tables
+
         drop_tables(db_url, table_name)

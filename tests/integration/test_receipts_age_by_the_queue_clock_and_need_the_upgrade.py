@@ -114,8 +114,9 @@ def _as_version_7_beside_a_foreign_receipts_table(queue, columns, rows=None) -> 
     foreign = sa.Table(name, sa.MetaData(), *columns)
     with queue.db.engine.begin() as conn:
         foreign.create(conn)
-        conn.execute(sa.insert(foreign),
-                     rows or [{"at": 1000.0, "note": "theirs 1"}, {"at": 2000.0, "note": "theirs 2"}])
+        conn.execute(
+            sa.insert(foreign), rows or [{"at": 1000.0, "note": "theirs 1"}, {"at": 2000.0, "note": "theirs 2"}]
+        )
     return foreign
 
 

@@ -31,8 +31,9 @@ def ack_lost_at(q, what, nth):
                         yield conn
                     if not seen["fired"]:
                         seen["fired"] += 1
-                        raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost"),
-                                                      connection_invalidated=True)
+                        raise sa.exc.OperationalError(
+                            "COMMIT", {}, ConnectionError("lost"), connection_invalidated=True
+                        )
 
                 db._connection = conn_then_drop
                 try:

@@ -19,10 +19,35 @@ N0 = 1_700_000_000.123456789
 
 #: doubles a column can hold on every backend (MySQL stores no NaN/inf)
 TRICKY = [
-    5e-324, 2.2250738585072014e-308, 2.225073858507201e-308, 1.0000000000000002e-300, 1.2345678901234567e-300,
-    1.7976931348623157e308, 1e308, 1e22, 1e21, 1.2345678901234568e20, 0.1, 1 / 3, 2 / 3, 9007199254740993.0,
-    2.0**53 + 2, 1e-7, 1.2345678901234567e-5, 123456.78901234567, 1e16, 1.5e15, 4.35e-5, 1e100 / 3,
-    9999999999999.998, 1e13, 0.30000000000000004, 1e-5, 1e-4, 123e-20, 1.7976931348623157e308 / 3,
+    5e-324,
+    2.2250738585072014e-308,
+    2.225073858507201e-308,
+    1.0000000000000002e-300,
+    1.2345678901234567e-300,
+    1.7976931348623157e308,
+    1e308,
+    1e22,
+    1e21,
+    1.2345678901234568e20,
+    0.1,
+    1 / 3,
+    2 / 3,
+    9007199254740993.0,
+    2.0**53 + 2,
+    1e-7,
+    1.2345678901234567e-5,
+    123456.78901234567,
+    1e16,
+    1.5e15,
+    4.35e-5,
+    1e100 / 3,
+    9999999999999.998,
+    1e13,
+    0.30000000000000004,
+    1e-5,
+    1e-4,
+    123e-20,
+    1.7976931348623157e308 / 3,
 ]
 
 
@@ -65,8 +90,28 @@ def test_negative_zero_is_written_as_insert_select_writes_it(queue):
 
 
 HOSTILE = [
-    "", "'", "''", "\\", "\\'", "X'", "X''", "0x", "%", "%s", "%(event_at)s", "NULL", "'NULL'", "\x01\x02\x1f\x7f",
-    "\U0001F600" * 3, "é\u0301", "\u2028\u2029", "a" * 255, "`", '"', "';DROP TABLE x;--", "\t\n\r",
+    "",
+    "'",
+    "''",
+    "\\",
+    "\\'",
+    "X'",
+    "X''",
+    "0x",
+    "%",
+    "%s",
+    "%(event_at)s",
+    "NULL",
+    "'NULL'",
+    "\x01\x02\x1f\x7f",
+    "\U0001f600" * 3,
+    "é\u0301",
+    "\u2028\u2029",
+    "a" * 255,
+    "`",
+    '"',
+    "';DROP TABLE x;--",
+    "\t\n\r",
 ]
 
 
@@ -82,12 +127,13 @@ def test_hostile_owner_error_and_type_are_written_byte_for_byte(queue):
         h = by_key[f"{s[:200]}#{i}"]
         owners[h._id] = s[:255]
         # a 4-byte character straddling the DETAIL_LENGTH cut, and an empty error
-        errors[h._id] = "" if i % 3 == 0 else ("x" * (DETAIL_LENGTH - 1)) + "\U0001F600" + s
+        errors[h._id] = "" if i % 3 == 0 else ("x" * (DETAIL_LENGTH - 1)) + "\U0001f600" + s
     hand_edit(queue, list(owners), owner=owners, error=errors)
     ids = [h._id for h in held]
     # finished with outcome failure: detail = the error cut; owner copied
-    queue.db.run(lambda c: c.execute(sa.update(queue.store.t).where(queue.store.t.c.id.in_(ids))
-                                     .values(outcome="failure")))
+    queue.db.run(
+        lambda c: c.execute(sa.update(queue.store.t).where(queue.store.t.c.id.in_(ids)).values(outcome="failure"))
+    )
     queue.db.run(lambda c: queue.store.record_ids(c, "finished", ids, N0 + 2))
     got = event_rows(queue, "finished")
     assert_like_reference(got, reference_rows(queue, "finished", ids, N0 + 2))
@@ -105,8 +151,14 @@ def _mysql_url_with_mode(db_url: str, mode: str) -> str:
 
 @pytest.mark.parametrize(
     "mode",
-    ["NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI",
-     "NO_BACKSLASH_ESCAPES,ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES", "TRADITIONAL,NO_BACKSLASH_ESCAPES", ""],
+    [
+        "NO_BACKSLASH_ESCAPES",
+        "ANSI_QUOTES",
+        "ANSI",
+        "NO_BACKSLASH_ESCAPES,ANSI_QUOTES,PIPES_AS_CONCAT,STRICT_ALL_TABLES",
+        "TRADITIONAL,NO_BACKSLASH_ESCAPES",
+        "",
+    ],
 )
 def test_any_sql_mode_writes_the_same_events(backend, db_url, table_name, clock, mode):
     if backend != "mysql":
@@ -143,7 +195,7 @@ def test_a_batch_of_500_long_multibyte_errors_is_inserted_once_and_tracked_lines
     t, e = queue.store.t, queue.store.events_t
     ids = [r[0] for r in queue.db.run(lambda c: c.execute(sa.select(t.c.id).order_by(t.c.id)).all())]
     assert len(ids) == n
-    errors = {i: ("\U0001F600é'\\%" * DETAIL_LENGTH)[: DETAIL_LENGTH + 7] for i in ids}
+    errors = {i: ("\U0001f600é'\\%" * DETAIL_LENGTH)[: DETAIL_LENGTH + 7] for i in ids}
     tracked = {i: int(k % 3 == 0) for k, i in enumerate(ids)}
     hand_edit(queue, ids, error=errors, tracked=tracked)
     d = queue.db.dialect

@@ -23,8 +23,20 @@ def _started(q, clock):
 
 def _ended_event(q, task_id: int, key: str, at: float) -> dict:
     """The end of an attempt, carrying its claim (what counts a task started)."""
-    return {"task_id": task_id, "key": key, "queue": "default", "type": "t", "kind": "finished", "at": at,
-            "attempt": 1, "owner": "other:1", "outcome": "success", "waited": 0.0, "ran": 0.0, "tracked": 0}
+    return {
+        "task_id": task_id,
+        "key": key,
+        "queue": "default",
+        "type": "t",
+        "kind": "finished",
+        "at": at,
+        "attempt": 1,
+        "owner": "other:1",
+        "outcome": "success",
+        "waited": 0.0,
+        "ran": 0.0,
+        "tracked": 0,
+    }
 
 
 @pytest.fixture

@@ -98,8 +98,12 @@ def test_a_contiguous_page_then_a_commit_and_a_waiting_delete_before_its_grouped
             c2.execute(sa.insert(e).values(**ev(4)))
 
         def delete():
-            store.db.run(lambda c: (store.count_before_delete(c, e.c.id == ids[1]),
-                                    c.execute(sa.delete(e).where(e.c.id == ids[1]))))
+            store.db.run(
+                lambda c: (
+                    store.count_before_delete(c, e.c.id == ids[1]),
+                    c.execute(sa.delete(e).where(e.c.id == ids[1])),
+                )
+            )
             done.set()
 
         threading.Thread(target=delete, daemon=True).start()
@@ -163,7 +167,8 @@ def test_a_hole_that_commits_between_the_count_and_the_read_of_the_ids(queue, ba
 
 @pytest.mark.parametrize("batch", [1, 2, 7, 2000])
 def test_writers_committing_and_rolling_back_during_repeated_roll_ups_count_each_event_once(
-        queue, backend, db_url, batch):
+    queue, backend, db_url, batch
+):
     """Four writers insert events in transactions that stay open a while (ids handed out, not
     committed), a third of them rolled back (holes for ever), while a roller rolls up again and
     again with small pages. At the end every committed event is counted once."""
@@ -179,8 +184,10 @@ def test_writers_committing_and_rolling_back_during_repeated_roll_ups_count_each
         rnd = random.Random(w)
         try:
             for j in range(25):
-                rows = [ev(1000 * w + 10 * j + k, at=T0 + rnd.randrange(600), waited=rnd.random(), ran=rnd.random())
-                        for k in range(rnd.randrange(1, 4))]
+                rows = [
+                    ev(1000 * w + 10 * j + k, at=T0 + rnd.randrange(600), waited=rnd.random(), ran=rnd.random())
+                    for k in range(rnd.randrange(1, 4))
+                ]
                 with engine.connect() as c:
                     tx = c.begin()
                     c.execute(sa.insert(e), rows)

@@ -72,8 +72,7 @@ def assert_set_aside(sc, key, reason):
 
 
 @pytest.mark.parametrize("column, value, reason", BROKEN, ids=IDS)
-def test_tick_sets_aside_a_schedule_that_cannot_be_computed_and_the_others_fire(sched, caplog, column, value,
-                                                                                 reason):
+def test_tick_sets_aside_a_schedule_that_cannot_be_computed_and_the_others_fire(sched, caplog, column, value, reason):
     sched.options["tick_batch"] = 1  # batches in due order: the broken schedule's comes first
     key = broken_and_healthy(sched, column, value)
     with caplog.at_level(logging.INFO, logger="perfectsched"):
@@ -88,8 +87,7 @@ def test_tick_sets_aside_a_schedule_that_cannot_be_computed_and_the_others_fire(
 
 
 @pytest.mark.parametrize("column, value, reason", BROKEN, ids=IDS)
-def test_poll_sets_aside_a_schedule_that_cannot_be_computed_and_leases_the_next(sched, caplog, column, value,
-                                                                                 reason):
+def test_poll_sets_aside_a_schedule_that_cannot_be_computed_and_leases_the_next(sched, caplog, column, value, reason):
     key = broken_and_healthy(sched, column, value)
     with caplog.at_level(logging.INFO, logger="perfectsched"):
         task = sched.poll(alive_time=30, now=T0 + 10)
@@ -114,7 +112,9 @@ def test_the_broken_and_the_healthy_schedules_of_one_batch(sched, caplog):
         assert sched.tick(now=T0 + H + 5) == 3
     assert task_keys(sched) == sorted(f"ok{i}.{T0 + h * H}" for i in range(3) for h in range(2))
     assert {m.key: m.status for m in sched.list()} == {
-        **{f"ok{i}": "active" for i in range(3)}, **dict.fromkeys(edits, "set_aside")}
+        **{f"ok{i}": "active" for i in range(3)},
+        **dict.fromkeys(edits, "set_aside"),
+    }
     assert [len(aside_lines(caplog, name)) for name in edits] == [1, 1, 1]
 
 
@@ -215,8 +215,10 @@ def test_a_database_error_sets_nothing_aside(sched, caplog, monkeypatch):
     failing(monkeypatch, sched.store, "advance_many", times=1)
     with caplog.at_level(logging.INFO, logger="perfectsched"), pytest.raises(queue_core.DatabaseError):
         sched.tick(now=T0 + 10)
-    assert {m.key: (m.status, m.error) for m in sched.list()} == {"broken": ("active", None),
-                                                                  "healthy": ("active", None)}
+    assert {m.key: (m.status, m.error) for m in sched.list()} == {
+        "broken": ("active", None),
+        "healthy": ("active", None),
+    }
     assert task_keys(sched) == [] and aside_lines(caplog, "broken") == []
     with caplog.at_level(logging.INFO, logger="perfectsched"):
         assert sched.tick(now=T0 + 10) == 1  # the database is back

@@ -204,8 +204,12 @@ def _tick_process(url, table, qtable, now, rounds):
         f"for i in range({rounds}):\n"
         f"    sc.tick(now={now} + i * 60)\n"
     )
-    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": ROOT},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": ROOT},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def test_many_scheduler_processes_submit_each_occurrence_once(sched, db_url):

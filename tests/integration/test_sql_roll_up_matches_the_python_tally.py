@@ -18,9 +18,22 @@ T0 = 1_700_000_040.0
 
 
 def ev(i, **kw) -> dict:
-    base = {"task_id": i, "key": f"k{i}", "queue": "q", "type": "t", "kind": "finished", "at": T0, "attempt": 1,
-            "owner": None, "outcome": "success", "detail": None, "waited": 1.0, "ran": 0.5, "due_at": None,
-            "tracked": 0}
+    base = {
+        "task_id": i,
+        "key": f"k{i}",
+        "queue": "q",
+        "type": "t",
+        "kind": "finished",
+        "at": T0,
+        "attempt": 1,
+        "owner": None,
+        "outcome": "success",
+        "detail": None,
+        "waited": 1.0,
+        "ran": 0.5,
+        "due_at": None,
+        "tracked": 0,
+    }
     return base | kw
 
 
@@ -52,9 +65,24 @@ def assert_tallies_equal(got: dict, want: dict) -> None:
 
 # -- guarantee 7: the SQL floor --------------------------------------------------------------------
 FLOOR_VALUES = [
-    0.5, -0.5, -0.0, 5e-324, -5e-324, 2.0**53 - 0.5, -(2.0**53) + 0.5, 2.0**62, -(2.0**62) - 1024.0,
-    2.0**63, -(2.0**63), math.nextafter(-(2.0**63), -math.inf), 1e21, -1e21, 1e300, -1e300,
-    1.7976931348623157e308, -1.7976931348623157e308,
+    0.5,
+    -0.5,
+    -0.0,
+    5e-324,
+    -5e-324,
+    2.0**53 - 0.5,
+    -(2.0**53) + 0.5,
+    2.0**62,
+    -(2.0**62) - 1024.0,
+    2.0**63,
+    -(2.0**63),
+    math.nextafter(-(2.0**63), -math.inf),
+    1e21,
+    -1e21,
+    1e300,
+    -1e300,
+    1.7976931348623157e308,
+    -1.7976931348623157e308,
 ]
 
 
@@ -166,8 +194,12 @@ def test_hundreds_of_gap_ranges_are_each_counted_once(queue):
 
     queue.db.run(setup)
     gone = gapped[:50] + ids[1::2][:10]  # deleted before the roll-up: the gapped ones counted by the delete
-    queue.db.run(lambda c: store.count_before_delete(c, store.events_t.c.id.in_(gone)) or c.execute(
-        sa.delete(store.events_t).where(store.events_t.c.id.in_(gone))))
+    queue.db.run(
+        lambda c: (
+            store.count_before_delete(c, store.events_t.c.id.in_(gone))
+            or c.execute(sa.delete(store.events_t).where(store.events_t.c.id.in_(gone)))
+        )
+    )
     assert store.roll_up(now=T0 + 1, gap_timeout=60.0) == len(gapped) - 50
     assert store.roll_up(now=T0 + 2, gap_timeout=60.0) == 0
     counted = [events[k] for k in range(0, 600, 2)]
@@ -216,8 +248,12 @@ def test_events_committing_and_a_delete_waiting_during_the_grouped_count(queue, 
                         c2.execute(sa.insert(e).values(**ev(4)))  # and a new one
 
                     def delete():
-                        store.db.run(lambda c: (store.count_before_delete(c, e.c.id.in_(later)),
-                                                c.execute(sa.delete(e).where(e.c.id.in_(later)))))
+                        store.db.run(
+                            lambda c: (
+                                store.count_before_delete(c, e.c.id.in_(later)),
+                                c.execute(sa.delete(e).where(e.c.id.in_(later))),
+                            )
+                        )
                         deleter_done.set()
 
                     threading.Thread(target=delete, daemon=True).start()

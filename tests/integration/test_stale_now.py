@@ -12,8 +12,9 @@ from workflow_faults.fault_support import connection_drops_once
 from queue_core import PreemptedError
 
 
-def test_a_heartbeat_retried_after_its_lease_expired_never_revives_it_past_the_users_cap(queue, clock, db_url,
-                                                                                          table_name):
+def test_a_heartbeat_retried_after_its_lease_expired_never_revives_it_past_the_users_cap(
+    queue, clock, db_url, table_name
+):
     """Guarantee 2 (and 7): a heartbeat of an already-expired lease fails with PreemptedError and
     never revives it; a user never holds more live leases than max_running.
 

@@ -68,8 +68,17 @@ def test_reads_filter_by_queue_and_type_and_roll_up_first(queue, clock):
     assert queue.statistics(since=clock.now() - 3 * 86400).span == HOUR
 
 
-@pytest.mark.parametrize("bad", [{"queue": "no spaces"}, {"type": "x" * 300}, {"since": "yesterday"},
-                                 {"since": -1}, {"until": float("nan")}, {"type": "\x00"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"queue": "no spaces"},
+        {"type": "x" * 300},
+        {"since": "yesterday"},
+        {"since": -1},
+        {"until": float("nan")},
+        {"type": "\x00"},
+    ],
+)
 def test_hostile_filters_are_typed_errors(queue, bad):
     with pytest.raises(ValidationError):
         queue.statistics(**bad)
@@ -123,8 +132,17 @@ def test_an_event_whose_transaction_is_still_open_is_counted_once_it_commits(que
     queue.submit("slow", "t")
     queue.submit("fast", "t")
     e = store.events_t
-    row = {"key": "slow", "queue": "default", "type": "t", "kind": "finished", "attempt": 1, "outcome": "success",
-           "waited": 1.0, "ran": 0.5, "tracked": 0}  # an attempt's end, carrying its claim
+    row = {
+        "key": "slow",
+        "queue": "default",
+        "type": "t",
+        "kind": "finished",
+        "attempt": 1,
+        "outcome": "success",
+        "waited": 1.0,
+        "ran": 0.5,
+        "tracked": 0,
+    }  # an attempt's end, carrying its claim
     engine = sa.create_engine(db_url)
     try:
         with engine.connect() as open_conn:
@@ -232,8 +250,11 @@ def test_a_statistics_row_edited_by_hand_is_a_typed_error(queue, clock):
     clock.advance(GAP + 1)
     with pytest.raises(CorruptRowError):  # the roll-up adds to that row: refused, nothing written
         queue.roll_up_stats()
-    after = queue.db.run(lambda c: c.execute(sa.select(queue.store.meta.c.value).where(
-        queue.store.meta.c.name == "stats_after")).scalar())
+    after = queue.db.run(
+        lambda c: c.execute(
+            sa.select(queue.store.meta.c.value).where(queue.store.meta.c.name == "stats_after")
+        ).scalar()
+    )
     assert int(after) < queue.db.run(lambda c: c.execute(sa.select(sa.func.max(queue.store.events_t.c.id))).scalar())
 
 

@@ -50,13 +50,26 @@ def test_a_huge_count_is_a_corrupt_row_not_a_raw_error(queue, clock):
         queue.roll_up_stats()
 
 
-
-@pytest.mark.parametrize("bad", [
-    {"since": True}, {"until": False}, {"since": float("inf")}, {"since": 10**400},
-    {"since": dt.datetime(2024, 1, 1)}, {"since": dt.datetime(1, 1, 1, tzinfo=dt.UTC)},
-    {"queue": "a\udcff"}, {"type": "t\udcff"}, {"type": "' OR 1=1 --\udc80"}, {"queue": "x" * 10_000},
-    {"type": b"bytes"}, {"queue": 5}, {"now": float("nan")}, {"now": -1.0}, {"until": "now"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"since": True},
+        {"until": False},
+        {"since": float("inf")},
+        {"since": 10**400},
+        {"since": dt.datetime(2024, 1, 1)},
+        {"since": dt.datetime(1, 1, 1, tzinfo=dt.UTC)},
+        {"queue": "a\udcff"},
+        {"type": "t\udcff"},
+        {"type": "' OR 1=1 --\udc80"},
+        {"queue": "x" * 10_000},
+        {"type": b"bytes"},
+        {"queue": 5},
+        {"now": float("nan")},
+        {"now": -1.0},
+        {"until": "now"},
+    ],
+)
 def test_hostile_filters_are_validation_errors(queue, bad):
     with pytest.raises(ValidationError):
         queue.statistics(**bad)

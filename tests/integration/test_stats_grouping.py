@@ -18,8 +18,19 @@ from queue_core.statistics import BOUNDS, group_of, tally_events
 
 T0 = 1_700_000_040.0  # a minute's start
 
-KINDS = ["claimed", "finished", "retried", "released", "expired", "force_finished", "gave_up", "cancelled",
-         "set_aside", "moved", "cancel_requested"]
+KINDS = [
+    "claimed",
+    "finished",
+    "retried",
+    "released",
+    "expired",
+    "force_finished",
+    "gave_up",
+    "cancelled",
+    "set_aside",
+    "moved",
+    "cancel_requested",
+]
 OUTCOMES = [None, "success", "failure", "cancelled", "skipped"]
 
 
@@ -35,11 +46,24 @@ def random_events(n: int, seed: int) -> list[dict]:
     out = []
     for i in range(n):
         at = rnd.choice(times) + rnd.choice([0.0, rnd.uniform(0, 7200)])
-        out.append({
-            "task_id": i + 1, "key": f"k{i}", "queue": rnd.choice(["q", "other"]), "type": rnd.choice(["t", "u"]),
-            "kind": rnd.choice(KINDS), "at": at, "attempt": 1, "owner": None, "outcome": rnd.choice(OUTCOMES),
-            "detail": None, "waited": rnd.choice(values), "ran": rnd.choice(values), "due_at": None, "tracked": 0,
-        })
+        out.append(
+            {
+                "task_id": i + 1,
+                "key": f"k{i}",
+                "queue": rnd.choice(["q", "other"]),
+                "type": rnd.choice(["t", "u"]),
+                "kind": rnd.choice(KINDS),
+                "at": at,
+                "attempt": 1,
+                "owner": None,
+                "outcome": rnd.choice(OUTCOMES),
+                "detail": None,
+                "waited": rnd.choice(values),
+                "ran": rnd.choice(values),
+                "due_at": None,
+                "tracked": 0,
+            }
+        )
     return out
 
 

@@ -2,6 +2,7 @@
 taken over before its monitor noticed gets its attempt back, a lost task's locked row does not hold
 back the release of the others, and the same-task fence matches a task's own row for realistic
 submission times, on the databases each test names."""
+
 from __future__ import annotations
 
 import threading
@@ -93,8 +94,9 @@ def test_immediate_stop_releases_held_tasks_even_when_a_lost_task_row_is_locked(
         th.start()
         th.join(GIVE_BACK_TIME)  # what stop_at_once waits before os._exit
         row = queue.store.get("k2")
-        assert row["leased"] == 0, ("k2 (held, never started) was not released within GIVE_BACK_TIME: "
-                                    "it waits for its lease to expire")
+        assert row["leased"] == 0, (
+            "k2 (held, never started) was not released within GIVE_BACK_TIME: it waits for its lease to expire"
+        )
     finally:
         tx.rollback()
         conn.close()

@@ -63,8 +63,9 @@ def held(q, key="k", alive=10, now=T0):
 
 
 def rows_of_run(q, *items, now=T0):
-    q.transaction(lambda tx: tx.submit_rows([{"key": k, "type": "t", "group": "g", **RUN, **o} for k, o in items]),
-                  now=now)
+    q.transaction(
+        lambda tx: tx.submit_rows([{"key": k, "type": "t", "group": "g", **RUN, **o} for k, o in items]), now=now
+    )
     return {k: row(q, k) for k, _ in items}
 
 
@@ -202,8 +203,14 @@ def test_task_retry(queue):
     a = held(queue)
     a.retry(retry_wait=5, error="boom", now=T0 + 1)
     r = row(queue, "k")
-    assert (r["state"], r["leased"], r["timeout"], r["run_at"], r["error"], r["owner"]) == \
-        (0, 0, T0 + 6, T0 + 6, "boom", None)
+    assert (r["state"], r["leased"], r["timeout"], r["run_at"], r["error"], r["owner"]) == (
+        0,
+        0,
+        T0 + 6,
+        T0 + 6,
+        "boom",
+        None,
+    )
     refused(queue, "k", PreemptedError, lambda: a.retry(now=T0 + 2))  # already given back
 
 
@@ -292,8 +299,11 @@ def test_task_force_finish(queue):
     held(queue, "h")
     for key in ("w", "h"):
         queue[key].force_finish(now=T0 + 1)
-        assert (row(queue, key)["state"], row(queue, key)["outcome"], row(queue, key)["lease_token"]) == \
-            (1, "success", None)
+        assert (row(queue, key)["state"], row(queue, key)["outcome"], row(queue, key)["lease_token"]) == (
+            1,
+            "success",
+            None,
+        )
     refused(queue, "w", IdempotentAlreadyFinishedError, lambda: queue["w"].force_finish(now=T0 + 2))
     refused(queue, "gone", IdempotentNotFoundError, lambda: queue["gone"].force_finish(now=T0 + 2))
     rows_of_run(queue, ("s", {}))
@@ -308,8 +318,16 @@ def test_task_cancel(queue):
     refused(queue, "gone", IdempotentNotFoundError, lambda: queue["gone"].cancel_request(now=T0 + 2))
     held(queue, "h")  # running: the cancel statement's precondition does not hold
     values = dict(state=1, outcome="cancelled")
-    assert unchanged(queue, "h", lambda: run(queue, lambda c: queue.store._by_id(
-        c, row(queue, "h")["id"], "cancel", values, T0 + 1, now=T0 + 1))) is False
+    assert (
+        unchanged(
+            queue,
+            "h",
+            lambda: run(
+                queue, lambda c: queue.store._by_id(c, row(queue, "h")["id"], "cancel", values, T0 + 1, now=T0 + 1)
+            ),
+        )
+        is False
+    )
 
 
 def test_task_requeue(queue):
@@ -323,8 +341,12 @@ def test_task_requeue(queue):
     assert unchanged(queue, "ok", lambda: queue.store.requeue([row(queue, "ok")["id"]], T0 + 6)) == []  # a success
     rows_of_run(queue, ("s", {}))
     step = row(queue, "s")
-    run(queue, lambda c: c.execute(sa.update(queue.store.t).where(queue.store.t.c.id == step["id"])
-                                   .values(state=1, outcome="failure")))
+    run(
+        queue,
+        lambda c: c.execute(
+            sa.update(queue.store.t).where(queue.store.t.c.id == step["id"]).values(state=1, outcome="failure")
+        ),
+    )
     assert unchanged(queue, "s", lambda: queue.store.requeue([step["id"]], T0 + 7)) == []  # a run's: pqflow's
 
 
@@ -351,8 +373,19 @@ def test_task_request_cancel(queue):
     assert (r["state"], r["leased"], r["cancel_requested"]) == (0, 1, 1)
     rows_of_run(queue, ("p", {"pending": True}))
     refused(queue, "p", ValidationError, lambda: queue["p"].cancel_request(now=T0 + 1))  # only its run decides
-    assert unchanged(queue, "p", lambda: run(queue, lambda c: queue.store._by_id(
-        c, row(queue, "p")["id"], "request_cancel", {"cancel_requested": 1}, T0 + 1))) is False
+    assert (
+        unchanged(
+            queue,
+            "p",
+            lambda: run(
+                queue,
+                lambda c: queue.store._by_id(
+                    c, row(queue, "p")["id"], "request_cancel", {"cancel_requested": 1}, T0 + 1
+                ),
+            ),
+        )
+        is False
+    )
 
 
 def test_task_set_data(queue):
@@ -397,12 +430,12 @@ def test_task_adopt(queue):
     args = ('{"run": 1}', "{}", "#runs", T0 + 1)
     assert _runs(queue, lambda r, c: r.adopt(c, a.row_id, a.lease_token, *args)) is True
     assert (row(queue, "k")["state"], row(queue, "k")["leased"]) == (2, 0)
-    assert unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.adopt(c, a.row_id, a.lease_token, *args))) \
-        is False
+    assert unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.adopt(c, a.row_id, a.lease_token, *args))) is False
     b = held(queue, "k2")
     queue.poll(alive_time=10, now=T0 + 20)  # taken over
-    assert unchanged(queue, "k2", lambda: _runs(queue, lambda r, c: r.adopt(c, b.row_id, b.lease_token, *args))) \
-        is False
+    assert (
+        unchanged(queue, "k2", lambda: _runs(queue, lambda r, c: r.adopt(c, b.row_id, b.lease_token, *args))) is False
+    )
 
 
 def test_task_mark(queue):
@@ -417,10 +450,12 @@ def test_task_start_map(queue):
     read, started = RUN["workflow"], '{"w": 1, "n": 3}'
     assert _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, started)])) == 1
     assert (row(queue, "m")["workflow"], row(queue, "m")["state"]) == (started, 2)  # still pending
-    assert unchanged(queue, "m", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, "{}")]))) \
-        == 0  # its bookkeeping is no longer what was read: started once
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["w"]["id"], read, "{}")]))) \
-        == 0  # not pending
+    assert (
+        unchanged(queue, "m", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, "{}")]))) == 0
+    )  # its bookkeeping is no longer what was read: started once
+    assert (
+        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["w"]["id"], read, "{}")]))) == 0
+    )  # not pending
 
 
 def test_task_renew_claim(queue):
@@ -440,11 +475,16 @@ def test_task_set_workflow(queue):
     rows = rows_of_run(queue, ("p", {"pending": True}), ("w", {}))
     assert _runs(queue, lambda r, c: r.set_workflow(c, rows["p"]["id"], '{"n": 2}')) is True
     assert row(queue, "p")["workflow"] == '{"n": 2}'
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.set_workflow(c, rows["w"]["id"], "{}"))) \
-        is False  # expected pending, is waiting
+    assert (
+        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.set_workflow(c, rows["w"]["id"], "{}"))) is False
+    )  # expected pending, is waiting
     assert _runs(queue, lambda r, c: r.set_workflow_many(c, [(rows["w"]["id"], '{"n": 3}')], state=0)) == 1
-    assert unchanged(queue, "p", lambda: _runs(queue, lambda r, c: r.set_workflow_many(
-        c, [(rows["p"]["id"], "{}")], state=0))) == 0
+    assert (
+        unchanged(
+            queue, "p", lambda: _runs(queue, lambda r, c: r.set_workflow_many(c, [(rows["p"]["id"], "{}")], state=0))
+        )
+        == 0
+    )
 
 
 def test_task_promote(queue):
@@ -458,12 +498,15 @@ def test_task_close(queue):
     rows = rows_of_run(queue, ("p", {"pending": True}), ("q", {"pending": True}), ("w", {}))
     assert _runs(queue, lambda r, c: r.close(c, rows["p"]["id"], "skipped", T0 + 1)) is True
     assert (row(queue, "p")["state"], row(queue, "p")["outcome"]) == (1, "skipped")
-    assert unchanged(queue, "p", lambda: _runs(queue, lambda r, c: r.close(c, rows["p"]["id"], "failure", T0))) \
-        is False
+    assert unchanged(queue, "p", lambda: _runs(queue, lambda r, c: r.close(c, rows["p"]["id"], "failure", T0))) is False
     entry = {"outcome": "skipped", "error": None, "workflow": "{}"}
     assert _runs(queue, lambda r, c: r.close_many(c, [{"id": rows["q"]["id"], **entry}], T0)) == 1
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.close_many(
-        c, [{"id": rows["w"]["id"], **entry}], T0))) == 0
+    assert (
+        unchanged(
+            queue, "w", lambda: _runs(queue, lambda r, c: r.close_many(c, [{"id": rows["w"]["id"], **entry}], T0))
+        )
+        == 0
+    )
 
 
 def test_task_keep_group(queue):
@@ -497,13 +540,25 @@ def test_step_finish_and_retry_of_a_lost_lease_are_refused(queue):
     a = queue.poll(alive_time=10, now=T0)
     queue.poll(alive_time=10, now=T0 + 20)  # taken over
     finish = dict(error=None, result=None)
-    refused(queue, "s", PreemptedError, lambda: _runs(queue, lambda r, c: r.finish_held(
-        c, a.row_id, a.lease_token, "success", T0 + 21, **finish)))
-    refused(queue, "s", PreemptedError, lambda: _runs(queue, lambda r, c: r.retry_held(
-        c, a.row_id, a.lease_token, T0 + 30, T0 + 21, error="x", workflow="{}")))
+    refused(
+        queue,
+        "s",
+        PreemptedError,
+        lambda: _runs(queue, lambda r, c: r.finish_held(c, a.row_id, a.lease_token, "success", T0 + 21, **finish)),
+    )
+    refused(
+        queue,
+        "s",
+        PreemptedError,
+        lambda: _runs(
+            queue, lambda r, c: r.retry_held(c, a.row_id, a.lease_token, T0 + 30, T0 + 21, error="x", workflow="{}")
+        ),
+    )
     entry = {"id": a.row_id, "token": a.lease_token, "outcome": "success", **finish}
-    assert unchanged(queue, "s", lambda: _runs(queue, lambda r, c: r.finish_held_many(c, [entry], T0 + 21))) \
-        == ([a.row_id], [])
+    assert unchanged(queue, "s", lambda: _runs(queue, lambda r, c: r.finish_held_many(c, [entry], T0 + 21))) == (
+        [a.row_id],
+        [],
+    )
 
 
 # -- schedule leases -----------------------------------------------------------------------------------
@@ -539,13 +594,22 @@ def aside(sc, key="s"):
 
 
 def test_schedule_add(sched):
-    new = NewSchedule(key="s", type="t", cron="* * * * *", delay=0, timezone="UTC", data="{}",
-                      next_time=int(T0), next_run_time=T0, catchup="all", dst="vixie")
+    new = NewSchedule(
+        key="s",
+        type="t",
+        cron="* * * * *",
+        delay=0,
+        timezone="UTC",
+        data="{}",
+        next_time=int(T0),
+        next_run_time=T0,
+        catchup="all",
+        dst="vixie",
+    )
     assert sched.db.run(lambda c: sched.store.add(c, new, T0), what="test") is True
     r = srow(sched)
     assert (r["leased"], r["timeout"], r["lease_token"]) == (0, T0, None)
-    assert s_unchanged(sched, lambda c: sched.store.add(c, NewSchedule(**{**new.__dict__, "type": "u"}), T0)) \
-        is False
+    assert s_unchanged(sched, lambda c: sched.store.add(c, NewSchedule(**{**new.__dict__, "type": "u"}), T0)) is False
 
 
 def test_schedule_lease(sched):
@@ -565,8 +629,9 @@ def test_schedule_advance(sched):
     assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 - 1)) == 0
     assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0) + M, int(T0) + 2 * M, T0)], T0)) == 0
     a = sched.poll(alive_time=10, now=T0)
-    assert sched.db.run(lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 10),
-                        what="test") == 1  # its lease expired: advanced, lease and token dropped
+    assert (
+        sched.db.run(lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 10), what="test") == 1
+    )  # its lease expired: advanced, lease and token dropped
     r = srow(sched)
     assert (r["leased"], r["lease_token"], r["next_time"], r["timeout"]) == (0, None, T0 + M, T0 + M)
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
@@ -582,7 +647,13 @@ def test_schedule_set_aside(sched):
     assert sched.db.run(lambda c: st.set_aside(c, "s", int(T0), "why", T0 + 10), what="test") is True  # expired
     r = srow(sched)
     assert (r["error"], r["leased"], r["lease_token"], r["next_time"], r["next_run_time"], r["timeout"]) == (
-        "why", 0, None, T0, T0, FOREVER)  # never due; the occurrence it stopped at kept
+        "why",
+        0,
+        None,
+        T0,
+        T0,
+        FOREVER,
+    )  # never due; the occurrence it stopped at kept
     assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "again", T0 + 99 * M)) is False
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
     assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M, 7)) is False
@@ -667,13 +738,26 @@ def test_schedule_reschedule(sched):
     r = srow(sched)
     assert (r["cron"], r["leased"], r["lease_token"], r["next_time"]) == ("0 * * * *", 0, None, T0 + 3600)
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 2))
-    assert s_unchanged(sched, lambda c: sched.store.reschedule(
-        c, "gone", T0, cron="* * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0)), key="gone") \
+    assert (
+        s_unchanged(
+            sched,
+            lambda c: sched.store.reschedule(
+                c, "gone", T0, cron="* * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0)
+            ),
+            key="gone",
+        )
         is False
+    )
     aside(sched, "x")
-    assert sched.db.run(lambda c: sched.store.reschedule(
-        c, "x", T0 + 2, cron="0 * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0) + 3600),
-        what="test") is True
+    assert (
+        sched.db.run(
+            lambda c: sched.store.reschedule(
+                c, "x", T0 + 2, cron="0 * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0) + 3600
+            ),
+            what="test",
+        )
+        is True
+    )
     r = srow(sched, "x")
     assert (r["error"], r["leased"], r["next_time"], r["timeout"]) == (None, 0, T0 + 3600, T0 + 3600)  # back
 

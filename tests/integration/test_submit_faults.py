@@ -57,10 +57,19 @@ def test_a_submit_whose_outcome_is_unknown_says_so_and_its_retry_finds_it(queue,
     may have been applied (a plain DatabaseError would nowhere say the task may have been
     stored); the caller's retry of the same submit then finds it stored
     (IdempotentAlreadyExistsError), and there is one row."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'reliability' / 'lost_ack_site'}:{ROOT}",
-           "PQ_LOST_ACK": "0.0", "PQ_LOST_ACK_LOG": str(tmp_path / "faults.log")}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, queue.config["url"], queue.table],
-                          capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'reliability' / 'lost_ack_site'}:{ROOT}",
+        "PQ_LOST_ACK": "0.0",
+        "PQ_LOST_ACK_LOG": str(tmp_path / "faults.log"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, queue.config["url"], queue.table],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "submit" in (tmp_path / "faults.log").read_text()  # the fault fired on the submit
@@ -83,8 +92,7 @@ def _commit_ack_lost_on_the_transaction(q):
             yield c
         if not autocommit and not state["fired"]:
             state["fired"] += 1
-            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"),
-                                          connection_invalidated=True)
+            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True)
 
     db._connection = conn
     try:
@@ -165,8 +173,9 @@ def test_a_session_killed_between_two_statements_applies_the_transaction_once(db
             conn.execute(sa.update(t).where(t.c.key == "a").values(attempts=t.c.attempts + 1))
 
         q.db.run(work)
-        meta = q.db.run(lambda c: c.execute(sa.select(t.c.priority, t.c.attempts).where(t.c.key == "a")).one(),
-                        write=False)
+        meta = q.db.run(
+            lambda c: c.execute(sa.select(t.c.priority, t.c.attempts).where(t.c.key == "a")).one(), write=False
+        )
         assert tuple(meta) == (1, 1)
         with q.db.engine.connect() as conn:
             assert not in_transaction(conn.connection.dbapi_connection)

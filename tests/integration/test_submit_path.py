@@ -62,11 +62,13 @@ def test_a_taken_key_is_refused_and_changes_nothing(queue, state):
         if state == "finished":
             task.finish(now=T0 + 2)
     before = queue.db.run(
-        lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
+        lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping)
+    )
     with pytest.raises(IdempotentAlreadyExistsError):
         queue.submit("k", "t", {"v": "second"}, now=T0 + 3)
     after = queue.db.run(
-        lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping))
+        lambda c: dict(c.execute(sa.select(queue.store.t).where(queue.store.t.c.key == "k")).one()._mapping)
+    )
     assert after == before
 
 
@@ -90,8 +92,23 @@ def test_a_submit_whose_acknowledgement_was_lost_succeeds_once(queue):
 
 def test_a_retried_submit_that_finds_another_submissions_row_is_refused(queue):
     def other_submitter():
-        queue.store.submit([queue._new_task("k", "t", {"by": "other"}, now=T0, user=None, max_running=None,
-                                            run_at=None, priority=0, max_attempts=None, group=None)], T0)
+        queue.store.submit(
+            [
+                queue._new_task(
+                    "k",
+                    "t",
+                    {"by": "other"},
+                    now=T0,
+                    user=None,
+                    max_running=None,
+                    run_at=None,
+                    priority=0,
+                    max_attempts=None,
+                    group=None,
+                )
+            ],
+            T0,
+        )
 
     with connection_drops_once(queue, "submit", other_submitter), pytest.raises(IdempotentAlreadyExistsError):
         queue.submit("k", "t", {"by": "me"}, now=T0)
@@ -102,9 +119,25 @@ def test_a_failed_transaction_hands_its_connection_back_rolled_back(db_url, tabl
     with own_queue(db_url, table_name, backend, pool_size=1) as q:
 
         def write_then_fail(conn):
-            conn.execute(sa.insert(q.store.t).values(q.store._row(q._new_task(
-                "ghost", "t", {}, now=T0, user=None, max_running=None, run_at=None, priority=0,
-                max_attempts=None, group=None), T0)))
+            conn.execute(
+                sa.insert(q.store.t).values(
+                    q.store._row(
+                        q._new_task(
+                            "ghost",
+                            "t",
+                            {},
+                            now=T0,
+                            user=None,
+                            max_running=None,
+                            run_at=None,
+                            priority=0,
+                            max_attempts=None,
+                            group=None,
+                        ),
+                        T0,
+                    )
+                )
+            )
             raise ValueError("the caller's own error")
 
         with pytest.raises(ValueError):

@@ -76,8 +76,9 @@ def test_keys_differing_by_case_or_trailing_space_are_distinct(queue):
         queue.submit(key, "t", {"k": key}, now=T0)
     with pytest.raises(IdempotentAlreadyExistsError):
         queue.submit("key ", "t", now=T0)
-    assert sorted(k for k, _, _ in _rows(queue)) == sorted(["Key", "key", "key ", " key", "KEY", "ke\u0301y",
-                                                            "k\u00e9y"])
+    assert sorted(k for k, _, _ in _rows(queue)) == sorted(
+        ["Key", "key", "key ", " key", "KEY", "ke\u0301y", "k\u00e9y"]
+    )
 
 
 def test_a_future_submit_then_a_due_one_of_the_same_key_is_refused(queue):

@@ -60,7 +60,7 @@ def test_tags_of_100_four_byte_characters_and_unicode_forms_are_exact(queue):
     """Guarantee 4: a 100-character tag of 4-byte characters is stored and found (MariaDB:
     VARBINARY must hold 400 bytes); composed and decomposed 'é' are two tags; 'ß' vs 'ss',
     'ǅ' vs 'Ǆ', fullwidth 'Ａ' vs 'A' are distinct."""
-    big = "\U0001F600" * 100
+    big = "\U0001f600" * 100
     e1, e2 = "caf\u00e9", unicodedata.normalize("NFD", "caf\u00e9")
     tags = [big, e1, e2, "stra\u00dfe", "strasse", "\u01c5", "\u01c4", "\uff21", "A"]
     queue.submit("k", "t", tags=tags, now=T0)
@@ -110,19 +110,35 @@ def test_list_by_tag_combines_with_filters_and_pages_past_1000_in_id_order(queue
     each task once, in id order."""
     items = []
     for i in range(2500):
-        items.append({"key": f"k{i:05d}", "type": f"ty{i % 2}", "user": f"u{i % 3}",
-                      "queue": "default" if i % 5 else "q2", "tags": ["x"] if i % 4 else ["x", "y"]})
+        items.append(
+            {
+                "key": f"k{i:05d}",
+                "type": f"ty{i % 2}",
+                "user": f"u{i % 3}",
+                "queue": "default" if i % 5 else "q2",
+                "tags": ["x"] if i % 4 else ["x", "y"],
+            }
+        )
     items.append({"key": "untagged", "type": "ty0"})
     queue.submit_many(items, now=T0)
     for task in queue.poll_multi(300, now=T0, queues="default,q2"):
         task.finish(now=T0)
     for i in range(0, 2500, 7):
         queue[f"k{i:05d}"].track()
-    for filters in ({}, {"type": "ty1"}, {"user": "u2"}, {"queue": "q2"}, {"status": "finished"},
-                    {"status": "waiting", "type": "ty0"}, {"tracked": True}, {"limit": 1500},
-                    {"status": "waiting", "limit": 1001}):
-        expected = [k for k in keys(queue.list(now=T0, **{k: v for k, v in filters.items() if k != "limit"}))
-                    if k != "untagged"][: filters.get("limit")]
+    for filters in (
+        {},
+        {"type": "ty1"},
+        {"user": "u2"},
+        {"queue": "q2"},
+        {"status": "finished"},
+        {"status": "waiting", "type": "ty0"},
+        {"tracked": True},
+        {"limit": 1500},
+        {"status": "waiting", "limit": 1001},
+    ):
+        expected = [
+            k for k in keys(queue.list(now=T0, **{k: v for k, v in filters.items() if k != "limit"})) if k != "untagged"
+        ][: filters.get("limit")]
         got = keys(queue.list(tag="x", now=T0, **filters))
         assert got == expected, filters
         assert len(set(got)) == len(got)
@@ -130,7 +146,12 @@ def test_list_by_tag_combines_with_filters_and_pages_past_1000_in_id_order(queue
 
 def test_tag_and_track_of_an_unknown_key_raise_not_found(queue):
     """Guarantee 4: unknown keys for tag/untag/track/untrack, also with no tags to add."""
-    for call in (lambda: queue["nope"].tag("a"), lambda: queue["nope"].untag("a"),
-                 lambda: queue["nope"].track(), lambda: queue["nope"].untrack(), lambda: queue["nope"].tag()):
+    for call in (
+        lambda: queue["nope"].tag("a"),
+        lambda: queue["nope"].untag("a"),
+        lambda: queue["nope"].track(),
+        lambda: queue["nope"].untrack(),
+        lambda: queue["nope"].tag(),
+    ):
         with pytest.raises(NotFoundError):
             call()

@@ -132,8 +132,10 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
     runs again: keep_group(g) (purge never) commits; cleanup's DELETE re-checks the purge
     condition and keeps s. Then s must still have its tag (or, if cleanup won outright, be gone
     with it)."""
-    queue.transaction(lambda tx: tx.submit_rows(
-        [{"key": "s", "type": "t", "group": "g", "tags": ["keep"], "workflow": '{"w": 1}'}]), now=T0)
+    queue.transaction(
+        lambda tx: tx.submit_rows([{"key": "s", "type": "t", "group": "g", "tags": ["keep"], "workflow": '{"w": 1}'}]),
+        now=T0,
+    )
     queue.poll(now=T0).finish(now=T0)
     queue.transaction(lambda tx: tx.runs.keep_group(tx.conn, ["g"], T0 + 5), now=T0)  # the run ended
     later = T0 + 10

@@ -19,8 +19,12 @@ def test_clear_group_takes_the_tags_of_the_rows_it_deletes_and_a_restart_has_onl
     a plain task naming g tagged 'plain'. In one transaction, the run restarts: clear_group(g)
     then submit_rows of s1 (tag 'new'). s1 shows only 'new', no row is listed under 'old', the
     plain task keeps 'plain', and no tag row names a deleted row."""
-    queue.transaction(lambda tx: tx.submit_rows(
-        [{"key": k, "type": "t", "group": "g", "tags": ["old"], **RUN} for k in ("s1", "s2")]), now=T0)
+    queue.transaction(
+        lambda tx: tx.submit_rows(
+            [{"key": k, "type": "t", "group": "g", "tags": ["old"], **RUN} for k in ("s1", "s2")]
+        ),
+        now=T0,
+    )
     queue["s1"].tag("later")
     queue.submit("plain", "t", group="g", tags=["plain"], now=T0)
 

@@ -55,9 +55,7 @@ def test_submit_many_with_one_key_twice_of_other_types_keeps_the_first_entrys_ta
     assert m.tags == ("mine",)
 
 
-def test_concurrent_submit_many_of_a_taken_key_at_the_same_instant_adds_none_of_its_tags(
-    db_url, table_name, backend
-):
+def test_concurrent_submit_many_of_a_taken_key_at_the_same_instant_adds_none_of_its_tags(db_url, table_name, backend):
     """Guarantee 1/7, concurrent: process-like queue A submits k (tags ['a']) at T0; queue B (its
     own connection pool) at the same instant submits [k with ['b'], its own new key]. Whatever
     order they commit in, k ends with exactly one submission's tags."""
@@ -81,8 +79,9 @@ def test_concurrent_submit_many_of_a_taken_key_at_the_same_instant_adds_none_of_
             def b(i=i, barrier=barrier):
                 barrier.wait()
                 try:
-                    qb.submit_many([{"key": f"k{i}", "type": "t", "tags": ["b"]}, {"key": f"own{i}", "type": "t"}],
-                                   now=T0)
+                    qb.submit_many(
+                        [{"key": f"k{i}", "type": "t", "tags": ["b"]}, {"key": f"own{i}", "type": "t"}], now=T0
+                    )
                 except Exception as exc:  # noqa: BLE001
                     errors.append(exc)
 

@@ -21,8 +21,9 @@ def _rows_in_every_state(q):
 
 
 @pytest.mark.parametrize("version, columns", [(3, ()), (1, ("result", "workflow", "definition", "queue"))])
-def test_upgrade_to_4_keeps_rows_untracked_untagged_and_then_tags_and_tracks(queue, db_url, table_name,
-                                                                              version, columns):
+def test_upgrade_to_4_keeps_rows_untracked_untagged_and_then_tags_and_tracks(
+    queue, db_url, table_name, version, columns
+):
     """Guarantee 6: a v3 (or v1) table with waiting/running/finished rows; a new process opens it:
     submit with tags, tag, untag, track, list(tag), list(tracked) each raise SchemaError; init
     upgrades: every row untracked, untagged; then tagging, tracking and listing work, and the
@@ -48,8 +49,11 @@ def test_upgrade_to_4_keeps_rows_untracked_untagged_and_then_tags_and_tracks(que
         for k in before:
             q[k].tag("x")
             q[k].track()
-        assert [m.key for m in q.list(tag="x", now=T0)] == [m.key for m in q.list(tracked=True, now=T0)] \
+        assert (
+            [m.key for m in q.list(tag="x", now=T0)]
+            == [m.key for m in q.list(tracked=True, now=T0)]
             == sorted(before, key=lambda k: q.store.get(k)["id"])
+        )
         with q.db.engine.connect() as conn:
             names = {ix["name"] for ix in sa.inspect(conn).get_indexes(table_name)}
             tag_names = {ix["name"] for ix in sa.inspect(conn).get_indexes(f"{table_name}_tags")}

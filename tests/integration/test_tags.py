@@ -32,16 +32,26 @@ def keys(tasks) -> list[str]:
 
 def test_submitted_tags_are_listed_by_tag_in_submission_order(queue):
     queue.submit("a", "t", tags=["invoice", "customer:acme"], now=T0)
-    queue.submit_many([{"key": "b", "type": "t", "tags": ["customer:acme"]}, {"key": "c", "type": "t"},
-                       {"key": "d", "type": "t", "tags": ("customer:zeta", "invoice")}], now=T0)
+    queue.submit_many(
+        [
+            {"key": "b", "type": "t", "tags": ["customer:acme"]},
+            {"key": "c", "type": "t"},
+            {"key": "d", "type": "t", "tags": ("customer:zeta", "invoice")},
+        ],
+        now=T0,
+    )
     assert queue["a"].metadata().tags == ("customer:acme", "invoice")
     assert queue["c"].metadata().tags == ()
     assert keys(queue.list(tag="customer:acme")) == ["a", "b"]
     assert keys(queue.list(tag="invoice")) == ["a", "d"]
     assert keys(queue.list(tag="invoice", status="waiting", type="t", limit=1)) == ["a"]
     assert list(queue.list(tag="nobody")) == []
-    assert [m.tags for m in queue.list(queue="default")] == [("customer:acme", "invoice"), ("customer:acme",), (),
-                                                           ("customer:zeta", "invoice")]
+    assert [m.tags for m in queue.list(queue="default")] == [
+        ("customer:acme", "invoice"),
+        ("customer:acme",),
+        (),
+        ("customer:zeta", "invoice"),
+    ]
 
 
 def test_a_taken_key_gets_none_of_the_second_submissions_tags(queue):
@@ -91,8 +101,9 @@ def test_a_lost_acknowledgement_of_a_tagged_submit_stores_it_and_its_tags_once(q
 
 
 def test_list_by_tag_pages_through_more_than_a_page(queue):
-    queue.submit_many([{"key": f"k{i:05d}", "type": "t", "tags": ["bulk"] if i % 2 else ["odd"]}
-                       for i in range(2600)], now=T0)
+    queue.submit_many(
+        [{"key": f"k{i:05d}", "type": "t", "tags": ["bulk"] if i % 2 else ["odd"]} for i in range(2600)], now=T0
+    )
     got = keys(queue.list(tag="bulk"))
     assert got == [f"k{i:05d}" for i in range(1, 2600, 2)]
     assert keys(queue.list(tag="bulk", limit=1001))[-1] == "k02001"
@@ -112,19 +123,22 @@ def test_tracking(queue):
         queue["missing"].track()
 
 
-@pytest.mark.parametrize("tags, message", [
-    ("customer:acme", "must be a list of tags"),
-    (b"raw", "must be a list of tags"),
-    ([""], "non-empty"),
-    ([" padded"], "without spaces at either end"),
-    (["x" * 101], "limit is 100"),
-    (["x" * 10_000_000], "limit is 100"),
-    (["tab\there"], "control characters"),
-    (["nul\x00"], "control characters"),
-    (["\ud800lone"], "lone surrogate"),
-    ([7], "must be a string"),
-    ([f"t{i}" for i in range(33)], "at most 32"),
-])
+@pytest.mark.parametrize(
+    "tags, message",
+    [
+        ("customer:acme", "must be a list of tags"),
+        (b"raw", "must be a list of tags"),
+        ([""], "non-empty"),
+        ([" padded"], "without spaces at either end"),
+        (["x" * 101], "limit is 100"),
+        (["x" * 10_000_000], "limit is 100"),
+        (["tab\there"], "control characters"),
+        (["nul\x00"], "control characters"),
+        (["\ud800lone"], "lone surrogate"),
+        ([7], "must be a string"),
+        ([f"t{i}" for i in range(33)], "at most 32"),
+    ],
+)
 def test_hostile_tags_are_refused_and_nothing_is_written(queue, tags, message):
     with pytest.raises(ValidationError, match=message):
         queue.submit("k", "t", tags=tags, now=T0)
@@ -147,15 +161,17 @@ def test_tags_are_exact_strings_stored_verbatim(queue):
     assert set(queue["k"].metadata().tags) == set(odd)
     for tag in odd:
         assert keys(queue.list(tag=tag)) == ["k"], tag
-    assert (keys(queue.list(tag="%")) == [] and keys(queue.list(tag="a  b")) == []
-            and keys(queue.list(tag="\u00e1")) == [])
+    assert (
+        keys(queue.list(tag="%")) == [] and keys(queue.list(tag="a  b")) == [] and keys(queue.list(tag="\u00e1")) == []
+    )
 
 
 def test_list_by_tag_or_tracked_reads_through_their_indexes(queue, backend):
     """6000 untagged, untracked rows and 10 tagged and tracked ones: listing by tag reads the
     tag's key range and those rows only; listing tracked ones, the tracked index (analyzed)."""
-    queue.submit_many([{"key": f"o{i}", "type": "t", "tags": ["other"] if i % 3 == 0 else []} for i in range(6000)],
-                      now=T0)
+    queue.submit_many(
+        [{"key": f"o{i}", "type": "t", "tags": ["other"] if i % 3 == 0 else []} for i in range(6000)], now=T0
+    )
     queue.submit_many([{"key": f"m{i}", "type": "t", "tags": ["mine"]} for i in range(10)], now=T0)
     for i in range(10):
         queue[f"m{i}"].track()

@@ -70,7 +70,6 @@ class Decider(pqflow.Decider):
     workflows = [wf]
 
 
-
 def test_a_retried_run_keeps_the_tags_of_its_rows_and_items(queue):
     wf.start("r", {"fail": True}, queue=queue)
     drive(queue, Decider)

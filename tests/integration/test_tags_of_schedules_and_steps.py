@@ -38,7 +38,6 @@ class Decider(pqflow.Decider):
     workflows = [tagged]
 
 
-
 def keys(q, tag):
     return sorted(m.key for m in q.list(tag=tag))
 

@@ -89,4 +89,3 @@ def test_no_span_no_context_and_a_context_edited_by_hand_starts_a_new_trace(queu
     names = sorted(s.name for s in spans.get_finished_spans() if s.name == "pq t")
     assert names == ["pq t", "pq t"]
     assert all(s.parent is None for s in spans.get_finished_spans() if s.name == "pq t")
-

@@ -56,13 +56,22 @@ def test_upgrade_from_6_keeps_failures_keys_and_uniqueness(queue, backend):
         with queue.db.engine.begin() as c:
             c.execute(sa.insert(t).values(key="a", type="t", data="{}", timeout=0, run_at=0, created_at=0))
     if backend == "postgres":
-        coll = queue.db.run(lambda c: c.execute(sa.text(
-            "SELECT collation_name FROM information_schema.columns WHERE table_name = :t AND column_name = 'key'"),
-            {"t": queue.table}).scalar())
+        coll = queue.db.run(
+            lambda c: c.execute(
+                sa.text(
+                    "SELECT collation_name FROM information_schema.columns WHERE table_name = :t "
+                    "AND column_name = 'key'"
+                ),
+                {"t": queue.table},
+            ).scalar()
+        )
         assert coll == "C"
-        uniq = queue.db.run(lambda c: c.execute(sa.text(
-            "SELECT count(*) FROM pg_indexes WHERE tablename = :t AND indexdef LIKE 'CREATE UNIQUE%key%'"),
-            {"t": queue.table}).scalar())
+        uniq = queue.db.run(
+            lambda c: c.execute(
+                sa.text("SELECT count(*) FROM pg_indexes WHERE tablename = :t AND indexdef LIKE 'CREATE UNIQUE%key%'"),
+                {"t": queue.table},
+            ).scalar()
+        )
         assert uniq >= 1
 
 
@@ -106,6 +115,7 @@ def test_a_foreign_failed_table_is_refused_and_left_alone(db_url, table_name, ba
         eng.dispose()
         if backend != "sqlite":
             from conftest import drop_tables
+
             drop_tables(db_url, table_name)
 
 
@@ -132,6 +142,7 @@ def test_a_foreign_failed_table_of_our_shape_on_mysql(db_url, table_name, backen
     finally:
         eng.dispose()
         from conftest import drop_tables
+
         drop_tables(db_url, table_name)
 
 

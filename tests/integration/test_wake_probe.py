@@ -114,14 +114,14 @@ def test_a_failed_probe_is_a_database_error_without_the_password(backend):
     if backend == "sqlite":
         pytest.skip("a file database has no server to lose")
     driver = "mysql+pymysql" if backend == "mysql" else "postgresql+psycopg"
-    q = queue_core.open(f"{driver}://someone:s3cret-pw@127.0.0.1:1/nowhere", "t", connect_timeout=1,
-                        max_retry_count=0)
+    q = queue_core.open(f"{driver}://someone:s3cret-pw@127.0.0.1:1/nowhere", "t", connect_timeout=1, max_retry_count=0)
     try:
         with _watch(q) as watch, pytest.raises(DatabaseError) as err:
             watch.changed()
         assert "s3cret-pw" not in str(err.value)
-        assert str(err.value).startswith(
-            f"cannot connect to {driver}://someone:***@127.0.0.1:1/nowhere: "), str(err.value)
+        assert str(err.value).startswith(f"cannot connect to {driver}://someone:***@127.0.0.1:1/nowhere: "), str(
+            err.value
+        )
     finally:
         q.close()
 

@@ -54,7 +54,8 @@ def _worker(q, seed, told, stop_at):
             t = q.poll_multi(1, alive_time=0.15)
             if not t:
                 left = q.db.run(
-                    lambda c: c.execute(sa.text(f"SELECT COUNT(*) FROM {q.table} WHERE state <> 1")).scalar())
+                    lambda c: c.execute(sa.text(f"SELECT COUNT(*) FROM {q.table} WHERE state <> 1")).scalar()
+                )
                 if not left:
                     return
                 time.sleep(0.05)

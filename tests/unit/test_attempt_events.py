@@ -46,8 +46,24 @@ def test_nothing_is_trimmed_until_the_shown_entries_pass_the_most():
     assert [r["id"] for r in kept] == [0, 1, 2, 3, 4, *range(11, 31)]  # 5 + 20 rows: 10 + 40 entries
 
 
-@given(st.lists(st.sampled_from(["claimed", "finished", "retried", "released", "expired", "moved",
-                                 "cancel_requested", "gave_up", "promoted"]), max_size=200))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "claimed",
+                "finished",
+                "retried",
+                "released",
+                "expired",
+                "moved",
+                "cancel_requested",
+                "gave_up",
+                "promoted",
+            ]
+        ),
+        max_size=200,
+    )
+)
 def test_a_trimmed_history_shows_at_most_its_first_and_last_entries(kinds):
     rows = [row(k, i, 0.1 if k != "gave_up" else None, 1.0) for i, k in enumerate(kinds)]
     cut = set(trim_cut(rows, 10, 40, 60))

@@ -21,4 +21,3 @@ def test_every_key_is_documented_with_its_default():
         assert key in documented, f"{key} missing from docs/configuration.md"
         expected = "unset" if default is None else f"`{default}`"
         assert documented[key] == expected, f"{key}: doc says {documented[key]}, code says {expected}"
-

@@ -28,8 +28,21 @@ def test_parse(text, interval, offset):
 
 
 @pytest.mark.parametrize(
-    "text", ["@every:", "@every:15", "@every:15x", "@every:0s", "@every:367d", "@every:15m+15m", "@every:1h+2h",
-             "@every:-5m", "@every:1.5h", "@every:15m+", "@every:m", "@every:15m;drop"],
+    "text",
+    [
+        "@every:",
+        "@every:15",
+        "@every:15x",
+        "@every:0s",
+        "@every:367d",
+        "@every:15m+15m",
+        "@every:1h+2h",
+        "@every:-5m",
+        "@every:1.5h",
+        "@every:15m+",
+        "@every:m",
+        "@every:15m;drop",
+    ],
 )
 def test_bad_intervals_are_refused_with_an_example(text):
     with pytest.raises(InvalidCronError, match=r"invalid interval|offset must be shorter"):
@@ -70,9 +83,11 @@ def test_exhaustive_small_intervals_agree_with_a_brute_force_walk():
         for offset in (0, 1, interval - 1):
             every = Every(interval, offset)
             for ts in [x / 4 for x in range(-8, 4 * 3 * interval)]:
-                expect_incl = next(t for t in range(-3 * interval, 10 * interval)
-                                   if t >= ts and t % interval == offset % interval)
-                expect_excl = next(t for t in range(-3 * interval, 10 * interval)
-                                   if t > ts and t % interval == offset % interval)
+                expect_incl = next(
+                    t for t in range(-3 * interval, 10 * interval) if t >= ts and t % interval == offset % interval
+                )
+                expect_excl = next(
+                    t for t in range(-3 * interval, 10 * interval) if t > ts and t % interval == offset % interval
+                )
                 assert every.find(ts, True) == expect_incl, (interval, offset, ts)
                 assert every.find(ts, False) == expect_excl, (interval, offset, ts)

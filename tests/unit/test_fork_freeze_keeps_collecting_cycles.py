@@ -16,8 +16,9 @@ ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _run(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 

@@ -238,15 +238,18 @@ def test_a_counted_lease_is_a_held_lease_within_max_lease(leased, timeout, now):
     assert not counted or policy.lease_held(leased, timeout, now)
 
 
-@pytest.mark.parametrize("row, verdict", [
-    (dict(attempts=0, max_attempts=None, cancel_requested=False, owned=False), OnClaim.DELIVER),
-    (dict(attempts=5, max_attempts=None, cancel_requested=False, owned=False), OnClaim.DELIVER),
-    (dict(attempts=2, max_attempts=3, cancel_requested=False, owned=False), OnClaim.DELIVER),
-    (dict(attempts=3, max_attempts=3, cancel_requested=False, owned=False), OnClaim.GIVE_UP),
-    (dict(attempts=3, max_attempts=3, cancel_requested=True, owned=False), OnClaim.CANCEL),
-    (dict(attempts=0, max_attempts=None, cancel_requested=True, owned=True), OnClaim.DELIVER),
-    (dict(attempts=3, max_attempts=3, cancel_requested=True, owned=True), OnClaim.GIVE_UP),
-])
+@pytest.mark.parametrize(
+    "row, verdict",
+    [
+        (dict(attempts=0, max_attempts=None, cancel_requested=False, owned=False), OnClaim.DELIVER),
+        (dict(attempts=5, max_attempts=None, cancel_requested=False, owned=False), OnClaim.DELIVER),
+        (dict(attempts=2, max_attempts=3, cancel_requested=False, owned=False), OnClaim.DELIVER),
+        (dict(attempts=3, max_attempts=3, cancel_requested=False, owned=False), OnClaim.GIVE_UP),
+        (dict(attempts=3, max_attempts=3, cancel_requested=True, owned=False), OnClaim.CANCEL),
+        (dict(attempts=0, max_attempts=None, cancel_requested=True, owned=True), OnClaim.DELIVER),
+        (dict(attempts=3, max_attempts=3, cancel_requested=True, owned=True), OnClaim.GIVE_UP),
+    ],
+)
 def test_on_claim_examples(row, verdict):
     assert policy.on_claim(**row) is verdict
 
@@ -265,8 +268,9 @@ def test_on_claim_cancels_then_gives_up_then_delivers(n, limit, cancel, owned):
 @given(cancel=st.booleans(), owned=st.booleans())
 def test_an_unrun_task_is_cancelled_iff_requested_and_not_owned(cancel, owned):
     assert policy.cancels_unrun(cancel, owned) is (cancel and not owned)
-    assert (policy.on_claim(attempts=0, max_attempts=None, cancel_requested=cancel, owned=owned)
-            is OnClaim.CANCEL) is policy.cancels_unrun(cancel, owned)
+    assert (
+        policy.on_claim(attempts=0, max_attempts=None, cancel_requested=cancel, owned=owned) is OnClaim.CANCEL
+    ) is policy.cancels_unrun(cancel, owned)
 
 
 def test_a_run_ends_cancelled_iff_its_cancel_was_requested():
@@ -287,8 +291,14 @@ def test_give_up_error_keeps_the_last_error_or_names_the_lease_expiry():
 
 # -- 5. fair share ------------------------------------------------------------------------------
 def _row(id_, priority=0, user=None, max_running=None, timeout=0.0, max_attempts=None) -> dict:
-    return {"id": id_, "priority": priority, "resource": user, "max_running": max_running,
-            "timeout": timeout, "max_attempts": max_attempts}
+    return {
+        "id": id_,
+        "priority": priority,
+        "resource": user,
+        "max_running": max_running,
+        "timeout": timeout,
+        "max_attempts": max_attempts,
+    }
 
 
 def test_fair_weight_is_max_running_over_running_plus_one():
@@ -312,8 +322,11 @@ def test_choose_fair_serves_the_user_with_free_capacity_first():
 
 
 def test_choose_fair_priority_beats_weight_and_due_time_breaks_ties():
-    rows = [_row(1, priority=0, user="a", max_running=10), _row(2, priority=1, user="b", timeout=9),
-            _row(3, priority=1, user="c", timeout=3)]
+    rows = [
+        _row(1, priority=0, user="a", max_running=10),
+        _row(2, priority=1, user="b", timeout=9),
+        _row(3, priority=1, user="c", timeout=3),
+    ]
     assert [r["id"] for r in policy.choose_fair(rows, {}, 3)] == [3, 2, 1]
 
 
@@ -332,8 +345,9 @@ _users = st.sampled_from([None, "u1", "u2", "u3"])
 _rows = st.lists(
     st.tuples(st.integers(0, 2), _users, st.none() | st.integers(1, 3), st.integers(0, 5)),
     max_size=12,
-).map(lambda specs: [_row(i, priority=p, user=u, max_running=m, timeout=float(t))
-                     for i, (p, u, m, t) in enumerate(specs)])
+).map(
+    lambda specs: [_row(i, priority=p, user=u, max_running=m, timeout=float(t)) for i, (p, u, m, t) in enumerate(specs)]
+)
 _running = st.dictionaries(st.sampled_from(["u1", "u2", "u3"]), st.integers(0, 3))
 
 
@@ -384,7 +398,7 @@ def test_limited_first_cuts_before_a_limited_task_that_is_not_first():
 def test_limited_first_is_the_longest_prefix_with_no_limited_task_behind_another(limits_):
     rows = [_row(i, max_attempts=m) for i, m in enumerate(limits_)]
     batch = policy.limited_first(rows)
-    assert batch == rows[:len(batch)]
+    assert batch == rows[: len(batch)]
     assert all(r["max_attempts"] is None for r in batch[1:])
     assert (not rows) == (not batch)  # a non-empty claim always delivers its first row
     if len(batch) < len(rows):

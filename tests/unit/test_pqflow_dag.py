@@ -355,8 +355,15 @@ def test_failure_trigger_on_root_step_refused() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"retries": -1}, {"retries": 1.5}, {"retries": True}, {"retry_wait": -1}, {"retry_wait": float("nan")},
-     {"retention": 0}, {"priority": "high"}],
+    [
+        {"retries": -1},
+        {"retries": 1.5},
+        {"retries": True},
+        {"retry_wait": -1},
+        {"retry_wait": float("nan")},
+        {"retention": 0},
+        {"priority": "high"},
+    ],
 )
 def test_bad_workflow_parameters(kwargs) -> None:
     with pytest.raises(WorkflowDefinitionError):
@@ -399,8 +406,9 @@ def test_parameter_naming_a_non_upstream_step_refused() -> None:
     def b(ctx, a):
         pass
 
-    with pytest.raises(WorkflowDefinitionError,
-                       match=r"parameter 'a' of step 'b' names step 'a', which is not upstream"):
+    with pytest.raises(
+        WorkflowDefinitionError, match=r"parameter 'a' of step 'b' names step 'a', which is not upstream"
+    ):
         wf.snapshot()
 
 
@@ -468,16 +476,34 @@ def test_snapshot_format_round_trip_and_retry_defaults() -> None:
     etl, _ = make_etl()
     snap = etl.snapshot()
     assert json.loads(json.dumps(snap)) == snap
-    assert list(snap) == ["format", "workflow", "retries", "retry_wait", "retention", "priority", "queue", "steps",
-                          "order"]
+    assert list(snap) == [
+        "format",
+        "workflow",
+        "retries",
+        "retry_wait",
+        "retention",
+        "priority",
+        "queue",
+        "steps",
+        "order",
+    ]
     assert snap["queue"] == "default"
     assert snap["format"] == 1 and snap["workflow"] == "etl"
     assert (snap["retries"], snap["retry_wait"], snap["retention"], snap["priority"]) == (0, 10, 604800, 0)
     assert snap["steps"]["extract"] == {
-        "after": [], "trigger": "all_success", "retries": 0, "retry_wait": 10, "inputs": [], "queue": "default"
+        "after": [],
+        "trigger": "all_success",
+        "retries": 0,
+        "retry_wait": 10,
+        "inputs": [],
+        "queue": "default",
     }
     assert snap["steps"]["transform"] == {
-        "after": ["extract"], "trigger": "all_success", "retries": 3, "retry_wait": 10, "inputs": ["extract"],
+        "after": ["extract"],
+        "trigger": "all_success",
+        "retries": 3,
+        "retry_wait": 10,
+        "inputs": ["extract"],
         "queue": "default",
     }
     assert snap["steps"]["cleanup"]["trigger"] == "all_done"

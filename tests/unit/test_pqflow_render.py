@@ -111,8 +111,7 @@ def test_colours_are_distinct_per_status() -> None:
 
 
 def test_dot_quotes_labels() -> None:
-    snap = {"format": 1, "workflow": 'we"ird', "steps": {"a": {"after": [], "trigger": "all_success"}},
-            "order": ["a"]}
+    snap = {"format": 1, "workflow": 'we"ird', "steps": {"a": {"after": [], "trigger": "all_success"}}, "order": ["a"]}
     dot = render(snap, {"a": 'odd "status"'}, "dot")
     assert 'digraph "we\\"ird" {' in dot
     assert 'label="a\\nodd \\"status\\""' in dot
@@ -120,8 +119,13 @@ def test_dot_quotes_labels() -> None:
 
 @pytest.mark.skipif(not HAVE_DOT, reason="Graphviz 'dot' not installed")
 def test_dot_output_is_accepted_by_graphviz(snapshot: dict) -> None:
-    proc = subprocess.run(["dot", "-Tcanon"], input=render(snapshot, STATUSES, "dot").encode(),
-                          capture_output=True, timeout=60, check=False)
+    proc = subprocess.run(
+        ["dot", "-Tcanon"],
+        input=render(snapshot, STATUSES, "dot").encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert b"transform" in proc.stdout
 

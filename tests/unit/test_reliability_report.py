@@ -54,8 +54,15 @@ def test_one_commit_is_named_once_in_the_heading(results_dir, monkeypatch):
 
 
 def test_rows_saved_before_per_row_commits_take_the_files(results_dir):
-    doc = {"date": "2026-01-01T00:00:00", "host": "h", "cpus": 2, "python": "3.11", "mode": "full",
-           "commit": "ddddddd", "results": [{**_result("contention", "postgres").to_dict()}]}
+    doc = {
+        "date": "2026-01-01T00:00:00",
+        "host": "h",
+        "cpus": 2,
+        "python": "3.11",
+        "mode": "full",
+        "commit": "ddddddd",
+        "results": [{**_result("contention", "postgres").to_dict()}],
+    }
     text = report.table(doc)
     assert text.startswith("Measured 2026-01-01T00:00:00 on `h`")
     assert "commit ddddddd)" in text
@@ -64,8 +71,15 @@ def test_rows_saved_before_per_row_commits_take_the_files(results_dir):
 def test_failures_are_listed_under_the_table(results_dir):
     r = _result("scheduler_storm", "mariadb")
     r.duplicate("occurrence m1.60 has 2 tasks")
-    doc = {"date": "d", "host": "h", "cpus": 2, "python": "3.11", "mode": "quick", "commit": "e",
-           "results": [{**r.to_dict(), "measured": "d", "commit": "e"}]}
+    doc = {
+        "date": "d",
+        "host": "h",
+        "cpus": 2,
+        "python": "3.11",
+        "mode": "quick",
+        "commit": "e",
+        "results": [{**r.to_dict(), "measured": "d", "commit": "e"}],
+    }
     text = report.table(doc)
     assert "| **FAIL** | 10 | 0 | 0 | 1 | 0 |" in text
     assert text.endswith("Failures:\n\n- scheduler_storm on mariadb: duplicate: occurrence m1.60 has 2 tasks")
@@ -74,8 +88,15 @@ def test_failures_are_listed_under_the_table(results_dir):
 def _soak_doc(samples: list[dict]) -> dict:
     r = _result("soak", "postgres")
     r.figures["samples"] = samples
-    return {"date": "d", "host": "h", "cpus": 2, "python": "3.11", "mode": "full", "commit": "e",
-            "results": [r.to_dict(), _result("worker_crashes", "postgres").to_dict()]}
+    return {
+        "date": "d",
+        "host": "h",
+        "cpus": 2,
+        "python": "3.11",
+        "mode": "full",
+        "commit": "e",
+        "results": [r.to_dict(), _result("worker_crashes", "postgres").to_dict()],
+    }
 
 
 def test_no_soak_chart_without_soak_samples(tmp_path):
@@ -85,8 +106,9 @@ def test_no_soak_chart_without_soak_samples(tmp_path):
 
 
 def test_soak_chart_is_drawn_from_the_samples(tmp_path):
-    samples = [{"t": 10.0 * i, "processes": 6, "rss_mb": 300.0 + i % 2, "fds": 60, "db_sessions": 12}
-               for i in range(20)]
+    samples = [
+        {"t": 10.0 * i, "processes": 6, "rss_mb": 300.0 + i % 2, "fds": 60, "db_sessions": 12} for i in range(20)
+    ]
     why = report.soak_chart(_soak_doc(samples), tmp_path / "soak.png")
     try:
         import matplotlib  # noqa: F401 - only the bench extra installs it
@@ -106,4 +128,5 @@ def test_a_row_keeps_the_time_its_scenario_ended(results_dir, monkeypatch):
     assert rows["mariadb"]["measured"] == "2026-01-01T09:30:00"
     assert rows["postgres"]["measured"] == "2026-01-01T10:00:00"
     assert report.table(json.loads(path.read_text())).startswith(
-        "Measured 2026-01-01T09:30:00 to 2026-01-01T10:00:00 on")
+        "Measured 2026-01-01T09:30:00 to 2026-01-01T10:00:00 on"
+    )

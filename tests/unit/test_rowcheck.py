@@ -25,8 +25,11 @@ def test_every_column_of_the_schedule_table_has_a_check():
 def test_the_store_knows_perfectsched_s_ranges():
     from perfectsched import catchup, cron, scheduler
 
-    assert (SCHEDULE_CATCHUP, SCHEDULE_DST, SCHEDULE_MAX_DELAY) == (catchup.POLICIES, cron.DST_POLICIES,
-                                                                    scheduler.MAX_DELAY)
+    assert (SCHEDULE_CATCHUP, SCHEDULE_DST, SCHEDULE_MAX_DELAY) == (
+        catchup.POLICIES,
+        cron.DST_POLICIES,
+        scheduler.MAX_DELAY,
+    )
 
 
 def test_what_perfectsched_writes_passes_the_checks():
@@ -34,8 +37,17 @@ def test_what_perfectsched_writes_passes_the_checks():
 
     sc = perfectsched.open("sqlite://", "s", "t", clock=FakeClock(T0))
     sc.init()
-    sc.add("a", "t", cron="*/5 9-17 * * mon-fri", data={"x": 1}, delay=366 * 86400, timezone="Asia/Tokyo",
-           catchup="skip", dst="exact", next_time=0)
+    sc.add(
+        "a",
+        "t",
+        cron="*/5 9-17 * * mon-fri",
+        data={"x": 1},
+        delay=366 * 86400,
+        timezone="Asia/Tokyo",
+        catchup="skip",
+        dst="exact",
+        next_time=0,
+    )
     sc.add("b", "t", cron="@daily", next_time=T0)
     sc.poll(now=T0 + 86400).heartbeat(now=T0 + 86400)
     rows = sc.store.list()

@@ -73,12 +73,15 @@ def test_functions_and_applications_are_catch_alls_unless_they_declare():
     assert served_types(Declared) == {"email"} and served_types(declared) == {"ping"}
 
 
-@pytest.mark.parametrize("declared, message", [
-    ("email", "served_types must be a collection of task types, not 'email'"),
-    ([], "served_types must name at least one task type"),
-    (["email", 3], "task type must be a string, not int"),
-    ([""], "task type must not be empty"),
-])
+@pytest.mark.parametrize(
+    "declared, message",
+    [
+        ("email", "served_types must be a collection of task types, not 'email'"),
+        ([], "served_types must name at least one task type"),
+        (["email", 3], "task type must be a string, not int"),
+        ([""], "task type must not be empty"),
+    ],
+)
 def test_a_bad_declaration_is_a_config_error_naming_the_target(declared, message):
     bad = type("Bad", (queue_core.Application,), {"served_types": declared})
     with pytest.raises(queue_core.ConfigError, match=re.escape(f"Bad: {message}")):

@@ -25,8 +25,14 @@ from queue_core.service import (
     reload_settings,
 )
 
-TERM, INT, QUIT, USR1, HUP, USR2 = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1,
-                                    signal.SIGHUP, signal.SIGUSR2)
+TERM, INT, QUIT, USR1, HUP, USR2 = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGHUP,
+    signal.SIGUSR2,
+)
 
 
 def recording(meaning=WORKER_SIGNALS, **options) -> tuple[Dispatcher, list[Intent]]:
@@ -36,18 +42,36 @@ def recording(meaning=WORKER_SIGNALS, **options) -> tuple[Dispatcher, list[Inten
 
 
 def test_each_worker_signal_asks_what_docs_worker_md_says():
-    assert WORKER_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, QUIT: Intent.STOP_NOW,
-                              USR1: Intent.RESTART, HUP: Intent.RESTART_NOW, USR2: Intent.REOPEN_LOGS}
+    assert WORKER_SIGNALS == {
+        TERM: Intent.STOP,
+        INT: Intent.STOP,
+        QUIT: Intent.STOP_NOW,
+        USR1: Intent.RESTART,
+        HUP: Intent.RESTART_NOW,
+        USR2: Intent.REOPEN_LOGS,
+    }
 
 
 def test_a_worker_child_stops_on_what_restarts_its_worker_as_docs_worker_md_says():
-    assert CHILD_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, USR1: Intent.STOP, QUIT: Intent.STOP_NOW,
-                             HUP: Intent.STOP_NOW, USR2: Intent.REOPEN_LOGS}
+    assert CHILD_SIGNALS == {
+        TERM: Intent.STOP,
+        INT: Intent.STOP,
+        USR1: Intent.STOP,
+        QUIT: Intent.STOP_NOW,
+        HUP: Intent.STOP_NOW,
+        USR2: Intent.REOPEN_LOGS,
+    }
 
 
 def test_the_scheduler_keeps_perfectscheds_meanings_as_docs_cron_md_says():
-    assert SCHEDULER_SIGNALS == {TERM: Intent.STOP, INT: Intent.STOP, QUIT: Intent.STOP,
-                                 USR1: Intent.RESTART, HUP: Intent.RESTART, USR2: Intent.REOPEN_LOGS}
+    assert SCHEDULER_SIGNALS == {
+        TERM: Intent.STOP,
+        INT: Intent.STOP,
+        QUIT: Intent.STOP,
+        USR1: Intent.RESTART,
+        HUP: Intent.RESTART,
+        USR2: Intent.REOPEN_LOGS,
+    }
 
 
 def test_signal_tables_and_immediate_exits_live_only_in_the_service_module():
@@ -207,12 +231,15 @@ def test_a_reload_keeps_the_old_config_when_the_new_one_cannot_be_opened(caplog)
     assert [o.closed for o in opened] == [True]
 
 
-@pytest.mark.parametrize("error, kept", [
-    (ForeignTableError("table t is not a queue table"), True),
-    (AccessDeniedError("check refused by ***: read-only"), True),
-    (SchemaError("table not found; run 'init' first"), False),  # the processors wait for init, as at start
-    (DatabaseError("connection refused"), False),  # an outage: retried, as at start
-])
+@pytest.mark.parametrize(
+    "error, kept",
+    [
+        (ForeignTableError("table t is not a queue table"), True),
+        (AccessDeniedError("check refused by ***: read-only"), True),
+        (SchemaError("table not found; run 'init' first"), False),  # the processors wait for init, as at start
+        (DatabaseError("connection refused"), False),  # an outage: retried, as at start
+    ],
+)
 def test_a_reload_whose_database_cannot_be_used_now_is_taken_unless_it_is_never_usable(caplog, error, kept):
     old, new = {"url": "sqlite:///old.db"}, {"url": "sqlite:///new.db"}
 

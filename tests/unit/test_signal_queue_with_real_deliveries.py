@@ -2,6 +2,7 @@
 itself is handled before os.kill returns). A signal waits to be acted on at most twice: order kept
 between distinct signals, a signal queued again once returned, the cascade's second stop kept
 when both stops arrive before the reader turns, no escalation in a worker child."""
+
 import os
 import signal
 
@@ -9,8 +10,14 @@ import pytest
 
 from queue_core.service import CHILD_SIGNALS, SCHEDULER_SIGNALS, WORKER_SIGNALS, Intent, Phase, SignalQueue, Signals
 
-TERM, INT, USR1, USR2, HUP, QUIT = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2,
-                                     signal.SIGHUP, signal.SIGQUIT)
+TERM, INT, USR1, USR2, HUP, QUIT = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+)
 
 
 def send(*sigs):
@@ -53,7 +60,7 @@ def test_a_signal_returned_is_queued_again(queue):
 def test_a_repeat_arriving_while_others_are_pending_is_queued_after_them(queue):
     send(USR1, USR2, TERM)
     assert queue.wait(0) == USR1  # drained all three, USR1 returned
-    send(USR1)                    # USR1 no longer pending: queued again, behind TERM
+    send(USR1)  # USR1 no longer pending: queued again, behind TERM
     assert drain_all(queue) == [USR2, TERM, USR1]
 
 
@@ -74,8 +81,11 @@ def test_a_second_stop_after_the_first_was_acted_on_escalates():
 
 def test_in_a_child_a_repeated_term_is_no_escalation():
     acted = []
-    sig = Signals(CHILD_SIGNALS, {i: (lambda i=i: acted.append(i)) for i in set(CHILD_SIGNALS.values())},
-                  repeated_stop_is_immediate=False)
+    sig = Signals(
+        CHILD_SIGNALS,
+        {i: (lambda i=i: acted.append(i)) for i in set(CHILD_SIGNALS.values())},
+        repeated_stop_is_immediate=False,
+    )
     try:
         for signum in (TERM, TERM, USR1):
             send(signum)

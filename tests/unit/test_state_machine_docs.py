@@ -22,7 +22,7 @@ def render(transitions: dict[str, Transition]) -> str:
 
 def _between(text: str, begin: str) -> str:
     start = text.index(f"<!-- {begin} -->") + len(f"<!-- {begin} -->")
-    return text[start:text.index("<!-- end -->", start)].strip()
+    return text[start : text.index("<!-- end -->", start)].strip()
 
 
 def test_the_task_table_in_the_docs_is_the_code_table():
@@ -56,8 +56,9 @@ def test_every_method_a_transition_names_exists():
         for t in table.values():
             for written_by in t.methods.split(", "):
                 cls, _, method = written_by.partition(".")
-                names = [method] if "(" not in method else [method.replace("(", "").replace(")", ""),
-                                                             method.split("(")[0]]
+                names = (
+                    [method] if "(" not in method else [method.replace("(", "").replace(")", ""), method.split("(")[0]]
+                )
                 assert cls in classes, f"{t.name}: unknown class {cls}"
                 missing = [n for n in names if not hasattr(classes[cls], n)]
                 assert not missing, f"{t.name}: {cls} has no {', '.join(missing)}"

@@ -21,8 +21,16 @@ from queue_core.store.schema import STATS_COUNTS
 
 
 def _event(kind, at=100.0, *, outcome=None, waited=None, ran=None, queue="q", type_="t", id_=1):
-    return {"id": id_, "kind": kind, "at": at, "queue": queue, "type": type_, "outcome": outcome,
-            "waited": waited, "ran": ran}
+    return {
+        "id": id_,
+        "kind": kind,
+        "at": at,
+        "queue": queue,
+        "type": type_,
+        "outcome": outcome,
+        "waited": waited,
+        "ran": ran,
+    }
 
 
 def test_the_table_and_the_core_name_the_same_counters():
@@ -30,11 +38,20 @@ def test_the_table_and_the_core_name_the_same_counters():
 
 
 def test_each_event_counts_what_it_says():
-    counting = [_event("finished", outcome="success", ran=2.0), _event("finished", outcome="failure", ran=0.2),
-                _event("retried", ran=1.0), _event("gave_up", outcome="failure"),
-                _event("cancelled", outcome="cancelled"), _event("force_finished", outcome="success")]
-    silent = [_event("claimed", waited=None), _event("moved"), _event("released"),
-              _event("finished", outcome="skipped")]  # a step that never ran
+    counting = [
+        _event("finished", outcome="success", ran=2.0),
+        _event("finished", outcome="failure", ran=0.2),
+        _event("retried", ran=1.0),
+        _event("gave_up", outcome="failure"),
+        _event("cancelled", outcome="cancelled"),
+        _event("force_finished", outcome="success"),
+    ]
+    silent = [
+        _event("claimed", waited=None),
+        _event("moved"),
+        _event("released"),
+        _event("finished", outcome="skipped"),
+    ]  # a step that never ran
     assert all(counts_at_end(e) for e in counting)
     assert not any(counts_at_end(e) for e in [*silent, _event("claimed", waited=0.3)])  # a claim: its end counts it
     tally = tally_events([*counting, *silent])[(60, 60.0, "q", "t")]
@@ -44,13 +61,19 @@ def test_each_event_counts_what_it_says():
 
 
 def test_an_attempt_is_counted_started_with_its_wait_by_the_event_that_ends_it():
-    starting = [_event("finished", outcome="success", waited=0.3, ran=2.0), _event("retried", waited=1.0, ran=1.0),
-                _event("released", waited=0.5, ran=0.1), _event("expired", waited=2.0, ran=30.0),
-                _event("force_finished", outcome="success", waited=0.2, ran=1.0),
-                _event("claimed", waited=0.3)]  # a tracked task's claim: its end carries none
-    not_starting = [_event("finished", outcome="success", ran=1.0),  # that end
-                    _event("finished", outcome="skipped"),  # never claimed: no wait
-                    _event("gave_up", outcome="failure", waited=1.0)]  # its expiry counted it
+    starting = [
+        _event("finished", outcome="success", waited=0.3, ran=2.0),
+        _event("retried", waited=1.0, ran=1.0),
+        _event("released", waited=0.5, ran=0.1),
+        _event("expired", waited=2.0, ran=30.0),
+        _event("force_finished", outcome="success", waited=0.2, ran=1.0),
+        _event("claimed", waited=0.3),
+    ]  # a tracked task's claim: its end carries none
+    not_starting = [
+        _event("finished", outcome="success", ran=1.0),  # that end
+        _event("finished", outcome="skipped"),  # never claimed: no wait
+        _event("gave_up", outcome="failure", waited=1.0),
+    ]  # its expiry counted it
     assert all(starts_attempt(e) for e in starting) and not any(starts_attempt(e) for e in not_starting)
     at = {"at": 10_000.0, "ran": None}  # every start in one minute, whatever the runs
     tally = tally_events([e | at for e in [*starting, *not_starting]])[(60, 9960.0, "q", "t")]
@@ -58,11 +81,19 @@ def test_an_attempt_is_counted_started_with_its_wait_by_the_event_that_ends_it()
 
 
 def test_every_event_lands_in_its_minute_its_hour_and_all_time():
-    tallies = tally_events([_event("cancelled", at=3661.5, outcome="cancelled"),
-                            _event("cancelled", at=3719.0, outcome="cancelled", queue="other")])
+    tallies = tally_events(
+        [
+            _event("cancelled", at=3661.5, outcome="cancelled"),
+            _event("cancelled", at=3719.0, outcome="cancelled", queue="other"),
+        ]
+    )
     assert set(tallies) == {
-        (60, 3660.0, "q", "t"), (3600, 3600.0, "q", "t"), (0, 0.0, "q", "t"),
-        (60, 3660.0, "other", "t"), (3600, 3600.0, "other", "t"), (0, 0.0, "other", "t"),
+        (60, 3660.0, "q", "t"),
+        (3600, 3600.0, "q", "t"),
+        (0, 0.0, "q", "t"),
+        (60, 3660.0, "other", "t"),
+        (3600, 3600.0, "other", "t"),
+        (0, 0.0, "other", "t"),
     }
     assert all(t.cancelled == 1 for t in tallies.values())
 
@@ -127,9 +158,16 @@ def test_a_distribution_column_pq_never_writes_is_refused():
     good = Distribution()
     good.add(1.0)
     assert Distribution.from_columns(good.to_json(), 1.0).counts == good.counts
-    for counts, total in (("[1,2]", 0.0), ("not json", 0.0), (None, 0.0), ("[" + ",".join(["-1"] * 24) + "]", 0.0),
-                          ("[" + ",".join(["1.5"] * 24) + "]", 0.0), (good.to_json(), float("nan")),
-                          (good.to_json(), -1.0), (good.to_json(), "1")):
+    for counts, total in (
+        ("[1,2]", 0.0),
+        ("not json", 0.0),
+        (None, 0.0),
+        ("[" + ",".join(["-1"] * 24) + "]", 0.0),
+        ("[" + ",".join(["1.5"] * 24) + "]", 0.0),
+        (good.to_json(), float("nan")),
+        (good.to_json(), -1.0),
+        (good.to_json(), "1"),
+    ):
         with pytest.raises(StatsRowError):
             Distribution.from_columns(counts, total)
 

@@ -11,14 +11,42 @@ from queue_core.stream import Cursor, Position, SourceReader
 
 
 def rows(*ids, at=None):
-    return [{"id": i, "created_at": at if at is not None else float(i), "at": float(i), "key": f"k{i}",
-             "queue": "default", "type": "t", "run_at": 0.0, "tracked": 0} for i in ids]
+    return [
+        {
+            "id": i,
+            "created_at": at if at is not None else float(i),
+            "at": float(i),
+            "key": f"k{i}",
+            "queue": "default",
+            "type": "t",
+            "run_at": 0.0,
+            "tracked": 0,
+        }
+        for i in ids
+    ]
 
 
 def event_rows(*ids):
-    return [{"id": i, "task_id": 1, "key": f"e{i}", "queue": "default", "type": "t", "kind": "claimed",
-             "at": float(i) + 0.5, "attempt": 1, "owner": None, "outcome": None, "detail": None, "waited": None,
-             "ran": None, "due_at": None, "tracked": 0} for i in ids]
+    return [
+        {
+            "id": i,
+            "task_id": 1,
+            "key": f"e{i}",
+            "queue": "default",
+            "type": "t",
+            "kind": "claimed",
+            "at": float(i) + 0.5,
+            "attempt": 1,
+            "owner": None,
+            "outcome": None,
+            "detail": None,
+            "waited": None,
+            "ran": None,
+            "due_at": None,
+            "tracked": 0,
+        }
+        for i in ids
+    ]
 
 
 def test_a_cursor_reads_back_as_itself():
@@ -28,8 +56,23 @@ def test_a_cursor_reads_back_as_itself():
     assert Cursor.parse("t5.e9") == Cursor(Position(5), Position(9))
 
 
-@pytest.mark.parametrize("bad", ["", "t1", "t1.e", "x1.e2", "t1.e2.", "t-1.e2", "t1.e2 ", "t1..e2",
-                                 "t" + "1" * 20 + ".e0", 12, None, "t1-" + "-".join(["9"] * 10000) + ".e0"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "t1",
+        "t1.e",
+        "x1.e2",
+        "t1.e2.",
+        "t-1.e2",
+        "t1.e2 ",
+        "t1..e2",
+        "t" + "1" * 20 + ".e0",
+        12,
+        None,
+        "t1-" + "-".join(["9"] * 10000) + ".e0",
+    ],
+)
 def test_anything_else_is_not_a_cursor(bad):
     with pytest.raises(ValidationError):
         Cursor.parse(bad)
@@ -72,8 +115,19 @@ class Store:
 def test_the_cursor_after_each_event_resumes_exactly_after_it():
     # read 1: tasks 1, 3 (2 passed over), events 1; read 2: task 2 late, task 4
     store = Store({"tasks": [rows(1, 3), rows(2, 4, at=10.0)], "events": [event_rows(1), []]})
-    got = list(stream.follow(store, Cursor(), stream.StreamFilter(), clock=lambda: 0.0, follow=True,
-                             wait=lambda s: None, poll_interval=1, gap_timeout=60, stop=_StopAfter(2)))
+    got = list(
+        stream.follow(
+            store,
+            Cursor(),
+            stream.StreamFilter(),
+            clock=lambda: 0.0,
+            follow=True,
+            wait=lambda s: None,
+            poll_interval=1,
+            gap_timeout=60,
+            stop=_StopAfter(2),
+        )
+    )
     assert [(e.kind, e.key, e.cursor) for e in got] == [
         ("submitted", "k1", "t1.e0"),
         ("claimed", "e1", "t1.e1"),

@@ -35,8 +35,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def child():
-    p = subprocess.Popen([sys.executable, "-c", COUNTS_TERMS], stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)  # a process group of its own, as the supervisor's children
+    p = subprocess.Popen(
+        [sys.executable, "-c", COUNTS_TERMS], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )  # a process group of its own, as the supervisor's children
     assert p.stdout.readline() == "ready\n"
     yield p
     if p.poll() is None:
@@ -46,8 +47,12 @@ def child():
 
 
 def supervising(p: subprocess.Popen, clock: FakeClock, **settings) -> tuple[Supervisor, Child]:
-    settings = {"child_heartbeat_limit": 60.0, "child_kill_interval": 2.0, "child_graceful_kill_limit": None,
-                **settings}
+    settings = {
+        "child_heartbeat_limit": 60.0,
+        "child_kill_interval": 2.0,
+        "child_graceful_kill_limit": None,
+        **settings,
+    }
     sup = Supervisor(lambda *_: 0, settings, burst=False, config_loader=None, clock=clock.now)
     c = sup.children[p.pid] = Child(0, p.pid, beat_fd=-1, now=clock.now())
     return sup, c

@@ -47,7 +47,12 @@ def test_strict_json_refuses_what_is_not_json(text):
         strict_json.loads(text)
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                    | st.text(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=20))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=20,
+    )
+)
 def test_strict_json_reads_back_whatever_pq_writes(value):
     assert strict_json.loads(json.dumps(value, allow_nan=False)) == value

@@ -58,8 +58,9 @@ def ack_lost_once(q, what=None):
                     yield conn
                 if not state["fired"]:
                     state["fired"] += 1
-                    raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("lost connection"),
-                                                  connection_invalidated=True)
+                    raise sa.exc.OperationalError(
+                        "COMMIT", {}, ConnectionError("lost connection"), connection_invalidated=True
+                    )
 
             db._connection = conn_then_drop
             try:
@@ -86,13 +87,16 @@ def rolled_back_once(q, what):
 
     def run(fn, *, write=True, what="query", **kw):
         if what == wanted and not state["fired"]:
+
             def once(conn):
                 out = fn(conn)
                 if not state["fired"]:
                     state["fired"] += 1
-                    raise sa.exc.OperationalError("UPDATE", {}, ConnectionError("deadlock"),
-                                                  connection_invalidated=True)
+                    raise sa.exc.OperationalError(
+                        "UPDATE", {}, ConnectionError("deadlock"), connection_invalidated=True
+                    )
                 return out
+
             return real_run(once, write=write, what=what, **kw)
         return real_run(fn, write=write, what=what, **kw)
 
@@ -119,8 +123,9 @@ def connection_drops_once(q, what, meanwhile):
         if not state["fired"]:
             state["fired"] += 1
             meanwhile()
-            raise sa.exc.OperationalError("connect", {}, ConnectionError("server restarting"),
-                                          connection_invalidated=True)
+            raise sa.exc.OperationalError(
+                "connect", {}, ConnectionError("server restarting"), connection_invalidated=True
+            )
         with original(write, *args) as conn:
             yield conn
 

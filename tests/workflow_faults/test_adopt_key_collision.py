@@ -62,4 +62,5 @@ def test_adopting_a_submitted_run_never_deletes_another_runs_rows(queue, hostile
 
 def queue_core_errors():
     import queue_core
+
     return queue_core.errors.TaskError

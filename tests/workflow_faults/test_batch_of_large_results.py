@@ -14,6 +14,7 @@ N = 20
 def _make(i):
     def fn(ctx):
         return "x" * 900_000
+
     fn.__name__ = f"s{i}"
     return fn
 

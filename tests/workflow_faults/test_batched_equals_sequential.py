@@ -37,6 +37,7 @@ def _fn(name, is_map):
         if _h(key, "list") % 2 == 0:
             return [(_h(key, i) % 7) for i in range(_h(key, "n") % 4)]
         return _h(key, repr(sorted(ctx.results.items())), item) % 1000
+
     fn.__name__ = name
     return fn
 

@@ -66,6 +66,7 @@ def test_prefetched_step_is_told_of_the_cancel_and_adds_nothing(queue):
     pqflow.get_run("p", queue=queue).cancel()  # ... and the run is cancelled meanwhile
     rows_at_cancel = sorted(m.key for m in queue.list())
     import queue_core
+
     try:
         batch[1].heartbeat()
         told = False

@@ -94,5 +94,6 @@ def test_run_open_count_after_lost_ack(queue):
         queue.finish_many([ta])
     state = row(queue, "r")
     import json
+
     counts = json.loads(state["workflow"])["run"]
     assert counts["open"] == 2 and counts["succeeded"] == 1, counts

@@ -42,12 +42,29 @@ def test_forged_run_row_does_not_poison_the_snapshot_cache(queue):
     forged["order"] = ["a", "b"]
     state = {"run": {"iid": 1, "status": "running", "dag_id": dag_id, "total": 2, "open": 2}}
     node = {"node": {"run": "evil", "iid": 1, "step": "a"}}
-    queue.transaction(lambda tx: tx.submit_rows([
-        {"key": "evil", "type": "rv_dag", "data": {}, "group": "#runs", "pending": True,
-         "workflow": json.dumps(state), "definition": json.dumps(forged)},
-        {"key": "evil#a", "type": "rv_dag.a", "data": {}, "group": "evil", "priority": 9,
-         "workflow": json.dumps(node)},
-    ]))
+    queue.transaction(
+        lambda tx: tx.submit_rows(
+            [
+                {
+                    "key": "evil",
+                    "type": "rv_dag",
+                    "data": {},
+                    "group": "#runs",
+                    "pending": True,
+                    "workflow": json.dumps(state),
+                    "definition": json.dumps(forged),
+                },
+                {
+                    "key": "evil#a",
+                    "type": "rv_dag.a",
+                    "data": {},
+                    "group": "evil",
+                    "priority": 9,
+                    "workflow": json.dumps(node),
+                },
+            ]
+        )
+    )
     drive(queue, Decider, limit=1)  # this worker process claims the hand-written step first
     wf.start("real", queue=queue)
     drive(queue, Decider)

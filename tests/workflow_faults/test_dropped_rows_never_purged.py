@@ -26,8 +26,11 @@ class Decider(pqflow.Decider):
 
 def test_a_dropped_foreign_row_is_purged_eventually(queue, clock):
     node = {"node": {"run": "ghost", "iid": 7, "step": "a"}}
-    queue.transaction(lambda tx: tx.submit_rows([
-        {"key": "ghost#a", "type": "rv_drop.a", "data": {}, "group": "ghost", "workflow": json.dumps(node)}]))
+    queue.transaction(
+        lambda tx: tx.submit_rows(
+            [{"key": "ghost#a", "type": "rv_drop.a", "data": {}, "group": "ghost", "workflow": json.dumps(node)}]
+        )
+    )
     drive(queue, Decider)
     assert queue["ghost#a"].metadata().status == "finished"  # ended alone: good
     clock.advance(365 * 86400)

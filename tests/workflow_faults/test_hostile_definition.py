@@ -41,10 +41,22 @@ def test_malformed_definition_is_a_typed_error_or_ended_alone(queue, what):
     key = f"evil_{what}"
     state = {"run": {"iid": 1, "status": "running"}}
     node = {"node": {"run": key, "iid": 1, "step": "a"}}
-    queue.transaction(lambda tx: tx.submit_rows([
-        {"key": key, "type": "rv_hdef", "data": {}, "group": "#runs", "pending": True,
-         "workflow": json.dumps(state), "definition": BAD[what]},
-        {"key": key + "#a", "type": "rv_hdef.a", "data": {}, "group": key, "workflow": json.dumps(node)}]))
+    queue.transaction(
+        lambda tx: tx.submit_rows(
+            [
+                {
+                    "key": key,
+                    "type": "rv_hdef",
+                    "data": {},
+                    "group": "#runs",
+                    "pending": True,
+                    "workflow": json.dumps(state),
+                    "definition": BAD[what],
+                },
+                {"key": key + "#a", "type": "rv_hdef.a", "data": {}, "group": key, "workflow": json.dumps(node)},
+            ]
+        )
+    )
     task = queue.poll(alive_time=30)
     try:
         Decider(task).run()

@@ -41,15 +41,25 @@ def _ends(queue, run_id):
     return pqflow.get_run(run_id, queue=queue)
 
 
-
 def test_hand_written_item_outside_the_map(queue):
     mp.start("h", queue=queue)
     drive(queue, Decider, limit=1)  # xs: items 0..2 submitted
     iid = json.loads(row(queue, "h")["workflow"])["run"]["iid"]
     node = {"node": {"run": "h", "iid": iid, "step": "sq", "index": 99, "wait": [0, 0, 0], "failures": 0}}
-    queue.transaction(lambda tx: tx.submit_rows([{
-        "key": "h#sq#99", "type": "rv_hidx_map.sq", "data": {"item": 7}, "group": "h#sq",
-        "workflow": json.dumps(node), "priority": 5}]))
+    queue.transaction(
+        lambda tx: tx.submit_rows(
+            [
+                {
+                    "key": "h#sq#99",
+                    "type": "rv_hidx_map.sq",
+                    "data": {"item": 7},
+                    "group": "h#sq",
+                    "workflow": json.dumps(node),
+                    "priority": 5,
+                }
+            ]
+        )
+    )
     for _ in range(3):  # the hand-written row (priority 5) and two real items
         task = queue.poll(alive_time=30)
         Decider(task).run()

@@ -68,4 +68,3 @@ def test_foreign_row_with_a_future_item_key(queue):
     queue.submit("m#sq#1", "email", {"to": "x"}, run_at=queue.now() + 10**6)  # before the map starts
     run = _ends(queue, "m")
     assert run.status in ("succeeded", "failed"), f"run stuck: {run.status} {run.statuses}"
-

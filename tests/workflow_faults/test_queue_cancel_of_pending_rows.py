@@ -46,8 +46,9 @@ def test_cancel_of_the_run_row(queue):
         return  # refused: fine
     drive(queue, Decider)
     run = pqflow.get_run("r", queue=queue)
-    assert run.status == "cancelled", \
+    assert run.status == "cancelled", (
         f"cancel of the run row answered {answer!r}, then the run went on: {run.status} {run.statuses}"
+    )
 
 
 def test_cancel_of_a_running_map_row(queue):
@@ -59,5 +60,6 @@ def test_cancel_of_a_running_map_row(queue):
         return  # refused: fine
     drive(queue, Decider)
     run = pqflow.get_run("m", queue=queue)
-    assert run.statuses["sq"] in ("cancelled", "skipped"), \
+    assert run.statuses["sq"] in ("cancelled", "skipped"), (
         f"cancel of the map row answered {answer!r}, then the map ran: {run.statuses} (items run: {calls[('m', 'sq')]})"
+    )

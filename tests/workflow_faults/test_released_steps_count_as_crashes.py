@@ -46,8 +46,7 @@ def test_released_step_is_not_failed_as_crashed(queue):
 
 def test_a_step_whose_lease_was_lost_before_it_started_is_not_failed_as_crashed(queue, clock):
     wf.start("r", queue=queue)
-    proc = Processor(Decider, config.build({"url": queue.config["url"], "table": queue.table}), burst=True,
-                     queue=queue)
+    proc = Processor(Decider, config.build({"url": queue.config["url"], "table": queue.table}), burst=True, queue=queue)
     held = queue.poll(alive_time=30)
     for _ in range(6):  # its lease expires before its turn; another worker's claim takes it over
         clock.advance(31)

@@ -37,6 +37,7 @@ def test_deadlock_in_a_deferred_batch_is_retried(db_url, table_name, backend, qu
                 time.sleep(0.3)
             tx.update_data(order[1], {"by": tasks[0].key})
             return []
+
         return writer
 
     held = [queue.poll(alive_time=60, now=queue.now() + 1), queue.poll(alive_time=60, now=queue.now() + 1)]
@@ -61,8 +62,10 @@ def test_deadlock_in_a_deferred_batch_is_retried(db_url, table_name, backend, qu
         finally:
             q.close()
 
-    threads = [threading.Thread(target=finish, args=("t1", ("lock_a", "lock_b"))),
-               threading.Thread(target=finish, args=("t2", ("lock_b", "lock_a")))]
+    threads = [
+        threading.Thread(target=finish, args=("t1", ("lock_a", "lock_b"))),
+        threading.Thread(target=finish, args=("t2", ("lock_b", "lock_a"))),
+    ]
     for th in threads:
         th.start()
     for th in threads:

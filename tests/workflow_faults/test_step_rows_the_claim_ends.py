@@ -115,8 +115,10 @@ def test_a_copy_of_a_step_row_under_another_key_set_aside_decides_nothing(queue,
         run_task(queue, task)
     _serve(queue)
     run = pqflow.get_run("r4", queue=queue)
-    assert (run.status, run.statuses) == ("succeeded", dict.fromkeys(["load", "report", "cleanup", "items",
-                                                                      "double", "total"], "succeeded"))
+    assert (run.status, run.statuses) == (
+        "succeeded",
+        dict.fromkeys(["load", "report", "cleanup", "items", "double", "total"], "succeeded"),
+    )
 
 
 def test_a_step_the_claim_gave_up_on_of_a_run_that_cannot_be_read_is_logged(queue, clock, caplog):
@@ -158,8 +160,7 @@ def test_a_step_the_claim_ended_is_kept_until_its_run_ends(queue, clock):
     assert purge_at == FOREVER and pqflow.get_run("r7", queue=queue).status == "running"
 
 
-def test_a_run_whose_decision_raises_does_not_keep_another_run_of_the_claim_from_deciding(
-        queue, caplog, monkeypatch):
+def test_a_run_whose_decision_raises_does_not_keep_another_run_of_the_claim_from_deciding(queue, caplog, monkeypatch):
     """Each run decides in a savepoint of its own: a decision that raises (a fault injected into
     r8's) is rolled back and logged, and r9, whose row the same claim ended, is decided."""
     w.start("r8", queue=queue)
@@ -178,7 +179,8 @@ def test_a_run_whose_decision_raises_does_not_keep_another_run_of_the_claim_from
     monkeypatch.setattr(pqflow.settle, "settle", settle)
     queue.poll_multi(10, alive_time=60, ended_by_claim=Decider.ended_by_claim)
     assert "run 'r8' could not decide what follows the rows the claim ended: a decision that cannot be made" in (
-        caplog.text)
+        caplog.text
+    )
     assert pqflow.get_run("r9", queue=queue).status == "failed"
     assert pqflow.get_run("r8", queue=queue).statuses["report"] == "pending"  # r8's decision rolled back
 
