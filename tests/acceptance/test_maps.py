@@ -132,7 +132,7 @@ def test_sigkilled_workers_over_maps_and_joins(wq, log):
     runs = [f"k{i}" for i in range(4)]
     for r in runs:
         flows.billing.start(r, {"log": str(log), "n": 30, "item_sleep": 0.01}, queue=wq)
-    kill_workers_until(wq, runs, random.Random(11), seconds=240, every=(0.4, 1.0))
+    kill_workers_until(wq, runs, log, random.Random(11), seconds=240, every=(0.4, 1.0))
     for r in runs:
         run = pqflow.get_run(r, queue=wq)
         assert run.status == "succeeded", (r, run.statuses)

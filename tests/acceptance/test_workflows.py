@@ -36,16 +36,25 @@ def executions(log: Path, what="run") -> Counter:
     return Counter((r, s) for r, s, _pid, kind in (ln.split() for ln in log.read_text().splitlines()) if kind == what)
 
 
-def kill_workers_until(wq, runs, rng, *, seconds: float, every: tuple[float, float] = (0.2, 0.6)) -> None:
+def kill_workers_until(wq, runs, log: Path, rng, *, seconds: float, every: tuple[float, float] = (0.2, 0.6)) -> None:
     """Two workers serve ``runs``; one of them is SIGKILLed (and replaced) every ``every`` seconds
-    (uniformly drawn) until every run succeeded or ``seconds`` passed."""
+    (uniformly drawn) until every run succeeded or ``seconds`` passed.
+
+    A kill waits until some step ran since the previous one (``log`` grew): on a loaded machine
+    a worker's start-up can outlast the interval, and kills that land only on starting workers
+    would stop all progress without testing anything."""
     procs = [worker(wq, burst=False, alive_time=1.5, task_heartbeat_interval=0.3) for _ in range(2)]
     deadline = time.monotonic() + seconds
+    seen = 0
     try:
         while time.monotonic() < deadline:
             if all(pqflow.get_run(r, queue=wq).status == "succeeded" for r in runs):
                 break
             time.sleep(rng.uniform(*every))
+            ran = log.stat().st_size if log.exists() else 0
+            if ran == seen:
+                continue
+            seen = ran
             victim = rng.randrange(len(procs))
             os.killpg(procs[victim].pid, signal.SIGKILL)
             finish(procs[victim])
@@ -191,7 +200,7 @@ def test_sigkilled_workers_lose_and_double_no_step(wq, log):
     runs = [f"k{i}" for i in range(12)]
     for r in runs:
         (flows.diamond if r[-1] in "02468" else flows.wide).start(r, {"log": str(log)}, queue=wq)
-    kill_workers_until(wq, runs, random.Random(7), seconds=90)
+    kill_workers_until(wq, runs, log, random.Random(7), seconds=90)
     for r in runs:
         run = pqflow.get_run(r, queue=wq)
         assert run.status == "succeeded", (r, run.statuses)
