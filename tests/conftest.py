@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
+from table_pool import OWN_TABLES, TablePool
 
 import queue_core
 from queue_core.clock import FakeClock
@@ -97,9 +98,41 @@ def db_url(backend, tmp_path) -> str:
     return _server_url(backend)
 
 
+#: the queue tables kept between this process's tests (tests/table_pool.py)
+POOL = TablePool()
+_LENT = pytest.StashKey["table_pool.Lent"]()
+
+
 @pytest.fixture
-def table_name(backend) -> str:
-    return f"t{os.getpid() % 10000}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+def table_name(request, backend) -> str:
+    """A table name of the test's own; for a test of the ``queue`` fixture on a server, perhaps
+    one whose tables an earlier test made and the pool emptied."""
+    fresh = f"t{os.getpid() % 10000}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+    kind = _kept_kind(request, backend)
+    if kind is None:
+        return fresh
+    lent = POOL.lend(_server_url(backend), kind, fresh)
+    request.node.stash[_LENT] = lent
+    return lent.name
+
+
+def _kept_kind(request, backend: str) -> str | None:
+    """Which fixture's kept tables the test may get, ``sched`` (with its queue's) or ``queue``:
+    on a server, the fixture of this file (not one of the test's module), and no worker
+    processes (tests/table_pool.py)."""
+    path = request.node.path.as_posix()
+    if backend == "sqlite" or any(folder in path for folder in OWN_TABLES):
+        return None
+    kind = next((k for k in ("sched", "queue") if k in request.fixturenames), None)
+    return None if kind is None or hasattr(request.module, kind) else kind
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_kept_tables():
+    yield
+    for (url, _kind), names in POOL.free.items():
+        if names:
+            drop_tables(url, *names)
 
 
 def drop_tables(url: str, *names: str) -> None:
@@ -202,26 +235,46 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def queue(db_url, table_name, clock, backend):
+def queue(request, db_url, table_name, clock, backend):
+    """A queue on tables of the test's own, initialised (kept tables are already as ``init()``
+    leaves them: the pool checked them when they came back)."""
+    lent = request.node.stash.get(_LENT, None)
     q = queue_core.open(db_url, table_name, clock=clock)
-    q.init()
+    if lent is None or lent.fresh:
+        q.init()
+    if lent is not None:
+        POOL.note(db_url, lent)
     yield q
     q.close()
-    if backend != "sqlite":
+    _give_back_or_drop(request, db_url, backend, table_name)
+
+
+def _give_back_or_drop(request, db_url: str, backend: str, table_name: str) -> None:
+    """The tables of ``table_name`` and those beside it back to the pool, or dropped (the
+    fixture torn down first when a test has both ``queue`` and ``sched`` leaves them to the other)."""
+    lent = request.node.stash.get(_LENT, None)
+    if lent is not None and lent.kind != request.fixturename:
+        return
+    if backend != "sqlite" and not (lent is not None and POOL.give_back(db_url, lent)):
+        POOL.forget(table_name)
         drop_tables(db_url, table_name)
 
 
 @pytest.fixture
-def sched(db_url, table_name, backend, clock):
-    """A perfectsched scheduler: schedule table ``<table>_s``, queue table ``<table>``."""
+def sched(request, db_url, table_name, backend, clock):
+    """A perfectsched scheduler: schedule table ``<table>_s``, queue table ``<table>`` (kept
+    tables as the ``queue`` fixture's)."""
     import perfectsched
 
+    lent = request.node.stash.get(_LENT, None)
     sc = perfectsched.open(db_url, table_name + "_s", table_name, clock=clock)
-    sc.init()
+    if lent is None or lent.fresh:
+        sc.init()
+    if lent is not None:
+        POOL.note(db_url, lent)
     yield sc
     sc.close()
-    if backend != "sqlite":
-        drop_tables(db_url, table_name, table_name + "_s")
+    _give_back_or_drop(request, db_url, backend, table_name)
 
 
 @pytest.fixture
