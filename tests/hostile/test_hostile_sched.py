@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 
 import perfectsched
 from perfectsched.cli import cli as sched_cli
-from perfectsched.cron import next_time, occurrences, validate_cron, validate_timezone
+from perfectsched.cron import MAX_COUNT, next_time, occurrences, validate_cron, validate_timezone
 from perfectsched.errors import InvalidCronError, InvalidTimezoneError, ScheduleError
 from queue_core import TaskError, ValidationError
+from queue_core.validate import MAX_TIME
 
 T0 = 1_700_000_000
 
@@ -259,8 +260,8 @@ def test_add_round_trips_exactly_or_is_refused(sched, data):
     )
     payload = data.draw(not_json_objects if bad == "data" else st.none() | json_objects, "data")
     start = data.draw(
-        st.one_of(
-            st.floats(allow_nan=True, allow_infinity=True),
+        st.one_of(  # only times add refuses: a float in [0, MAX_TIME] is a valid next_time
+            st.floats(allow_nan=True, allow_infinity=True).filter(lambda v: not 0 <= v <= MAX_TIME),
             st.integers(-(10**15), -1),
             st.sampled_from([True, "1", 1e13 + 1]),
         )
@@ -416,7 +417,7 @@ def test_cli_next_never_crashes(data):
     cron = data.draw(cron_strings() if bad == "cron" else valid_crons(), "cron")
     zone = data.draw(zone_names if bad == "zone" else st.none() | st.sampled_from(ZONES), "zone")
     count = data.draw(
-        st.sampled_from(["0", "1001", "-1", "x", "", "1.5"])
+        st.sampled_from(["0", str(MAX_COUNT + 1), "-1", "x", "", "1.5"])  # 1..MAX_COUNT are valid
         if bad == "count"
         else st.none() | st.integers(1, 50).map(str),
         "count",
