@@ -147,7 +147,7 @@ def text_rewriter(modules: dict[str, Path]):
             paths[old_p + "/"] = new_p + "/"
         else:
             paths[old_p + ".py"] = new_p + ".py"
-    slashed = re.compile(r"(?<![\w/])(" + "|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True)) + ")")
+    slashed = re.compile(r"(?<![\w])(" + "|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True)) + ")")
 
     def moved(m: re.Match) -> str:  # (a reference after MARK was written by the import pass)
         before, name = m.string[max(0, m.start() - 12) : m.start()], m.group(1)
