@@ -1,7 +1,7 @@
 """``perfectsched``: the command line of perfectsched (parse, call the library, print).
 
 Exit codes and the common options (-D/--table/-c/-e/-v) are those of ``perfectqueue``, see
-:mod:`queue_core.clikit`. ``--table`` (config ``table``) names the QUEUE table that
+:mod:`queue_core.cli.kit`. ``--table`` (config ``table``) names the QUEUE table that
 occurrences are submitted into; ``--schedule-table`` (config ``schedule_table``, env
 ``PQ_SCHEDULE_TABLE``) names the schedule table. New schedules use the config ``timezone``
 (default UTC) unless ``-t`` is given. Times are shown in each schedule's own timezone.
@@ -16,16 +16,16 @@ from typing import Any
 
 import click
 
-from queue_core.cli_queues import QUEUE
-from queue_core.cli_tags import TAG
-from queue_core.clikit.exits import EXIT_CODES_HELP, CLIError
-from queue_core.clikit.group import PQGroup, main_wrapper
-from queue_core.clikit.options import CLIState, common_options
-from queue_core.clikit.output import format_time, json_text, print_json, print_table, printable
-from queue_core.clikit.parsing import STRICT_INT, parse_json_object, parse_time
-from queue_core.clikit.settings import settings, short_lived_retries
+from queue_core.api.queue import check_name
+from queue_core.cli.kit.exits import EXIT_CODES_HELP, CLIError
+from queue_core.cli.kit.group import PQGroup, main_wrapper
+from queue_core.cli.kit.options import CLIState, common_options
+from queue_core.cli.kit.output import format_time, json_text, print_json, print_table, printable
+from queue_core.cli.kit.parsing import STRICT_INT, parse_json_object, parse_time
+from queue_core.cli.kit.settings import settings, short_lived_retries
+from queue_core.cli.queue_commands import QUEUE
+from queue_core.cli.tag_commands import TAG
 from queue_core.errors import ConfigError
-from queue_core.queue import check_name
 
 from . import catchup as catchup_mod
 from . import cron as cronlib
@@ -440,7 +440,7 @@ def run(
     cfg = _settings(**overrides)  # config errors first, before importing anything
     handler = None
     if target is not None:
-        from queue_core.loader import load_target
+        from queue_core.worker.loader import load_target
 
         handler = load_target(target, include=list(include), require=list(require))
     elif include or require:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from queue_core.queue import Queue
-from queue_core.task import TaskMetadata
+from queue_core.api.queue import Queue
+from queue_core.api.task import TaskMetadata
 
 #: pages of the queue read at most to find a schedule's latest occurrences
 MAX_PAGES = 3

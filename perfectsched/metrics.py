@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from queue_core.metrics import Sample
+from queue_core.ops.metrics import Sample
 from queue_core.store.schedules import due_times
 
 from .scheduler import EXTRA_KEYS

@@ -9,21 +9,21 @@ is sooner. Any number of these loops can run at once (no leader, each occurrence
 With a target (an ``Application``/``Dispatch`` class, a ``Router`` or a function, as for
 ``perfectqueue run``) the loop leases occurrences with :meth:`Scheduler.poll` and runs the
 handler on the :class:`~perfectsched.scheduler.ScheduledTask`, heartbeating the lease from a
-:class:`queue_core.monitor.TaskMonitor` thread. A handler that returns finishes the
+:class:`queue_core.worker.monitor.TaskMonitor` thread. A handler that returns finishes the
 occurrence (the schedule advances); one that raises retries it after ``retry_wait``.
 
 Signals: TERM/INT/QUIT stop once the current handler returns (a second stop signal during a
 handler exits at once; the lease expires and the occurrence runs again), USR1/HUP restart with
 the configuration re-read, USR2 reopens log files. Handler errors, lost leases and database
 errors are logged and never end the loop (database errors back off, up to 10 s); neither does a
-schedule that cannot be computed: tick and poll set it aside and log it once. What a
-signal does is declared in :data:`queue_core.service.SCHEDULER_SIGNALS`; catching and acting on it, the stop cascade,
-the backoff and the config reload are :mod:`queue_core.service`'s, as for the worker. ``--burst``
-handles what is due and returns 0; it raises database errors instead of retrying them (exit 5),
-and tries each occurrence at most once per run (with ``retry_wait = 0`` a failing handler would
-otherwise be due again at once, forever). A schedule table that was never created, or that an
-older release made and ``init`` has not upgraded, is reported at startup in every mode (exit 5,
-"run 'init' ...").
+schedule that cannot be computed: tick and poll set it aside and log it once. What a signal does
+is declared in :data:`queue_core.worker.service.SCHEDULER_SIGNALS`; catching and acting on it,
+the stop cascade, the backoff and the config reload are :mod:`queue_core.worker.service`'s, as
+for the worker. ``--burst`` handles what is due and returns 0; it raises database errors instead
+of retrying them (exit 5), and tries each occurrence at most once per run (with
+``retry_wait = 0`` a failing handler would otherwise be due again at once, forever). A schedule table that was
+never created, or that an older release made and ``init`` has not upgraded, is reported at
+startup in every mode (exit 5, "run 'init' ...").
 """
 
 from __future__ import annotations
@@ -45,9 +45,11 @@ from queue_core.errors import (
     SchemaError,
     TaskError,
 )
-from queue_core.logs import reopen_logs, setup_logging
-from queue_core.monitor import TaskMonitor, run_handler
-from queue_core.service import (
+from queue_core.rules.tracebacks import traceback_text
+from queue_core.rules.validate import _error_text
+from queue_core.worker.logs import reopen_logs, setup_logging
+from queue_core.worker.monitor import TaskMonitor, run_handler
+from queue_core.worker.service import (
     EXIT_OK,
     SCHEDULER_SIGNALS,
     Intent,
@@ -57,8 +59,6 @@ from queue_core.service import (
     exit_now,
     reload_settings,
 )
-from queue_core.tracebacks import traceback_text
-from queue_core.validate import _error_text
 
 from . import cron as cronlib
 from .scheduler import EXTRA_KEYS, Scheduler

@@ -18,8 +18,16 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import queue_core
-from queue_core import policy
-from queue_core.queue import Transaction, check_duration, check_name, check_queue, check_time, decode_data, encode_data
+from queue_core.api.queue import (
+    Transaction,
+    check_duration,
+    check_name,
+    check_queue,
+    check_time,
+    decode_data,
+    encode_data,
+)
+from queue_core.rules import policy
 from queue_core.store.schedules import NewSchedule, ScheduleStore
 
 from . import cron as cronlib
@@ -263,7 +271,7 @@ class ScheduledTask:
     def retry_or_fail(self, error: Any = None, now: float | None = None) -> str:
         """After a handler error: retried after ``retry_wait``, the same every time (an occurrence
         has no attempt limit: the schedule goes on); returns ``"retry"``. A permanent error
-        (:func:`queue_core.policy.is_permanent`: the occurrence can never succeed) is not retried:
+        (:func:`queue_core.rules.policy.is_permanent`: the occurrence can never succeed) is not retried:
         the occurrence is skipped, the schedule advanced to its next one; returns ``"skip"``."""
         if policy.is_permanent(error):
             self.finish(now=now)

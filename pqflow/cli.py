@@ -2,7 +2,7 @@
 
 Everything but ``run`` and ``graph TARGET`` works from the database alone: a run's DAG is
 stored with it. Exit codes and the common options (-D/--table/-c/-e/-v, given after the
-subcommand) are those of :mod:`queue_core.clikit`; in addition an unknown run
+subcommand) are those of :mod:`queue_core.cli.kit`; in addition an unknown run
 (:class:`pqflow.UnknownRunError`) or an unknown step of ``why`` exits 4.
 """
 
@@ -16,15 +16,15 @@ from typing import Any, cast
 
 import click
 
-from queue_core.clikit.exits import EXIT_CODES_HELP, EXIT_EXISTS, EXIT_NOT_FOUND, CLIError
-from queue_core.clikit.group import PQGroup, main_wrapper
-from queue_core.clikit.options import common_options
-from queue_core.clikit.output import format_time, json_text, print_json, print_table, short_error, terminal_text
-from queue_core.clikit.parsing import parse_json_object
-from queue_core.clikit.settings import open_queue, settings
-from queue_core.clikit.worker_command import run_worker_command, worker_options
+from queue_core.api.queue import check_name
+from queue_core.cli.kit.exits import EXIT_CODES_HELP, EXIT_EXISTS, EXIT_NOT_FOUND, CLIError
+from queue_core.cli.kit.group import PQGroup, main_wrapper
+from queue_core.cli.kit.options import common_options
+from queue_core.cli.kit.output import format_time, json_text, print_json, print_table, short_error, terminal_text
+from queue_core.cli.kit.parsing import parse_json_object
+from queue_core.cli.kit.settings import open_queue, settings
+from queue_core.cli.kit.worker_command import run_worker_command, worker_options
 from queue_core.errors import ConfigError, TaskError
-from queue_core.queue import check_name
 
 from . import logic
 from .dag import NAME_PATTERN, Workflow, registered_workflows
@@ -123,7 +123,7 @@ def _run_json(run: Run) -> dict:
 
 def _load_code(target: str, include: tuple[str, ...], require: tuple[str, ...]) -> Any:
     try:
-        from queue_core.worker import load_target
+        from queue_core.worker.main import load_target
     except ImportError as exc:  # same wording as perfectqueue run
         raise ConfigError(f"the worker is not available in this installation ({exc})") from None
     try:

@@ -31,7 +31,7 @@ import networkx as nx
 from pqflow.errors import UnknownWorkflowError, WorkflowDefinitionError
 from pqflow.runs import Run, start_run
 from queue_core.errors import ValidationError
-from queue_core.validate import check_queue, check_tags
+from queue_core.rules.validate import check_queue, check_tags
 
 __all__ = [
     "DEFAULT_TRIGGER",

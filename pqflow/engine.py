@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from queue_core import Queue
+from queue_core.api.queue import Transaction, check_name
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
-from queue_core.queue import Transaction, check_name
-from queue_core.row_states import FINISHED, PENDING
+from queue_core.rules.row_states import FINISHED, PENDING
 from queue_core.store.schema import DEFAULT_QUEUE
 
 from .errors import FlowError, InvalidRunIdError, UnknownRunError

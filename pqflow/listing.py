@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import queue_core
 from queue_core.errors import ValidationError
-from queue_core.validate import check_int, check_name
+from queue_core.rules.validate import check_int, check_name
 
 from . import logic
 from .rows import RUNS_GROUP, SEP, RunState

@@ -258,7 +258,7 @@ def explain(
 
 
 class Serving(Protocol):
-    """A live worker as the registry lists it (``queue_core.registry.WorkerInfo``)."""
+    """A live worker as the registry lists it (``queue_core.api.worker_registry.WorkerInfo``)."""
 
     @property
     def queues(self) -> tuple[str, ...]: ...

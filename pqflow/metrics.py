@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from queue_core.metrics import Sample
+from queue_core.ops.metrics import Sample
 
 from .runs import list_runs, run_status
 

@@ -9,8 +9,8 @@ items.
 
 from __future__ import annotations
 
-from queue_core.queue import Transaction
-from queue_core.row_states import FINISHED, PENDING
+from queue_core.api.queue import Transaction
+from queue_core.rules.row_states import FINISHED, PENDING
 
 from . import logic
 from .engine import NOT_ENDED, Ended, RunRef, mapped_list, run_ref

@@ -25,8 +25,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from queue_core import policy
-from queue_core.row_states import FINISHED, PENDING
+from queue_core.rules import policy
+from queue_core.rules.row_states import FINISHED, PENDING
 
 SEP = "#"
 #: the group of every run row: '#' can never start a run id, so no run's steps share it

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import queue_core
-from queue_core import policy
-from queue_core.queue import Transaction
-from queue_core.row_states import FINISHED
-from queue_core.validate import check_name, decode_data
+from queue_core.api.queue import Transaction
+from queue_core.rules import policy
+from queue_core.rules.row_states import FINISHED
+from queue_core.rules.validate import check_name, decode_data
 
 from . import engine, logic
 from .errors import FlowError, UnknownRunError, UnknownStepError

@@ -15,12 +15,12 @@ import logging
 from typing import Any
 
 import queue_core
-from queue_core import policy
-from queue_core.app import Runner, UnknownTypeError
-from queue_core.deferred import Deferred
-from queue_core.queue import Transaction
-from queue_core.tracebacks import traceback_text
-from queue_core.validate import _error_text, decode_data
+from queue_core.api.app import Runner, UnknownTypeError
+from queue_core.api.deferred import Deferred
+from queue_core.api.queue import Transaction
+from queue_core.rules import policy
+from queue_core.rules.tracebacks import traceback_text
+from queue_core.rules.validate import _error_text, decode_data
 
 from . import engine
 from .dag import Workflow, get_workflow, registered_workflows

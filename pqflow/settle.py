@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from queue_core.api.queue import Transaction
 from queue_core.errors import ValidationError
-from queue_core.queue import Transaction
-from queue_core.row_states import PENDING
-from queue_core.validate import encode_data
+from queue_core.rules.row_states import PENDING
+from queue_core.rules.validate import encode_data
 
 from . import logic
 from .engine import (

@@ -4,7 +4,7 @@ refusal page and a hand-made POST meets the same rule."""
 
 from __future__ import annotations
 
-from queue_core.task import TaskMetadata
+from queue_core.api.task import TaskMetadata
 
 #: the actions that stop or discard work: each asks "are you sure?" first (a page of its own)
 DESTRUCTIVE = frozenset({"pause", "cancel", "force-finish", "cancel-run", "delete-schedule"})

@@ -18,8 +18,8 @@ from starlette.staticfiles import StaticFiles
 
 from perfectsched import Scheduler
 from pqflow.errors import UnknownRunError, UnknownStepError
+from queue_core.api.queue import Queue
 from queue_core.errors import DatabaseError, NotFoundError, TaskError, ValidationError
-from queue_core.queue import Queue
 
 from .errors import ConfirmationNeeded, TooManyAttemptsError, WebError
 from .render import render, templates

@@ -18,10 +18,10 @@ import click
 
 from perfectsched.runner import open_scheduler
 from queue_core import extras
-from queue_core.clikit.exits import EXIT_CODES_HELP, exit_code_for
-from queue_core.clikit.group import main_wrapper, report_error
-from queue_core.clikit.options import CLIState, common_options, state_of
-from queue_core.clikit.settings import open_queue, settings, short_lived_retries
+from queue_core.cli.kit.exits import EXIT_CODES_HELP, exit_code_for
+from queue_core.cli.kit.group import main_wrapper, report_error
+from queue_core.cli.kit.options import CLIState, common_options, state_of
+from queue_core.cli.kit.settings import open_queue, settings, short_lived_retries
 from queue_core.errors import ConfigError
 
 from .settings import EXTRA_KEYS, TOKEN_ENV, WebSettings
@@ -145,5 +145,5 @@ def serve(cfg: Any, web: WebSettings, host: str, port: int, *, verbose: bool = F
 
 
 #: the console script: a ``-D`` URL holding a password leaves this process's argv at start
-#: (``queue_core.clikit.argv_password``), as it does for the workers
+#: (``queue_core.cli.kit.argv_password``), as it does for the workers
 main = main_wrapper(cli, PROG)

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from .app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
+from .api.app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
+from .api.queue import AcquiredTask, Queue, Task, TaskMetadata, Transaction, open
 from .clock import Clock, FakeClock, ServerClock, SystemClock
 from .errors import (
     AccessDeniedError,
@@ -37,7 +38,6 @@ from .errors import (
     UndefinedDecisionError,
     ValidationError,
 )
-from .queue import AcquiredTask, Queue, Task, TaskMetadata, Transaction, open
 
 __all__ = [
     "Application",

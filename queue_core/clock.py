@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from .validate import MAX_TIME
+from .rules.validate import MAX_TIME
 
 #: how often a :class:`ServerClock` reads the server's clock again (s)
 SERVER_CLOCK_REFRESH = 60.0

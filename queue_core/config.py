@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError, ValidationError
-from .validate import check_served_queues
+from .rules.validate import check_served_queues
 
 #: key -> (default, kind, help). kind: "float+" (>0), "float0" (>=0), "int+" (>=1),
 #: "int0" (>=0), "str", "opt-int+", "opt-float+", "choice:a|b", "opt-str"

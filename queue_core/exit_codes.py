@@ -1,6 +1,6 @@
 """Every exit code a pq process ends with, in one place.
 
-The command-line tools (:mod:`queue_core.clikit.exits` says which error exits with which code):
+The command-line tools (:mod:`queue_core.cli.kit.exits` says which error exits with which code):
 
   0    success
   1    error (invalid argument, invalid JSON, task data too large, task already finished, ...)

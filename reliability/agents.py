@@ -31,14 +31,15 @@ TARGET = "reliability.handlers:Worker"
 
 
 def worker(spec: dict) -> int:
-    from queue_core import config, worker
+    from queue_core import config
+    from queue_core.worker import main as worker
 
     return worker.run_worker(worker.load_target(TARGET), config.build(spec))
 
 
 def scheduler(spec: dict) -> int:
     from perfectsched.runner import run_scheduler
-    from queue_core import worker
+    from queue_core.worker import main as worker
 
     target = spec.pop("target", None)
     return run_scheduler(spec, target=worker.load_target(target) if target else None)

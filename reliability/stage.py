@@ -163,7 +163,7 @@ class Stage:
         ``killed``: pids the scenario had killed whose successors give back what they held
         (children of a pool on HUP): each execution of theirs that is not its key's finish was
         cut, though its lease may be given back before the watch sees it (a success not yet
-        written when the kill came, :func:`queue_core.processor.give_back_orphans`).
+        written when the kill came, :func:`queue_core.worker.processor.give_back_orphans`).
         """
         if self.watch is not None:
             self.watch.settle()

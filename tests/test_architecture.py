@@ -124,7 +124,7 @@ def test_the_circle_finder_sees_function_level_imports():
 
 def test_no_import_circles():
     graph = _import_graph()
-    assert "queue_core.worker" in graph["queue_core.clikit.worker_command"]  # imported in a function
+    assert "queue_core.worker.main" in graph["queue_core.cli.kit.worker_command"]  # imported in a function
     circle = _a_circle(graph)
     assert circle is None, "import circle: " + " -> ".join(circle or [])
 
@@ -215,7 +215,7 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
-#: functions that import a module given by name: the standard ones and queue_core/loader.py's
+#: functions that import a module given by name: the standard ones and queue_core/worker/loader.py's
 DYNAMIC_IMPORTERS = {"import_module", "__import__", "_import_module", "load_target"}
 
 
@@ -348,7 +348,7 @@ def _outside_the_store():
 
 
 def test_no_sql_outside_the_store():
-    allowed = {"queue_core/url_secrets.py": ["imports sqlalchemy.engine"]}  # make_url, to mask passwords
+    allowed = {"queue_core/rules/url_secrets.py": ["imports sqlalchemy.engine"]}  # make_url, to mask passwords
     for rel, source in _outside_the_store():
         found = [f for f in sql_outside_the_store(source) if not any(f.endswith(a) for a in allowed.get(rel, []))]
         assert not found, f"{rel}: {found}: SQL belongs in queue_core/store"
@@ -482,11 +482,11 @@ def _is_default_handler(node: ast.AST | None) -> bool:
 
 
 def test_signal_handlers_are_installed_only_by_the_service_module():
-    """queue_core/service.py is the one home of the rule that a signal handler takes no lock."""
+    """queue_core/worker/service.py is the one home of the rule that a signal handler takes no lock."""
     for pkg in ("queue_core", "perfectsched", "pqflow"):
         for path in (ROOT / pkg).rglob("*.py"):
             rel = str(path.relative_to(ROOT))
-            if rel != "queue_core/service.py":
+            if rel != "queue_core/worker/service.py":
                 assert not handlers_installed(path.read_text()), f"{rel}: {handlers_installed(path.read_text())}"
 
 
@@ -505,14 +505,14 @@ def test_the_signal_check_sees_aliases():
 STORE_MAY_IMPORT = {
     "queue_core.errors",
     "queue_core.extras",  # the extra that installs a missing driver (a leaf: it imports only the errors)
-    "queue_core.policy",
-    "queue_core.statistics",  # the pure rules of what an event counts, which the roll-up applies
-    "queue_core.attempt_events",  # the pure rules of which event carries an attempt's claim
+    "queue_core.rules.policy",
+    "queue_core.rules.statistics",  # the pure rules of what an event counts, which the roll-up applies
+    "queue_core.rules.attempt_events",  # the pure rules of which event carries an attempt's claim
     "queue_core.clock",
-    "queue_core.row_states",
-    "queue_core.strict_json",
-    "queue_core.url_secrets",
-    "queue_core.validate",  # the limits of what pq takes as input, which a stored value must keep
+    "queue_core.rules.row_states",
+    "queue_core.rules.strict_json",
+    "queue_core.rules.url_secrets",
+    "queue_core.rules.validate",  # the limits of what pq takes as input, which a stored value must keep
 }
 
 
@@ -522,6 +522,56 @@ def test_the_store_imports_nothing_above_it():
         if name.startswith("queue_core.store"):
             above = {m for m in imported if m.startswith("queue_core") and not m.startswith("queue_core.store")}
             assert above <= STORE_MAY_IMPORT, f"{name} imports {sorted(above - STORE_MAY_IMPORT)}"
+
+
+#: queue_core's layers, lowest first: a module imports from its own layer and those below only
+#: (the package itself, ``queue_core``, names the public API: it sits with ``api``)
+LAYERS = (
+    ("queue_core.errors",),
+    ("queue_core.rules",),
+    ("queue_core.clock", "queue_core.config", "queue_core.extras", "queue_core.exit_codes"),
+    ("queue_core.store",),
+    ("queue_core.api", "queue_core"),
+    ("queue_core.ops",),
+    ("queue_core.worker",),
+    ("queue_core.cli",),
+)
+
+
+def _layer(name: str) -> int:
+    """The index in LAYERS of module ``name`` (the longest prefix that names one)."""
+    best, best_len = None, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = index, len(prefix)
+    assert best is not None, f"{name} is in no layer of LAYERS"
+    return best
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{name} imports {target}"
+        for name, imported in graph.items()
+        if name.startswith("queue_core")
+        for target in imported
+        if target.startswith("queue_core") and _layer(target) > _layer(name)
+    )
+
+
+def test_queue_core_layers_import_only_downwards():
+    """rules < store < api < ops < worker < cli (ARCHITECTURE.md): the API never reaches into the
+    worker or the command line, the store never into the API."""
+    assert _upward_imports(_import_graph()) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = {"queue_core.store.tasks": {"queue_core.api.queue"}, "queue_core.api.app": {"queue_core.worker.main"}}
+    assert _upward_imports(graph) == [
+        "queue_core.api.app imports queue_core.worker.main",
+        "queue_core.store.tasks imports queue_core.api.queue",
+    ]
+    assert _layer("queue_core") == _layer("queue_core.api.queue") < _layer("queue_core.cli.kit.group")
 
 
 def test_perfectsched_and_pqflow_stand_side_by_side():
@@ -534,7 +584,7 @@ def test_perfectsched_and_pqflow_stand_side_by_side():
 
 # -- ways round the checks: each must still be caught ---------------------------------------------
 def test_an_upper_layer_loaded_through_queue_cores_own_loader_is_an_import(tmp_path):
-    """queue_core/loader.py imports modules by name for a living (load_target, its _import_module
+    """queue_core/worker/loader.py imports modules by name for a living (load_target, its _import_module
     wrapper of importlib.import_module). A queue_core module that loads pqflow through it by a
     constant name depends on pqflow as surely as an import statement, but _imports only knows the
     spellings importlib.import_module / import_module / __import__: neither
@@ -553,7 +603,7 @@ def test_an_upper_layer_loaded_through_queue_cores_own_loader_is_an_import(tmp_p
 def test_a_handler_chosen_by_a_conditional_expression_is_a_handler():
     """handlers_installed lets through any handler whose source text ends with SIG_DFL or SIG_IGN:
     signal.signal(n, self._on_child if watching else signal.SIG_DFL) installs a Python handler
-    (outside queue_core/service.py, the rule's one home) and is not seen; nor is a lambda that
+    (outside queue_core/worker/service.py, the rule's one home) and is not seen; nor is a lambda that
     returns signal.SIG_IGN."""
     for source in [
         "import signal\ndef f(self, watching):\n"

@@ -9,7 +9,7 @@ one by one (median):
 * an **empty poll** — ``q.poll()`` once none is due, returning None (what an idle worker does).
 
 The ratio loaded / empty is taken within the run. Section ``insight`` (issue 15) times, on the
-same two tables, a scrape of the Prometheus metrics (``queue_core.metrics.exposition``: what
+same two tables, a scrape of the Prometheus metrics (``queue_core.ops.metrics.exposition``: what
 ``perfectqueue metrics`` serves) and a read of the last hour's statistics (median of
 ``poll_count // 10``), after a roll-up.
 """
@@ -82,7 +82,7 @@ def timed_polls(q, n: int, kind: str, **poll) -> tuple[float, float]:
 
 def timed_insight(q, n: int) -> tuple[float, float]:
     """Median ms of a metrics scrape and of a read of the last hour's statistics (``n`` each)."""
-    from queue_core import metrics
+    from queue_core.ops import metrics
 
     q.roll_up_stats()
     scrape = statistics.median(timed_calls(lambda: metrics.exposition(q), n)) * 1000

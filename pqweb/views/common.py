@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 
+from queue_core.api.queue import Queue
 from queue_core.errors import ValidationError
-from queue_core.queue import Queue
 
 from ..actions import DESTRUCTIVE, WHY_NOT
 from ..errors import ConfirmationNeeded, NotOfferedError

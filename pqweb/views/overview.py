@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from queue_core.queue import Queue, QueueInfo
-from queue_core.statistics import MINUTE, Statistics, bucket_start
+from queue_core.api.queue import Queue, QueueInfo
+from queue_core.rules.statistics import MINUTE, Statistics, bucket_start
 
 from .. import charts
 from ..actions import queue_actions

@@ -10,9 +10,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from queue_core.browse import BROWSE_STATUSES
+from queue_core.api.queue_browse import BROWSE_STATUSES
 from queue_core.errors import ValidationError
-from queue_core.validate import check_int
+from queue_core.rules.validate import check_int
 
 from ..render import render
 from .common import FILTERS, action_form, blocking, query_string, queue_of, see_other, text_params, web_of

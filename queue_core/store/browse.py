@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..row_states import FINISHED
+from ..rules.row_states import FINISHED
 from .database import Database
 
 #: the columns a page leaves out: what a task carries (read one task for them)

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..row_states import FINISHED, LIVE
+from ..rules.row_states import FINISHED, LIVE
 from .database import Database
 from .events import DETAIL_LENGTH
 from .receipts import Receipts

@@ -23,7 +23,6 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from .. import policy, url_secrets
 from ..clock import ClockReading
 from ..errors import (
     AccessDeniedError,
@@ -34,6 +33,7 @@ from ..errors import (
     SchemaError,
     TaskError,
 )
+from ..rules import policy, url_secrets
 from .dialects import Dialect
 from .receipts import Receipt
 

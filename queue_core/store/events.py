@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..attempt_events import CARRY_CLAIM, open_claims, trim_cut
+from ..rules.attempt_events import CARRY_CLAIM, open_claims, trim_cut
 from .database import Database
 from .schema import ErrorText
 

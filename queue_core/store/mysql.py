@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 
-from ..validate import cap_text
+from ..rules.validate import cap_text
 from .dialects import Dialect
 from .schema import ErrorText
 

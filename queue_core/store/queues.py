@@ -8,7 +8,7 @@ unlimited. A claim reads the settings of the queues it serves in its own transac
 or a limit holds from the next claim of every worker on every host.
 
 A queue's concurrency limit is the ``max_running`` rule of users applied to a queue
-(:func:`queue_core.policy.free_slots`): its live leases counted under a lock, so that two claims
+(:func:`queue_core.rules.policy.free_slots`): its live leases counted under a lock, so that two claims
 cannot both take its last slot. The lock is the queue's settings row, taken by the claims that
 serve a limited queue (in name order, before any other lock of the claim).
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import policy
-from ..row_states import FINISHED, LIVE, PENDING
+from ..rules import policy
+from ..rules.row_states import FINISHED, LIVE, PENDING
 from .database import Database
 from .transitions import lease_counted, lease_held
 

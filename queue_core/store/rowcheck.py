@@ -21,10 +21,10 @@ import zoneinfo
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import strict_json
 from ..errors import CorruptRowError, ValidationError
-from ..row_states import FINISHED, LIVE, PENDING
-from ..validate import INT32_MAX, MAX_TIME, QUEUE_NAME, check_tags
+from ..rules import strict_json
+from ..rules.row_states import FINISHED, LIVE, PENDING
+from ..rules.validate import INT32_MAX, MAX_TIME, QUEUE_NAME, check_tags
 from .schema import (
     FOREVER,
     MAX_KEY_LENGTH,

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import policy
+from ..rules import policy
 from .tasks import FINISHED, FOREVER, LIVE, PENDING, TaskStore
 from .transitions import PER_ROW, TaskState, lease_held, task_where
 

@@ -38,8 +38,8 @@ from sqlalchemy.schema import CreateIndex
 from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
-from ..row_states import FINISHED
-from ..validate import MAX_ERROR_BYTES, MAX_TAG_LENGTH, cap_text
+from ..rules.row_states import FINISHED
+from ..rules.validate import MAX_ERROR_BYTES, MAX_TAG_LENGTH, cap_text
 
 SCHEMA_VERSION = 10
 #: the queue of a task submitted without one, and the queue a worker given none serves
@@ -134,7 +134,7 @@ def _long_text():
 
 class ErrorText(TypeDecorator):
     """A column of error text (TEXT: 65,535 bytes on MySQL/MariaDB): every text bound to it is
-    capped to :data:`~queue_core.validate.MAX_ERROR_BYTES` by :func:`~queue_core.validate.cap_text`,
+    capped to :data:`~queue_core.rules.validate.MAX_ERROR_BYTES` by :func:`~queue_core.rules.validate.cap_text`,
     with a marker where it was cut, on every database alike, whichever path writes it."""
 
     impl = sa.Text()

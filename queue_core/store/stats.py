@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from .. import statistics
 from ..errors import CorruptRowError
-from ..row_states import LIVE, PENDING
-from ..statistics import BucketKey, Distribution, EventGroup, IdRange, StatsRowError, Tally
+from ..rules import statistics
+from ..rules.row_states import LIVE, PENDING
+from ..rules.statistics import BucketKey, Distribution, EventGroup, IdRange, StatsRowError, Tally
 from .database import Database
 
 log = logging.getLogger("queue_core.store")

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import NotFoundError, ValidationError
-from ..validate import MAX_TAGS
+from ..rules.validate import MAX_TAGS
 from .database import Database
 from .transitions import task_where
 

@@ -15,7 +15,6 @@ from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
-from .. import policy
 from ..errors import (
     IdempotentAlreadyFinishedError,
     IdempotentNotFoundError,
@@ -23,7 +22,8 @@ from ..errors import (
     TaskRunningError,
     ValidationError,
 )
-from ..row_states import FINISHED, LIVE, PENDING
+from ..rules import policy
+from ..rules.row_states import FINISHED, LIVE, PENDING
 from . import rowcheck
 from .database import Database
 from .receipts import Receipts

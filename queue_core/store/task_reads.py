@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..row_states import FINISHED, LIVE, PENDING
+from ..rules.row_states import FINISHED, LIVE, PENDING
 from .database import Database
 from .transitions import lease_held
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import policy
 from ..errors import DatabaseError
-from ..row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
+from ..rules import policy
+from ..rules.row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
 from . import lost_claims
 from .base import VersionedTables
 from .browse import TaskBrowse
 from .bulk import BulkChanges
+from .claim_screen import ClaimScreen
 from .database import Database, isolated
 from .events import TaskEvents, claimed_events
 from .failures import FailureReads
@@ -52,7 +53,6 @@ from .schema import (
     task_table,
     worker_table,
 )
-from .screen import ClaimScreen
 from .settles import Settled, TaskSettles  # noqa: F401 - Settled: part of this module's API
 from .stats import POSITION, TaskStatistics
 from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
@@ -60,7 +60,7 @@ from .tags import TaskTags
 from .task_changes import TaskChanges
 from .task_reads import TaskReads
 from .transitions import lease_counted, task_where
-from .typed import TypedReads
+from .typed_claims import TypedReads
 from .watch import watch_newest_id
 from .workers import WorkerRows
 

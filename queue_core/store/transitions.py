@@ -17,8 +17,8 @@ from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
-from .. import policy
-from ..row_states import FINISHED, LIVE, PENDING
+from ..rules import policy
+from ..rules.row_states import FINISHED, LIVE, PENDING
 
 
 class TaskState(StrEnum):
@@ -458,12 +458,12 @@ def _fence(t: sa.Table, fence: Fence, params: dict) -> Any:
 
 
 def lease_held(t: sa.Table, now: Any) -> Any:
-    """:func:`queue_core.policy.lease_held` in SQL: the row is leased and its lease unexpired."""
+    """:func:`queue_core.rules.policy.lease_held` in SQL: the row is leased and its lease unexpired."""
     return sa.and_(t.c.leased == 1, t.c.timeout > now)
 
 
 def lease_counted(t: sa.Table, now: Any) -> Any:
-    """:func:`queue_core.policy.counts_towards_cap` in SQL: a held lease no longer than any claim
+    """:func:`queue_core.rules.policy.counts_towards_cap` in SQL: a held lease no longer than any claim
     or heartbeat writes."""
     return sa.and_(lease_held(t, now), t.c.timeout <= now + policy.MAX_LEASE)
 

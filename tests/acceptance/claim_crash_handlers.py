@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from queue_core.lease_ledger import LeaseLedger
+from queue_core.worker.lease_ledger import LeaseLedger
 
 _record = LeaseLedger.record
 

@@ -31,7 +31,7 @@ def start_worker(url, table, target="Worker", *, burst=False, _file=HANDLERS, en
     if config_file is not None:
         Path(config_file).write_text(json.dumps(settings))
     code = (
-        "import sys, json, queue_core.worker as w, queue_core.config as c\n"
+        "import sys, json, queue_core.worker.main as w, queue_core.config as c\n"
         f"s = c.build(json.loads({json.dumps(json.dumps(settings))}))\n"
         f"path = {str(config_file) if config_file is not None else None!r}\n"
         "reload = (lambda: c.build(json.loads(open(path).read()))) if path else None\n"
@@ -58,7 +58,7 @@ def start_scheduler(
     handler = f"load_target({_file + ':' + target!r})" if target else "None"
     code = (
         "import sys, json\n"
-        "from queue_core.loader import load_target\n"
+        "from queue_core.worker.loader import load_target\n"
         "from perfectsched.runner import run_scheduler\n"
         f"path = {str(config_file)!r}\n"
         "reload = lambda: json.loads(open(path).read())\n"

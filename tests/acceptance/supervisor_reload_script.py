@@ -7,7 +7,7 @@ import sys
 import time
 
 from queue_core import config
-from queue_core.supervisor import Supervisor
+from queue_core.worker.supervisor import Supervisor
 
 
 def child_main(settings, beat_fd, slot, ledger):

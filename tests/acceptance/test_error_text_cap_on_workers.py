@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pqflow
-from queue_core.validate import MAX_ERROR_BYTES
+from queue_core.rules.validate import MAX_ERROR_BYTES
 
 sys.path.insert(0, str(Path(__file__).parent))
 import error_handlers  # noqa: E402

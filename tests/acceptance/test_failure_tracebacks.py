@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import pqflow
 from pqflow.cli import cli as flow_cli
-from queue_core.cli import cli
+from queue_core.cli.main import cli
 
 sys.path.insert(0, str(Path(__file__).parent))
 import error_handlers  # noqa: E402

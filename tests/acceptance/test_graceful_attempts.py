@@ -82,7 +82,7 @@ def test_an_immediate_stop_is_not_held_by_a_claim_stuck_on_the_database(tmp_path
     import time
 
     import queue_core
-    from queue_core.service import IMMEDIATE_GRACE
+    from queue_core.worker.service import IMMEDIATE_GRACE
 
     url, table = f"sqlite:///{tmp_path / 'q.db'}", "q"
     with queue_core.open(url, table) as q:

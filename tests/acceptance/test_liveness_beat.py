@@ -3,7 +3,7 @@
 CI saw a worker's supervisor kill three children at once on SQLite: one froze (SIGSTOP) while its
 monitor held the database's write lock, and the lease heartbeats of the others waited for that
 lock; their liveness beats, written by the same monitor thread between its database calls,
-stopped too. The beats now come from a thread of their own (queue_core.monitor.LivenessBeat),
+stopped too. The beats now come from a thread of their own (queue_core.worker.monitor.LivenessBeat),
 which stops only when the monitor has been stuck in one turn too long for its leases. Here
 another connection holds SQLite's write lock (BEGIN IMMEDIATE), or on a server the task's row
 (SELECT ... FOR UPDATE), while a real worker's task runs.

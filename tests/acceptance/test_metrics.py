@@ -1,4 +1,4 @@
-"""Prometheus metrics on SQLite, MariaDB and PostgreSQL: what ``queue_core.metrics``
+"""Prometheus metrics on SQLite, MariaDB and PostgreSQL: what ``queue_core.ops.metrics``
 and ``perfectqueue metrics`` expose (parsed back with prometheus_client's own parser), the
 schedule lag and workflow runs that perfectsched and pqflow add, and a real server process that
 answers a scrape and stops on SIGTERM."""
@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
 
 import pqflow
-from queue_core import metrics
+from queue_core.ops import metrics
 from queue_core.store.workers import WorkerIdentity
 
 GAP = 60.0

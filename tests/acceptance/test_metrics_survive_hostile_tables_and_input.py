@@ -14,8 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_perfectqueue_cli import assert_error, invoke, pq, ready  # noqa: F401 - pq, ready: the fixtures
 
 import queue_core
-from queue_core import SchemaError, metrics
-from queue_core.metrics import QueueCollector
+from queue_core import SchemaError
+from queue_core.ops import metrics
+from queue_core.ops.metrics import QueueCollector
 
 GAP = 60.0
 

@@ -20,8 +20,8 @@ from cli_support import assert_one_line_error, clean_env  # noqa: F401
 from click.testing import CliRunner
 
 import queue_core
-from queue_core.cli import cli
-from queue_core.clikit import exits, options, output, parsing, passwords, settings
+from queue_core.cli.kit import exits, options, output, parsing, passwords, settings
+from queue_core.cli.main import cli
 
 VENV_BIN = Path(sys.executable).parent
 PERFECTQUEUE = VENV_BIN / "perfectqueue"
@@ -554,7 +554,7 @@ def test_debug_shows_traceback(monkeypatch, tmp_path):
     assert_error(invoke("stats", "-D", url), 1, "ValueError: kaputt")
 
 
-# -- helpers of queue_core.clikit ---------------------------------------------------------------------------
+# -- helpers of queue_core.cli.kit ---------------------------------------------------------------------------
 def test_parse_and_format_helpers():
     assert parsing.parse_time("1795255200") == ISO_EPOCH
     assert parsing.parse_time("2026-11-21T10:00:00+00:00") == ISO_EPOCH
@@ -588,13 +588,13 @@ def test_run_with_a_bad_target_exits_6(tmp_path):
 
 
 def test_run_without_the_worker_module_is_a_config_error(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "queue_core.worker", None)  # import fails
+    monkeypatch.setitem(sys.modules, "queue_core.worker.main", None)  # import fails
     result = invoke("run", "handlers.py:Handler", "--burst", "-D", f"sqlite:///{tmp_path}/pq.db")
     assert_error(result, 6, "worker is not available")
 
 
 def test_run_with_a_bad_target_names_it(tmp_path):
-    pytest.importorskip("queue_core.worker")
+    pytest.importorskip("queue_core.worker.main")
     url = f"sqlite:///{tmp_path}/pq.db"
     assert_error(invoke("run", "no_such_module_xyz:Handler", "--burst", "-D", url), 6, "no_such_module_xyz")
     (tmp_path / "handlers.py").write_text("class Handler:\n    pass\n")
@@ -653,7 +653,7 @@ class Handler:
 
 
 def test_run_burst_end_to_end(tmp_path):
-    pytest.importorskip("queue_core.worker")
+    pytest.importorskip("queue_core.worker.main")
     (tmp_path / "handlers.py").write_text(HANDLERS)
     url = f"sqlite:///{tmp_path}/pq.db"
     assert script("init", "-D", url).returncode == 0

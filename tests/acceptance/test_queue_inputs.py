@@ -17,7 +17,7 @@ from perfectsched import cron  # noqa: E402
 from perfectsched.cli import cli as sched_cli  # noqa: E402
 from perfectsched.errors import InvalidCronError  # noqa: E402
 from queue_core.errors import ValidationError  # noqa: E402
-from queue_core.validate import check_rate, check_served_queues  # noqa: E402
+from queue_core.rules.validate import check_rate, check_served_queues  # noqa: E402
 
 HUGE = "9" * 5000
 T0 = 1_700_000_000.0

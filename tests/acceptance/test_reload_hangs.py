@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from queue_core import config
-from queue_core.processor import open_checked
-from queue_core.service import reload_settings
+from queue_core.worker.processor import open_checked
+from queue_core.worker.service import reload_settings
 
 SCRIPT = Path(__file__).with_name("supervisor_reload_script.py")
 

@@ -1,7 +1,7 @@
 """``perfectsched run`` with real processes, real signals and real databases (docs/cron.md).
 
 Its signals, stop cascade, database backoff and config reloads are the worker's own code
-(queue_core.service); what it keeps as its own is firing occurrences: running a handler on each
+(queue_core.worker.service); what it keeps as its own is firing occurrences: running a handler on each
 (TARGET) or submitting them into the queue.
 """
 

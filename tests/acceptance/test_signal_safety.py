@@ -6,7 +6,7 @@ idle ``wait``/``clear``): the child then hangs, alive and beating, and a gracefu
 completes (a CI run caught this as a restart that never finished). The tests flood a real
 process with signals, while its main thread waits: on a wake-up its handlers set, in a worker
 child's processor, and in the shared module every service catches its signals with
-(``queue_core.service``), whose only handler appends and writes to a pipe.
+(``queue_core.worker.service``), whose only handler appends and writes to a pipe.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ FLOOD = textwrap.dedent("""
 """)
 
 WAKEUP = FLOOD + textwrap.dedent("""
-    from queue_core.wakeup import Wakeup
+    from queue_core.worker.wakeup import Wakeup
     w = Wakeup()
     signal.signal(signal.SIGUSR1, lambda s, f: w.set())
     flood(signal.SIGUSR1, 2.0, gap=0.0001)
@@ -56,8 +56,8 @@ WAKEUP = FLOOD + textwrap.dedent("""
 PROCESSOR = FLOOD + textwrap.dedent("""
     import sys
     from queue_core import config
-    from queue_core.queue import Queue
-    from queue_core.worker import Processor, install_child_signals
+    from queue_core.api.queue import Queue
+    from queue_core.worker.main import Processor, install_child_signals
     url, table = sys.argv[1], sys.argv[2]
     q = Queue(url=url, table=table)
     q.init()
@@ -75,9 +75,9 @@ PROCESSOR = FLOOD + textwrap.dedent("""
 CHILD_LOGS = FLOOD + textwrap.dedent("""
     import logging, sys
     from queue_core import config
-    from queue_core.logs import setup_logging
-    from queue_core.queue import Queue
-    from queue_core.worker import Processor, install_child_signals
+    from queue_core.worker.logs import setup_logging
+    from queue_core.api.queue import Queue
+    from queue_core.worker.main import Processor, install_child_signals
     url, table, logfile = sys.argv[1:4]
     setup_logging(logfile)
     q = Queue(url=url, table=table)
@@ -116,8 +116,8 @@ SCHEDULER = FLOOD + textwrap.dedent("""
 # child inherited from the supervisor. The child holds the signals until its own handlers are set.
 EARLY_STOP = textwrap.dedent("""
     import os, signal, sys
-    from queue_core.service import WORKER_SIGNALS, Intent, Signals
-    from queue_core.supervisor import Supervisor
+    from queue_core.worker.service import WORKER_SIGNALS, Intent, Signals
+    from queue_core.worker.supervisor import Supervisor
     gate_r, gate_w = os.pipe()
 
     def child_main(settings, beat_fd, slot, ledger):
@@ -137,12 +137,12 @@ EARLY_STOP = textwrap.dedent("""
     print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """)
 
-# The shared module every service catches its signals with (queue_core.service), both ways it
+# The shared module every service catches its signals with (queue_core.worker.service), both ways it
 # is read: by a main loop that only waits, and by a signal thread while the main thread works
 # (here: waits on the threading.Event the stop action sets, taking and releasing its lock).
 SERVICE = FLOOD + textwrap.dedent("""
     import sys, threading
-    from queue_core.service import WORKER_SIGNALS, Intent, Signals
+    from queue_core.worker.service import WORKER_SIGNALS, Intent, Signals
     reopened, stopped = [], threading.Event()
     actions = {Intent.STOP: stopped.set, Intent.STOP_NOW: lambda: os._exit(3), Intent.RESTART: lambda: None,
                Intent.RESTART_NOW: lambda: None, Intent.REOPEN_LOGS: lambda: reopened.append(1)}

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from procs import finish, start_worker, wait_for
 
-from queue_core.registry import pq_version
+from queue_core.api.worker_registry import pq_version
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """A worker's start-up is never held by the worker registry: the first write of its registry row
-is the registry thread's (``queue_core/registry.py``), not the first processor's before its first
+is the registry thread's (``queue_core/api/worker_registry.py``), not the first processor's before its first
 claim, so a registry table that another transaction keeps locked (as for renewals in
 tests/acceptance/test_worker_registry.py) does not keep a starting worker from claiming, and the
 worker still stops when asked. Thread and process workers register once and leave. Real worker

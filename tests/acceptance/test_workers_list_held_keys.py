@@ -14,7 +14,7 @@ from procs import finish, start_worker, wait_for
 
 from pqweb.app import create_app
 from pqweb.settings import WebSettings
-from queue_core.cli import cli
+from queue_core.cli.main import cli
 
 with warnings.catch_warnings():  # Starlette 1.x asks for httpx2; httpx serves its TestClient the same
     warnings.simplefilter("ignore")

@@ -259,7 +259,7 @@ def test_deploy_changing_the_workflow_does_not_reshape_runs(wq, log, tmp_path, b
         "class TakesEverything(Decider):\n    served_types = None\n"
     )
     # The run starts with the old code (v1 snapshot); workers already run the new code (v2).
-    from queue_core.loader import load_target
+    from queue_core.worker.loader import load_target
 
     load_target(f"{v1}:wf").start("dep1", queue=wq)
     code, out = finish(

@@ -2,7 +2,7 @@
 
 ``perfectqueue run``, ``perfectsched run`` and ``pqflow run`` started with ``-D URL`` (URL with a
 password) re-execute themselves with the URL in ``PQ_DATABASE_URL`` and ``-D`` removed
-(queue_core.clikit.argv_password.hide_url_from_argv): /proc/<pid>/cmdline of the command and of
+(queue_core.cli.kit.argv_password.hide_url_from_argv): /proc/<pid>/cmdline of the command and of
 its children, which every local user can read with ``ps``, holds no password;
 /proc/<pid>/environ, which holds it now, is readable only by the owner. The same pid keeps
 running, and the -D > PQ_DATABASE_URL > config file precedence is unchanged.
@@ -28,8 +28,8 @@ from procs import wait_for
 from sqlalchemy.engine import make_url
 
 import queue_core
-from queue_core.cli import cli as pq_cli
-from queue_core.clikit import argv_password, passwords
+from queue_core.cli.kit import argv_password, passwords
+from queue_core.cli.main import cli as pq_cli
 
 BIN = Path(sys.executable).parent
 HANDLERS = str(HERE / "hostile_handlers.py")

@@ -1,4 +1,4 @@
-"""Bugs found by the hostile-input tests in code this suite does not own (queue_core/queue.py,
+"""Bugs found by the hostile-input tests in code this suite does not own (queue_core/api/queue.py,
 queue_core/clock.py, perfectsched/scheduler.py, pqflow/runtime.py). Each test states the
 contract and is a strict xfail until the fix lands; the diagnosis and the proposed patch are in
 each reason below."""
@@ -18,7 +18,7 @@ import perfectsched
 import pqflow
 import queue_core
 from queue_core import TaskError, ValidationError
-from queue_core.app import make_runner
+from queue_core.api.app import make_runner
 
 T0 = 1_700_000_000.0
 
@@ -49,7 +49,7 @@ def test_huge_integers_are_refused_with_validation_error(sq, ssnap):
         "priority": lambda: sq.submit(_key(sq, "big-"), "t", priority=10**5000, now=T0),
         "max_running": lambda: sq.submit(_key(sq, "big-"), "t", user="u", max_running=10**5000, now=T0),
         "alive_time": lambda: sq.poll(alive_time=2**2000, now=T0),
-        "next_time (perfectsched add)": lambda: queue_core.queue.check_time(2**2000, "next_time"),
+        "next_time (perfectsched add)": lambda: queue_core.api.queue.check_time(2**2000, "next_time"),
     }
     failures = {}
     for what, call in calls.items():

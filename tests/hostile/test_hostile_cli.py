@@ -39,8 +39,8 @@ import pqflow
 import queue_core
 from pqflow.cli import cli as pqflow_cli
 from pqflow.rows import MAX_RUN_ID
-from queue_core.app import make_runner
-from queue_core.cli import cli as pq_cli
+from queue_core.api.app import make_runner
+from queue_core.cli.main import cli as pq_cli
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -139,8 +139,8 @@ bad_data = st.one_of(
 
 
 def _parse_time(text: str):
-    from queue_core.clikit.exits import CLIError
-    from queue_core.clikit.parsing import parse_time
+    from queue_core.cli.kit.exits import CLIError
+    from queue_core.cli.kit.parsing import parse_time
 
     try:
         return parse_time(text)

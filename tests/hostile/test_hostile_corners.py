@@ -356,7 +356,7 @@ def test_a_lease_of_the_longest_alive_time_takes_its_slot_for_a_clock_a_little_b
     largest alive_time) a lease of that alive_time ended at the bound, and a worker whose clock
     read 1 ms behind took it for hand-edited and leased the user's second task (failed before
     its fix on the three databases). MAX_LEASE leaves room for clocks a little apart."""
-    from queue_core.validate import MAX_DURATION
+    from queue_core.rules.validate import MAX_DURATION
 
     q.submit("a", "t", user="u", max_running=1)
     q.submit("b", "t", user="u", max_running=1)

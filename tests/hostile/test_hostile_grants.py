@@ -31,8 +31,8 @@ import perfectsched
 import pqflow
 import queue_core
 from perfectsched.cli import cli as sched_cli
-from queue_core.app import make_runner
-from queue_core.cli import cli as pq_cli
+from queue_core.api.app import make_runner
+from queue_core.cli.main import cli as pq_cli
 
 DOC = ROOT / "docs" / "security.md"
 BIN = Path(sys.executable).parent

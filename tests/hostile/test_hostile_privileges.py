@@ -30,7 +30,7 @@ from sqlalchemy.engine import make_url
 
 import queue_core
 from queue_core import AccessDeniedError
-from queue_core.cli import cli as pq_cli
+from queue_core.cli.main import cli as pq_cli
 from queue_core.clock import FakeClock
 
 T0 = 1_700_000_000.0
@@ -194,7 +194,7 @@ def test_a_worker_obeys_a_stop_while_its_start_up_check_waits_for_a_locked_datab
     """The check at start writes (an UPDATE of no row), so on a SQLite file another process holds
     locked it waits (30 s, the busy timeout): a stop signal meanwhile ends the worker at once, exit
     0, instead of killing it by the signal's default action or waiting for the lock. The check
-    runs in a child process of the worker (queue_core/apart.py): it is ended with the worker."""
+    runs in a child process of the worker (queue_core/worker/forked_check.py): it is ended with the worker."""
     import sqlite3
 
     from procs import _children, start_worker, stop_and_time, wait_for

@@ -29,7 +29,7 @@ from hostile_support import (  # noqa: F401 - fixtures
 
 import queue_core
 from queue_core import CorruptRowError, PreemptedError
-from queue_core.cli import cli as pq_cli
+from queue_core.cli.main import cli as pq_cli
 
 T0 = 1_700_000_000.0
 BIN = os.path.dirname(sys.executable)

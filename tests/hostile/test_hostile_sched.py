@@ -33,7 +33,7 @@ from perfectsched.cli import cli as sched_cli
 from perfectsched.cron import MAX_COUNT, next_time, occurrences, validate_cron, validate_timezone
 from perfectsched.errors import InvalidCronError, InvalidTimezoneError, ScheduleError
 from queue_core import TaskError, ValidationError
-from queue_core.validate import MAX_TIME
+from queue_core.rules.validate import MAX_TIME
 
 T0 = 1_700_000_000
 

@@ -21,7 +21,7 @@ import perfectsched
 import queue_core
 from perfectsched.cli import cli as sched_cli
 from queue_core import ForeignTableError
-from queue_core.cli import cli as pq_cli
+from queue_core.cli.main import cli as pq_cli
 from queue_core.store.schema import task_table
 
 

@@ -1,4 +1,4 @@
-"""Which ends of a lease spend an attempt (queue_core.policy, rule 3), through the queue and the
+"""Which ends of a lease spend an attempt (queue_core.rules.policy, rule 3), through the queue and the
 worker, on SQLite, MariaDB and PostgreSQL: a run and an expired lease do; a release, a graceful
 stop and a lease taken over before the handler started do not."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from queue_core import PreemptedError, config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 
 def _processor(queue, target, **settings):

@@ -50,7 +50,7 @@ def test_failures_are_grouped_by_queue_type_and_error_class(queue):
 def test_the_database_names_the_same_error_class_as_the_pure_rule(queue):
     """The groups are counted in the database by the error's text before its first colon; the
     class that text names is the pure rule's (``failures.error_class``), whatever the text."""
-    from queue_core.failures import error_class
+    from queue_core.rules.failure_groups import error_class
 
     errors = [
         "ValueError: a",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pqflow
 from queue_core import config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 chain = pqflow.Workflow("it_burst_chain", retry_wait=0)
 

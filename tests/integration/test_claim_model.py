@@ -10,7 +10,7 @@ import random
 import pytest
 import sqlalchemy as sa
 
-from queue_core import policy
+from queue_core.rules import policy
 
 T0 = 1_700_000_000.0
 NOW = T0 + 1000

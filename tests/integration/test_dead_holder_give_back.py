@@ -11,9 +11,9 @@ import sqlalchemy as sa
 
 from queue_core import config
 from queue_core.errors import DatabaseError
-from queue_core.lease_ledger import LeaseLedger
-from queue_core.processor import Processor, give_back_orphans
-from queue_core.supervisor import Supervisor
+from queue_core.worker.lease_ledger import LeaseLedger
+from queue_core.worker.processor import Processor, give_back_orphans
+from queue_core.worker.supervisor import Supervisor
 
 
 def test_release_leases_gives_back_only_the_dead_holders_own_leases(queue, clock):

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from perfectsched.rows import MAX_REASON
-from queue_core.validate import MAX_ERROR_BYTES
+from queue_core.rules.validate import MAX_ERROR_BYTES
 
 T0 = 1_700_000_000 - 1_700_000_000 % 86400
 CUT = re.compile(r"… \[cut: (\d+) bytes more\]$")

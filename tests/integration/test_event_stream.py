@@ -137,7 +137,7 @@ def test_an_id_that_never_commits_is_forgotten_after_the_gap_timeout(queue, db_u
         if polls["n"] >= 3:
             stop.set()
 
-    from queue_core import stream
+    from queue_core.api import event_stream as stream
 
     for e in stream.follow(
         queue.store,

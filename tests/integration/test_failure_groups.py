@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from queue_core.failures import CLASS_LENGTH, error_class
+from queue_core.rules.failure_groups import CLASS_LENGTH, error_class
 from queue_core.store.failures import HEAD_LENGTH
 
 T0 = 1_700_000_000.0

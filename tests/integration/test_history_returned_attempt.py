@@ -6,7 +6,7 @@ that claim once, not a second time from the task row, on the three databases."""
 from __future__ import annotations
 
 from queue_core import config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 
 def test_a_returned_attempt_during_a_later_holders_tracked_attempt_shows_its_claim_once(queue, clock):

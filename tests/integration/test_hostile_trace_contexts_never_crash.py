@@ -11,7 +11,7 @@ from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from queue_core import config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from workflow_faults.fault_support import ack_lost_once
 
 from queue_core import PreemptedError, config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 
 def _processor(queue, target, **settings):

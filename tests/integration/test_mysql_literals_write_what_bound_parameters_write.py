@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from event_checks import bits, event_rows, hand_edit, same
 from test_rendered_event_inserts_match_insert_select import TRICKY
 
+from queue_core.rules.validate import cap_text
 from queue_core.store import mysql as mysql_store
 from queue_core.store.events import COLUMNS
 from queue_core.store.schema import ErrorText
-from queue_core.validate import cap_text
 
 T0 = 1_700_000_000.0
 

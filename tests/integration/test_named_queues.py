@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 import queue_core
-from queue_core import policy
 from queue_core.errors import ConfigError, ValidationError
+from queue_core.rules import policy
 
 T0 = 1_700_000_000.0
 

@@ -271,7 +271,7 @@ class _Middle:
 
 
 def test_a_failing_step_waits_retry_wait_doubled_per_failure_then_fails(queue, clock):
-    queue.rng = _Middle()  # the decider's jitter comes from its queue (queue_core.policy.backoff)
+    queue.rng = _Middle()  # the decider's jitter comes from its queue (queue_core.rules.policy.backoff)
     retrying.start("r", queue=queue)
     waits = []
     for _ in range(3):

@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from conftest import own_queue
 
 from queue_core.errors import IdempotentAlreadyExistsError
-from queue_core.listener import start_listener
 from queue_core.store.watch import NewestIdWatch
+from queue_core.worker.listener import start_listener
 
 T0 = 1_700_000_000.0
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from queue_core import config, policy
+from queue_core import config
 from queue_core.errors import TaskError
-from queue_core.worker import Processor
+from queue_core.rules import policy
+from queue_core.worker.main import Processor
 
 T0 = 1_700_000_000.0
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from queue_core import config, policy
-from queue_core.worker import Processor
+from queue_core import config
+from queue_core.rules import policy
+from queue_core.worker.main import Processor
 
 T0 = 1_700_000_000.0
 

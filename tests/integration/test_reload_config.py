@@ -14,7 +14,7 @@ def test_thread_worker_keeps_its_config_when_the_reloaded_one_cannot_be_opened(q
     """Thread mode (``ThreadWorker._restarted``) opened the new config unguarded, so a config file
     edited to a URL whose driver does not exist ended the worker on USR1, where ``perfectsched
     run`` kept running on its old config."""
-    from queue_core.thread_worker import ThreadWorker
+    from queue_core.worker.thread_worker import ThreadWorker
 
     old = config.build({"url": queue.config["url"], "table": queue.table, "processors": 1})
     broken = {**old, "url": "postgresql+nosuchdriver://u@127.0.0.1/db"}
@@ -42,7 +42,7 @@ def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backen
     ``?sslmode=require`` (a PostgreSQL habit); USR1."""
     if backend != "mysql":
         pytest.skip("PyMySQL refuses unknown URL options at connect time")
-    from queue_core.thread_worker import ThreadWorker
+    from queue_core.worker.thread_worker import ThreadWorker
 
     old = config.build({"url": queue.config["url"], "table": queue.table, "processors": 1})
     url = old["url"] + ("&" if "?" in old["url"] else "?") + "sslmode=require"

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 from test_sql_roll_up_matches_the_python_tally import T0, assert_tallies_equal, ev, insert_events, stats
 from test_stats_page import gaps, position
 
-from queue_core.chores import Chore
 from queue_core.errors import CorruptRowError
-from queue_core.statistics import tally_events
+from queue_core.rules.statistics import tally_events
+from queue_core.worker.periodic import Chore
 
 
 def _set_position(queue, value: str) -> None:

@@ -155,7 +155,7 @@ def test_poll_finish_and_fencing(sched):
 
 
 def test_a_failed_occurrence_waits_retry_wait_every_time(sched):
-    """perfectsched's backoff (queue_core.policy.Backoff.fixed): the same retry_wait after each
+    """perfectsched's backoff (queue_core.rules.policy.Backoff.fixed): the same retry_wait after each
     error, neither doubled nor jittered, and never given up (an occurrence has no attempt limit)."""
     sched.queue.config["retry_wait"] = 40
     sched.add("s", "t", cron="* * * * *", now=T0 + 1)

@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from test_stats_grouping import as_dict
 
-from queue_core import statistics
-from queue_core.statistics import group_of, tally_events
+from queue_core.rules import statistics
+from queue_core.rules.statistics import group_of, tally_events
 
 T0 = 1_700_000_040.0
 

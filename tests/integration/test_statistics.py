@@ -15,7 +15,7 @@ from workflow_faults.fault_support import ack_lost_once
 
 import queue_core
 from queue_core import CorruptRowError, ValidationError
-from queue_core.statistics import HOUR, MINUTE
+from queue_core.rules.statistics import HOUR, MINUTE
 
 GAP = 60.0  # event_gap_timeout's default: how long a passed-over id is looked for
 

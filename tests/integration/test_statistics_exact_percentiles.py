@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from queue_core.statistics import Distribution
+from queue_core.rules.statistics import Distribution
 
 #: run times spread over many buckets of the distribution, and waits likewise
 RUNS = [0.2, 0.3, 0.7, 1.1, 1.4, 3.0, 7.0, 12.0, 30.0, 0.05, 2.0, 4.5]

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from queue_core import CorruptRowError, ValidationError
-from queue_core.statistics import BOUNDS, HOUR, MINUTE, MINUTE_KEEP
+from queue_core.rules.statistics import BOUNDS, HOUR, MINUTE, MINUTE_KEEP
 
 GAP = 60.0
 

@@ -13,8 +13,8 @@ from collections import defaultdict
 import pytest
 import sqlalchemy as sa
 
-from queue_core import statistics
-from queue_core.statistics import BOUNDS, group_of, tally_events
+from queue_core.rules import statistics
+from queue_core.rules.statistics import BOUNDS, group_of, tally_events
 
 T0 = 1_700_000_040.0  # a minute's start
 

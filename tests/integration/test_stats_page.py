@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from test_sql_roll_up_matches_the_python_tally import T0, assert_tallies_equal, ev, insert_events, stats
 
-from queue_core.statistics import tally_events
+from queue_core.rules.statistics import tally_events
 
 
 def gaps(queue) -> list[tuple[int, int]]:

@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from queue_core import config
-from queue_core.processor import GIVE_BACK_TIME
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
+from queue_core.worker.processor import GIVE_BACK_TIME
 
 
 def _processor(queue, target=lambda task: None, **settings):

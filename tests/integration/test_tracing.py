@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from queue_core import config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 _EXPORTER = InMemorySpanExporter()
 

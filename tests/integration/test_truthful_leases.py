@@ -19,7 +19,7 @@ from workflow_faults.fault_support import ack_lost_once, rolled_back_once  # the
 import queue_core
 from perfectsched import IdempotentAlreadyFinishedError
 from queue_core import PreemptedError
-from queue_core.monitor import TaskMonitor
+from queue_core.worker.monitor import TaskMonitor
 
 
 # -- a heartbeat never revives an expired lease -----------------------------------------------

@@ -9,8 +9,8 @@ import sqlalchemy as sa
 
 from queue_core import config
 from queue_core.clock import FakeClock
-from queue_core.settler import Settler
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
+from queue_core.worker.settler import Settler
 
 
 def _processor(wq, target, **settings):

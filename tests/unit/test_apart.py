@@ -1,4 +1,4 @@
-"""queue_core/apart.py: a check run in a forked child, so that a process that forks (a worker's
+"""queue_core/worker/forked_check.py: a check run in a forked child, so that a process that forks (a worker's
 supervisor) never holds database client state its children would inherit (libpq's GSSAPI locks
 are not fork-safe: a processor hung in its first connect)."""
 
@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from queue_core.apart import CheckApart
 from queue_core.errors import DatabaseError, ForeignTableError
-from queue_core.service import WORKER_SIGNALS, Intent, Signals
+from queue_core.worker.forked_check import CheckApart
+from queue_core.worker.service import WORKER_SIGNALS, Intent, Signals
 
 
 def test_the_check_runs_in_another_process_and_its_success_returns(tmp_path):

@@ -7,7 +7,7 @@ import re
 import pytest
 
 import queue_core
-from queue_core.app import UnknownTypeError, make_runner
+from queue_core.api.app import UnknownTypeError, make_runner
 
 
 class FakeTask:

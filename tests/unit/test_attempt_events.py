@@ -1,12 +1,12 @@
 """The pure rules of which event row carries an attempt's claim, which claims a history shows, and
-what a bounded history drops (queue_core/attempt_events.py)."""
+what a bounded history drops (queue_core/rules/attempt_events.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core.attempt_events import CARRY_CLAIM, carries_claim, claim_open, started_at, starts_attempt, trim_cut
+from queue_core.rules.attempt_events import CARRY_CLAIM, carries_claim, claim_open, started_at, starts_attempt, trim_cut
 
 
 def row(kind, id_=1, waited=None, ran=None, at=100.0):

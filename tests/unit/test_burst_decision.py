@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from queue_core.burst import AfterEmpty, BurstBoard, after_empty_claim, holds_nothing
+from queue_core.worker.burst import AfterEmpty, BurstBoard, after_empty_claim, holds_nothing
 
 IDLE = {"ended_rows": False, "wrote": False, "rate_limited": False}
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core import policy
 from queue_core.errors import DatabaseError
-from queue_core.lease_ledger import LeaseLedger, NoLedger
-from queue_core.policy import CRASH_ALLOWANCE, LeaseEnd
-from queue_core.processor import give_back_orphans
+from queue_core.rules import policy
+from queue_core.rules.policy import CRASH_ALLOWANCE, LeaseEnd
+from queue_core.worker.lease_ledger import LeaseLedger, NoLedger
+from queue_core.worker.processor import give_back_orphans
 
 
 def test_a_crash_is_charged_to_the_running_task_only():

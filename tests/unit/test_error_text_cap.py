@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from queue_core.validate import MAX_ERROR_BYTES, _error_text, cap_text
+from queue_core.rules.validate import MAX_ERROR_BYTES, _error_text, cap_text
 
 CUT = re.compile(r"… \[cut: (\d+) bytes more\]$")
 

@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core.statistics import (
+from queue_core.rules.statistics import (
     EXACT_MOST,
     HOUR,
     MINUTE,

@@ -31,7 +31,7 @@ def test_a_cycle_alive_at_a_fork_and_dropped_later_is_collected_in_the_parent():
     said = _run(
         """
         import gc, os, weakref
-        from queue_core.apart import fork_holding
+        from queue_core.worker.forked_check import fork_holding
 
         class Node:
             pass
@@ -59,7 +59,7 @@ def test_a_supervisor_that_forks_again_and_again_does_not_grow_its_permanent_gen
     said = _run(
         """
         import gc, os, weakref
-        from queue_core.apart import fork_holding
+        from queue_core.worker.forked_check import fork_holding
 
         class Garbage:
             pass
@@ -85,7 +85,7 @@ def test_the_child_can_still_collect_its_own_cycles():
     said = _run(
         """
         import gc, os, weakref
-        from queue_core.apart import fork_holding
+        from queue_core.worker.forked_check import fork_holding
 
         class Node:
             pass

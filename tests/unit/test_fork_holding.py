@@ -8,7 +8,7 @@ import gc
 import os
 import signal
 
-from queue_core.apart import fork_holding
+from queue_core.worker.forked_check import fork_holding
 
 
 def _child_exit_code(pid: int) -> int:

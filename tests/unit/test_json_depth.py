@@ -9,8 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from queue_core.cli import cli
-from queue_core.validate import MAX_DATA_DEPTH, json_nested_deeper
+from queue_core.cli.main import cli
+from queue_core.rules.validate import MAX_DATA_DEPTH, json_nested_deeper
 
 
 def _nested(depth: int) -> str:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core.statistics import Distribution, seconds_counted
+from queue_core.rules.statistics import Distribution, seconds_counted
 
 QS = (0.0, 0.01, 0.25, 0.5, 0.9, 0.95, 0.99, 1.0)
 #: the sums are of floats: a bound derived from them may be off by rounding, never more

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from perfectsched import rows
-from queue_core.validate import check_name, check_time
+from queue_core.rules.validate import check_name, check_time
 
 H = 3600
 T0 = 1_700_000_000 - 1_700_000_000 % 86400

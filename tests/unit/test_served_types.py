@@ -1,4 +1,4 @@
-"""What a worker target serves (``queue_core.app.served_types``): the task types it leases."""
+"""What a worker target serves (``queue_core.api.app.served_types``): the task types it leases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 import pqflow
 import queue_core
-from queue_core.app import describe_types, served_types
+from queue_core.api.app import describe_types, served_types
 
 
 def handler(task): ...

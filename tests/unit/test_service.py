@@ -1,4 +1,4 @@
-"""What every long-running service shares (queue_core.service), without real signals."""
+"""What every long-running service shares (queue_core.worker.service), without real signals."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import queue_core
-from queue_core import policy
 from queue_core.errors import AccessDeniedError, DatabaseError, ForeignTableError, SchemaError
-from queue_core.service import (
+from queue_core.rules import policy
+from queue_core.worker.service import (
     CHILD_SIGNALS,
     SCHEDULER_SIGNALS,
     WORKER_SIGNALS,
@@ -76,7 +76,7 @@ def test_the_scheduler_keeps_perfectscheds_meanings_as_docs_cron_md_says():
 
 def test_signal_tables_and_immediate_exits_live_only_in_the_service_module():
     """One home: no other module maps signals to intents or ends its process with os._exit
-    (but the forked children of the supervisor and of a check apart, which must never return into
+    (but the forked children of the supervisor and of a forked check, which must never return into
     the parent's code)."""
     root = Path(queue_core.__file__).parent.parent
     for pkg in ("queue_core", "perfectsched", "pqflow"):
@@ -86,14 +86,14 @@ def test_signal_tables_and_immediate_exits_live_only_in_the_service_module():
                 continue
             assert "dict[int, Intent]" not in text and "signal.SIGQUIT:" not in text, path
             exits = text.count("os._exit(")
-            assert exits == (1 if path.name in ("supervisor.py", "apart.py") else 0), path
+            assert exits == (1 if path.name in ("supervisor.py", "forked_check.py") else 0), path
 
 
 @pytest.mark.parametrize("code", [0, 137])
 def test_exit_now_writes_its_line_and_ends_the_process_with_its_code_at_once(code):
     script = (
         "import atexit, sys\n"
-        "from queue_core.service import exit_now\n"
+        "from queue_core.worker.service import exit_now\n"
         "atexit.register(lambda: print('cleanup ran', file=sys.stderr))\n"
         f"exit_now({code}, 'worker pid=1: immediate stop: exiting')\n"
         "print('still running')\n"
@@ -251,7 +251,7 @@ def test_a_reload_whose_database_cannot_be_used_now_is_taken_unless_it_is_never_
 
 
 def test_a_child_beats_while_its_monitor_is_idle_or_busy_for_less_than_its_stuck_limit():
-    from queue_core.monitor import beats
+    from queue_core.worker.monitor import beats
 
     assert beats(None, now=1000.0, stuck_limit=30.0)  # waiting for its next turn
     assert beats(990.0, now=1000.0, stuck_limit=30.0)  # a turn of 10 s: waiting on the database
@@ -262,7 +262,7 @@ def test_a_child_beats_while_its_monitor_is_idle_or_busy_for_less_than_its_stuck
 
 def test_a_stuck_monitor_s_child_is_killed_before_the_leases_it_renewed_lapse():
     from queue_core import config
-    from queue_core.monitor import stuck_limit
+    from queue_core.worker.monitor import stuck_limit
 
     defaults = config.build({})
     limit = stuck_limit(defaults)  # 300 - 60 - 2 - 2

@@ -1,4 +1,4 @@
-"""A full wakeup pipe loses no signal and doubles none (queue_core.service.SignalQueue).
+"""A full wakeup pipe loses no signal and doubles none (queue_core.worker.service.SignalQueue).
 
 A flood can hold the main thread inside signal delivery until the interpreter's wakeup pipe is
 full; the byte of a TERM sent then is dropped (tests/acceptance/test_signal_safety.py floods a
@@ -15,8 +15,8 @@ import threading
 import time
 import weakref
 
-from queue_core.service import FULL_LATELY, WORKER_SIGNALS, Dispatcher, Intent, Phase, SignalQueue
-from queue_core.wakeup import Wakeup
+from queue_core.worker.service import FULL_LATELY, WORKER_SIGNALS, Dispatcher, Intent, Phase, SignalQueue
+from queue_core.worker.wakeup import Wakeup
 
 TERM, USR1, USR2 = signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2
 

@@ -8,7 +8,15 @@ import signal
 
 import pytest
 
-from queue_core.service import CHILD_SIGNALS, SCHEDULER_SIGNALS, WORKER_SIGNALS, Intent, Phase, SignalQueue, Signals
+from queue_core.worker.service import (
+    CHILD_SIGNALS,
+    SCHEDULER_SIGNALS,
+    WORKER_SIGNALS,
+    Intent,
+    Phase,
+    SignalQueue,
+    Signals,
+)
 
 TERM, INT, USR1, USR2, HUP, QUIT = (
     signal.SIGTERM,

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core import statistics
-from queue_core.attempt_events import starts_attempt
-from queue_core.statistics import (
+from queue_core.rules import statistics
+from queue_core.rules.attempt_events import starts_attempt
+from queue_core.rules.statistics import (
     BOUNDS,
     Distribution,
     StatsRowError,

@@ -1,13 +1,13 @@
-"""The pure core of the event stream (queue_core/stream.py): where a read leaves a reader, which
+"""The pure core of the event stream (queue_core/api/event_stream.py): where a read leaves a reader, which
 ids it waits for, and the exact cursor after each event it delivers."""
 
 from __future__ import annotations
 
 import pytest
 
-from queue_core import stream
+from queue_core.api import event_stream as stream
+from queue_core.api.event_stream import Cursor, Position, SourceReader
 from queue_core.errors import ValidationError
-from queue_core.stream import Cursor, Position, SourceReader
 
 
 def rows(*ids, at=None):

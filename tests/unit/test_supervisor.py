@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from queue_core.clock import FakeClock
-from queue_core.supervisor import Child, Supervisor
+from queue_core.worker.supervisor import Child, Supervisor
 
 #: counts the TERMs it gets on stdout, one line each, and otherwise waits to be killed
 COUNTS_TERMS = (

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core import strict_json, url_secrets
-from queue_core.clikit.passwords import scrub
+from queue_core.cli.kit.passwords import scrub
+from queue_core.rules import strict_json, url_secrets
 
 
 def test_userinfo_and_query_secrets_are_found_and_masked():

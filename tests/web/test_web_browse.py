@@ -1,4 +1,4 @@
-"""Queue.browse and Queue.retry_task (queue_core/browse.py, store/browse.py) on every database:
+"""Queue.browse and Queue.retry_task (queue_core/api/queue_browse.py, store/browse.py) on every database:
 filters, keyset pages newest first, and the one statement a page costs."""
 
 from __future__ import annotations

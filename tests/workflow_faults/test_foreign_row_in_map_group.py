@@ -16,7 +16,7 @@ from fault_support import drive
 
 import pqflow
 from queue_core import config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 mp = pqflow.Workflow("rv_fgrp", retry_wait=0)
 

@@ -1,5 +1,5 @@
 """Guarantee 4/8 ("worker crashes do not consume retries"; a step is failed only after its
-worker died CRASH_ALLOWANCE+1 times): queue_core.policy.crashes counts them as
+worker died CRASH_ALLOWANCE+1 times): queue_core.rules.policy.crashes counts them as
 ``attempts - 1 - failures``. But attempts also grow when a worker leases a step and gives it
 back without running it: a worker stopping gracefully releases the not-yet-run tail of its
 prefetched batch (Processor._release -> task.release()). After six stops (rolling deploys,
@@ -9,7 +9,7 @@ times while running it (lease expired)", and its function never runs.
 The same held for a step whose lease was taken over before it started: leased in a worker's
 batch, its lease expired while it waited its turn (a handler ahead of it held the GIL, or the
 database was unreachable for the heartbeats), another worker took it, and the first one never ran
-it. Both ends give their attempt back now (queue_core.policy.spends_attempt).
+it. Both ends give their attempt back now (queue_core.rules.policy.spends_attempt).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fault_support import calls, drive
 
 import pqflow
 from queue_core import config
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 wf = pqflow.Workflow("rv_released", retry_wait=0)
 

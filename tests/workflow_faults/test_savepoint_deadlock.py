@@ -15,7 +15,7 @@ import threading
 import time
 
 import queue_core
-from queue_core.deferred import Deferred
+from queue_core.api.deferred import Deferred
 
 
 def test_deadlock_in_a_deferred_batch_is_retried(db_url, table_name, backend, queue):

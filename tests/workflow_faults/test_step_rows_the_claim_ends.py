@@ -13,7 +13,7 @@ from hand_edited_flows import Decider, one, run_task, w
 import pqflow
 from queue_core import Dispatch, config
 from queue_core.store.schema import FOREVER
-from queue_core.worker import Processor
+from queue_core.worker.main import Processor
 
 
 def _serve(q) -> None:

@@ -1,0 +1,1 @@
+"""The queue API: Queue and its parts, tasks, transactions, handlers, tracing."""

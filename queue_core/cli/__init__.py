@@ -1,0 +1,1 @@
+"""``perfectqueue``: its commands, and the kit the three command lines share."""

@@ -1,0 +1,1 @@
+"""What operators run beside the queue: Prometheus metrics and their HTTP server."""

@@ -1,0 +1,1 @@
+"""The queue's rules as pure functions and checks: no I/O, no SQL, no clock."""

@@ -1,0 +1,1 @@
+"""The worker runtime: supervisor, processors, monitors, settlers, signals, service loop."""
