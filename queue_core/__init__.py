@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .api.app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
 from .api.queue import AcquiredTask, Queue, Task, TaskMetadata, Transaction, open
 from .clock import Clock, FakeClock, ServerClock, SystemClock
@@ -82,3 +84,14 @@ __all__ = [
     "ValidationError",
     "open",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``queue_core.metrics`` (``from queue_core import metrics``): the Prometheus metrics of a
+    queue, ``queue_core.ops.metrics``, loaded when first asked for (it needs the ``metrics``
+    extra, which an application that never serves metrics does not install)."""
+    if name == "metrics":
+        from .ops import metrics
+
+        return metrics
+    raise AttributeError(f"module 'queue_core' has no attribute {name!r}")

@@ -524,14 +524,14 @@ def test_the_store_imports_nothing_above_it():
             assert above <= STORE_MAY_IMPORT, f"{name} imports {sorted(above - STORE_MAY_IMPORT)}"
 
 
-#: queue_core's layers, lowest first: a module imports from its own layer and those below only
-#: (the package itself, ``queue_core``, names the public API: it sits with ``api``)
+#: queue_core's layers, lowest first: a module imports from its own layer and those below only.
+#: The package itself (``queue_core``, the public names of every layer) is above them all.
 LAYERS = (
     ("queue_core.errors",),
     ("queue_core.rules",),
     ("queue_core.clock", "queue_core.config", "queue_core.extras", "queue_core.exit_codes"),
     ("queue_core.store",),
-    ("queue_core.api", "queue_core"),
+    ("queue_core.api",),
     ("queue_core.ops",),
     ("queue_core.worker",),
     ("queue_core.cli",),
@@ -539,14 +539,13 @@ LAYERS = (
 
 
 def _layer(name: str) -> int:
-    """The index in LAYERS of module ``name`` (the longest prefix that names one)."""
-    best, best_len = None, -1
+    """The index in LAYERS of module ``name``; every module of queue_core is in one."""
+    if name == "queue_core":
+        return len(LAYERS)
     for index, prefixes in enumerate(LAYERS):
-        for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best_len:
-                best, best_len = index, len(prefix)
-    assert best is not None, f"{name} is in no layer of LAYERS"
-    return best
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return index
+    raise AssertionError(f"{name} is in no layer of LAYERS (tests/test_architecture.py)")
 
 
 def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -561,8 +560,15 @@ def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_queue_core_layers_import_only_downwards():
     """rules < store < api < ops < worker < cli (ARCHITECTURE.md): the API never reaches into the
-    worker or the command line, the store never into the API."""
+    worker or the command line, the store never into the API; every module is in a layer."""
     assert _upward_imports(_import_graph()) == []
+    unplaced = []
+    for name in _modules():
+        try:
+            _layer(name) if name.startswith("queue_core") else None
+        except AssertionError:
+            unplaced.append(name)
+    assert unplaced == [], "modules in no layer of LAYERS"
 
 
 def test_the_layer_check_sees_an_upward_import():
@@ -571,7 +577,9 @@ def test_the_layer_check_sees_an_upward_import():
         "queue_core.api.app imports queue_core.worker.main",
         "queue_core.store.tasks imports queue_core.api.queue",
     ]
-    assert _layer("queue_core") == _layer("queue_core.api.queue") < _layer("queue_core.cli.kit.group")
+    assert _layer("queue_core.api.queue") < _layer("queue_core.cli.kit.group") < _layer("queue_core")
+    with pytest.raises(AssertionError, match="in no layer"):
+        _layer("queue_core.somewhere_new")
 
 
 def test_perfectsched_and_pqflow_stand_side_by_side():
