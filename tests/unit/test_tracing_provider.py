@@ -10,7 +10,7 @@ import sys
 
 CODE = """
 import types
-from queue_core import tracing
+from queue_core.api import tracing
 {setup}
 task = types.SimpleNamespace(created_at=1.0, claimed_at=2.0, attempts=1, queue_name="default", key="k",
                              type="t", trace=None, lost=False, outcome="success")
