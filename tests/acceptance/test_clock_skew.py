@@ -140,7 +140,16 @@ def test_a_clock_stepped_back_while_holding_a_lease_keeps_it(wq, log, tmp_path):
 def test_run_now_from_a_skewed_submitter_is_due_now(wq, log, skew):
     url, table = wq.config["url"], wq.table
     done = cli(
-        "queue_core.cli", "submit", "-D", url, "--table", table, "now-1", "plain", f'{{"log": "{log}"}}', offset=skew
+        "queue_core.cli.main",
+        "submit",
+        "-D",
+        url,
+        "--table",
+        table,
+        "now-1",
+        "plain",
+        f'{{"log": "{log}"}}',
+        offset=skew,
     )
     assert done.returncode == 0, done.stderr
     code, out = finish(start_worker(url, table, burst=True))  # honest; exits when nothing is due
@@ -169,7 +178,7 @@ def test_a_skewed_submitter_finds_the_idempotency_window_open(wq, skew):
     wq.submit("once", "plain", {})
     task = wq.poll(alive_time=30)
     task.finish()  # kept for retention_time (300 s) by the server's clock
-    again = cli("queue_core.cli", "submit", "-D", url, "--table", table, "once", "plain", offset=skew)
+    again = cli("queue_core.cli.main", "submit", "-D", url, "--table", table, "once", "plain", offset=skew)
     assert again.returncode == 3 and "already exists" in again.stderr, (again.returncode, again.stderr)
     assert [m.key for m in wq.list()] == ["once"]
 
