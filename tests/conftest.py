@@ -238,15 +238,21 @@ def clock() -> FakeClock:
 def queue(request, db_url, table_name, clock, backend):
     """A queue on tables of the test's own, initialised (kept tables are already as ``init()``
     leaves them: the pool checked them when they came back)."""
-    lent = request.node.stash.get(_LENT, None)
     q = queue_core.open(db_url, table_name, clock=clock)
-    if lent is None or lent.fresh:
-        q.init()
-    if lent is not None:
-        POOL.note(db_url, lent)
+    _init_unless_kept(request, db_url, q.init)
     yield q
     q.close()
     _give_back_or_drop(request, db_url, backend, table_name)
+
+
+def _init_unless_kept(request, db_url: str, init) -> None:
+    """``init()`` the test's tables unless they are kept ones (already as ``init()`` leaves them);
+    a fresh name's tables, once made, are noted for the pool."""
+    lent = request.node.stash.get(_LENT, None)
+    if lent is None or lent.fresh:
+        init()
+    if lent is not None:
+        POOL.note(db_url, lent)
 
 
 def _give_back_or_drop(request, db_url: str, backend: str, table_name: str) -> None:
@@ -266,12 +272,8 @@ def sched(request, db_url, table_name, backend, clock):
     tables as the ``queue`` fixture's)."""
     import perfectsched
 
-    lent = request.node.stash.get(_LENT, None)
     sc = perfectsched.open(db_url, table_name + "_s", table_name, clock=clock)
-    if lent is None or lent.fresh:
-        sc.init()
-    if lent is not None:
-        POOL.note(db_url, lent)
+    _init_unless_kept(request, db_url, sc.init)
     yield sc
     sc.close()
     _give_back_or_drop(request, db_url, backend, table_name)
