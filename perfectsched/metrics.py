@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from queue_core.ops.metrics import Sample
-from queue_core.store.schedules import due_times
+from queue_core.store.protocol import due_times
 
 from .scheduler import EXTRA_KEYS
 

@@ -20,7 +20,7 @@ from typing import Any
 from queue_core import errors as qe
 from queue_core.rules import strict_json
 from queue_core.rules.validate import cap_text, check_name, check_queue, check_tags, check_time, encode_data
-from queue_core.store import rowcheck
+from queue_core.store.protocol import rowcheck
 
 from . import catchup as catchup_mod
 from . import cron as cronlib

@@ -28,7 +28,7 @@ from queue_core.api.queue import (
     encode_data,
 )
 from queue_core.rules import policy
-from queue_core.store.schedules import NewSchedule, ScheduleStore
+from queue_core.store.protocol import NewSchedule, open_schedule_store
 
 from . import cron as cronlib
 from . import rows as rows_mod
@@ -141,7 +141,7 @@ class Schedule:
         return f"<Schedule {self.key!r}>"
 
     def exists(self) -> bool:
-        return self.scheduler.store.get(self.key) is not None
+        return self.scheduler.store.schedule_get(self.key) is not None
 
     def metadata(self, *, check: bool = True) -> ScheduleMetadata:
         """The schedule as stored, with the ``problem`` that keeps it from being computed, if any.
@@ -150,16 +150,16 @@ class Schedule:
         returned as if it could run; a set-aside one is returned (its ``error`` says why). Without,
         it is returned as stored, as :meth:`Scheduler.list` returns it."""
         sched = self.scheduler
-        row = sched.store.get(self.key)
+        row = sched.store.schedule_get(self.key)
         if row is None:
             raise NotFoundError(f"schedule {self.key!r} not found")
         if check and row["error"] is None:
-            sched.store.check(row)
+            sched.store.schedule_check(row)
         return sched.describe(row)
 
     def delete(self) -> None:
         def work(conn):
-            if not self.scheduler.store.delete(conn, self.key):
+            if not self.scheduler.store.schedule_delete(conn, self.key):
                 raise IdempotentNotFoundError(f"schedule {self.key!r} not found")
 
         self.scheduler.run_once(work, what="delete schedule")
@@ -174,13 +174,13 @@ class Schedule:
         now = sched.now(now)
 
         def work(conn):
-            row = sched.store.lock(conn, self.key)
+            row = sched.store.schedule_lock(conn, self.key)
             if row is None:
                 raise IdempotentNotFoundError(f"schedule {self.key!r} not found")
             if row["error"] is None:
                 return False
             sched.check(row)
-            return sched.store.resume(conn, self.key, row["next_time"], now)
+            return sched.store.schedule_resume(conn, self.key, row["next_time"], now)
 
         return sched.run_once(work, what="resume schedule", now=now)
 
@@ -215,7 +215,7 @@ class ScheduledTask:
         def work(conn):
             if write(conn, store):
                 return
-            row = store.get(self.key, conn)
+            row = store.schedule_get(self.key, conn)
             if not (row is not None and self.scheduler.db.last_run_retried() and self._settled_by_me(row)):
                 self._refused(what, row)
 
@@ -244,7 +244,7 @@ class ScheduledTask:
 
         def extend(conn, store) -> bool:
             at = self.scheduler.now(now)  # in each run: a retried one judges the lease at its own time
-            return store.heartbeat(conn, self.key, self._token, at + alive, at)
+            return store.schedule_heartbeat(conn, self.key, self._token, at + alive, at)
 
         self._held("heartbeat", extend)
 
@@ -253,19 +253,19 @@ class ScheduledTask:
         spec = {"cron": self.cron, "timezone": self.timezone, "dst": self.dst}
         nxt = cronlib.next_time(spec["cron"], self.scheduled_time, spec["timezone"], spec["dst"])
         now = self.scheduler.now(now)
-        self._held("finish", lambda c, st: st.finish(c, self.key, self._token, nxt, nxt + self.delay, now))
+        self._held("finish", lambda c, st: st.schedule_finish(c, self.key, self._token, nxt, nxt + self.delay, now))
         self.done = True
 
     def retry(self, retry_wait: float | None = None, now: float | None = None, error: Any = None) -> None:
         now = self.scheduler.now(now)
         given = None if retry_wait is None else check_duration(retry_wait, "retry_wait")
         wait = policy.requested_wait(given, self.scheduler.queue.config["retry_wait"])
-        self._held("retry", lambda c, st: st.retry(c, self.key, self._token, now + wait))
+        self._held("retry", lambda c, st: st.schedule_retry(c, self.key, self._token, now + wait))
         self.done = True
 
     def release(self, now: float | None = None) -> None:
         now = self.scheduler.now(now)
-        self._held("release", lambda c, st: st.release(c, self.key, self._token, now))
+        self._held("release", lambda c, st: st.schedule_release(c, self.key, self._token, now))
         self.done = True
 
     def retry_or_fail(self, error: Any = None, now: float | None = None) -> str:
@@ -302,7 +302,7 @@ class Scheduler:
             raise ConfigError(str(exc)) from None
         self.timezone = cronlib.validate_timezone(timezone).key
         self.db = self.queue.db
-        self.store = ScheduleStore(self.db, table)
+        self.store = open_schedule_store(self.db, table)
         self.table = table
 
     def __enter__(self) -> Scheduler:
@@ -326,7 +326,7 @@ class Scheduler:
     def init(self, force: bool = False) -> None:
         """Create the schedule table and the queue table (idempotent)."""
         self.queue.init(force=False)
-        self.store.init(force=force)
+        self.store.tables_init(force=force)
 
     # -- add / modify ---------------------------------------------------------------------
     def check(self, row: Mapping) -> None:
@@ -380,7 +380,7 @@ class Scheduler:
             queue=queue,
             tags=rows_mod.tags_text(tags),
         )
-        if not self.run_once(lambda c: self.store.add(c, new, now), what="add schedule", now=now):
+        if not self.run_once(lambda c: self.store.schedule_add(c, new, now), what="add schedule", now=now):
             raise IdempotentAlreadyExistsError(f"schedule {key!r} already exists")
         return Schedule(self, key)
 
@@ -414,11 +414,11 @@ class Scheduler:
         other = {"type": type, "data": data_text, "queue": queue, "tags": tags_text}
 
         def work(conn):
-            row = self.store.lock(conn, key)
+            row = self.store.schedule_lock(conn, key)
             if row is None:
                 raise IdempotentNotFoundError(f"schedule {key!r} not found")
             self._change(conn, row, spec, other, now)
-            written = self.store.get(key, conn)  # the row is locked: the change applied
+            written = self.store.schedule_get(key, conn)  # the row is locked: the change applied
             if written is None:
                 raise IdempotentNotFoundError(f"schedule {key!r} not found")
             self.check(written)  # raises: the transaction rolls back
@@ -433,10 +433,10 @@ class Scheduler:
         c, tz, d, cu, ds = rows_mod.check_spec(*merged)
         same = (c, tz, d, ds) == (row["cron"], row["timezone"], row["delay"], row["dst"])
         if same and row["error"] is None and self.problem(row) is None:
-            self.store.configure(conn, row["key"], now, catchup=cu, **other)
+            self.store.schedule_configure(conn, row["key"], now, catchup=cu, **other)
             return
         nt = cronlib.cron_time(c, now, tz, ds)
-        self.store.reschedule(
+        self.store.schedule_reschedule(
             conn, row["key"], now, cron=c, timezone=tz, delay=d, dst=ds, catchup=cu, next_time=nt, **other
         )
 
@@ -448,7 +448,7 @@ class Scheduler:
     def list(self) -> Iterator[ScheduleMetadata]:
         """Every schedule as stored, next due first: one that cannot be computed too, with its
         ``problem`` (a row edited by hand never hides the others, nor makes the list fail)."""
-        return iter([self.describe(r) for r in self.store.list()])
+        return iter([self.describe(r) for r in self.store.schedule_list()])
 
     def problem(self, row: Mapping) -> str | None:
         """Why the stored ``row`` cannot be computed (:func:`perfectsched.rows.problem`); None when it can."""
@@ -466,7 +466,7 @@ class Scheduler:
     def _set_aside(self, conn, plans: builtins.list[rows_mod.SetAside], now: float) -> builtins.list[rows_mod.SetAside]:
         """Set aside the due schedules that cannot be computed; returns those it applied to."""
         reasons = [dataclasses.replace(p, reason=f"{p.reason} (set aside by {self.queue.owner})") for p in plans]
-        return [p for p in reasons if self.store.set_aside(conn, p.key, p.expected, p.reason, now)]
+        return [p for p in reasons if self.store.schedule_set_aside(conn, p.key, p.expected, p.reason, now)]
 
     @staticmethod
     def _log_set_aside(done: builtins.list[rows_mod.SetAside]) -> None:
@@ -487,14 +487,14 @@ class Scheduler:
         # Drawn before the transaction: when it runs again after a transient error that may have
         # hidden its COMMIT (a lost acknowledgement), the occurrence it already leased under this
         # token is delivered instead of being left to expire unknown (and fire a lease late).
-        token = self.store.new_token()
+        token = self.store.schedule_token()
 
         def work(conn):
             aside: list[rows_mod.SetAside] = []
-            if self.db.last_run_retried() and (mine := self.store.leased_under(conn, token, now + alive)):
+            if self.db.last_run_retried() and (mine := self.store.schedule_leased_under(conn, token, now + alive)):
                 return ScheduledTask(self, mine, token), aside
             for _ in range(50):
-                rows = self.store.due(conn, now, 1)
+                rows = self.store.schedule_due(conn, now, 1)
                 if not rows:
                     break
                 plan = rows_mod.poll_plan(rows[0], now, **self._plan_options)
@@ -512,10 +512,10 @@ class Scheduler:
             aside += self._set_aside(conn, [plan], now)
             return None
         if isinstance(plan, rows_mod.Fire):  # missed ones skipped: advance, look at the next schedule
-            self.store.advance_many(conn, [plan.advance], now)
+            self.store.schedule_advance_many(conn, [plan.advance], now)
             return None
         row = plan.row
-        if not self.store.lease(conn, row["key"], row["next_time"], plan.occurrence, now, now + alive, token):
+        if not self.store.schedule_lease(conn, row["key"], row["next_time"], plan.occurrence, now, now + alive, token):
             return None
         return ScheduledTask(self, {**row, "next_time": plan.occurrence}, token)
 
@@ -534,7 +534,7 @@ class Scheduler:
         return total
 
     def _tick_batch(self, tx: Transaction, now: float) -> tuple[int, int, builtins.list[rows_mod.SetAside]]:
-        rows = self.store.due(tx.conn, now, self.options["tick_batch"])
+        rows = self.store.schedule_due(tx.conn, now, self.options["tick_batch"])
         plans = [rows_mod.tick_plan(r, now, new_task=tx.new_task, **self._plan_options) for r in rows]
         fire = [p for p in plans if isinstance(p, rows_mod.Fire)]
         aside = self._set_aside(tx.conn, [p for p in plans if isinstance(p, rows_mod.SetAside)], now)
@@ -542,27 +542,27 @@ class Scheduler:
         # batched compare-and-set advance of every schedule, committed together.
         tasks = [t for p in fire for t in p.tasks]
         submitted = tx.insert(tasks) if tasks else 0
-        self.store.advance_many(tx.conn, [p.advance for p in fire], now)
+        self.store.schedule_advance_many(tx.conn, [p.advance for p in fire], now)
         return len(rows), submitted, aside
 
     def check_tables(self) -> None:
         """SchemaError when the schedule table was never created, or was made by an older release
         that ``init`` has not upgraded yet."""
-        self.store.require_current_version()
+        self.store.tables_require_current()
 
     def check_writable(self) -> None:
         """AccessDeniedError when this account or database refuses writes to the schedule table (a
         read-only replica, transaction or file; no UPDATE grant: every tick updates it). Writes
         nothing. The queue table is left to the submissions: a scheduler only inserts there."""
-        self.store.check_writable()
+        self.store.tables_check_writable()
 
     def next_due(self) -> float | None:
         """When the next schedule becomes due (None without schedules)."""
-        return self.store.next_timeout()
+        return self.store.schedule_next_due_time()
 
     def next_occurrence(self) -> tuple[str, float, int, str] | None:
         """The schedule due first: (key, due time, scheduled time, timezone); None without any."""
-        return self.store.next_due_row()
+        return self.store.schedule_next_due()
 
 
 def open(

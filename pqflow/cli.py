@@ -163,7 +163,8 @@ def _register(decider: type[Decider]) -> None:
     try:
         with open_queue(settings()) as q:
             q.transaction(
-                lambda tx: [tx.runs.register(tx.conn, "workflow", n) for n in names], what="register workflows"
+                lambda tx: [tx.store.run_name_register(tx.conn, "workflow", n) for n in names],
+                what="register workflows",
             )
     except TaskError as exc:  # the worker reports an unusable database itself
         logging.getLogger("pqflow").warning("could not record the served workflows: %s", exc)
@@ -194,7 +195,7 @@ def start(workflow: str, run_id: str, data: str | None) -> None:
         def submit(tx) -> bool:
             if not tx.submit(run_id, workflow, payload):
                 return False
-            tx.runs.register(tx.conn, "workflow", workflow)  # listed by `pqflow runs` at once
+            tx.store.run_name_register(tx.conn, "workflow", workflow)  # listed by `pqflow runs` at once
             return True
 
         if not q.transaction(submit, what="start run"):

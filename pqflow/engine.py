@@ -23,7 +23,7 @@ from queue_core import Queue
 from queue_core.api.queue import Transaction, check_name
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
 from queue_core.rules.row_states import FINISHED, PENDING
-from queue_core.store.schema import DEFAULT_QUEUE
+from queue_core.store.protocol import DEFAULT_QUEUE
 
 from .errors import FlowError, InvalidRunIdError, UnknownRunError
 from .rows import (
@@ -90,7 +90,7 @@ def _dag(tx: Transaction, run_id: str, dag_id: str, row: dict) -> tuple[dict, di
         return hit
     text = row.get("definition")
     if text is None:
-        text = (tx.runs.read(tx.conn, [run_id], definition=True).get(run_id) or {}).get("definition")
+        text = (tx.store.run_read(tx.conn, [run_id], definition=True).get(run_id) or {}).get("definition")
     dag, children = _parse_dag(run_id, text)
     if len(_DAGS) >= _DAGS_KEPT:
         _DAGS.pop(next(iter(_DAGS)))
@@ -132,7 +132,7 @@ def is_own_row(run: RunRef, key: str, node: NodeState) -> bool:
 
 
 def load_ref(tx: Transaction, run_id: str, *, lock: bool = False) -> RunRef:
-    row = tx.runs.read(tx.conn, [run_id], lock=lock).get(run_id)
+    row = tx.store.run_read(tx.conn, [run_id], lock=lock).get(run_id)
     if row is None:
         raise UnknownRunError(f"run {run_id!r} not found")
     ref = run_ref(tx, run_id, row)
@@ -180,15 +180,15 @@ def start(q: Queue, snapshot: dict, run_id: str, data: Any, *, now: float | None
 def register(tx: Transaction, workflow: str) -> None:
     """Record a workflow's name in the table (`pqflow runs` lists its plain-task runs), once per
     process and table."""
-    seen = tx.runs.registered_here
+    seen = tx.store.run_names_registered_here
     if ("workflow", workflow) in seen:
         return
-    tx.runs.register(tx.conn, "workflow", workflow)
+    tx.store.run_name_register(tx.conn, "workflow", workflow)
     tx.on_commit(lambda: seen.add(("workflow", workflow)))
 
 
 def _is_instance(tx: Transaction, run_id: str, iid: int) -> bool:
-    row = tx.runs.read(tx.conn, [run_id]).get(run_id)
+    row = tx.store.run_read(tx.conn, [run_id]).get(run_id)
     state = RunState.load(row["workflow"]) if row else None
     return state is not None and state.iid == iid
 
@@ -197,8 +197,8 @@ def adopt(tx: Transaction, task: Any, snapshot: dict) -> RunState:
     """A run row submitted as a plain task, held by this decider, becomes a run."""
     check_run_id(task.key)
     state, text = new_state(snapshot)
-    if not tx.runs.adopt(tx.conn, task.row_id, task.lease_token, state.dump(), text, RUNS_GROUP, tx.now):
-        row = tx.runs.read(tx.conn, [task.key]).get(task.key)
+    if not tx.store.run_adopt(tx.conn, task.row_id, task.lease_token, state.dump(), text, RUNS_GROUP, tx.now):
+        row = tx.store.run_read(tx.conn, [task.key]).get(task.key)
         if tx.retried and row and row["state"] == PENDING and row["lease_token"] == task.lease_token:
             return RunState.load(row["workflow"]) or state  # an earlier attempt committed: ours already
         raise FlowError(f"run {task.key!r} was taken over while being started")
@@ -211,7 +211,7 @@ def create_rows(tx: Transaction, run_id: str, state: RunState) -> None:
     """A run starts with an empty group: rows an earlier run of this id left are deleted first."""
     dag = state.dag
     for group in RunRef(run_id, 0, state).groups():
-        tx.runs.clear_group(tx.conn, group)
+        tx.store.run_group_clear(tx.conn, group)
     _check_free(tx, run_id, [node_key(run_id, name) for name in dag["order"]])
     rows = []
     for name in dag["order"]:
@@ -275,7 +275,7 @@ def item_rows(run: RunRef, step: str, spec: dict, items: list) -> list[dict]:
 
 def _check_free(tx: Transaction, run_id: str, keys: list[str]) -> None:
     """A run's step keys are its own: another row holding one stops the start (nothing written)."""
-    taken = tx.runs.read(tx.conn, keys)
+    taken = tx.store.run_read(tx.conn, keys)
     if taken:
         raise FlowError(
             f"run {run_id!r} cannot start: {', '.join(sorted(taken)[:3])} held by other tasks "
@@ -289,7 +289,7 @@ def mapped_list(tx: Transaction, run: RunRef, step: str, known: dict[str, Ended]
     if e is not None and e.status == "succeeded" and e.result is not NO_RESULT:
         value = e.result
     else:
-        row = tx.runs.read(tx.conn, [node_key(run.run_id, step)], result=True).get(node_key(run.run_id, step))
+        row = tx.store.run_read(tx.conn, [node_key(run.run_id, step)], result=True).get(node_key(run.run_id, step))
         if row is not None and row["state"] != FINISHED and _own_row(row, run):
             return None, NOT_ENDED  # a trigger fired on another parent (one_success...): wait for the list
         if row is None or row["state"] != FINISHED or row["outcome"] != "success":
@@ -313,12 +313,12 @@ def results_of(tx: Transaction, run: RunRef, step: str, row: dict) -> tuple[Any,
     if not run.dag["steps"][step].get("map"):
         return (json.loads(row["result"]) if row.get("result") else None), []
     if not row.get("workflow"):
-        row = tx.runs.read(tx.conn, [node_key(run.run_id, step)]).get(node_key(run.run_id, step)) or {}
+        row = tx.store.run_read(tx.conn, [node_key(run.run_id, step)]).get(node_key(run.run_id, step)) or {}
     own = NodeState.load(row.get("workflow"))
     n = own.map.n if own is not None and own.map is not None else 0
     values: dict[int, Any] = {}
     failed = []
-    for key, state, outcome, workflow, result in tx.runs.group_results(tx.conn, node_key(run.run_id, step)):
+    for key, state, outcome, workflow, result in tx.store.run_group_results(tx.conn, node_key(run.run_id, step)):
         node = NodeState.load(workflow, cached=False)
         if (
             node is None
@@ -342,12 +342,12 @@ def retry_step(
     the transaction may run twice); ``traceback``: its error's, kept with the attempt."""
     again = dataclasses.replace(node, failures=node.failures + 1)
     held = (task.row_id, task.lease_token, run_at, tx.now)
-    tx.runs.retry_held(tx.conn, *held, error=error, workflow=again.dump(), traceback=traceback)
+    tx.store.run_retry_held(tx.conn, *held, error=error, workflow=again.dump(), traceback=traceback)
 
 
 def request_cancel(tx: Transaction, run_id: str) -> str:
     """Set the run's cancel flag (first transaction of a cancel). Returns the run's status."""
-    row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
+    row = tx.store.run_read(tx.conn, [run_id], lock=True).get(run_id)
     if row is None:
         raise UnknownRunError(f"run {run_id!r} not found")
     state = RunState.load(row.get("workflow"))
@@ -355,7 +355,7 @@ def request_cancel(tx: Transaction, run_id: str) -> str:
         raise UnknownRunError(f"run {run_id!r} has not been picked up by a decider yet")
     if state.status == "running" and not state.cancel:
         state.cancel = True
-        tx.runs.set_workflow(tx.conn, row["id"], state.dump())
+        tx.store.run_set_workflow(tx.conn, row["id"], state.dump())
     return state.status
 
 

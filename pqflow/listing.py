@@ -53,7 +53,7 @@ class RunsPage:
 
 
 def summary(row: dict) -> RunSummary:
-    """A run row (as ``Transaction.runs.read`` returns it) as a :class:`RunSummary`."""
+    """A run row (as ``Transaction.store.run_read`` returns it) as a :class:`RunSummary`."""
     state = RunState.load(row.get("workflow"))
     finished = state.finished_at if state is not None else row.get("finished_at")
     summary = RunSummary(row["id"], row["key"], row["type"], run_status(row), row["created_at"], finished)
@@ -76,7 +76,7 @@ def runs_page(
     ``status`` (one of :data:`RUN_STATUSES`), older than ``cursor``. A status filter reads at
     most :data:`MAX_BATCHES` pages of runs for one page (fewer runs then, and a cursor)."""
     _check(workflow, status, cursor, limit)
-    names = [workflow] if workflow else q.transaction(lambda tx: tx.runs.registered(tx.conn, "workflow"))
+    names = [workflow] if workflow else q.transaction(lambda tx: tx.store.run_names_registered(tx.conn, "workflow"))
     found: list[RunSummary] = []
     for _ in range(MAX_BATCHES):
         batch, cursor = _newest(q, names, cursor, limit - len(found))
@@ -121,7 +121,7 @@ def _newest(
     if not names:
         return [], None
     rows = q.transaction(
-        lambda tx: tx.runs.newest_runs(tx.conn, RUNS_GROUP, names, cursor, limit + 1, SEP), what="list runs"
+        lambda tx: tx.store.run_newest(tx.conn, RUNS_GROUP, names, cursor, limit + 1, SEP), what="list runs"
     )
     taken = rows[:limit]
     return [summary(r) for r in taken], (taken[-1]["id"] if len(rows) > limit else None)

@@ -110,7 +110,7 @@ class Run:
             raise UnknownStepError(f"{step!r} is not a map step of run {self.run_id!r}")
         q = self._queue()
         rows = q.transaction(
-            lambda tx: tx.runs.read_group(tx.conn, node_key(self.run_id, step), data=True, result=True),
+            lambda tx: tx.store.run_group_read(tx.conn, node_key(self.run_id, step), data=True, result=True),
             what="read items",
         )
         now = q.now()
@@ -197,7 +197,7 @@ def get_run(
 
 
 def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
-    row = tx.runs.read(tx.conn, [run_id], data=True).get(run_id)
+    row = tx.store.run_read(tx.conn, [run_id], data=True).get(run_id)
     if row is None or "#" in run_id:
         raise UnknownRunError(f"run {run_id!r} not found")
     data = decode_data(row["data"])
@@ -205,7 +205,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     if ref is None:
         return _unpicked(row, data, q)
     state, dag = ref.state, ref.dag
-    nodes = tx.runs.read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
+    nodes = tx.store.run_read(tx.conn, [node_key(run_id, s) for s in dag["steps"]], result=True)
     steps = {
         name: _step_info(tx, run_id, name, nodes.get(node_key(run_id, name)), dag["steps"][name])
         for name in dag["order"]
@@ -228,7 +228,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
 def _add_tracebacks(tx: Transaction, steps: dict[str, StepInfo], nodes: dict, run_id: str) -> None:
     """The last traceback of each failed step that kept one (one read of their events)."""
     failed = {nodes[node_key(run_id, n)]["id"]: n for n, s in steps.items() if s.status == "failed" and s.items is None}
-    for task_id, found in tx.runs.tasks.last_tracebacks(tx.conn, list(failed)).items():
+    for task_id, found in tx.store.event_last_tracebacks(tx.conn, list(failed)).items():
         shown = f"attempt {found['attempt']} on worker {found['owner'] or '-'}"
         steps[failed[task_id]] = dataclasses.replace(
             steps[failed[task_id]], traceback=found["traceback"], traceback_from=shown
@@ -257,7 +257,7 @@ def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:
 def _items_wait(tx: Transaction, group: str, row: dict, spec: dict) -> logic.Waiting:
     """What a map whose items all wait is waiting for: the wait of its item due first (a worker
     of their type, or that item's backoff)."""
-    first = tx.runs.next_waiting(tx.conn, group, tx.now)
+    first = tx.store.run_next_waiting(tx.conn, group, tx.now)
     if first is None:
         return logic.Waiting(row["type"], row["queue"], 0.0)
     item = NodeState.load(first.get("workflow"))
@@ -277,7 +277,7 @@ def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None, spec: 
         failures = node.failures if node is not None else 0
         wait = logic.Waiting(row["type"], row["queue"], row["run_at"], failures, int(spec.get("retries", 0)))
     if node is not None and node.map is not None:
-        counts = tx.runs.count_group(tx.conn, node_key(run_id, name), now)
+        counts = tx.store.run_group_count(tx.conn, node_key(run_id, name), now)
         items = MapInfo(
             node.map.n,
             counts.get("success", 0),
@@ -301,11 +301,11 @@ def list_runs(q: queue_core.Queue, *, workflow: str | None = None) -> list[dict]
     group, and rows of a workflow served or started here that no decider has taken yet."""
 
     def read(tx: Transaction) -> list[dict]:
-        rows = {r["key"]: r for r in tx.runs.read_group(tx.conn, RUNS_GROUP)}
-        names = [workflow] if workflow else tx.runs.registered(tx.conn, "workflow")
+        rows = {r["key"]: r for r in tx.store.run_group_read(tx.conn, RUNS_GROUP)}
+        names = [workflow] if workflow else tx.store.run_names_registered(tx.conn, "workflow")
         for m in (m for name in names for m in q.list(type=name)):
             if "#" not in m.key and m.key not in rows and m.group is None:
-                rows[m.key] = tx.runs.read(tx.conn, [m.key]).get(m.key) or {}
+                rows[m.key] = tx.store.run_read(tx.conn, [m.key]).get(m.key) or {}
         return [r for r in rows.values() if r and (workflow is None or r["type"] == workflow)]
 
     return sorted(q.transaction(read, what="list runs"), key=lambda r: r["id"])
@@ -336,7 +336,7 @@ def cancel_run(q: queue_core.Queue, run_id: str, *, now: float | None = None) ->
 
 
 def _cancel_flag(tx: Transaction, run_id: str) -> str:
-    row = tx.runs.read(tx.conn, [run_id], lock=True).get(run_id)
+    row = tx.store.run_read(tx.conn, [run_id], lock=True).get(run_id)
     if row is not None and RunState.load(row.get("workflow")) is None:
         return _cancel_unpicked(tx, row)
     return engine.request_cancel(tx, run_id)
@@ -349,8 +349,8 @@ def _cancel_unpicked(tx: Transaction, row: dict) -> str:
     if policy.lease_held(row["leased"], row["timeout"], tx.now):
         return "busy"
     tx.cancel(row["key"])
-    tx.runs.mark(tx.conn, row["id"], RUNS_GROUP, dumps({"unpicked": True}))
-    tx.runs.register(tx.conn, "workflow", row["type"])
+    tx.store.run_mark(tx.conn, row["id"], RUNS_GROUP, dumps({"unpicked": True}))
+    tx.store.run_name_register(tx.conn, "workflow", row["type"])
     return "cancelled"
 
 

@@ -313,7 +313,7 @@ class Decider(Runner):
         err = f"not a step of a current run of {node.run!r}: not run"
         keep = self.queue.config["retention_time"]  # not part of any run: the queue's own retention
         self.queue.transaction(
-            lambda tx: tx.runs.finish_held(
+            lambda tx: tx.store.run_finish_held(
                 tx.conn, t.row_id, t.lease_token, "cancelled", tx.now, error=err, result=None, purge_at=tx.now + keep
             ),
             what="finish step",
@@ -357,7 +357,7 @@ def _write_completions(tx: Transaction, tasks: list) -> list:
 def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[StepRead]:
     """For each (task, node): its run, its inputs, the failed items of upstream maps, the run's
     input data; (None, {}, {}, None) when its run is gone or is another instance."""
-    rows = tx.runs.read(tx.conn, sorted({n.run for _, n in steps}), data=True)
+    rows = tx.store.run_read(tx.conn, sorted({n.run for _, n in steps}), data=True)
     refs = {r: engine.run_ref(tx, r, row) for r, row in rows.items()}
     keys = sorted(
         {
@@ -368,7 +368,7 @@ def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[StepR
             if not run.dag["steps"][p].get("map")
         }
     )
-    parents = tx.runs.read(tx.conn, keys, result=True) if keys else {}
+    parents = tx.store.run_read(tx.conn, keys, result=True) if keys else {}
     out: list[StepRead] = []
     for _, n in steps:
         run = refs.get(n.run)

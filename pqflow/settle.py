@@ -61,13 +61,13 @@ class _Writes:
         self.close.append({"id": row["id"], "outcome": outcome, "workflow": node.dump(), "error": error})
 
     def flush(self, tx: Transaction) -> None:
-        if tx.runs.start_maps(tx.conn, self.starts) != len(self.starts):
+        if tx.store.run_start_maps(tx.conn, self.starts) != len(self.starts):
             raise FlowError(_STARTED)
         if self.items:
             tx.submit_rows(self.items)
-        tx.runs.promote(tx.conn, self.promote, tx.now)
-        tx.runs.set_workflow_many(tx.conn, self.pending)
-        tx.runs.close_many(tx.conn, self.close, tx.now)
+        tx.store.run_promote(tx.conn, self.promote, tx.now)
+        tx.store.run_set_workflow_many(tx.conn, self.pending)
+        tx.store.run_close_many(tx.conn, self.close, tx.now)
 
 
 def settle(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision:
@@ -98,7 +98,7 @@ def settle_many(tx: Transaction, batch: Iterable[tuple[RunRef, list[Ended]]]) ->
 def _with_cancel_flags(tx: Transaction, runs: dict[str, RunRef]) -> dict[str, RunRef]:
     """The runs as read before their steps ran, with their cancel flags as they are now: a run
     cancelled meanwhile submits nothing new."""
-    rows = tx.runs.read(tx.conn, list(runs))
+    rows = tx.store.run_read(tx.conn, list(runs))
     out = {}
     for run_id, run in runs.items():
         now = RunState.load(rows[run_id]["workflow"]) if run_id in rows else None
@@ -121,7 +121,7 @@ def _close_maps(tx: Transaction, runs: dict[str, RunRef], items: dict[str, list[
     out: dict[str, list[Ended]] = {}
     if not wanted:
         return out
-    rows = tx.runs.read(tx.conn, list(wanted), lock=True)
+    rows = tx.store.run_read(tx.conn, list(wanted), lock=True)
     writes = _Writes()
     for key in sorted(wanted):
         run, events = wanted[key]
@@ -183,7 +183,7 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
     out: dict[str, list[Ended]] = {r: [] for r in runs}
     if not wanted:
         return out
-    rows = tx.runs.read(tx.conn, list(wanted), lock=True)
+    rows = tx.store.run_read(tx.conn, list(wanted), lock=True)
     writes = _Writes()
     for key in sorted(wanted):
         run, child, parents = wanted[key]
@@ -270,7 +270,7 @@ def _unsubmittable(tx: Transaction, run: RunRef, rows: list[dict]) -> str:
             encode_data(r["data"], limit)
         except ValidationError as exc:
             return f"item {r['key'].rsplit('#', 1)[1]} cannot be a task's data: {exc}"
-    taken = tx.runs.read(tx.conn, [r["key"] for r in rows])
+    taken = tx.store.run_read(tx.conn, [r["key"] for r in rows])
     if any(_own(row, run) is not None for row in taken.values()):
         raise FlowError(_STARTED)
     if taken:
@@ -284,7 +284,7 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
     changed = [r for r, es in closed.items() if es]
     if not changed:
         return {}
-    rows = tx.runs.read(tx.conn, changed, lock=True)
+    rows = tx.store.run_read(tx.conn, changed, lock=True)
     pending: list[tuple[int, RunState, RunRef]] = []
     done: list[tuple[int, RunState, RunRef]] = []
     ends, writes, ended = {}, _Writes(), []
@@ -302,7 +302,7 @@ def _count_runs(tx: Transaction, runs: dict[str, RunRef], closed: dict[str, list
         else:
             ends[run.run_id], purge_at = _end_run(tx, row_id, state, writes)
             ended.append((run, purge_at))
-    tx.runs.set_workflow_many(tx.conn, [(row_id, state.dump()) for row_id, state, _ in pending])
+    tx.store.run_set_workflow_many(tx.conn, [(row_id, state.dump()) for row_id, state, _ in pending])
     writes.flush(tx)
     _keep_groups(tx, ended)
     return ends
@@ -315,9 +315,9 @@ def _open_runs(tx: Transaction, runs: list[RunRef]) -> set[str]:
     groups = {g: run for run in runs for g in run.groups()}
     if not groups:
         return set()
-    found = tx.runs.open_rows(tx.conn, list(groups))
+    found = tx.store.run_open_rows(tx.conn, list(groups))
     if len(found) >= 20:  # the first rows by key may all be rows that are not the runs' own
-        found = tx.runs.open_rows(tx.conn, list(groups), limit=None)
+        found = tx.store.run_open_rows(tx.conn, list(groups), limit=None)
     open_ = [r for r in found if _own(r, groups[r["grp"]]) is not None]
     for r in open_:
         log.error(
@@ -349,7 +349,7 @@ def _keep_groups(tx: Transaction, ended: list[tuple[RunRef, float]]) -> None:
     for run, purge_at in ended:
         by_time.setdefault(purge_at, []).extend(run.groups())
     for purge_at, groups in by_time.items():
-        tx.runs.keep_group(tx.conn, groups, purge_at)
+        tx.store.run_group_keep(tx.conn, groups, purge_at)
 
 
 # -- steps that ended -----------------------------------------------------------------------------
@@ -389,7 +389,7 @@ def finish_many(tx: Transaction, done: list[Completion]) -> tuple[dict[str, Deci
     for c in done:
         firsts.setdefault(c.task.row_id, c)
     once = list(firsts.values())
-    lost, already = tx.runs.finish_held_many(tx.conn, [c.entry() for c in once], tx.now, retried=tx.retried)
+    lost, already = tx.store.run_finish_held_many(tx.conn, [c.entry() for c in once], tx.now, retried=tx.retried)
     skip = set(lost) | set(already)  # already: written and decided by an earlier, committed attempt
     decisions = settle_many(tx, [(c.run, [c.ended()]) for c in once if c.task.row_id not in skip])
     return decisions, [c for c in done if c.task.row_id in set(lost)]
@@ -399,7 +399,7 @@ def finish_step(tx: Transaction, done: Completion) -> Decision:
     """The holder of one step writes how it ended and decides what follows (PreemptedError when
     its lease was lost)."""
     c = done
-    if not tx.runs.finish_held(
+    if not tx.store.run_finish_held(
         tx.conn,
         c.task.row_id,
         c.task.lease_token,
@@ -464,7 +464,7 @@ def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
     run = load_ref(tx, run_id)
     ended = []
     for group in run.groups():
-        for row in tx.runs.cancel_waiting(tx.conn, group, tx.now):
+        for row in tx.store.run_cancel_waiting(tx.conn, group, tx.now):
             node = _own(row, run)
             if node is not None:
                 ended.append(Ended(node.step, "cancelled", node.index))

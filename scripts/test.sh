@@ -49,7 +49,7 @@ fi
 # times), the quick benchmark (one database per test; it checks results, not speeds) and the browser.
 # Whole folders, so that a new test file is never left out; the browser tests are the files
 # tests/web/test_web_browser*.py.
-parallel=(tests/unit tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
+parallel=(tests/unit tests/conformance tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
           tests/web --ignore-glob='tests/web/test_web_browser*')
 processes=(tests/acceptance)
 serial=(tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)

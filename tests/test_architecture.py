@@ -261,7 +261,7 @@ _STORE_EXPR = re.compile(r"(^|\.)_?store$|\.runs$|^store$", re.IGNORECASE)
 
 
 def _store_aliases(tree: ast.AST) -> set[str]:
-    """Names bound to a store or its run rows (``s = q.store``, ``s: TaskStore = q.store``,
+    """Names bound to a store or its run rows (``s = q.store``, ``s: SqlStore = q.store``,
     ``s, c = q.store, tx.conn``): calls on them are calls on the store."""
     aliases = set()
     for node in ast.walk(tree):
@@ -403,7 +403,7 @@ SAMPLES = [
             "m = TaskMetadata(state=1, leased=0)\nd = {'outcome': 'x'}\n",
             "shown = {'next_time': 1, 'next_run_time': 2, 'outcome': 'x'}\n",
             "shown = {'cancel_requested': run.cancel, 'finished_at': 1}\n",
-            "def f(tx):\n    tx.runs.close(tx.conn, 1, 'skipped', 0.0)\n",
+            "def f(tx):\n    tx.store.run_close(tx.conn, 1, 'skipped', 0.0)\n",
         ],
     ),
     (
@@ -582,6 +582,40 @@ def test_the_layer_check_sees_an_upward_import():
         _layer("queue_core.somewhere_new")
 
 
+#: the one module of the store layer that the layers above may import: the Store interface (the
+#: protocols, the values they pass, the constructors of the stores)
+STORE_INTERFACE = "queue_core.store.protocol"
+
+
+def _store_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of store modules other than its interface by modules outside the store."""
+    return sorted(
+        f"{name} imports {target}"
+        for name, imported in graph.items()
+        if not (name == "queue_core.store" or name.startswith("queue_core.store."))
+        for target in imported
+        if target.startswith("queue_core.store.") and target != STORE_INTERFACE
+    )
+
+
+def test_above_the_store_only_its_interface_is_imported():
+    """The API, the worker, the CLIs, perfectsched, pqflow and pqweb reach the database through
+    queue_core/store/protocol.py alone (ARCHITECTURE.md): a store module's inside can change freely."""
+    assert _store_reaches(_import_graph()) == []
+
+
+def test_the_store_interface_check_sees_a_reach_inside():
+    graph = {
+        "pqflow.engine": {"queue_core.store.schema", STORE_INTERFACE},
+        "queue_core.api.queue": {"queue_core.store.tasks"},
+        "queue_core.store.runs": {"queue_core.store.tasks"},
+    }
+    assert _store_reaches(graph) == [
+        "pqflow.engine imports queue_core.store.schema",
+        "queue_core.api.queue imports queue_core.store.tasks",
+    ]
+
+
 def test_perfectsched_and_pqflow_stand_side_by_side():
     graph = _import_graph()
     for name, imported in graph.items():
@@ -634,10 +668,10 @@ def test_signal_signal_bound_to_a_name_is_still_signal_signal():
 
 def test_a_store_alias_with_a_type_annotation_is_an_alias():
     """_store_aliases reads plain assignments only. The code base annotates its variables; with
-    's: TaskStore = q.store' (an AnnAssign) or 's, c = q.store, tx.conn' (a tuple target) a call
+    's: SqlStore = q.store' (an AnnAssign) or 's, c = q.store, tx.conn' (a tuple target) a call
     of a generic writer or a private helper through the alias is not seen."""
     for source in [
-        "def f(q, c):\n    s: TaskStore = q.store\n    s._held(c, 1, 2, 'finish', {})\n",
+        "def f(q, c):\n    s: SqlStore = q.store\n    s._held(c, 1, 2, 'finish', {})\n",
         "def f(q, tx):\n    s, c = q.store, tx.conn\n    s.update(c, 'k', x=1)\n",
     ]:
         assert table_writes_outside_the_store(source), source

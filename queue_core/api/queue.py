@@ -41,11 +41,7 @@ from ..rules.validate import (  # noqa: F401 - re-exported: callers import them 
     decode_data,
     encode_data,
 )
-from ..store.database import Database
-from ..store.rowcheck import name as check_name_problem
-from ..store.runs import RunRows
-from ..store.schema import DEFAULT_QUEUE
-from ..store.tasks import NewTask, Settled, TaskStore
+from ..store.protocol import DEFAULT_QUEUE, Database, NewTask, Settled, open_store, rowcheck
 from . import deferred as deferred_mod
 from . import tracing
 from .queue_browse import QueueBrowse
@@ -102,10 +98,9 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         )
         self.clock: Clock = clock or self.real_clock()
         self.table = self.config["table"]
-        self.store = TaskStore(self.db, self.table)
+        self.store = open_store(self.db, self.table)
         self.store.retention_time = self.config["retention_time"]
         self.store.failure_retention = self.config["failure_retention"]
-        self.runs = RunRows(self.store)
         if not self.config["notify"]:
             self.store.channel = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
@@ -149,13 +144,13 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         return check_duration(alive_time, "alive_time", positive=True)
 
     def init(self, force: bool = False) -> None:
-        self.store.init(force=force)
+        self.store.tables_init(force=force)
 
     def check_writable(self) -> None:
         """Raise AccessDeniedError when this account or database refuses writes to the table (a
         read-only replica, transaction or file; a grant missing), ForeignTableError when the
         table is not a queue table. Writes nothing."""
-        self.store.check_writable()
+        self.store.tables_check_writable()
 
     # -- submit ---------------------------------------------------------------------------
     def _new_task(
@@ -235,7 +230,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             queue=queue,
             tags=tags,
         )
-        if not self.store.submit_one(task, now):
+        if not self.store.task_submit_one(task, now):
             raise IdempotentAlreadyExistsError(f"task {key!r} already exists")
         return Task(self, key)
 
@@ -252,7 +247,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
                 tasks.append(self._new_task(now=now, **opts))
             except TypeError as exc:
                 raise ValidationError(f"submit_many item {i}: {exc}") from None
-        return self.store.submit(tasks, now)
+        return self.store.task_submit(tasks, now)
 
     # -- poll -----------------------------------------------------------------------------
     def poll(
@@ -316,7 +311,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         entries, more = self._settle_entries(plain, now), _DeferredBatch(self, deferred, now)
         lost: list[Settled] = []
         order = policy.queue_order(*served, self.rng)
-        rows = self.store.claim(
+        rows = self.store.task_claim(
             n,
             alive,
             now,
@@ -346,7 +341,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         now = self.now(now)
         plain, deferred = self._split(tasks)
         more = _DeferredBatch(self, deferred, now)
-        lost = self.store.settle(self._settle_entries(plain, now), now, also=more.write)
+        lost = self.store.task_settle(self._settle_entries(plain, now), now, also=more.write)
         return self._mark_settled(plain, lost, now) + more.mark(now)
 
     def release_many(self, tasks: Sequence[AcquiredTask], *, now: float | None = None) -> int:
@@ -360,7 +355,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             by_token.setdefault(t._token, []).append(t)
         released: set[int] = set()
         for token, group in by_token.items():
-            released.update(self.store.release_batch([t._id for t in group], token, now))
+            released.update(self.store.task_release_batch([t._id for t in group], token, now))
         for group in by_token.values():
             for t in group:
                 if t._id in released:
@@ -381,7 +376,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             ids = by_token.setdefault(token, [])
             if ids is not None:
                 ids.append(id_)
-        return sum(len(self.store.release_batch(ids, token, now)) for token, ids in by_token.items())
+        return sum(len(self.store.task_release_batch(ids, token, now)) for token, ids in by_token.items())
 
     def _split(self, tasks: Sequence[AcquiredTask]) -> tuple[list[AcquiredTask], list[AcquiredTask]]:
         """The plain and the deferred finishes of ``tasks``, each lease once (listed twice, or two
@@ -429,7 +424,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         ``wake_interval`` seconds (see ``store/watch.py``). Only for queues where :attr:`wakes`."""
         if not self.wakes:
             raise ValidationError("this queue has no wake-ups (notify off on PostgreSQL, or wake_interval = 0)")
-        self.store.listen(on_notify, stop, timeout, probe_interval=self.config["wake_interval"])
+        self.store.wakeup_listen(on_notify, stop, timeout, probe_interval=self.config["wake_interval"])
 
     # -- reads ----------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Task:
@@ -464,7 +459,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         after = None
         while remaining is None or remaining > 0:
             page = 1000 if remaining is None else min(1000, remaining)
-            rows = self.store.list(
+            rows = self.store.task_list(
                 status=status,
                 type=type,
                 user=user,
@@ -492,7 +487,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         out: dict = {s: 0 for s in STATUSES}
         out["outcomes"] = {o: 0 for o in OUTCOMES}
         out["types"] = {}
-        for type_, status, outcome, n in self.store.stats(now, queue):
+        for type_, status, outcome, n in self.store.task_counts(now, queue):
             self._check_counted(type_, status, outcome, n)
             out[status] += n
             per = out["types"].setdefault(type_, {s: 0 for s in STATUSES})
@@ -510,7 +505,7 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
             else ("outcome", f"outcome {outcome!r}")
             if outcome is not None and outcome not in OUTCOMES
             else ("type", f"type {type_!r}")
-            if check_name_problem(type_)
+            if rowcheck.name(type_)
             else None
         )
         if found:
@@ -526,8 +521,8 @@ class Queue(QueueControls, QueueInsight, QueueBulk, QueueStatistics, QueueBrowse
         ``registry_timeout``, the statistics past their retention and old receipts
         (``store/receipts.py``); how many tasks were purged."""
         now = self.now(now)
-        purged = self.store.cleanup(now)
-        self.store.sweep_workers(now - self.config["registry_timeout"])
+        purged = self.store.task_purge(now)
+        self.store.worker_sweep(now - self.config["registry_timeout"])
         self.prune_stats(now=now)
         self.db.run(lambda conn: self.store.receipts.purge(conn, now), what="purge receipts")
         return purged

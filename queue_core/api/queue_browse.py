@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import NotFoundError, ValidationError
 from ..rules.validate import check_int, check_name, check_queue, check_tag
-from ..store.browse import BrowseFilter
-from ..store.tasks import TaskStore
+from ..store.protocol import BrowseFilter, Store
 from .task import STATUSES, TaskMetadata, metadata_from_row
 
 #: what a page's ``status`` filter takes: a status, or an outcome of a finished task
@@ -32,7 +31,7 @@ class TaskPage:
 class QueueBrowse:
     """Needs ``store``, ``table`` and ``now()`` (the queue's)."""
 
-    store: TaskStore
+    store: Store
     table: str
     now: Callable[..., float]
 
@@ -59,7 +58,7 @@ class QueueBrowse:
             raise ValidationError(f"limit must be at most {MAX_PAGE}")
         f = _filter(queue, type, status, user, tag, key_prefix)
         cursor = None if cursor is None else check_int(cursor, "cursor", minimum=0)
-        rows = self.store.browse_page(f, before_id=cursor, limit=limit + 1, now=now)
+        rows = self.store.task_browse_page(f, before_id=cursor, limit=limit + 1, now=now)
         shown = rows[:limit]
         tasks = tuple(metadata_from_row(r, now, table=self.table) for r in shown)
         return TaskPage(tasks, shown[-1]["id"] if len(rows) > limit else None)
@@ -70,14 +69,14 @@ class QueueBrowse:
         step of a workflow run (``pqflow retry`` retries those)."""
         check_name(key, "task key")
         now = self.now(now)
-        row = self.store.get(key)
+        row = self.store.task_get(key)
         if row is None:
             raise NotFoundError(f"task {key!r} not found")
         if row["workflow"] is not None:
             raise ValidationError(f"task {key!r} belongs to a workflow run: retry it with pqflow retry")
         if row["outcome"] != "failure" or row["finished_at"] is None:
             raise ValidationError(f"task {key!r} did not fail: only a failed task can be retried")
-        if not self.store.requeue([row["id"]], now):
+        if not self.store.failure_requeue([row["id"]], now):
             raise ValidationError(f"task {key!r} changed meanwhile: it was not retried")
 
 

@@ -11,13 +11,13 @@ from typing import Any
 
 from ..rules.failure_groups import error_class
 from ..rules.validate import check_int, check_name, check_queue, check_tag
-from ..store.tasks import TaskStore
+from ..store.protocol import Store
 
 
 class QueueBulk:
     """Needs ``store``, ``config`` and ``now()`` (the queue's)."""
 
-    store: TaskStore
+    store: Store
     config: dict
     now: Callable[..., float]
 
@@ -42,10 +42,10 @@ class QueueBulk:
         batch = check_int(batch, "batch", minimum=1)
         now = self.now(now)
         total, after = 0, 0
-        while page := self.store.failed_page(queue=queue, type=type, tag=tag, after_id=after, limit=batch):
+        while page := self.store.failure_page(queue=queue, type=type, tag=tag, after_id=after, limit=batch):
             after = page[-1]["id"]
             ids = [r["id"] for r in page if not r["in_run"] and (error is None or error_class(r["error"]) == error)]
-            total += len(ids) if dry_run else len(self.store.requeue(ids, now)) if ids else 0
+            total += len(ids) if dry_run else len(self.store.failure_requeue(ids, now)) if ids else 0
         return total
 
     def cancel_waiting(
@@ -65,10 +65,10 @@ class QueueBulk:
         now = self.now(now)
         purge_at = now + self.config["retention_time"]
         total, after = 0, 0
-        while page := self.store.waiting_page(now, queue=queue, type=type, tag=tag, after_id=after, limit=batch):
+        while page := self.store.task_waiting_page(now, queue=queue, type=type, tag=tag, after_id=after, limit=batch):
             after = page[-1]["id"]
             ids = [r["id"] for r in page]
-            total += len(ids) if dry_run else len(self.store.cancel_many(ids, now, purge_at))
+            total += len(ids) if dry_run else len(self.store.task_cancel_many(ids, now, purge_at))
         return total
 
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from ..errors import NotFoundError, ValidationError
 from ..rules.validate import check_int, check_name, check_queue, check_rate
-from ..store.queues import QUEUE_STATUSES, QueueSettings
-from ..store.tasks import TaskStore
+from ..store.protocol import QUEUE_STATUSES, QueueSettings, Store
 
 #: the values a queue's rate limit may be kept per (None: one limit for the whole queue)
 RATE_KEYS = ("user", "type")
@@ -50,9 +49,9 @@ class QueueInfo:
 
 
 class QueueControls:
-    """Needs ``store`` (a TaskStore) and ``now(now)``."""
+    """Needs ``store`` (a Store) and ``now(now)``."""
 
-    store: TaskStore
+    store: Store
     now: Callable[[float | None], float]
 
     def queues(self, *, now: float | None = None, finished: bool = True, also: Iterable[str] = ()) -> list[QueueInfo]:
@@ -62,8 +61,8 @@ class QueueControls:
         through the indexes only, as cheap on a table of a million finished rows as on an empty
         one (a dashboard asks every few seconds)."""
         now = self.now(now)
-        counts = self.store.queue_counts(now) if finished else self.store.live_queue_counts(now)
-        settings = self.store.all_settings()
+        counts = self.store.queue_counts(now) if finished else self.store.queue_live_counts(now)
+        settings = self.store.queue_settings_all()
         blank = {**dict.fromkeys(QUEUE_STATUSES, 0), "finished": 0 if finished else None, "oldest_due": None}
         names = sorted({*counts, *settings, *also})
         return [self._info(name, settings.get(name), counts.get(name, blank), now) for name in names]
@@ -90,7 +89,7 @@ class QueueControls:
     def queue_settings(self, name: str) -> QueueSettings:
         """What an operator set for queue ``name`` (the defaults when nothing)."""
         check_queue(name)
-        return self.store.all_settings().get(name) or QueueSettings(name)
+        return self.store.queue_settings_all().get(name) or QueueSettings(name)
 
     def pause(self, name: str, *, now: float | None = None) -> QueueSettings:
         """Stop handing out the tasks of queue ``name`` (running ones finish; submits still succeed).
@@ -103,9 +102,9 @@ class QueueControls:
 
     def _set_paused(self, name: str, paused: bool, now: float | None) -> QueueSettings:
         check_queue(name)
-        if not self.store.known_queue(name):
+        if not self.store.queue_known(name):
             raise NotFoundError(f"queue {name!r} not found (no task and no settings): check its name with 'queues'")
-        return self.store.set_paused(name, paused, self.now(now))
+        return self.store.queue_set_paused(name, paused, self.now(now))
 
     def limit(
         self,
@@ -129,7 +128,7 @@ class QueueControls:
                 raise ValidationError("rate_key needs a rate")
             if rate_key not in RATE_KEYS:
                 raise ValidationError(f"rate_key must be one of {', '.join(RATE_KEYS)}, not {rate_key!r}")
-        return self.store.set_limits(
+        return self.store.queue_set_limits(
             name,
             self.now(now),
             concurrency=concurrency,
@@ -142,4 +141,4 @@ class QueueControls:
         """Move a waiting task to another queue (TaskRunningError while it runs)."""
         check_name(key, "task key")
         check_queue(queue)
-        self.store.move(key, queue, self.now(now))
+        self.store.task_move(key, queue, self.now(now))

@@ -16,8 +16,7 @@ from typing import Any
 from ..errors import DatabaseError, ValidationError
 from ..rules.failure_groups import FailureGroup, group_failures
 from ..rules.validate import check_duration, check_name, check_queue, check_tag, check_time
-from ..store.schema import EVENT_KINDS
-from ..store.tasks import TaskStore
+from ..store.protocol import EVENT_KINDS, Store
 from . import event_stream as stream
 from .task_history import TaskEvent, read_history
 from .worker_registry import WorkerInfo, worker_info
@@ -26,7 +25,7 @@ from .worker_registry import WorkerInfo, worker_info
 class QueueInsight:
     """Needs ``store``, ``config``, ``now()`` and ``notifies`` (the queue's)."""
 
-    store: TaskStore
+    store: Store
     config: dict
     now: Callable[..., float]
 
@@ -139,7 +138,7 @@ class QueueInsight:
         def listen() -> None:
             while not done.is_set():
                 try:
-                    self.store.listen(woken.set, done, timeout=0.5)
+                    self.store.wakeup_listen(woken.set, done, timeout=0.5)
                 except DatabaseError:
                     done.wait(1.0)
 

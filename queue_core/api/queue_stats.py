@@ -18,26 +18,26 @@ from ..errors import ValidationError
 from ..rules import statistics
 from ..rules.statistics import Bucket, Statistics
 from ..rules.validate import check_name, check_queue, check_time
-from ..store.tasks import TaskStore
+from ..store.protocol import Store
 
 
 class QueueStatistics:
     """Needs ``store``, ``config`` and ``now()`` (the queue's)."""
 
-    store: TaskStore
+    store: Store
     config: dict
     now: Callable[..., float]
 
     def roll_up_stats(self, *, now: float | None = None) -> int:
         """Count the events not counted yet (ids passed over before included, until
         ``event_gap_timeout``); how many (0 while another process rolls up)."""
-        return self.store.roll_up(self.now(now), self.config["event_gap_timeout"])
+        return self.store.stats_roll_up(self.now(now), self.config["event_gap_timeout"])
 
     def prune_stats(self, *, now: float | None = None) -> int:
         """Delete minute buckets older than two days and hour buckets older than
         ``stats_retention``; how many."""
         now = self.now(now)
-        return self.store.prune_stats(
+        return self.store.stats_prune(
             [(statistics.MINUTE, now - statistics.MINUTE_KEEP), (statistics.HOUR, now - self.config["stats_retention"])]
         )
 
@@ -80,7 +80,7 @@ class QueueStatistics:
         events, or purged) keeps the percentiles of its buckets (``statistics.exactly``)."""
         if not read.small_samples():
             return read
-        events = self.store.newest_events(statistics.EXACT_MOST + 1)
+        events = self.store.event_newest(statistics.EXACT_MOST + 1)
         samples = statistics.samples_of(events, read.span, read.since, read.until)
         return dataclasses.replace(read, samples=samples)
 

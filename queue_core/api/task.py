@@ -12,13 +12,10 @@ from typing import Any, Protocol
 
 from ..errors import CancelRequestedError, NotFoundError, ValidationError
 from ..rules import policy
+from ..rules.row_states import FINISHED, PENDING
 from ..rules.tracebacks import traceback_text
 from ..rules.validate import _error_text, check_duration, check_tags, decode_data, encode_data
-from ..store import rowcheck
-from ..store.schema import OUTCOMES
-from ..store.settles import HeldAttempt
-from ..store.task_changes import UNSET
-from ..store.tasks import FINISHED, PENDING, TaskStore
+from ..store.protocol import OUTCOMES, UNSET, HeldAttempt, Store, rowcheck
 from . import deferred as deferred_mod
 from . import task_history as history_mod
 from .task_history import TaskEvent
@@ -27,7 +24,7 @@ from .task_history import TaskEvent
 class TaskQueue(Protocol):
     """What a task needs of the queue it came from (:class:`queue_core.Queue` is one)."""
 
-    store: TaskStore
+    store: Store
     config: dict
     rng: policy.RandomSource
 
@@ -156,11 +153,11 @@ class Task:
 
     def exists(self, now: float | None = None) -> bool:
         """Whether a row with this key exists (waiting, running, or finished and not yet purged)."""
-        return self.queue.store.get(self.key) is not None
+        return self.queue.store.task_get(self.key) is not None
 
     def metadata(self, now: float | None = None) -> TaskMetadata:
         now = self.queue.now(now)
-        row = self.queue.store.get(self.key, tags=True)
+        row = self.queue.store.task_get(self.key, tags=True)
         if row is None:
             raise NotFoundError(f"task {self.key!r} not found")
         return metadata_from_row(row, now, table=self.queue.store.name)
@@ -174,28 +171,28 @@ class Task:
     def tag(self, *tags: str) -> list[str]:
         """Add ``tags`` (in any state of the task); its tags after, sorted. NotFoundError when it
         does not exist; ValidationError (nothing changed) for a bad tag or past 32 tags."""
-        return self.queue.store.change_tags(self.key, add=check_tags(tags))
+        return self.queue.store.tag_change(self.key, add=check_tags(tags))
 
     def untag(self, *tags: str) -> list[str]:
         """Remove ``tags`` (those it has); its tags after, sorted."""
-        return self.queue.store.change_tags(self.key, remove=check_tags(tags))
+        return self.queue.store.tag_change(self.key, remove=check_tags(tags))
 
     def track(self) -> None:
         """Track the task: ``list(tracked=True)`` lists it. NotFoundError when it does not exist."""
-        self.queue.store.set_tracked(self.key, True)
+        self.queue.store.task_set_tracked(self.key, True)
 
     def untrack(self) -> None:
-        self.queue.store.set_tracked(self.key, False)
+        self.queue.store.task_set_tracked(self.key, False)
 
     def force_finish(self, now: float | None = None) -> None:
         now = self.queue.now(now)
-        self.queue.store.force_finish(self.key, now, now + self.queue.config["retention_time"])
+        self.queue.store.task_force_finish(self.key, now, now + self.queue.config["retention_time"])
 
     def cancel_request(self, now: float | None = None) -> str:
         """Cancel: a waiting task finishes as cancelled now; a running one is told. Returns the
         status after the call ("finished" or "running")."""
         now = self.queue.now(now)
-        res = self.queue.store.cancel(self.key, now, now + self.queue.config["retention_time"])
+        res = self.queue.store.task_cancel(self.key, now, now + self.queue.config["retention_time"])
         return "finished" if res == "cancelled" else "running"
 
     cancel = cancel_request
@@ -274,7 +271,7 @@ class AcquiredTask:
         ``now`` is given); CancelRequestedError after extending it when a cancel was requested."""
         alive = self.queue._alive(alive_time)
         clock = functools.partial(self.queue.now, now)
-        self.timeout, cancel = self.queue.store.heartbeat(self._id, self._token, alive, clock, data=data)
+        self.timeout, cancel = self.queue.store.task_heartbeat(self._id, self._token, alive, clock, data=data)
         if cancel:
             self.cancel_requested = True
             raise CancelRequestedError("cancel requested")
@@ -301,7 +298,9 @@ class AcquiredTask:
             else check_duration(retention_time, "retention_time")
         )
         with self._lock:
-            self.queue.store.finish(self._id, self._token, outcome, error, now + retention, now, traceback=traceback)
+            self.queue.store.task_finish(
+                self._id, self._token, outcome, error, now + retention, now, traceback=traceback
+            )
             self._mark_finished(outcome, error, now)
 
     def _mark_finished(self, outcome, error, now) -> None:
@@ -324,7 +323,7 @@ class AcquiredTask:
         wait = policy.requested_wait(given, self.queue.config["retry_wait"])
         err = UNSET if error is None else _error_text(error)
         with self._lock:
-            self.queue.store.retry(self._id, self._token, now + wait, now, err, traceback=traceback_text(error))
+            self.queue.store.task_retry(self._id, self._token, now + wait, now, err, traceback=traceback_text(error))
             self.status, self.done, self.run_at = "waiting", True, now + wait
             if error is not None:
                 self.error = err
@@ -332,7 +331,7 @@ class AcquiredTask:
     def release(self, now: float | None = None) -> None:
         now = self.queue.now(now)
         with self._lock:
-            self.queue.store.release(self._id, self._token, now)  # policy: a release spends no attempt
+            self.queue.store.task_release(self._id, self._token, now)  # policy: a release spends no attempt
             self._mark_released(now)
 
     def give_back_unstarted(self, now: float | None = None) -> None:
@@ -343,7 +342,7 @@ class AcquiredTask:
             return self.release(now)
         now = self.queue.now(now)
         with self._lock:
-            self.queue.store.give_back_unstarted(self._id, self._token, self.start_by, now)
+            self.queue.store.task_give_back_unstarted(self._id, self._token, self.start_by, now)
             self._mark_released(now)
 
     def _mark_released(self, now: float) -> None:
@@ -355,7 +354,7 @@ class AcquiredTask:
         the attempt it counted (releasing the task if nobody took it over meanwhile). Returns what
         the store did: ``"released"``, ``"returned"`` or ``""``."""
         at = self.queue.now(now)
-        done = self.queue.store.lost_before_start(self._id, self.key, self.created_at, self._token, at)
+        done = self.queue.store.task_lost_before_start(self._id, self.key, self.created_at, self._token, at)
         if done == "released":
             self._mark_released(at)
         return done

@@ -159,9 +159,9 @@ def trimmed_after(entries: list[TaskEvent]) -> int | None:
 
 
 def read_history(store, key: str) -> list[TaskEvent]:
-    """The history of task ``key`` in ``store`` (a TaskStore); NotFoundError when there is no
+    """The history of task ``key`` in ``store`` (a Store); NotFoundError when there is no
     such task (never submitted, or purged with its history)."""
-    found = store.history_rows(key)
+    found = store.task_history(key)
     if found is None:
         raise NotFoundError(f"task {key!r} not found")
     row, events = found

@@ -8,12 +8,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from ..rules import policy
+from ..rules.row_states import LIVE, PENDING
 from ..rules.tracebacks import traceback_text
 from ..rules.validate import _error_text, encode_data
-from ..store.database import Database
-from ..store.runs import RunRows
-from ..store.task_changes import UNSET
-from ..store.tasks import LIVE, PENDING, NewTask, TaskStore
+from ..store.protocol import UNSET, Database, NewTask, Store, isolated
 from . import deferred as deferred_mod
 from .task import AcquiredTask, TaskMetadata, TaskQueue, metadata_from_row
 
@@ -22,7 +20,6 @@ class TransactionQueue(TaskQueue, Protocol):
     """What a transaction needs of its queue (:class:`queue_core.Queue` is one)."""
 
     db: Database
-    runs: RunRows
 
     def _new_task(
         self,
@@ -50,7 +47,8 @@ class Transaction:
         self._after_commit: list[Callable[[], None]] = []
 
     @property
-    def _store(self) -> TaskStore:
+    def store(self) -> Store:
+        """The store of this transaction's queue (its operations take :attr:`conn`)."""
         return self.queue.store
 
     @property
@@ -59,44 +57,39 @@ class Transaction:
         with a transient error, and may have committed before its acknowledgement was lost."""
         return self.queue.db.last_run_retried()
 
-    @property
-    def runs(self) -> RunRows:
-        """The named transitions of workflow-run rows (pqflow), on this transaction's connection."""
-        return self.queue.runs
-
     def isolated(self, fn: Callable[[], object]) -> Exception | None:
         """Run ``fn()`` in a savepoint of this transaction: an error that is not the database's
         rolls back ``fn``'s writes alone and is returned; a database error propagates (the
         transaction is retried whole)."""
-        return self._store.isolated(self.conn, fn)
+        return isolated(self.conn, fn)
 
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` after the transaction committed (not if it rolled back)."""
         self._after_commit.append(callback)
 
     def get(self, key: str) -> TaskMetadata | None:
-        row = self._store.get(key, self.conn)
-        return metadata_from_row(row, self.now, table=self._store.name) if row else None
+        row = self.store.task_get(key, self.conn)
+        return metadata_from_row(row, self.now, table=self.store.name) if row else None
 
     def lock(self, key: str) -> TaskMetadata | None:
         """Read a task and lock its row until commit (serialises decisions about it)."""
-        row = self._store.lock_key(self.conn, key)
-        return metadata_from_row(row, self.now, table=self._store.name) if row else None
+        row = self.store.task_lock(self.conn, key)
+        return metadata_from_row(row, self.now, table=self.store.name) if row else None
 
     def group(self, group: str, *, with_data: bool = False) -> list[TaskMetadata]:
         return [
-            metadata_from_row(r, self.now, table=self._store.name)
-            for r in self._store.group_rows(self.conn, group, with_data)
+            metadata_from_row(r, self.now, table=self.store.name)
+            for r in self.store.task_group_rows(self.conn, group, with_data)
         ]
 
     def get_many(self, keys: Iterable[str]) -> dict[str, TaskMetadata]:
-        rows = self._store.rows_by_keys(self.conn, list(keys))
-        return {r["key"]: metadata_from_row(r, self.now, table=self._store.name) for r in rows}
+        rows = self.store.task_rows_by_keys(self.conn, list(keys))
+        return {r["key"]: metadata_from_row(r, self.now, table=self.store.name) for r in rows}
 
     def submit(self, key: str, type: str, data: Any = None, **opts: Any) -> bool:
         """Insert if the key is free; returns True when a row was added."""
         task = self.queue._new_task(key, type, data, now=self.now, **opts)
-        return self._store.insert(self.conn, [task], self.now) == 1
+        return self.store.task_insert(self.conn, [task], self.now) == 1
 
     def submit_many(self, items: Iterable[Mapping]) -> int:
         return self.insert([self.new_task(**dict(item)) for item in items])
@@ -108,7 +101,7 @@ class Transaction:
 
     def insert(self, tasks: Iterable[NewTask]) -> int:
         """Insert tasks made by :meth:`new_task` whose key is free; returns how many were new."""
-        return self._store.insert(self.conn, list(tasks), self.now)
+        return self.store.task_insert(self.conn, list(tasks), self.now)
 
     def submit_rows(self, items: Iterable[Mapping]) -> int:
         """Insert the rows of a workflow run: each item holds submit options plus ``workflow``
@@ -130,7 +123,7 @@ class Transaction:
                     state=PENDING if pending else LIVE,
                 )
             )
-        return self._store.insert(self.conn, tasks, self.now)
+        return self.store.task_insert(self.conn, tasks, self.now)
 
     def finish(
         self,
@@ -152,7 +145,7 @@ class Transaction:
         text = None if data is None else encode_data(data, self.queue.config["max_data_size"])
         trace = None if error is UNSET else traceback_text(error)
         purge_at = self.now + retention
-        self._store.finish(
+        self.store.task_finish(
             task._id, task._token, outcome, err, purge_at, self.now, data=text, conn=self.conn, traceback=trace
         )
         self._after_commit.append(lambda: task._mark_finished(outcome, err, self.now))
@@ -160,7 +153,9 @@ class Transaction:
     def retry(self, task: AcquiredTask, retry_wait: float, error: Any = None) -> None:
         err = UNSET if error is None else _error_text(error)
         trace = traceback_text(error)
-        self._store.retry(task._id, task._token, self.now + retry_wait, self.now, err, conn=self.conn, traceback=trace)
+        self.store.task_retry(
+            task._id, task._token, self.now + retry_wait, self.now, err, conn=self.conn, traceback=trace
+        )
 
         def mark():
             task.status, task.done = "waiting", True
@@ -171,10 +166,10 @@ class Transaction:
         """Replace a task's data, in any state (not fenced by a lease: for rows this transaction
         has locked). Returns whether the task exists."""
         text = encode_data(data, self.queue.config["max_data_size"])
-        return self._store.set_data(self.conn, key, text)
+        return self.store.task_set_data(self.conn, key, text)
 
     def cancel(self, key: str) -> str:
-        return self._store.cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)
+        return self.store.task_cancel(key, self.now, self.now + self.queue.config["retention_time"], conn=self.conn)
 
 
 class _DeferredBatch:
@@ -188,7 +183,7 @@ class _DeferredBatch:
 
     def _write(self, conn) -> None:
         tx = Transaction(self.queue, conn, self.now)
-        self.lost, self.failed = deferred_mod.write(tx, self.tasks, lambda fn: self.queue.store.isolated(conn, fn))
+        self.lost, self.failed = deferred_mod.write(tx, self.tasks, lambda fn: isolated(conn, fn))
 
     def mark(self, now: float) -> list[AcquiredTask]:
         """After commit: written ones are done, lost ones flagged; returns the lost ones."""

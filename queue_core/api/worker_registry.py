@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import Any
 
 from ..errors import TaskError
-from ..store.workers import WorkerIdentity
+from ..store.protocol import WorkerIdentity
 
 log = logging.getLogger("queue_core.worker")
 
@@ -118,7 +118,7 @@ class Registration:
             renewer = self._renewer
         if renewer is not None:
             renewer.join(self.interval + 5)
-        self._write("unregister", lambda: self.queue.store.remove_worker(self.worker.owner))
+        self._write("unregister", lambda: self.queue.store.worker_remove(self.worker.owner))
 
     def _run(self, halt: threading.Event) -> None:
         self._write("register", self._register)
@@ -134,11 +134,11 @@ class Registration:
 
     def _register(self) -> None:
         now = self.queue.now()
-        self.queue.store.register_worker(self.worker, now)
+        self.queue.store.worker_register(self.worker, now)
         self.started_at = now
 
     def _renew(self) -> None:
-        self.queue.store.renew_worker(self.worker, self.started_at or self.queue.now(), self.queue.now())
+        self.queue.store.worker_renew(self.worker, self.started_at or self.queue.now(), self.queue.now())
 
     def _write(self, what: str, write) -> None:
         try:

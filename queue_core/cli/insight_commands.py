@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import click
 
 from ..api.task_history import TaskEvent, trimmed_after
-from ..store.schema import EVENT_KINDS
+from ..store.protocol import EVENT_KINDS
 from .kit.exits import CLIError
 from .kit.options import common_options
 from .kit.output import format_time, json_text, print_json, print_table, printable, short_error, terminal_text

@@ -61,7 +61,7 @@ class FailureGroup:
 
 def group_failures(heads: Iterable[Mapping], samples: Mapping[int, Mapping]) -> list[FailureGroup]:
     """The groups of the failed tasks counted per queue, type and error head (``heads``: rows of
-    ``TaskStore.failure_heads``), the heads that name no class together; each group's message
+    ``Store.failure_heads``), the heads that name no class together; each group's message
     and sample key are those of the newest task of its latest head (``samples``: by id). The
     largest group first (then by queue, type and class)."""
     groups: dict[tuple[str, str, str], FailureGroup] = {}

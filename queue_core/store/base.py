@@ -69,9 +69,9 @@ class VersionedTables:
 
     def __init__(self, db: Database, name: str, metadata: sa.MetaData, meta: sa.Table):
         self.db, self.name, self.metadata, self.meta = db, name, metadata, meta
-        db.check_before_use(self.check_tables)
+        db.check_before_use(self.tables_exist)
 
-    def check_tables(self, conn, tables: tuple[sa.Table, ...] = ()) -> bool:
+    def tables_exist(self, conn, tables: tuple[sa.Table, ...] = ()) -> bool:
         """Whether the main table (and ``tables``) exist (False: not yet, ``init`` makes them);
         ForeignTableError when one of that name lacks columns this kind of table has: another
         program's table, or a pq table of another kind. Run before the database's first
@@ -117,14 +117,14 @@ class VersionedTables:
             + ": pq leaves it alone; name another table (--table, --schedule-table, config table)"
         )
 
-    def init(self, force: bool = False) -> None:
+    def tables_init(self, force: bool = False) -> None:
         """Create the tables (idempotent); ``force`` drops and recreates them."""
 
         def create(conn, drop: bool):
             # the main table again (it may have appeared since), and every table beside it: one of
             # another program's named like ours is never written, nor dropped by ``force``
             tables = self.tables_made_here()
-            self.check_tables(conn, tuple(t for t in tables if t is not self.t))
+            self.tables_exist(conn, tuple(t for t in tables if t is not self.t))
             if drop:
                 self.metadata.drop_all(conn, tables=tables, checkfirst=True)
             existing = set(sa.inspect(conn).get_table_names())  # one look, not one per table and index
@@ -171,7 +171,7 @@ class VersionedTables:
                 if index.name not in have:
                     index.create(conn)
 
-    def missing_indexes(self, conn) -> set[str]:
+    def tables_missing_indexes(self, conn) -> set[str]:
         """Indexes of this release the tables lack (made by an earlier one, before ``init``)."""
         tables = self.tables_made_here()
         have = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t.name)}
@@ -252,10 +252,10 @@ class VersionedTables:
         on_table = f" ON {prep.quote(self.t.name)}" if conn.dialect.name in ("mysql", "mariadb") else ""
         conn.exec_driver_sql(f"DROP INDEX {prep.quote(index)}{on_table}")
 
-    def require_current_version(self) -> None:
+    def tables_require_current(self) -> None:
         """SchemaError when the tables were made by an older release and ``init`` has not upgraded
         them yet (or were never created)."""
-        version = self.schema_version()
+        version = self.tables_version()
         if version is not None and version < self.current_version:
             raise self._older(f"has schema version {version}")
 
@@ -271,10 +271,10 @@ class VersionedTables:
         stored = conn.execute(sa.select(self.meta.c.value).where(self.meta.c.name == "schema_version")).scalar()
         if stored is None or int(stored) < self.current_version:
             raise self._older("was never initialised" if stored is None else f"has schema version {stored}")
-        if not self.check_tables(conn, tables):
+        if not self.tables_exist(conn, tables):
             raise SchemaError(f"{', '.join(t.name for t in tables)} not found beside {self.name}; run 'init'")
 
-    def check_writable(self) -> None:
+    def tables_check_writable(self) -> None:
         """AccessDeniedError when this account or database refuses writes to the main table (a
         read-only replica, transaction or file; no UPDATE grant). An UPDATE of no row: nothing
         is written."""
@@ -282,7 +282,7 @@ class VersionedTables:
         stmt = sa.update(t).where(sa.false()).values(key=t.c.key)
         self.db.run(lambda c: c.execute(stmt), what=f"check write access to {self.name}")
 
-    def schema_version(self) -> int | None:
+    def tables_version(self) -> int | None:
         """The version recorded in the meta table (None before init)."""
 
         def read(conn):

@@ -1,6 +1,6 @@
 """Pages of tasks for an operator's browser (store layer): the tasks matching filters, newest
 first, after a keyset cursor (the last id shown); never an OFFSET, never a count of the table.
-A mixin of :class:`~queue_core.store.tasks.TaskStore`."""
+A mixin of :class:`~queue_core.store.tasks.SqlStore`."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class TaskBrowse:
     status_clause: Any
     failed_where: Any
 
-    def browse_page(self, f: BrowseFilter, *, before_id: int | None, limit: int, now: float) -> list[dict]:
+    def task_browse_page(self, f: BrowseFilter, *, before_id: int | None, limit: int, now: float) -> list[dict]:
         """Up to ``limit`` task rows matching ``f`` with an id below ``before_id`` (None: from
         the newest), newest first, with their ``tags`` and without data and results. Walks the
         primary key backwards (with ``tag``: the tag's range of the tag table) and stops at

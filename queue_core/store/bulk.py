@@ -2,7 +2,7 @@
 waiting ones, page by page; run failed tasks again (``requeue``) and cancel waiting ones, a
 bounded batch per transaction, each row fenced by its transition's precondition so that a
 batch run twice, or racing a worker, changes each row at most once. A mixin of
-:class:`~queue_core.store.tasks.TaskStore`."""
+:class:`~queue_core.store.tasks.SqlStore`."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class BulkChanges:
     purge_time: Callable[[float], Any]
     record_ids: Callable[..., None]
     failed_where: Callable[[], list]  # FailureReads
-    record: Callable[..., None]
+    event_record: Callable[..., None]
     ended_events: Callable[..., list]
     receipts: Receipts
 
@@ -51,14 +51,14 @@ class BulkChanges:
         stmt = stmt.order_by(t.c.id).limit(limit)
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="read tasks")
 
-    def failed_page(self, *, queue=None, type=None, tag=None, after_id: int = 0, limit: int = 1000) -> list[dict]:
+    def failure_page(self, *, queue=None, type=None, tag=None, after_id: int = 0, limit: int = 1000) -> list[dict]:
         """A page of the tasks that ended as failure (id, key, queue, type, error, finished_at,
         in_run), in id order after ``after_id``, of ``queue``, ``type`` and ``tag`` if given."""
         t = self.t
         where = [*self.failed_where(), *_filters(t, queue, type)]
         return self._page(where, tag, after_id, limit)
 
-    def waiting_page(
+    def task_waiting_page(
         self, now: float, *, queue=None, type=None, tag=None, after_id: int = 0, limit: int = 1000
     ) -> list[dict]:
         """A page of the plain tasks nobody runs at ``now`` (waiting, or their lease expired)."""
@@ -71,7 +71,7 @@ class BulkChanges:
         ]
         return self._page(where, tag, after_id, limit)
 
-    def requeue(self, ids: Sequence[int], now: float) -> list[int]:
+    def failure_requeue(self, ids: Sequence[int], now: float) -> list[int]:
         """Run the failed plain tasks ``ids`` again: waiting, due ``now``, fresh attempts (their
         last error kept until they run). Returns the ids it changed (the others were not failed
         plain tasks any more: requeued already, purged, or never)."""
@@ -90,7 +90,7 @@ class BulkChanges:
         )
         return self._change(ids, "requeue", values, now, {})
 
-    def cancel_many(self, ids: Sequence[int], now: float, purge_at: float) -> list[int]:
+    def task_cancel_many(self, ids: Sequence[int], now: float, purge_at: float) -> list[int]:
         """Cancel the plain tasks ``ids`` that nobody runs at ``now``; the ids it cancelled."""
         values = dict(
             state=FINISHED,
@@ -120,7 +120,7 @@ class BulkChanges:
             if changed:
                 ended = self.ended_events(conn, rows, now)  # attempts whose lease expired unseen
                 conn.execute(sa.update(t).where(t.c.id.in_(changed), *where).values(**values))
-                self.record(conn, ended)
+                self.event_record(conn, ended)
                 self.record_ids(conn, kind, changed, now)
             return changed
 

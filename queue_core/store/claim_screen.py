@@ -1,5 +1,5 @@
 """What the claim does with the due rows it picked, before it leases them (store layer), mixed
-into :class:`~queue_core.store.tasks.TaskStore`.
+into :class:`~queue_core.store.tasks.SqlStore`.
 
 A row that must not run again ends here (:func:`queue_core.rules.policy.on_claim`: a cancel requested,
 its attempts used up; transition ``give_up``), and so does a row holding a value pq never writes
@@ -34,9 +34,9 @@ class ClaimScreen:
     name: str
     purge_time: Callable[[float], sa.Case]
     record_ids: Callable[..., None]  # TaskEvents
-    record: Callable[..., None]  # TaskEvents
+    event_record: Callable[..., None]  # TaskEvents
     ended_events: Callable[..., list]  # TaskEvents
-    isolated: Callable[..., Exception | None]  # TaskStore
+    isolated: Callable[..., Exception | None]  # SqlStore
     #: how long a row the claim ends is kept (the queue sets its config's retention_time and
     #: failure_retention)
     retention_time: float = 300.0
@@ -103,7 +103,7 @@ class ClaimScreen:
         if done.rowcount != 1:
             return False
         row.update(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, lease_token=None)
-        self.record(conn, ended)
+        self.event_record(conn, ended)
         self.record_ids(conn, TASK_EVENTS[transition], [id_], now)
         return True
 

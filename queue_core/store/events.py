@@ -1,6 +1,6 @@
 """The events of tasks (store layer): a row of ``<table>_events`` per state change after a task's
 submission, appended in the same transaction as the change, so that a change and its event
-commit together or not at all. A mixin of :class:`~queue_core.store.tasks.TaskStore`.
+commit together or not at all. A mixin of :class:`~queue_core.store.tasks.SqlStore`.
 
 Each transition of ``transitions.py`` names the event it writes (``Transition.event``); its
 store method calls :meth:`TaskEvents.record` (rows in hand: the claim) or
@@ -215,7 +215,7 @@ class TaskEvents:
         ends them) whose lease expired: their last attempt ended unseen."""
         return expired_events(rows, at, self.recorded_claims(conn, rows))
 
-    def record(self, conn, events: Sequence[dict]) -> None:
+    def event_record(self, conn, events: Sequence[dict]) -> None:
         """Append ``events`` (dicts of every column of :data:`COLUMNS`); announce those of
         tracked tasks (:meth:`_announce`)."""
         if events:
@@ -341,7 +341,7 @@ class TaskEvents:
         stmt = sa.select(e).where(e.c.task_id == task_id).order_by(e.c.id)
         return [dict(r._mapping) for r in conn.execute(stmt)]
 
-    def last_tracebacks(self, conn, ids: Sequence[int]) -> dict[int, dict]:
+    def event_last_tracebacks(self, conn, ids: Sequence[int]) -> dict[int, dict]:
         """The traceback each of the tasks ``ids`` kept last (of the error that ended its latest
         failed attempt), with that attempt (``attempt``) and its worker (``owner``)."""
         e = self.events_t
@@ -349,7 +349,7 @@ class TaskEvents:
         stmt = sa.select(*cols).where(e.c.task_id.in_(list(ids)), e.c.traceback.is_not(None)).order_by(e.c.id)
         return {r.task_id: dict(r._mapping) for r in conn.execute(stmt)} if ids else {}
 
-    def history_rows(self, key: str) -> tuple[dict, list[dict]] | None:
+    def task_history(self, key: str) -> tuple[dict, list[dict]] | None:
         """The row of task ``key`` and its events, oldest first, read together (None: no such task)."""
         t = self.t
 

@@ -1,7 +1,7 @@
 """The read behind the failure groups (store layer): the tasks that ended as failure, counted in
 the database per queue, type and error head (an error's text before its first colon, where an
 exception's class is written), and the newest task of each such group read by id. A mixin of
-:class:`~queue_core.store.tasks.TaskStore`; the groups themselves are ``failures.py``'s."""
+:class:`~queue_core.store.tasks.SqlStore`; the groups themselves are ``failures.py``'s."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Named queues (store layer), mixed into :class:`~queue_core.store.tasks.TaskStore`: the walk of a
+"""Named queues (store layer), mixed into :class:`~queue_core.store.tasks.SqlStore`: the walk of a
 claim over the queues a worker serves, and the settings operators give a queue (pause, limits).
 
 Every task row names its queue (column ``queue``); a claim reads one queue at a time, each an
@@ -251,7 +251,7 @@ class NamedQueues:
 
     def _entries(self, conn, names: Sequence[str], now: float) -> dict[str, tuple]:
         """The entry of each of ``names`` that has due rows: what a walk of it reads first (a
-        due user, the best level of its live rows: ``TaskStore._user_and_top``), read with the
+        due user, the best level of its live rows: ``SqlStore._user_and_top``), read with the
         earliest due time of its rows without a user, 30 queues per statement (index probes)."""
         found: dict[str, tuple] = {}
         for i in range(0, len(names), 30):
@@ -338,17 +338,17 @@ class NamedQueues:
             rows.update({r.name: _settings(r) for r in conn.execute(self.db.dialect.lock_rows(stmt))})
         return rows
 
-    def all_settings(self) -> dict[str, QueueSettings]:
+    def queue_settings_all(self) -> dict[str, QueueSettings]:
         q = self.queues_t
         return self.db.run(
             lambda c: {r.name: _settings(r) for r in c.execute(sa.select(q))}, write=False, what="queue settings"
         )
 
-    def set_paused(self, name: str, paused: bool, now: float) -> QueueSettings:
+    def queue_set_paused(self, name: str, paused: bool, now: float) -> QueueSettings:
         """Pause queue ``name`` (no claim leases its tasks) or resume it; returns its settings."""
         return self._write_settings(name, now, {"paused": 1 if paused else 0}, f"pause queue {name}")
 
-    def set_limits(
+    def queue_set_limits(
         self,
         name: str,
         now: float,
@@ -380,7 +380,7 @@ class NamedQueues:
 
         return self.db.run(work, what=what)
 
-    def known_queue(self, name: str) -> bool:
+    def queue_known(self, name: str) -> bool:
         """Whether queue ``name`` has settings or tasks (any state)."""
         t, q = self.t, self.queues_t
 
@@ -422,12 +422,12 @@ class NamedQueues:
 
         return self.db.run(read, write=False, what="queue counts")
 
-    def live_queue_counts(self, now: float) -> dict[str, dict[str, Any]]:
+    def queue_live_counts(self, now: float) -> dict[str, dict[str, Any]]:
         """:meth:`queue_counts` without the finished rows (``finished`` None: not counted), read
         through the indexes only (``live_counts``): it costs the same on a table of a million
         finished rows as on an empty one, for a page that asks every few seconds."""
         out: dict[str, dict[str, Any]] = {}
-        for (queue, _type), c in self.live_counts(now).items():  # type: ignore[attr-defined]
+        for (queue, _type), c in self.stats_live_counts(now).items():  # type: ignore[attr-defined]
             per = out.setdefault(queue, {**dict.fromkeys(QUEUE_STATUSES, 0), "finished": None, "oldest_due": None})
             per["waiting"] += c["waiting"] + c["scheduled"]
             per["running"] += c["running"]

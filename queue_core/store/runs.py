@@ -19,7 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..rules import policy
-from .tasks import FINISHED, FOREVER, LIVE, PENDING, TaskStore
+from ..rules.row_states import FINISHED, LIVE, PENDING
+from .schema import FOREVER
 from .transitions import PER_ROW, TaskState, lease_held, task_where
 
 #: the stored ``state`` a caller expects, as states of the transition table
@@ -50,13 +51,14 @@ _LIGHT = (
 
 
 class RunRows:
-    """The rows of workflow runs, in the table of a :class:`TaskStore`."""
+    """The rows of workflow runs, in the table of a :class:`SqlStore` (one of the parts it is composed
+    of: its ``run_*`` operations are these)."""
 
-    def __init__(self, tasks: TaskStore):
+    def __init__(self, tasks: Any):  # the SqlStore composed of this part
         self.tasks = tasks
         self.t = tasks.t
         self.db = tasks.db
-        #: names this process has recorded with :meth:`register` (committed): not written again
+        #: names this process has recorded with :meth:`run_name_register` (committed): not written again
         self.registered_here: set[tuple[str, str]] = set()
 
     def _cols(self, data: bool, result: bool, definition: bool = False) -> list:
@@ -69,7 +71,7 @@ class RunRows:
         return [self.t.c[n] for n in names]
 
     # -- reads --------------------------------------------------------------------------
-    def read(
+    def run_read(
         self,
         conn,
         keys: Sequence[str],
@@ -89,7 +91,7 @@ class RunRows:
             out.update({r.key: dict(r._mapping) for r in conn.execute(stmt)})
         return out
 
-    def newest_runs(
+    def run_newest(
         self, conn, group: str, types: Sequence[str], before_id: int | None, limit: int, sep: str
     ) -> list[dict]:
         """Up to ``limit`` run rows of the workflows ``types`` with an id below ``before_id`` (None:
@@ -109,20 +111,20 @@ class RunRows:
         rows = [dict(r._mapping) for s in reads for r in conn.execute(s.limit(limit))]
         return sorted(rows, key=lambda r: -r["id"])[:limit]
 
-    def read_group(self, conn, group: str, *, data: bool = False, result: bool = False) -> list[dict]:
+    def run_group_read(self, conn, group: str, *, data: bool = False, result: bool = False) -> list[dict]:
         """The rows of a group (a run's steps, a map's items), by id."""
         t = self.t
         stmt = sa.select(*self._cols(data, result)).where(t.c.grp == group).order_by(t.c.id)
         return [dict(r._mapping) for r in conn.execute(stmt)]
 
-    def group_results(self, conn, group: str):
+    def run_group_results(self, conn, group: str):
         """(key, state, outcome, workflow, result) of each row of a group, as plain tuples: what a
         step after a map reads of its items (a full row would cost ~1 KB more per item)."""
         t = self.t
         stmt = sa.select(t.c.key, t.c.state, t.c.outcome, t.c.workflow, t.c.result).where(t.c.grp == group)
         return conn.execute(stmt).all()
 
-    def count_group(self, conn, group: str, now: float) -> dict[str, int]:
+    def run_group_count(self, conn, group: str, now: float) -> dict[str, int]:
         """How many rows of a group are pending, waiting, running, or finished by outcome."""
         t = self.t
         status = sa.case(
@@ -134,7 +136,7 @@ class RunRows:
         stmt = sa.select(status, sa.func.count()).where(t.c.grp == group).group_by(status)
         return {str(r[0]): int(r[1]) for r in conn.execute(stmt)}
 
-    def next_waiting(self, conn, group: str, now: float) -> dict | None:
+    def run_next_waiting(self, conn, group: str, now: float) -> dict | None:
         """The waiting row of a group due first (its ``run_at`` and ``workflow``), None when none
         waits: what a map whose items all wait is waiting for."""
         t = self.t
@@ -143,19 +145,19 @@ class RunRows:
         row = conn.execute(stmt).mappings().first()
         return dict(row) if row is not None else None
 
-    def register(self, conn, kind: str, name: str) -> None:
+    def run_name_register(self, conn, kind: str, name: str) -> None:
         """Remember a name (a workflow served or started here) in the meta table, once."""
         m = self.tasks.meta
         row = {"name": f"{kind}:{hashlib.sha1(name.encode()).hexdigest()[:40]}"[:64], "value": name}
         self.db.dialect.execute_insert(conn, self.db.dialect.insert_if_absent(m, "name"), [row], m.c.name)
 
-    def registered(self, conn, kind: str) -> list[str]:
+    def run_names_registered(self, conn, kind: str) -> list[str]:
         m = self.tasks.meta
         stmt = sa.select(m.c.value).where(m.c.name.like(f"{kind}:%")).order_by(m.c.value)
         return [r[0] for r in conn.execute(stmt)]
 
     # -- transitions of the run row ---------------------------------------------------------
-    def adopt(self, conn, id_: int, token: int, workflow: str, definition: str, group: str, now: float) -> bool:
+    def run_adopt(self, conn, id_: int, token: int, workflow: str, definition: str, group: str, now: float) -> bool:
         """A run row submitted as a plain task, held by the decider: live -> pending run."""
         t = self.t
         res = conn.execute(
@@ -175,7 +177,7 @@ class RunRows:
         )
         return self._changed(conn, "adopted", [id_], res.rowcount, now)
 
-    def set_workflow(self, conn, id_: int, workflow: str, *, state: int = PENDING) -> bool:
+    def run_set_workflow(self, conn, id_: int, workflow: str, *, state: int = PENDING) -> bool:
         """New bookkeeping of a row that is still in ``state`` (tallies of a pending step, run state)."""
         t = self.t
         res = conn.execute(
@@ -185,7 +187,7 @@ class RunRows:
         )
         return res.rowcount == 1
 
-    def set_workflow_many(self, conn, updates: Sequence[tuple[int, str]], *, state: int = PENDING) -> int:
+    def run_set_workflow_many(self, conn, updates: Sequence[tuple[int, str]], *, state: int = PENDING) -> int:
         return self.db.dialect.update_each(
             conn,
             self.t,
@@ -194,7 +196,7 @@ class RunRows:
             where=task_where(self.t, "set_workflow", only=_EXPECTED[state]),
         )
 
-    def close(
+    def run_close(
         self,
         conn,
         id_: int,
@@ -216,7 +218,7 @@ class RunRows:
         res = conn.execute(sa.update(t).where(t.c.id == id_, *task_where(t, "close")).values(**values))
         return self._changed(conn, "closed", [id_], res.rowcount, now)
 
-    def close_many(self, conn, rows: Sequence[dict], now: float) -> int:
+    def run_close_many(self, conn, rows: Sequence[dict], now: float) -> int:
         """Pending rows that end without running (skipped steps, maps whose items are done, run
         rows whose run ended): each dict holds id, outcome, workflow, error and optionally
         purge_at (default: kept until their run ends)."""
@@ -241,7 +243,7 @@ class RunRows:
         self._changed(conn, "closed", [r["id"] for r in rows], n, now, self.t.c.state == FINISHED)
         return n
 
-    def keep_group(self, conn, groups: Sequence[str], purge_at: float = FOREVER) -> int:
+    def run_group_keep(self, conn, groups: Sequence[str], purge_at: float = FOREVER) -> int:
         """The finished rows of these runs' groups are purged at ``purge_at`` (runs that ended),
         or never (the default: runs running again)."""
         t = self.t
@@ -254,7 +256,7 @@ class RunRows:
             ).rowcount
         return n
 
-    def clear_group(self, conn, group: str) -> int:
+    def run_group_clear(self, conn, group: str) -> int:
         """Delete the workflow rows of a group: those of an earlier run with this id (a run starts
         with an empty group), or a map's old items. Plain tasks that name the group stay. Only
         when there are some: an account without DELETE starts every run whose id is new."""
@@ -266,7 +268,7 @@ class RunRows:
         return conn.execute(sa.delete(self.t).where(*where)).rowcount
 
     # -- transitions of step rows ------------------------------------------------------------
-    def promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
+    def run_promote(self, conn, updates: Sequence[tuple[int, str]], now: float) -> int:
         """Steps whose parents are done: pending -> waiting, due now."""
         n = self.db.dialect.update_each(
             conn,
@@ -279,7 +281,7 @@ class RunRows:
         self._changed(conn, "promoted", [i for i, _ in updates], n, now, self.t.c.state == LIVE)
         return n
 
-    def start_maps(self, conn, starts: Sequence[tuple[int, str, str]]) -> int:
+    def run_start_maps(self, conn, starts: Sequence[tuple[int, str, str]]) -> int:
         """Maps whose items were just submitted: each (id, bookkeeping as read, bookkeeping with
         the item count) is written only while the pending row's bookkeeping is still the one
         read, so a map starts once, however many decisions race for it. Returns how many did."""
@@ -293,7 +295,7 @@ class RunRows:
         )
         return conn.execute(stmt, [{"_id": i, "_read": read, "_new": new} for i, read, new in starts]).rowcount
 
-    def open_rows(self, conn, groups: Sequence[str], limit: int | None = 20) -> list[dict]:
+    def run_open_rows(self, conn, groups: Sequence[str], limit: int | None = 20) -> list[dict]:
         """The workflow rows of these groups that have not finished (key, grp, workflow): up to
         ``limit`` per 500 groups (None: all)."""
         t = self.t
@@ -304,7 +306,7 @@ class RunRows:
             out += [dict(r._mapping) for r in conn.execute(stmt)]
         return out
 
-    def finish_held(
+    def run_finish_held(
         self,
         conn,
         id_: int,
@@ -346,11 +348,11 @@ class RunRows:
         ).all()
         return {r.id for r in rows if r.state == FINISHED and r.finished_at == now and r.lease_token == tokens[r.id]}
 
-    def finish_held_many(
+    def run_finish_held_many(
         self, conn, entries: Sequence[dict], now: float, *, retried: bool = False
     ) -> tuple[list[int], list[int]]:
         """Several holders' finishes at once (each dict: id, token, outcome, error, result),
-        fenced like :meth:`finish_held`. Returns the ids whose lease was lost (not written), and
+        fenced like :meth:`run_finish_held`. Returns the ids whose lease was lost (not written), and
         — on a ``retried`` attempt of the transaction — those an earlier attempt already wrote
         and committed (only its acknowledgement was lost): their decision was committed with
         them and must not be taken again."""
@@ -386,7 +388,7 @@ class RunRows:
         self.tasks.record_ids(conn, "finished", sorted(written), now)
         return [e["id"] for e in todo if e["id"] not in written], sorted(already)
 
-    def retry_held(
+    def run_retry_held(
         self,
         conn,
         id_: int,
@@ -413,7 +415,7 @@ class RunRows:
     def _refused(self, conn, id_: int, token: int, op: str) -> None:
         self.tasks._diagnose(conn, id_, token, op)  # raises with the reason
 
-    def mark(self, conn, id_: int, group: str, workflow: str) -> bool:
+    def run_mark(self, conn, id_: int, group: str, workflow: str) -> bool:
         """Make a row not yet picked up by a decider known as a run (listed with the runs)."""
         t = self.t
         res = conn.execute(
@@ -421,7 +423,7 @@ class RunRows:
         )
         return res.rowcount == 1
 
-    def cancel_waiting(self, conn, group: str, now: float) -> list[dict]:
+    def run_cancel_waiting(self, conn, group: str, now: float) -> list[dict]:
         """Cancel the waiting (not running) rows of a run; flag the running ones. Returns the
         rows cancelled here (their run then decides what follows)."""
         t = self.t
@@ -458,7 +460,7 @@ class RunRows:
             done += chunk
         return done
 
-    def reopen(self, conn, ids: Sequence[int], now: float, *, pending: bool = False) -> int:
+    def run_reopen_steps(self, conn, ids: Sequence[int], now: float, *, pending: bool = False) -> int:
         """Finished rows of a run that is retried: -> waiting (due now, fresh attempts) or pending."""
         t = self.t
         values = dict(
@@ -484,7 +486,7 @@ class RunRows:
             n += done
         return n
 
-    def reopen_run(self, conn, id_: int, workflow: str, now: float) -> bool:
+    def run_reopen(self, conn, id_: int, workflow: str, now: float) -> bool:
         """A finished run row that is retried at ``now``: -> pending."""
         t = self.t
         res = conn.execute(

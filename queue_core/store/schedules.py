@@ -40,7 +40,7 @@ class NewSchedule:
     tags: str | None = None  # JSON list of tags (None: none)
 
 
-class ScheduleStore(VersionedTables):
+class SqlScheduleStore(VersionedTables):
     current_version = SCHEDULE_SCHEMA_VERSION
     added_columns = SCHEDULE_ADDED_COLUMNS
     kind = "a perfectsched schedule table"
@@ -51,30 +51,30 @@ class ScheduleStore(VersionedTables):
         super().__init__(db, table, metadata, meta_table(metadata, table))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
 
-    def add(self, conn, schedule: NewSchedule, now: float) -> bool:
+    def schedule_add(self, conn, schedule: NewSchedule, now: float) -> bool:
         """Insert if the key is free (idle, due at its next run time); returns whether it was."""
         row = asdict(schedule) | {"timeout": schedule.next_run_time, "leased": 0, "created_at": now, "updated_at": now}
         return self.db.dialect.execute_insert(conn, self._insert_absent, [row], self.t.c.key) == 1
 
-    def get(self, key: str, conn=None) -> dict | None:
+    def schedule_get(self, key: str, conn=None) -> dict | None:
         """The schedule's row as stored (None: no such key); any column may hold a value edited
-        by hand (:meth:`check`)."""
+        by hand (:meth:`schedule_check`)."""
         stmt = sa.select(self.t).where(self.t.c.key == key)
         if conn is None:
-            return self.db.run(lambda c: self.get(key, c), write=False, what="get schedule")
+            return self.db.run(lambda c: self.schedule_get(key, c), write=False, what="get schedule")
         r = conn.execute(stmt).first()
         return dict(r._mapping) if r else None
 
-    def check(self, row: dict) -> dict:
+    def schedule_check(self, row: dict) -> dict:
         """``row`` itself, or CorruptRowError naming the table, the key and the first column
         holding a value perfectsched never writes (:mod:`.rowcheck`)."""
         return dict(rowcheck.check_schedule(row, self.name))
 
-    def lock(self, conn, key: str) -> dict | None:
+    def schedule_lock(self, conn, key: str) -> dict | None:
         r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
         return dict(r._mapping) if r else None
 
-    def list(self) -> list[dict]:
+    def schedule_list(self) -> list[dict]:
         """Every schedule's row as stored, next due first (one edited by hand among them too)."""
         stmt = sa.select(self.t).order_by(self.t.c.timeout, self.t.c.key)
         return self.db.run(lambda c: [dict(r._mapping) for r in c.execute(stmt)], write=False, what="list schedules")
@@ -88,7 +88,7 @@ class ScheduleStore(VersionedTables):
             == 1
         )
 
-    def configure(
+    def schedule_configure(
         self,
         conn,
         key: str,
@@ -107,7 +107,7 @@ class ScheduleStore(VersionedTables):
             conn, key, "configure", {k: v for k, v in given.items() if v is not None} | {"updated_at": now}
         )
 
-    def reschedule(
+    def schedule_reschedule(
         self,
         conn,
         key: str,
@@ -147,7 +147,7 @@ class ScheduleStore(VersionedTables):
             ),
         )
 
-    def set_aside(self, conn, key: str, expected, error: str, now: float) -> bool:
+    def schedule_set_aside(self, conn, key: str, expected, error: str, now: float) -> bool:
         """Set aside the due schedule still at occurrence ``expected`` (the ``next_time`` the caller
         read) because it cannot be computed: ``error`` recorded, never due (timeout FOREVER) until
         ``resume`` or ``reschedule``, any expired lease dropped; ``next_time`` kept. Returns whether
@@ -155,19 +155,21 @@ class ScheduleStore(VersionedTables):
         values = dict(error=error, timeout=FOREVER, leased=0, lease_token=None, updated_at=now)
         return self._write(conn, key, "set_aside", values, now=now, expected=expected)
 
-    def resume(self, conn, key: str, expected: int, now: float) -> bool:
+    def schedule_resume(self, conn, key: str, expected: int, now: float) -> bool:
         """Bring back the set-aside schedule still at occurrence ``expected``: error cleared, due
         at its ``next_run_time`` (the catch-up policy decides about the missed occurrences)."""
         values = dict(error=None, timeout=self.t.c.next_run_time, updated_at=now)
         return self._write(conn, key, "resume", values, expected=expected)
 
-    def delete(self, conn, key: str) -> bool:
+    def schedule_delete(self, conn, key: str) -> bool:
         return conn.execute(sa.delete(self.t).where(self.t.c.key == key)).rowcount == 1
 
-    #: a new lease token: ``poll`` draws it before its transaction (see :meth:`leased_under`)
-    new_token = staticmethod(new_token)
+    #: a new lease token: ``poll`` draws it before its transaction (see :meth:`schedule_leased_under`)
+    schedule_token = staticmethod(new_token)
 
-    def lease(self, conn, key: str, expected: int, occurrence: int, now: float, expires: float, token: int) -> bool:
+    def schedule_lease(
+        self, conn, key: str, expected: int, occurrence: int, now: float, expires: float, token: int
+    ) -> bool:
         """Lease the due schedule still at ``expected`` for its occurrence ``occurrence`` (at or
         after ``expected``: the catch-up policy may skip some) until ``expires`` under ``token``;
         returns whether it applied (False: the schedule was not so)."""
@@ -180,7 +182,7 @@ class ScheduleStore(VersionedTables):
             expected=expected,
         )
 
-    def leased_under(self, conn, token: int, expires: float) -> dict | None:
+    def schedule_leased_under(self, conn, token: int, expires: float) -> dict | None:
         """The schedule a poll with ``token`` leased until ``expires``, if an earlier run of its
         transaction committed (its acknowledgement lost); found through the timeout index."""
         t = self.t
@@ -188,11 +190,11 @@ class ScheduleStore(VersionedTables):
         r = conn.execute(held).first()
         return dict(r._mapping) if r else None
 
-    def heartbeat(self, conn, key: str, token: int, expires: float, now: float) -> bool:
+    def schedule_heartbeat(self, conn, key: str, token: int, expires: float, now: float) -> bool:
         """Extend the lease, unexpired at ``now``, to ``expires`` (an expired one is never revived)."""
         return self._write(conn, key, "heartbeat", {"timeout": expires}, token=token, now=now)
 
-    def finish(self, conn, key: str, token: int, next_time: int, next_run_time: float, now: float) -> bool:
+    def schedule_finish(self, conn, key: str, token: int, next_time: int, next_run_time: float, now: float) -> bool:
         """The holder moves the schedule on to ``next_time``; its token stays to tell a second
         finish of the same occurrence (already finished) from a lost lease."""
         return self._write(
@@ -203,20 +205,20 @@ class ScheduleStore(VersionedTables):
             token=token,
         )
 
-    def retry(self, conn, key: str, token: int, due_at: float) -> bool:
+    def schedule_retry(self, conn, key: str, token: int, due_at: float) -> bool:
         """The holder gives its occurrence back, due again at ``due_at``."""
         return self._write(conn, key, "retry", dict(timeout=due_at, leased=0), token=token)
 
-    def release(self, conn, key: str, token: int, now: float) -> bool:
+    def schedule_release(self, conn, key: str, token: int, now: float) -> bool:
         """The holder gives its occurrence back, due now."""
         return self._write(conn, key, "release", dict(timeout=now, leased=0), token=token)
 
-    def due(self, conn, now: float, limit: int) -> builtins.list[dict]:
+    def schedule_due(self, conn, now: float, limit: int) -> builtins.list[dict]:
         """Lock up to ``limit`` due schedules (skipping rows other schedulers hold; never a set-aside one)."""
         stmt = sa.select(self.t).where(*self._due(now)).order_by(self.t.c.timeout).limit(limit)
         return [dict(r._mapping) for r in conn.execute(self.db.dialect.lock_candidates(stmt))]
 
-    def advance_many(self, conn, advances: builtins.list[tuple[str, int, int, float]], now: float) -> int:
+    def schedule_advance_many(self, conn, advances: builtins.list[tuple[str, int, int, float]], now: float) -> int:
         """Advance due schedules in one batched statement: ``(key, expected next_time,
         next_time, next_run_time)`` each, compare-and-set on next_time, lease dropped (token too).
 
@@ -241,12 +243,12 @@ class ScheduleStore(VersionedTables):
         params = [{"b_key": k, "b_expected": exp, "b_next": nxt, "b_run": run} for k, exp, nxt, run in advances]
         return conn.execute(stmt, params).rowcount
 
-    def next_timeout(self) -> float | None:
+    def schedule_next_due_time(self) -> float | None:
         """The earliest time any schedule becomes due (uses the timeout index)."""
         stmt = sa.select(sa.func.min(self.t.c.timeout))
         return self.db.run(lambda c: c.execute(stmt).scalar(), write=False, what="next due schedule")
 
-    def next_due_row(self) -> tuple[str, float, int, str] | None:
+    def schedule_next_due(self) -> tuple[str, float, int, str] | None:
         """The schedule that becomes due first, as (key, due time, its occurrence's scheduled
         time, its timezone); None without schedules (uses the timeout index)."""
         t = self.t
@@ -257,7 +259,7 @@ class ScheduleStore(VersionedTables):
     def _due(self, now: float) -> builtins.list:
         return [self.t.c.timeout <= now, self.t.c.error.is_(None)]
 
-    def count_due(self, now: float) -> int:
+    def schedule_count_due(self, now: float) -> int:
         stmt = sa.select(sa.func.count()).select_from(self.t).where(*self._due(now))
         return int(self.db.run(lambda c: c.execute(stmt).scalar_one(), write=False, what="count schedules"))
 

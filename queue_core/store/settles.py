@@ -1,6 +1,6 @@
 """Settling a batch of held tasks as finished (store layer): one UPDATE per lease token, fenced by
 it, and the ``finished`` events of the rows it wrote. A mixin of
-:class:`~queue_core.store.tasks.TaskStore`; a worker settles each batch in the transaction of
+:class:`~queue_core.store.tasks.SqlStore`; a worker settles each batch in the transaction of
 its next claim.
 
 The events are read back from the rows as the UPDATE left them (``record_ids``: one INSERT ...
@@ -81,11 +81,11 @@ class TaskSettles:
     t: sa.Table
     events_t: sa.Table
     db: Database
-    purge_time: Callable[..., Any]  # TaskStore
+    purge_time: Callable[..., Any]  # SqlStore
     record_ids: Callable[..., None]  # TaskEvents
-    marked_claims: Callable[[], sa.Table | None]  # TaskStore
+    marked_claims: Callable[[], sa.Table | None]  # SqlStore
 
-    def settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
+    def task_settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
         ``also(conn)``: more writes of the batch in the same transaction."""
 

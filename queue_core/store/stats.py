@@ -1,5 +1,5 @@
 """Statistics of tasks (store layer): the roll-up of the events into ``<table>_stats`` and the
-reads of its buckets. A mixin of :class:`~queue_core.store.tasks.TaskStore`.
+reads of its buckets. A mixin of :class:`~queue_core.store.tasks.SqlStore`.
 
 Each event is counted exactly once, by whichever comes first:
 
@@ -61,7 +61,7 @@ class TaskStatistics:
     meta: sa.Table
     db: Database
 
-    def roll_up(self, now: float, gap_timeout: float, batch: int = BATCH) -> int:
+    def stats_roll_up(self, now: float, gap_timeout: float, batch: int = BATCH) -> int:
         """Count the events no roll-up or delete has counted yet; how many (0 while another
         process rolls up). An id passed over is looked for again until ``gap_timeout``."""
         total = 0
@@ -297,7 +297,7 @@ class TaskStatistics:
             log.warning("statistics of events not rolled up yet left out: %s", exc)
             return {}
 
-    def newest_events(self, limit: int) -> list[dict]:
+    def event_newest(self, limit: int) -> list[dict]:
         """The newest ``limit`` events (by id, read backwards along the primary key: no other row
         is read), with what the statistics read of them (queue, type, kind, at, waited, ran)."""
         e = self.events_t
@@ -306,7 +306,7 @@ class TaskStatistics:
         rows = self.db.run(lambda conn: conn.execute(stmt).all(), write=False, what="read the newest events")
         return [dict(r._mapping) for r in rows]
 
-    def prune_stats(self, spans_before: Sequence[tuple[int, float]]) -> int:
+    def stats_prune(self, spans_before: Sequence[tuple[int, float]]) -> int:
         """Delete the buckets of each ``(span, before)`` that start before ``before``."""
         s = self.stats_t
 
@@ -318,7 +318,7 @@ class TaskStatistics:
 
         return self.db.run(work, what="prune statistics")
 
-    def live_counts(self, now: float) -> dict[tuple[str, str], dict]:
+    def stats_live_counts(self, now: float) -> dict[tuple[str, str], dict]:
         """The tasks not finished per (queue, type) by status (:func:`count_live`), read through
         the indexes (never the finished rows: a scrape of the metrics stays cheap)."""
         by_state, running = _live_counts_reads(self.t, now)

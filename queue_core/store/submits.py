@@ -1,6 +1,6 @@
 """Submissions to the task table (store layer): one task in one statement, many in batches,
 a key whose finished row's retention ended freed and taken atomically. A mixin of
-:class:`~queue_core.store.tasks.TaskStore`, which builds the statements (``_insert_absent``,
+:class:`~queue_core.store.tasks.SqlStore`, which builds the statements (``_insert_absent``,
 ``_insert_one_due``, ``_insert_one_later``)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class NewTask:
 
 
 class TaskSubmits:
-    """Inserts of new tasks, for :class:`~queue_core.store.tasks.TaskStore`."""
+    """Inserts of new tasks, for :class:`~queue_core.store.tasks.SqlStore`."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
@@ -46,9 +46,9 @@ class TaskSubmits:
     _insert_absent: Any  # insert-if-absent of many rows (the dialect's)
     _insert_one_due: Any  # of one row, telling the listeners (PostgreSQL) as it commits
     _insert_one_later: Any  # of one row not due yet
-    get: Callable[..., dict | None]  # TaskReads
+    task_get: Callable[..., dict | None]  # TaskReads
     insert_tags: Callable[[Any, Sequence[tuple[int, tuple[str, ...]]]], None]  # TaskTags
-    forget_rows: Callable[[Any, Sequence[int]], None]  # TaskStore
+    forget_rows: Callable[[Any, Sequence[int]], None]  # SqlStore
 
     def _row(self, task: NewTask, now: float) -> dict:
         return {
@@ -73,7 +73,7 @@ class TaskSubmits:
             "trace": task.trace,
         }
 
-    def insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
+    def task_insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
         """Insert tasks whose key is free; returns how many were new.
 
         A finished row whose retention has ended frees its key even before cleanup ran.
@@ -120,14 +120,14 @@ class TaskSubmits:
         self.forget_rows(conn, expired)
         return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount
 
-    def submit(self, tasks: Sequence[NewTask], now: float) -> int:
-        return self.db.run(lambda c: self.insert(c, tasks, now), what="submit")
+    def task_submit(self, tasks: Sequence[NewTask], now: float) -> int:
+        return self.db.run(lambda c: self.task_insert(c, tasks, now), what="submit")
 
-    def submit_one(self, task: NewTask, now: float) -> bool:
+    def task_submit_one(self, task: NewTask, now: float) -> bool:
         """Insert ``task`` unless its key is taken; whether this call inserted it.
 
         The common case, a free key, is one statement in autocommit: one round trip, one commit.
-        A taken key then goes through :meth:`insert` in a transaction of its own (a finished row
+        A taken key then goes through :meth:`task_insert` in a transaction of its own (a finished row
         whose retention ended frees its key: purged and inserted atomically). After a transient
         failure that may have hidden an applied insert (a lost acknowledgement:
         ``Database.commit_was_uncertain``), a taken key is ours when the row is the one we wrote
@@ -149,11 +149,11 @@ class TaskSubmits:
         return self._insert_in_transaction(task, now)
 
     def _insert_in_transaction(self, task: NewTask, now: float) -> bool:
-        if self.db.run(lambda c: self.insert(c, [task], now), what="submit"):
+        if self.db.run(lambda c: self.task_insert(c, [task], now), what="submit"):
             return True
         return self.db.commit_was_uncertain() and self.same_submission(task, now)
 
     def same_submission(self, task: NewTask, now: float) -> bool:
         """After an ambiguous failure: is the existing row the one we just wrote?"""
-        row = self.get(task.key)
+        row = self.task_get(task.key)
         return bool(row and row["created_at"] == now and row["type"] == task.type and row["data"] == task.data)

@@ -1,6 +1,6 @@
 """Tags and tracking of tasks (store layer): the ``<table>_tags`` rows of a task, written with
 its insert and deleted with its row, and the ``tracked`` flag of its row. A mixin of
-:class:`~queue_core.store.tasks.TaskStore`.
+:class:`~queue_core.store.tasks.SqlStore`.
 
 A tag row is keyed (tag, task id): the tasks of a tag are an exact range of that key, read in
 id order, so ``list --tag`` pages through them without reading any other row. A task's tags
@@ -28,7 +28,7 @@ class TaskTags:
     tags_t: sa.Table
     db: Database
     name: str
-    get: Any  # TaskStore.get
+    task_get: Any  # SqlStore.get
 
     def insert_tags(self, conn, made: Sequence[tuple[int, tuple[str, ...]]]) -> None:
         """The tag rows of tasks just inserted: (task id, its tags) of each row the submission's
@@ -61,7 +61,7 @@ class TaskTags:
         for i in range(0, len(ids), 500):
             conn.execute(sa.delete(self.tags_t).where(self.tags_t.c.task_id.in_(ids[i : i + 500])))
 
-    def change_tags(self, key: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> list[str]:
+    def tag_change(self, key: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> list[str]:
         """Add ``add`` and remove ``remove`` (validated tags) on task ``key``, any state; its tags
         after. NotFoundError when there is no such task; ValidationError (nothing changed) when it
         would have more than MAX_TAGS."""
@@ -83,13 +83,13 @@ class TaskTags:
 
         return self.db.run(work, what="tag")
 
-    def set_tracked(self, key: str, tracked: bool) -> None:
+    def task_set_tracked(self, key: str, tracked: bool) -> None:
         """Track (or stop tracking) task ``key``, in any state; NotFoundError when there is none."""
         t = self.t
         stmt = sa.update(t).where(t.c.key == key, *task_where(t, "track")).values(tracked=int(tracked))
 
         def work(conn) -> None:
-            if conn.execute(stmt).rowcount == 0 and self.get(key, conn) is None:  # (MySQL: 0 when unchanged)
+            if conn.execute(stmt).rowcount == 0 and self.task_get(key, conn) is None:  # (MySQL: 0 when unchanged)
                 raise NotFoundError(f"task {key!r} not found in {self.name}")
 
         self.db.run(work, what="track")

@@ -1,5 +1,5 @@
 """The transitions of a task row that its holder or an operator asks for (store layer), mixed
-into :class:`~queue_core.store.tasks.TaskStore`.
+into :class:`~queue_core.store.tasks.SqlStore`.
 
 Each method writes one transition of :data:`~queue_core.store.transitions.TASK_TRANSITIONS`
 with the precondition the table gives it in its WHERE clause. Holder operations are fenced by
@@ -44,13 +44,14 @@ class TaskChanges:
     record_moved: Callable[..., None]  # TaskEvents
     attempt_dues: Callable[..., dict]  # TaskEvents
     ended_events: Callable[..., list]  # TaskEvents
-    record: Callable[..., None]  # TaskEvents
+    event_record: Callable[..., None]  # TaskEvents
     record_key: Callable[..., None]  # TaskEvents
     receipts: Receipts
     trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
+    forget_rows: Callable[[Any, Sequence[int]], None]  # SqlStore
 
     # -- holder operations (fenced by the lease token) ------------------------------------
-    def heartbeat(
+    def task_heartbeat(
         self, id_: int, token: int, alive: float, now: Callable[[], float], data: str | None = None
     ) -> tuple[float, bool]:
         """Extend the lease, unexpired at ``now()``, to ``now() + alive`` (and replace the data).
@@ -87,7 +88,7 @@ class TaskChanges:
             return until, False
         return self.db.run(work, what="heartbeat")
 
-    def finish(
+    def task_finish(
         self,
         id_: int,
         token: int,
@@ -106,7 +107,7 @@ class TaskChanges:
         )
         self._held(conn, id_, token, "finish", values | ({} if data is None else {"data": data}), now, traceback)
 
-    def retry(
+    def task_retry(
         self,
         id_: int,
         token: int,
@@ -121,23 +122,23 @@ class TaskChanges:
         values: dict = dict(leased=0, timeout=run_at, run_at=run_at, owner=None)
         self._held(conn, id_, token, "retry", values | ({} if error is UNSET else {"error": error}), now, traceback)
 
-    def release(self, id_: int, token: int, now: float, conn=None) -> None:
+    def task_release(self, id_: int, token: int, now: float, conn=None) -> None:
         """The holder gives the task back unrun, due ``now``: the lease's attempt is given back."""
         self._held(conn, id_, token, "release", self._released(now), now)
 
-    def give_back_unstarted(self, id_: int, token: int, start_by: float, now: float) -> None:
+    def task_give_back_unstarted(self, id_: int, token: int, start_by: float, now: float) -> None:
         """The holder gives back unrun, due ``now``, a rate-limited task it decided not to start,
         and deletes the start its claim counted at ``start_by``, in one transaction fenced by the
         lease: a handler that never started spends none of the limit's starts."""
         st = self.starts_t  # type: ignore[attr-defined]
 
         def work(conn) -> None:
-            self.release(id_, token, now, conn=conn)  # raises, deleting nothing, if not held
+            self.task_release(id_, token, now, conn=conn)  # raises, deleting nothing, if not held
             conn.execute(sa.delete(st).where(st.c.task_id == id_, st.c.started_at == start_by))
 
         self.db.run(work, what="release")
 
-    def release_batch(self, ids: Sequence[int] | None, token: int, now: float) -> list[int]:
+    def task_release_batch(self, ids: Sequence[int] | None, token: int, now: float) -> list[int]:
         """The holder of a batch (the token of one claim) gives back those of its tasks it has not
         run, due ``now``, their attempts given back. Returns the ids it still held and released
         (the others were taken over or finished meanwhile: not its to release). ``ids`` None: every
@@ -171,7 +172,7 @@ class TaskChanges:
         t = self.t
         return [i for (i,) in conn.execute(sa.select(t.c.id).where(*task_where(t, "release", token=token)))]
 
-    def lost_before_start(self, id_: int, key: str, created: float, token: int, now: float) -> str:
+    def task_lost_before_start(self, id_: int, key: str, created: float, token: int, now: float) -> str:
         """The lease ``token`` of task ``key`` was lost before its handler started (it expired while
         the task waited in its batch): its attempt goes back, once. Still the row's lease (nobody
         took it over): the holder releases it, due ``now``. Taken over by a later lease: the row
@@ -277,7 +278,7 @@ class TaskChanges:
         raise PreemptedError(f"{op}: the lease on task {row.key!r} expired (held past alive_time)")
 
     # -- operator operations ----------------------------------------------------------------
-    def force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:
+    def task_force_finish(self, key: str, now: float, purge_at: float, outcome: str = "success") -> None:
         t = self.t
         stmt = (
             sa.update(t)
@@ -293,7 +294,7 @@ class TaskChanges:
 
         self.db.run(work, what="force_finish", receipt=self.receipts.at(now))
 
-    def move(self, key: str, queue: str, now: float) -> None:
+    def task_move(self, key: str, queue: str, now: float) -> None:
         """Move a task nobody runs (pending, waiting, or its lease expired) to queue ``queue``;
         TaskRunningError for a running one, AlreadyFinishedError for a finished one."""
         t = self.t
@@ -323,7 +324,7 @@ class TaskChanges:
             raise owned_error(key, row.grp)
         raise IdempotentAlreadyFinishedError(f"task {key!r} is already finished")
 
-    def cancel(self, key: str, now: float, purge_at: float, conn=None) -> str:
+    def task_cancel(self, key: str, now: float, purge_at: float, conn=None) -> str:
         """Cancel a waiting task at once; flag a running one. Returns the resulting status:
         ``cancelled``, ``running`` (flagged), or ``requested`` (a row of a workflow run: its
         decider settles it, through the run, as soon as a worker takes it; made due now)."""
@@ -369,17 +370,37 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, **params)).values(**values)
         if conn.execute(stmt).rowcount != 1:
             return False
-        self.record(conn, ended)
+        self.event_record(conn, ended)
         self.record_ids(conn, TASK_EVENTS[name], [id_], at, outcome=values.get("outcome"))
         return True
 
-    def set_data(self, conn, key: str, data: str) -> bool:
+    def task_set_data(self, conn, key: str, data: str) -> bool:
         """Replace the data (JSON text) of a row the caller's transaction has locked, in any
         state; returns whether the row exists. A holder's own update goes with its heartbeat."""
         t = self.t
         return (
             conn.execute(sa.update(t).where(t.c.key == key, *task_where(t, "set_data")).values(data=data)).rowcount == 1
         )
+
+    def task_purge(self, now: float, batch: int = 1000) -> int:
+        """Delete finished rows past retention, by primary key in small batches."""
+        t = self.t
+        total = 0
+        while True:
+
+            def work(conn):
+                # locked: a tag() or a run's keep_group of one of them waits, and they stay purgeable
+                lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now))
+                ids = [r[0] for r in conn.execute(lock.limit(batch))]
+                if ids:
+                    self.forget_rows(conn, ids)
+                    conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
+                return len(ids)
+
+            n = self.db.run(work, what="cleanup")
+            total += n
+            if n < batch:
+                return total
 
 
 def _check_state(table: str, key: str, state) -> None:

@@ -1,6 +1,6 @@
 """Reads of the task table for callers (store layer): one task, lists by filter (tags through
 the tag table: ``tags.py``), a group's rows, counts by status. A mixin of
-:class:`~queue_core.store.tasks.TaskStore`."""
+:class:`~queue_core.store.tasks.SqlStore`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class TaskReads:
     with_tags: Any
     tagged_page: Any
 
-    def get(self, key: str, conn=None, tags: bool = False) -> dict | None:
+    def task_get(self, key: str, conn=None, tags: bool = False) -> dict | None:
         """The row of task ``key`` (None: no such task); with ``tags``, its ``tags`` too."""
         stmt = sa.select(self.t).where(self.t.c.key == key)
         if conn is not None:
@@ -32,9 +32,9 @@ class TaskReads:
             if r is None:
                 return None
             return self.with_tags(conn, [dict(r._mapping)])[0] if tags else dict(r._mapping)
-        return self.db.run(lambda c: self.get(key, c, tags), write=False, what="get")
+        return self.db.run(lambda c: self.task_get(key, c, tags), write=False, what="get")
 
-    def list(
+    def task_list(
         self,
         *,
         status=None,
@@ -79,12 +79,12 @@ class TaskReads:
             lambda c: self.with_tags(c, [dict(r._mapping) for r in c.execute(stmt)]), write=False, what="list"
         )
 
-    def group_rows(self, conn, group: str, with_data: bool = False) -> builtins.list[dict]:
+    def task_group_rows(self, conn, group: str, with_data: bool = False) -> builtins.list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         return [dict(r._mapping) for r in conn.execute(sa.select(*cols).where(t.c.grp == group).order_by(t.c.id))]
 
-    def rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> builtins.list[dict]:
+    def task_rows_by_keys(self, conn, keys: Sequence[str], with_data: bool = True) -> builtins.list[dict]:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         out = []
@@ -94,7 +94,7 @@ class TaskReads:
             ]
         return out
 
-    def lock_key(self, conn, key: str) -> dict | None:
+    def task_lock(self, conn, key: str) -> dict | None:
         r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
         return dict(r._mapping) if r else None
 
@@ -111,7 +111,7 @@ class TaskReads:
             return t.c.state == PENDING
         raise ValueError(status)
 
-    def stats(self, now: float, queue: str | None = None) -> builtins.list[tuple[str, str, str | None, int]]:
+    def task_counts(self, now: float, queue: str | None = None) -> builtins.list[tuple[str, str, str | None, int]]:
         """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a
         state or lease flag pq never writes."""
         t = self.t

@@ -31,8 +31,10 @@ from .claim_screen import ClaimScreen
 from .database import Database, isolated
 from .events import TaskEvents, claimed_events
 from .failures import FailureReads
+from .parts import PartOp
 from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
 from .receipts import Receipts
+from .runs import RunRows
 from .schema import (
     ADDED_COLUMNS,
     DEFAULT_QUEUE,
@@ -82,7 +84,7 @@ def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class TaskStore(
+class SqlStore(
     TaskSubmits,
     FailureReads,
     TaskChanges,
@@ -109,6 +111,13 @@ class TaskStore(
     scope: Any = sa.true()
     kind = "a pq queue table"
 
+    # the operations on the rows of workflow runs (``run_*``): those of the part ``runs``
+    run_adopt, run_cancel_waiting, run_group_clear, run_close, run_close_many, run_group_count = PartOp.of("runs", 6)
+    run_finish_held, run_finish_held_many, run_group_results, run_group_keep, run_mark = PartOp.of("runs", 5)
+    run_newest, run_next_waiting, run_open_rows, run_promote, run_read, run_group_read = PartOp.of("runs", 6)
+    run_name_register, run_names_registered, run_reopen_steps, run_reopen, run_retry_held = PartOp.of("runs", 5)
+    run_set_workflow, run_set_workflow_many, run_start_maps = PartOp.of("runs", 3)
+
     def __init__(self, db: Database, table: str):
         metadata = sa.MetaData()
         self.t = task_table(metadata, table)
@@ -132,6 +141,10 @@ class TaskStore(
         #: :meth:`claim_table`)
         self._claim_t: sa.Table | None = None
         self._mark_checked = 0.0
+        #: the rows of workflow runs in this table (the part of the ``run_*`` operations)
+        self.runs = RunRows(self)
+        #: the names :meth:`run_name_register` recorded from this process (committed): not written again
+        self.run_names_registered_here = self.runs.registered_here
 
     def _claim_reads(self) -> None:
         """The statements every claim runs, in this store's :attr:`scope`."""
@@ -155,7 +168,7 @@ class TaskStore(
         """Live rows of this store's :attr:`scope` (and ``more``): the claim reads nothing else."""
         return sa.and_(self.t.c.state == LIVE, self.scope, *more)
 
-    def in_queue(self, name: str) -> TaskStore:
+    def in_queue(self, name: str) -> SqlStore:
         """This store with its claim reads limited to the queue ``name`` (a view sharing its
         database and tables; kept, a claim reads the same queues at every poll)."""
         views = self.__dict__.setdefault("_views", {})
@@ -166,11 +179,11 @@ class TaskStore(
             view = views[name] = self._view(self.t.c.queue == name)
         return view
 
-    def narrowed(self, *clauses) -> TaskStore:
+    def narrowed(self, *clauses) -> SqlStore:
         """This view with its claim reads further limited by ``clauses`` (built for one claim)."""
         return self._view(sa.and_(self.scope, *clauses))
 
-    def _view(self, scope) -> TaskStore:
+    def _view(self, scope) -> SqlStore:
         view = copy.copy(self)
         for own in ("_views", "_probe_cache", "_entry_probes"):
             view.__dict__.pop(own, None)
@@ -268,7 +281,7 @@ class TaskStore(
         """The task table with its claim mark, when this store's claims mark their rows."""
         return None if self._claim_t is None or self._claim_t is self.t else self._claim_t
 
-    def listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
+    def wakeup_listen(self, on_notify, stop, timeout: float = 1.0, probe_interval: float = 0.0) -> None:
         """Block, calling ``on_notify()`` when tasks may have been submitted, until ``stop`` is set
         or the connection fails (raises DatabaseError; the caller waits and listens again): by
         notification (:attr:`channel`), else by reading the highest id every ``probe_interval``
@@ -283,7 +296,7 @@ class TaskStore(
             raise DatabaseError(f"listen failed on {self.db.masked_url}: {self.db.scrub(exc)}") from None
 
     # -- claim -------------------------------------------------------------------------
-    def claim(
+    def task_claim(
         self,
         n: int,
         alive_time: float,
@@ -435,7 +448,7 @@ class TaskStore(
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
                 got = {i for (i,) in conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids), t.c.lease_token == token))}
                 deliver = [r for r in deliver if r["id"] in got]
-            self.record(conn, claimed_events(deliver, now, owner[:255], self.recorded_claims(conn, deliver)))
+            self.event_record(conn, claimed_events(deliver, now, owner[:255], self.recorded_claims(conn, deliver)))
             for r in deliver:
                 r.update(
                     run_at=r["timeout"],
@@ -577,23 +590,3 @@ class TaskStore(
         lock = self.db.dialect.lock_candidates(sa.select(t).where(t.c.id.in_(ids), still_due))
         locked = {r.id: dict(r._mapping) for r in conn.execute(lock)}
         return [locked[i] for i in ids if i in locked]
-
-    def cleanup(self, now: float, batch: int = 1000) -> int:
-        """Delete finished rows past retention, by primary key in small batches."""
-        t = self.t
-        total = 0
-        while True:
-
-            def work(conn):
-                # locked: a tag() or a run's keep_group of one of them waits, and they stay purgeable
-                lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.state == FINISHED, t.c.timeout <= now))
-                ids = [r[0] for r in conn.execute(lock.limit(batch))]
-                if ids:
-                    self.forget_rows(conn, ids)
-                    conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
-                return len(ids)
-
-            n = self.db.run(work, what="cleanup")
-            total += n
-            if n < batch:
-                return total

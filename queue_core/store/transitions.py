@@ -110,13 +110,13 @@ def _task(
 TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
     x.name: x
     for x in (
-        _task("submit", [_A], [_W, _P], [], "TaskStore.insert", "insert if the key is free"),
+        _task("submit", [_A], [_W, _P], [], "SqlStore.task_insert", "insert if the key is free"),
         _task(
             "claim",
             [_W, _L],
             [_L],
             [Fence.DUE],
-            "TaskStore.claim",
+            "SqlStore.task_claim",
             "lease a due row: new token, attempts + 1, expiry now + alive_time",
         ),
         _task(
@@ -124,7 +124,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_W, _L],
             [_F],
             [Fence.DUE],
-            "TaskStore.claim",
+            "SqlStore.task_claim",
             "a due row that must not run again (cancel requested, attempts used up) ends at claim",
         ),
         _task(
@@ -132,7 +132,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_W, _L],
             [_F],
             [Fence.DUE],
-            "TaskStore.claim",
+            "SqlStore.task_claim",
             "a due row holding a value pq never writes (edited by hand) ends at claim as failure, the reason "
             "as its error",
         ),
@@ -141,7 +141,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_L],
             [Fence.TOKEN, Fence.UNEXPIRED],
-            "TaskStore.heartbeat",
+            "SqlStore.task_heartbeat",
             "the holder extends its unexpired lease (and may replace the data)",
         ),
         _task(
@@ -149,7 +149,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_L],
             [Fence.TOKEN],
-            "TaskStore.claim",
+            "SqlStore.task_claim",
             "a claim run again after its COMMIT's acknowledgement was lost renews the leases its first run "
             "wrote, expired or not (its token still on them: nobody claimed them since), before delivering them",
         ),
@@ -158,7 +158,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_F],
             [Fence.TOKEN],
-            "TaskStore.finish, TaskStore.settle, RunRows.finish_held(_many)",
+            "SqlStore.task_finish, SqlStore.task_settle, SqlStore.run_finish_held(_many)",
             "the holder ends the task",
         ),
         _task(
@@ -166,7 +166,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_W],
             [Fence.TOKEN],
-            "TaskStore.retry, RunRows.retry_held",
+            "SqlStore.task_retry, SqlStore.run_retry_held",
             "the holder gives the task back, due later",
         ),
         _task(
@@ -174,7 +174,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_L],
             [_W],
             [Fence.TOKEN],
-            "TaskStore.release, TaskStore.release_batch, TaskStore.lost_before_start",
+            "SqlStore.task_release, SqlStore.task_release_batch, SqlStore.task_lost_before_start",
             "the holder gives the task back unrun, due now, its attempt given back",
         ),
         _task(
@@ -182,7 +182,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_W, _L, _F],
             [_W, _L, _F],
             [Fence.LATER_LEASE, Fence.SAME_TASK],
-            "TaskStore.lost_before_start",
+            "SqlStore.task_lost_before_start",
             "give back the attempt of a lease taken over before its handler started",
         ),
         _task(
@@ -190,7 +190,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_W, _L],
             [_F],
             [Fence.PLAIN],
-            "TaskStore.force_finish",
+            "SqlStore.task_force_finish",
             "an operator ends a plain task, held or not",
         ),
         _task(
@@ -198,7 +198,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_F],
             [_W],
             [Fence.PLAIN, Fence.FAILED],
-            "TaskStore.requeue",
+            "SqlStore.failure_requeue",
             "an operator runs a failed task again: waiting, due now, fresh attempts",
         ),
         _task(
@@ -206,7 +206,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_W, _L],
             [_F],
             [Fence.NOT_RUNNING],
-            "TaskStore.cancel, RunRows.cancel_waiting",
+            "SqlStore.task_cancel, SqlStore.run_cancel_waiting",
             "a task nobody runs ends as cancelled",
         ),
         _task(
@@ -214,7 +214,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_W, _L],
             [_W, _L],
             [],
-            "TaskStore.cancel, RunRows.cancel_waiting",
+            "SqlStore.task_cancel, SqlStore.run_cancel_waiting",
             "flag a running task (its holder is told) or a waiting row of a run (made due)",
         ),
         _task(
@@ -222,7 +222,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             [_P, _W, _L],
             [_P, _W, _L],
             [Fence.NOT_RUNNING],
-            "TaskStore.move",
+            "SqlStore.task_move",
             "an operator moves a task nobody runs to another queue",
         ),
         _task(
@@ -230,47 +230,54 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             _ROWS,
             _ROWS,
             [],
-            "TaskStore.set_data",
+            "SqlStore.task_set_data",
             "replace the data of a row the caller's transaction has locked",
         ),
-        _task("track", _ROWS, _ROWS, [], "TaskStore.set_tracked", "an operator tracks a task, or stops tracking it"),
+        _task(
+            "track", _ROWS, _ROWS, [], "SqlStore.task_set_tracked", "an operator tracks a task, or stops tracking it"
+        ),
         _task(
             "purge",
             [_F],
             [_A],
             [Fence.DUE],
-            "TaskStore.cleanup, TaskStore.insert",
+            "SqlStore.task_purge, SqlStore.task_insert",
             "delete a finished row whose retention ended",
         ),
-        _task("adopt", [_L], [_P], [Fence.TOKEN], "RunRows.adopt", "the decider makes a submitted row a run"),
+        _task("adopt", [_L], [_P], [Fence.TOKEN], "SqlStore.run_adopt", "the decider makes a submitted row a run"),
         _task(
-            "mark", [_W, _L, _F], [_W, _L, _F], [Fence.PLAIN], "RunRows.mark", "list a row no decider took up as a run"
+            "mark",
+            [_W, _L, _F],
+            [_W, _L, _F],
+            [Fence.PLAIN],
+            "SqlStore.run_mark",
+            "list a row no decider took up as a run",
         ),
         _task(
             "set_workflow",
             [_P, _W, _L],
             [_P, _W, _L],
             [],
-            "RunRows.set_workflow(_many)",
+            "SqlStore.run_set_workflow(_many)",
             "new bookkeeping of a row still in the state its run read",
         ),
-        _task("promote", [_P], [_W], [], "RunRows.promote", "a step whose parents are done, due now"),
+        _task("promote", [_P], [_W], [], "SqlStore.run_promote", "a step whose parents are done, due now"),
         _task(
             "start_map",
             [_P],
             [_P],
             [Fence.BOOKKEEPING],
-            "RunRows.start_maps",
+            "SqlStore.run_start_maps",
             "a map whose items are submitted takes their count, once: a map starts once",
         ),
-        _task("close", [_P], [_F], [], "RunRows.close(_many)", "a pending row ends without running"),
-        _task("keep_group", [_F], [_F], [], "RunRows.keep_group", "set the retention of a run's finished rows"),
+        _task("close", [_P], [_F], [], "SqlStore.run_close(_many)", "a pending row ends without running"),
+        _task("keep_group", [_F], [_F], [], "SqlStore.run_group_keep", "set the retention of a run's finished rows"),
         _task(
             "reopen",
             [_F],
             [_W, _P],
             [],
-            "RunRows.reopen, RunRows.reopen_run",
+            "SqlStore.run_reopen_steps, SqlStore.run_reopen",
             "a finished row of a retried run, fresh attempts",
         ),
         _task(
@@ -278,7 +285,7 @@ TASK_TRANSITIONS: dict[str, Transition[TaskState]] = {
             _ROWS,
             [_A],
             [Fence.WORKFLOW],
-            "RunRows.clear_group",
+            "SqlStore.run_group_clear",
             "delete the workflow rows of a group (an earlier run with this id, a map's old items)",
         ),
     )
@@ -308,17 +315,17 @@ TASK_EVENTS: dict[str, str] = {
 
 _SA, _SI, _SL, _SX = ScheduleState.ABSENT, ScheduleState.IDLE, ScheduleState.LEASED, ScheduleState.SET_ASIDE
 
-#: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.ScheduleStore`).
+#: The transitions of a schedule's lease (all in :class:`~queue_core.store.schedules.SqlScheduleStore`).
 SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
     x.name: x
     for x in (
-        _task("add", [_SA], [_SI], [], "ScheduleStore.add", "insert if the key is free"),
+        _task("add", [_SA], [_SI], [], "SqlScheduleStore.schedule_add", "insert if the key is free"),
         _task(
             "lease",
             [_SI, _SL],
             [_SL],
             [Fence.DUE, Fence.OCCURRENCE],
-            "ScheduleStore.lease",
+            "SqlScheduleStore.schedule_lease",
             "a poller leases the due occurrence: new token, expiry now + alive_time",
         ),
         _task(
@@ -326,7 +333,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI, _SL],
             [_SI],
             [Fence.DUE, Fence.OCCURRENCE],
-            "ScheduleStore.advance_many",
+            "SqlScheduleStore.schedule_advance_many",
             "tick submitted the due occurrences, or poll skipped missed ones: next occurrence, lease dropped",
         ),
         _task(
@@ -334,7 +341,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI, _SL],
             [_SX],
             [Fence.DUE, Fence.OCCURRENCE],
-            "ScheduleStore.set_aside",
+            "SqlScheduleStore.schedule_set_aside",
             "tick or poll cannot compute the due schedule: its error recorded, never due, lease dropped",
         ),
         _task(
@@ -342,18 +349,23 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SL],
             [_SL],
             [Fence.TOKEN, Fence.UNEXPIRED],
-            "ScheduleStore.heartbeat",
+            "SqlScheduleStore.schedule_heartbeat",
             "the holder extends its unexpired lease",
         ),
         _task(
-            "finish", [_SL], [_SI], [Fence.TOKEN], "ScheduleStore.finish", "the holder moves on to the next occurrence"
+            "finish",
+            [_SL],
+            [_SI],
+            [Fence.TOKEN],
+            "SqlScheduleStore.schedule_finish",
+            "the holder moves on to the next occurrence",
         ),
         _task(
             "retry",
             [_SL],
             [_SI],
             [Fence.TOKEN],
-            "ScheduleStore.retry",
+            "SqlScheduleStore.schedule_retry",
             "the holder gives the occurrence back, due later",
         ),
         _task(
@@ -361,7 +373,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SL],
             [_SI],
             [Fence.TOKEN],
-            "ScheduleStore.release",
+            "SqlScheduleStore.schedule_release",
             "the holder gives the occurrence back, due now",
         ),
         _task(
@@ -369,7 +381,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SX],
             [_SI],
             [Fence.OCCURRENCE],
-            "ScheduleStore.resume",
+            "SqlScheduleStore.schedule_resume",
             "an operator brings it back as it is: error cleared, due at its next run time",
         ),
         _task(
@@ -377,7 +389,7 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI, _SL],
             [_SI, _SL],
             [],
-            "ScheduleStore.configure",
+            "SqlScheduleStore.schedule_configure",
             "new type, data or catch-up policy; times and lease unchanged",
         ),
         _task(
@@ -385,11 +397,11 @@ SCHEDULE_TRANSITIONS: dict[str, Transition[ScheduleState]] = {
             [_SI, _SL, _SX],
             [_SI],
             [],
-            "ScheduleStore.reschedule",
+            "SqlScheduleStore.schedule_reschedule",
             "new cron, timezone, delay or dst policy, or any change of one set aside or that cannot be "
             "computed: next occurrence from now, lease and error dropped",
         ),
-        _task("delete", [_SI, _SL, _SX], [_SA], [], "ScheduleStore.delete", "remove the schedule"),
+        _task("delete", [_SI, _SL, _SX], [_SA], [], "SqlScheduleStore.schedule_delete", "remove the schedule"),
     )
 }
 

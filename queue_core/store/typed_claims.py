@@ -1,4 +1,4 @@
-"""Reads of claims limited to task types (store layer), mixed into :class:`TaskStore`.
+"""Reads of claims limited to task types (store layer), mixed into :class:`SqlStore`.
 
 A worker serving some task types only claims with ``types``. Its reads follow the claim's
 walk (one priority level at a time, each level an exact index range in order) per type, on
@@ -34,7 +34,7 @@ class TypedReads:
     name: str
     _top_level: sa.Select
     _live: Callable[..., Any]  # live rows of the store's scope (one queue)
-    missing_indexes: Callable[[sa.Connection], set[str]]
+    tables_missing_indexes: Callable[[sa.Connection], set[str]]
     _type_indexes: bool | None = None  # whether the table has them (looked up once)
 
     def _live_tops(self, conn, types) -> dict[str, int]:
@@ -157,7 +157,7 @@ class TypedReads:
         ``init`` adds them; meanwhile limited claims are right, but read other types' rows."""
         if self._type_indexes is None:
             wanted = {f"ix_{self.name}_qtype", f"ix_{self.name}_qtype_user"}
-            self._type_indexes = not wanted & self.missing_indexes(conn)
+            self._type_indexes = not wanted & self.tables_missing_indexes(conn)
             if not self._type_indexes:
                 log.warning(
                     "table %s predates the indexes of claims limited to task types; such claims "

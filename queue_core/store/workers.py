@@ -1,6 +1,6 @@
 """The registry of workers (store layer): a row of ``<table>_workers`` per claiming process,
 keyed by the owner it writes on the rows it leases (host:pid). A mixin of
-:class:`~queue_core.store.tasks.TaskStore`.
+:class:`~queue_core.store.tasks.SqlStore`.
 
 A worker writes its row when it starts, renews ``last_seen`` while it runs (a renewal that
 finds no row, swept while the worker was cut off, writes it again), and deletes it when it
@@ -54,11 +54,11 @@ class WorkerRows:
     workers_t: sa.Table
     db: Database
 
-    def register_worker(self, worker: WorkerIdentity, now: float) -> None:
+    def worker_register(self, worker: WorkerIdentity, now: float) -> None:
         """Write the row of a worker that starts at ``now`` (or starts again: its old row replaced)."""
         self._write_worker_row(worker, now, now)
 
-    def renew_worker(self, worker: WorkerIdentity, started_at: float, now: float) -> None:
+    def worker_renew(self, worker: WorkerIdentity, started_at: float, now: float) -> None:
         """Renew ``last_seen`` of a running worker; write its row again when it is gone (swept
         while the worker was cut off from the database)."""
         w = self.workers_t
@@ -89,11 +89,11 @@ class WorkerRows:
             update = sa.update(w).where(w.c.owner == worker.owner).values(**row)
             self.db.run(lambda c: c.execute(update), what="register worker", autocommit=True)
 
-    def remove_worker(self, owner: str) -> None:
+    def worker_remove(self, owner: str) -> None:
         w = self.workers_t
         self.db.run(lambda c: c.execute(sa.delete(w).where(w.c.owner == owner)), what="unregister worker")
 
-    def sweep_workers(self, silent_since: float) -> int:
+    def worker_sweep(self, silent_since: float) -> int:
         """Delete the rows of workers not seen since ``silent_since``; how many."""
         w = self.workers_t
         return self.db.run(

@@ -34,7 +34,7 @@ from typing import Any
 from ..api.app import describe_types, served_types
 from ..api.worker_registry import pq_version
 from ..errors import AccessDeniedError, DatabaseError, DatabaseUnreachableError, ForeignTableError, SchemaError
-from ..store.database import load_driver
+from ..store.protocol import load_driver
 from .burst import BurstBoard
 from .forked_check import CheckApart
 from .lease_ledger import LeaseLedger

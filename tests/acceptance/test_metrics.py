@@ -47,7 +47,7 @@ def test_gauges_counters_and_histograms_say_what_the_queue_holds_and_did(queue, 
     a.finish()
     b.retry(retry_wait=0, error=ValueError("x"))
     queue.pause("billing")
-    queue.store.register_worker(WorkerIdentity("h:1", "h", 1, '["billing"]', None, "t"), clock.now())
+    queue.store.worker_register(WorkerIdentity("h:1", "h", 1, '["billing"]', None, "t"), clock.now())
     clock.advance(GAP + 1)
     queue.roll_up_stats()
     got = scrape(queue)

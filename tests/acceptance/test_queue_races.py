@@ -50,7 +50,7 @@ MOVER = textwrap.dedent("""
     deadline = time.time() + 25
     moved = 0
     while time.time() < deadline:
-        rows = q.store.list(status="waiting", queue="a", limit=3, now=q.now(None), with_data=False)
+        rows = q.store.task_list(status="waiting", queue="a", limit=3, now=q.now(None), with_data=False)
         if not rows:
             break
         for r in rows:

@@ -579,7 +579,7 @@ def _hostile_step_rows(q, make_rows) -> None:
     decider ends them alone or refuses them with a pqflow/queue_core error, and the real run is
     not disturbed."""
     FLOW.start("real", {}, queue=q)  # its step "first" is waiting, its other steps pending
-    rows = make_rows(json.loads(q.store.get("real")["workflow"])["run"]["iid"])
+    rows = make_rows(json.loads(q.store.task_get("real")["workflow"])["run"]["iid"])
     for i, ((step, _), workflow) in enumerate(rows.items()):
         q.transaction(
             lambda tx, step=step, workflow=workflow, i=i: tx.submit_rows(

@@ -74,13 +74,13 @@ def test_a_heartbeat_still_reports_a_cancel_and_refuses_a_lost_lease(queue, cloc
 
 def test_a_registry_renewal_is_one_statement_and_a_gone_row_is_written_again(queue, mysql_commands):
     store = queue.store
-    store.register_worker(WORKER, 100.0)
+    store.worker_register(WORKER, 100.0)
     with _Statements() as statements:
-        store.renew_worker(WORKER, 100.0, 200.0)
+        store.worker_renew(WORKER, 100.0, 200.0)
     assert statements.sent == ["UPDATE"]
-    store.remove_worker(WORKER.owner)  # swept while cut off
+    store.worker_remove(WORKER.owner)  # swept while cut off
     with _Statements() as statements:
-        store.renew_worker(WORKER, 100.0, 300.0)
+        store.worker_renew(WORKER, 100.0, 300.0)
     assert "BEGIN" not in statements.sent
     rows = store.worker_rows(0.0, 300.0)
     assert [(r["owner"], r["started_at"], r["last_seen"]) for r in rows] == [("h:1", 100.0, 300.0)]
@@ -109,7 +109,7 @@ def _heartbeats(queue):
 
 
 def _registrations(queue):
-    return lambda: queue.store.register_worker(WORKER, queue.now())  # a delete and an insert-if-absent
+    return lambda: queue.store.worker_register(WORKER, queue.now())  # a delete and an insert-if-absent
 
 
 def _one_by_one_submits(queue):

@@ -529,7 +529,7 @@ def test_a_partial_held_settle_with_an_attempt_given_back_and_a_lost_ack(queue, 
     q.submit_many([{"key": f"k{i}", "type": "t"} for i in range(6)], now=T0)
     early = _claim(q, 6, T0 + 1, alive=5)
     later = _claim(q, 6, T0 + 10, alive=100)  # every lease of the early claim expired: taken over
-    gave = q.store.lost_before_start(early[1]._id, early[1].key, early[1].created_at, early[1]._token, T0 + 11)
+    gave = q.store.task_lost_before_start(early[1]._id, early[1].key, early[1].created_at, early[1]._token, T0 + 11)
     assert gave == "returned"
     later[3].heartbeat(alive_time=100, now=T0 + 12)
     hand_edit(q, [later[4]._id], timeout={later[4]._id: T0 + 13})
@@ -618,7 +618,7 @@ def test_an_upgrade_refused_for_want_of_alter_leaves_the_table_at_its_version(ba
             f"AND table_name = '{table_name}' AND column_name = '{MARK}'",
         )
         assert has_mark == 0
-        assert admin.store.schema_version() == 8
+        assert admin.store.tables_version() == 8
     finally:
         admin.close()
         drop_tables(db_url, table_name)

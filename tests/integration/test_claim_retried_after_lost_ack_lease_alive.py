@@ -57,7 +57,7 @@ def test_a_claim_retried_past_its_lease_delivers_no_expired_lease(queue, clock, 
     with poll_ack_lost_while_clock_moves(queue, clock, ALIVE + 5) as state:
         got = queue.poll_multi(5, alive_time=ALIVE)
     assert state["fired"] == 1
-    expired = [round(queue.now() - queue.store.get(t.key)["timeout"], 1) for t in got]
+    expired = [round(queue.now() - queue.store.task_get(t.key)["timeout"], 1) for t in got]
     other = queue_core.open(db_url, queue.table, clock=clock)
     try:
         taken = other.poll_multi(5, alive_time=ALIVE)

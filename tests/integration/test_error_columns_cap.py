@@ -30,7 +30,7 @@ def test_a_schedule_set_aside_with_a_huge_error_keeps_it_cut_with_a_marker(sched
     sched.add("s", "t", cron="0 * * * *", now=T0 - 1)
     expected = sched["s"].metadata().next_time
     error = HUGE[unit]
-    assert sched.db.run(lambda c: sched.store.set_aside(c, "s", expected, error, T0), what="set aside")
+    assert sched.db.run(lambda c: sched.store.schedule_set_aside(c, "s", expected, error, T0), what="set aside")
     m = sched["s"].metadata()
     assert m.status == "set_aside"
     assert_cut(m.error, error)
@@ -42,10 +42,10 @@ def test_a_holders_retry_and_failure_with_huge_errors_are_cut_in_the_row_and_its
     queue.submit("k", "t", {}, max_attempts=2)
     task = queue.poll(now=queue.now())
     # the store's own operations, past the queue's formatting: the column caps what it is given
-    queue.store.retry(task._id, task._token, queue.now(), queue.now(), error, traceback=error)
+    queue.store.task_retry(task._id, task._token, queue.now(), queue.now(), error, traceback=error)
     assert_cut(queue["k"].metadata().error, error)
     task = queue.poll(now=queue.now() + 1)
-    queue.store.finish(task._id, task._token, "failure", error, queue.now() + 99, queue.now() + 1, traceback=error)
+    queue.store.task_finish(task._id, task._token, "failure", error, queue.now() + 99, queue.now() + 1, traceback=error)
     assert_cut(queue["k"].metadata().error, error)
     ends = [e for e in queue["k"].history() if e.kind in ("retried", "finished")]
     assert [e.kind for e in ends] == ["retried", "finished"]
@@ -65,11 +65,11 @@ def test_event_rows_appended_as_values_are_cut_like_bound_ones(queue):
     # MySQL/MariaDB renders such rows as SQL itself (past the column types' binding): cut the same
     error = HUGE["three-byte"]
     queue.submit("k", "t", {})
-    row = queue.store.get("k")
+    row = queue.store.task_get("k")
     event = {"task_id": row["id"], "key": "k", "queue": row["queue"], "type": "t", "kind": "retried", "at": 1.0}
     event |= {"attempt": 1, "owner": "h:1", "outcome": None, "detail": error, "waited": None, "ran": None}
     event |= {"due_at": None, "tracked": 0, "traceback": error}
-    queue.store.db.run(lambda c: queue.store.record(c, [event]), what="record")
+    queue.store.db.run(lambda c: queue.store.event_record(c, [event]), what="record")
     (kept,) = [e for e in queue["k"].history() if e.kind == "retried"]
     assert_cut(kept.error, error)
     assert_cut(kept.traceback, error)

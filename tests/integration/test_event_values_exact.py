@@ -50,7 +50,7 @@ def test_finished_and_retried_events_hold_the_tasks_strings_and_times_exactly(qu
     assert len(rows) == len(HOSTILE)
     for i, s in enumerate(HOSTILE):
         key = f"{s}#{i}"
-        task = queue.store.get(key)
+        task = queue.store.task_get(key)
         ev = rows[key]
         assert (ev["type"], ev["queue"], ev["owner"]) == (f"type {s}", "default", queue.owner)
         assert ev["kind"] == ("retried" if i % 2 else "finished")

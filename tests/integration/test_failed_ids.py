@@ -46,12 +46,12 @@ def test_every_change_that_ends_a_task_as_failure_is_in_the_failure_groups(queue
     held = queue.poll_multi(3, now=T0 + 2)
     purge_at = T0 + 10**6
     settled = [Settled(t._id, t._token, purge_at, "failure" if i else "success") for i, t in enumerate(held)]
-    assert queue.store.settle(settled, T0 + 3) == []
+    assert queue.store.task_settle(settled, T0 + 3) == []
     queue.submit("last", "t", max_attempts=1, now=T0)
     queue.poll(now=T0 + 4, alive_time=1)  # its lease expires: the next claim gives it up
     assert queue.poll(now=T0 + 10) is None
     queue.submit("forced", "t", now=T0)
-    queue.store.force_finish("forced", T0 + 11, purge_at, outcome="failure")
+    queue.store.task_force_finish("forced", T0 + 11, purge_at, outcome="failure")
     assert failed_in_table(queue) == 1 + 2 + 1 + 1
     assert counted(queue) == failed_in_table(queue)
     assert noted(queue) in (None, failed_in_table(queue))

@@ -47,7 +47,7 @@ def test_failure_groups_read_only_the_failed_rows(queue, backend):
     [(statement, params)] = [s for s in sent if "count(" in s[0].lower()]
     if backend == "mysql":
         assert f"ix_{queue.table}_failed" not in index_names(queue)
-        assert queue.db.run(lambda c: queue.store.missing_indexes(c)) == set()
+        assert queue.db.run(lambda c: queue.store.tables_missing_indexes(c)) == set()
         assert queue.db.run(lambda c: mysql_rows_read(c, statement, params)) <= 3 * FAILURES
     elif backend == "sqlite":
         assert sqlite_reads_only_the_failed_index(queue, statement, params), statement
@@ -61,7 +61,7 @@ def test_the_failed_filter_and_a_bulk_retry_page_read_only_the_failed_rows(queue
 
     def read():
         pages.append(queue.browse(status="failed", limit=50))
-        pages.append(queue.store.failed_page(limit=50))
+        pages.append(queue.store.failure_page(limit=50))
 
     sent = sent_selects(queue, read)
     assert len(pages[0].tasks) == FAILURES and len(pages[1]) == FAILURES
@@ -84,6 +84,6 @@ def test_init_adds_the_failed_index_to_a_table_made_without_it(queue, backend):
         assert [(g.error_class, g.count) for g in queue.failures()] == [("KeyError", FAILURES)]
         return
     queue.db.run(lambda c: c.exec_driver_sql(f"DROP INDEX {name}"))
-    assert queue.db.run(lambda c: queue.store.missing_indexes(c)) == {name}
+    assert queue.db.run(lambda c: queue.store.tables_missing_indexes(c)) == {name}
     queue.init()
     assert name in index_names(queue)

@@ -74,7 +74,7 @@ def test_every_way_in_and_out_of_failure_matches_the_rows(queue, clock):
     # fail by hand, fail with a batch settle, success with a batch settle
     held[0].fail("KeyError: a", now=now + 1, retention_time=50)
     settled = [Settled(x._id, x._token, purge, "failure" if i % 2 else "success") for i, x in enumerate(held[1:7])]
-    assert queue.store.settle(settled, now + 2) == []
+    assert queue.store.task_settle(settled, now + 2) == []
     for x in held[7:]:
         x.fail("OSError: b", now=now + 3, retention_time=10**5)
     assert_exact(queue, now + 4)
@@ -86,7 +86,7 @@ def test_every_way_in_and_out_of_failure_matches_the_rows(queue, clock):
     assert_exact(queue, now + 8)
     # force_finish as failure of a waiting task
     queue.submit("forced", "t", now=now)
-    queue.store.force_finish("forced", now + 9, purge, outcome="failure")
+    queue.store.task_force_finish("forced", now + 9, purge, outcome="failure")
     assert_exact(queue, now + 10)
     # give-up at claim time
     queue.submit("giveup", "t", max_attempts=1, now=now + 10)

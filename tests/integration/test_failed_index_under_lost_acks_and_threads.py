@@ -23,10 +23,10 @@ def test_lost_acknowledgements_around_failure_notes(queue):
         held[0].fail("KeyError: a", now=T0 + 2, retention_time=10)
     assert state["fired"] == 1
     with commit_ack_lost_once(queue) as state:
-        assert queue.store.settle([Settled(x._id, x._token, T0 + 10, "failure") for x in held[1:4]], T0 + 3) == []
+        assert queue.store.task_settle([Settled(x._id, x._token, T0 + 10, "failure") for x in held[1:4]], T0 + 3) == []
     assert state["fired"] == 1
     with commit_ack_lost_once(queue):  # its re-run finds its own earlier commit: no error
-        queue.store.force_finish("k4", T0 + 3, T0 + 10, outcome="failure")
+        queue.store.task_force_finish("k4", T0 + 3, T0 + 10, outcome="failure")
     assert_exact(queue, T0 + 4)
     with commit_ack_lost_once(queue):
         queue.retry_failed(error="KeyError", now=T0 + 5)  # (reports 0 when its commit ack was lost)

@@ -53,13 +53,13 @@ def test_a_worker_without_grants_on_the_failed_table(backend, db_url, table_name
             if grant_on_failed is None:
                 with pytest.raises(AccessDeniedError):
                     task.fail("ValueError: x", now=T0 + 2, retention_time=10)
-                assert admin.store.get("k")["state"] != 1  # not finished without its note
+                assert admin.store.task_get("k")["state"] != 1  # not finished without its note
                 return
             task.fail("ValueError: x", now=T0 + 2, retention_time=10)
             assert sum(g.count for g in admin.failures()) == 1
             with pytest.raises(AccessDeniedError):  # no DELETE on <table>_failed_ids
                 q.cleanup(now=T0 + 100)
-            assert admin.store.get("k") is not None
+            assert admin.store.task_get("k") is not None
             assert sum(g.count for g in admin.failures()) == 1
 
 
@@ -70,4 +70,4 @@ def test_a_success_needs_no_grant_on_the_failed_table(backend, db_url, table_nam
         with queue_core.open(url, table_name, clock=FakeClock(T0)) as q:
             q.submit("k", "t", now=T0)
             q.poll(now=T0 + 1).finish(now=T0 + 2, retention_time=10)
-            assert admin.store.get("k")["outcome"] == "success"
+            assert admin.store.task_get("k")["outcome"] == "success"

@@ -65,7 +65,7 @@ def test_the_groups_match_the_pure_rule_for_any_error_text(queue, backend):
     t_ = queue.store.t
     for i, err in enumerate(ERRORS):
         queue.db.run(lambda c, i=i, err=err: c.execute(sa.update(t_).where(t_.c.key == f"k{i}").values(error=err)))
-    rows = queue.store.failed_page(limit=1000)
+    rows = queue.store.failure_page(limit=1000)
     expected = pure_groups(rows)
     got = {(g.queue, g.type, g.error_class): (g.count, g.first_seen, g.last_seen) for g in queue.failures()}
     diff = {k: (expected.get(k), got.get(k)) for k in set(expected) | set(got) if expected.get(k) != got.get(k)}

@@ -101,11 +101,11 @@ def test_a_heartbeat_whose_ack_is_lost_behaves(queue, clock, cancel):
 
 def test_a_renewal_recreates_a_swept_row(queue, clock):
     w = WorkerIdentity("h:1", "h", 1, '["default"]', None, "v")
-    queue.store.register_worker(w, clock.now())
+    queue.store.worker_register(w, clock.now())
     clock.advance(120)
-    queue.store.sweep_workers(clock.now() - 60)
+    queue.store.worker_sweep(clock.now() - 60)
     assert queue.workers() == []
-    queue.store.renew_worker(w, clock.now() - 120, clock.now())
+    queue.store.worker_renew(w, clock.now() - 120, clock.now())
     [info] = queue.workers()
     assert info.owner == "h:1" and info.started_at == clock.now() - 120
 
@@ -122,12 +122,12 @@ def test_concurrent_renewals_of_a_swept_row_do_not_raise(queue, clock, db_url, t
         for q in others:
             q.workers()  # first-use checks done
         for _round in range(15):
-            queue.store.remove_worker("h:2")
+            queue.store.worker_remove("h:2")
             barrier = threading.Barrier(2)
 
             def renew(q, barrier=barrier):
                 barrier.wait()
-                q.store.renew_worker(w, clock.now(), clock.now())
+                q.store.worker_renew(w, clock.now(), clock.now())
 
             errors += run_together(*(functools.partial(renew, q) for q in others))
     finally:
@@ -160,7 +160,7 @@ def test_a_registration_whose_insert_ack_is_lost(queue, clock):
 
     queue.db.run = run
     try:
-        queue.store.register_worker(w, clock.now())
+        queue.store.worker_register(w, clock.now())
     finally:
         queue.db.run = real
     assert calls["fired"] == 1

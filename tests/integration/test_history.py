@@ -116,7 +116,7 @@ def test_a_batch_with_one_lost_lease_records_only_what_it_finished(db_url, table
         held = q.poll_multi(2, now=T0)
         other = queue_core.open(db_url, table_name, clock=clock)
         taken = other.poll(now=T0 + 11)  # both expired; it takes one of them over
-        lost = q.store.settle([Settled(t._id, t._token, T0 + 1000) for t in held], T0 + 12)
+        lost = q.store.task_settle([Settled(t._id, t._token, T0 + 1000) for t in held], T0 + 12)
         other.close()
         assert [s.id for s in lost] == [taken._id]
         finished = [k for k in ("a", "b") if "finished" in kinds(q, k)]

@@ -88,7 +88,7 @@ def test_no_current_span_stores_no_context_even_with_baggage(queue):
         queue.submit("b", "t")
     finally:
         context.detach(token)
-    assert queue.store.get("b")["trace"] is None
+    assert queue.store.task_get("b")["trace"] is None
 
 
 def test_submit_many_and_a_transaction_store_the_context(queue):
@@ -97,7 +97,7 @@ def test_submit_many_and_a_transaction_store_the_context(queue):
         queue.transaction(lambda tx: tx.submit("x1", "t"))
     want = f"{span.get_span_context().trace_id:032x}"
     for key in ("m1", "m2", "x1"):
-        stored = queue.store.get(key)["trace"]
+        stored = queue.store.task_get(key)["trace"]
         assert stored is not None and want in json.loads(stored)["traceparent"], key
 
 
@@ -108,4 +108,4 @@ def test_a_context_longer_than_1024_characters_is_not_stored(queue):
             queue.submit("long", "t")
         finally:
             context.detach(token)
-    assert queue.store.get("long")["trace"] is None
+    assert queue.store.task_get("long")["trace"] is None

@@ -89,10 +89,10 @@ def test_init_twice_and_the_v5_upgrade_twice_are_idempotent(queue, clock):
     downgrade(queue.store, (), 5)
     queue.init()
     queue.init()
-    assert queue.db.run(lambda c: queue.store.missing_indexes(c), write=False) == set()
+    assert queue.db.run(lambda c: queue.store.tables_missing_indexes(c), write=False) == set()
     tally = queue.statistics(since=clock.now() - 3600, until=clock.now() + 60).totals()[("default", "t")]
     assert (tally.started, tally.succeeded) == (1, 1)
-    assert queue.store.get("a")["trace"] is None
+    assert queue.store.task_get("a")["trace"] is None
 
 
 @pytest.mark.parametrize("start", ["fresh", "v5"])
@@ -120,8 +120,8 @@ def test_inits_racing_from_two_connections_both_succeed(db_url, table_name, back
         for t in threads:
             t.join(120)
         assert errors == []
-        assert qs[0].store.schema_version() == qs[0].store.current_version
-        assert qs[0].db.run(lambda c: qs[0].store.missing_indexes(c), write=False) == set()
+        assert qs[0].store.tables_version() == qs[0].store.current_version
+        assert qs[0].db.run(lambda c: qs[0].store.tables_missing_indexes(c), write=False) == set()
         qs[0].submit("b", "t")
     finally:
         for q in (first, *qs):

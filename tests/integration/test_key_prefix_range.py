@@ -71,7 +71,7 @@ def test_init_puts_an_older_tables_key_in_byte_order(queue, backend):
     store = queue.store
     downgrade(store, [], 6)
     queue.init()
-    assert store.schema_version() == 10
+    assert store.tables_version() == 10
     if backend == "postgresql" or backend == "postgres":
         collation = queue.db.run(
             lambda c: c.execute(

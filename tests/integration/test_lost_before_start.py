@@ -45,7 +45,7 @@ def test_a_lease_that_expired_before_its_handler_started_unclaimed_still_runs_wi
     batch, a paused process) the lease expires; nobody has taken it over yet. The worker's monitor
     heartbeats, gets PreemptedError ("lease expired") and marks the task lost; when its turn comes
     the processor does not run it and calls ``lost_before_start()`` to give the attempt back.
-    That is ``TaskStore.return_attempt``, fenced by ``lease_token <> lost token`` (LATER_LEASE):
+    That is ``SqlStore.return_attempt``, fenced by ``lease_token <> lost token`` (LATER_LEASE):
     the row still carries the worker's own token, so nothing is given back and the row is left
     leased-and-expired with attempts=1. The next claim finds attempts (1) >= max_attempts (1) and
     gives up: k finishes "failure ... gave up after 1 attempts" and its handler never ran anywhere.
@@ -126,7 +126,7 @@ def test_a_late_return_attempt_never_lands_on_a_new_task_that_reused_the_row_id(
     """
     proc, first = _lost_then_purged(queue, clock)
     queue.submit("k2", "t", max_attempts=1)
-    new_id = queue.store.get("k2")["id"]
+    new_id = queue.store.task_get("k2")["id"]
     c = queue.poll(alive_time=10)
     assert c is not None and c.key == "k2"
     runs = 1  # C runs k2 and dies: its lease expires
@@ -155,7 +155,7 @@ def _expire_before_start(queue, clock, proc):
 def test_a_lease_that_expired_before_its_handler_started_gives_its_attempt_back(queue, clock):
     """Claim 1 (policy rule 3): 'a lease lost before the handler started' does not spend an
     attempt. Processor.process sends a lost, unstarted task to lost_before_start ->
-    TaskStore.return_attempt, whose fence is LATER_LEASE (lease_token <> :token): when the lease
+    SqlStore.return_attempt, whose fence is LATER_LEASE (lease_token <> :token): when the lease
     merely expired and nobody claimed it yet, the token is still ours, the statement matches
     nothing, and the attempt stays spent although the handler never ran."""
     queue.submit("k", "t")
@@ -226,7 +226,7 @@ def test_lost_before_start_gives_no_attempt_to_a_resubmission_of_the_same_key(qu
     # gives the purged newest row's id to the next row: as here.
     t = queue.store.t
     queue.db.run(lambda c: c.execute(sa.update(t).where(t.c.key == "k").values(id=first.row_id)))
-    assert queue.store.get("k")["id"] == first.row_id
+    assert queue.store.task_get("k")["id"] == first.row_id
     c = queue.poll(alive_time=10)
     assert c is not None and c.key == "k"
     runs = 1  # C runs the new k and dies: its lease expires

@@ -21,7 +21,7 @@ def keys(tasks) -> list[str]:
 
 
 def limit(queue, name, concurrency):
-    queue.store.set_limits(name, T0, concurrency=concurrency, rate_limit=None, rate_window=None, rate_key=None)
+    queue.store.queue_set_limits(name, T0, concurrency=concurrency, rate_limit=None, rate_window=None, rate_key=None)
 
 
 def submit(queue, key, queue_name="default", **opts):
@@ -92,11 +92,11 @@ def test_weighted_order_is_a_pure_function_of_the_draws():
 
 def test_a_paused_queue_hands_out_nothing_and_takes_submits(queue):
     submit(queue, "b1", "billing")
-    queue.store.set_paused("billing", True, T0)
+    queue.store.queue_set_paused("billing", True, T0)
     submit(queue, "b2", "billing")  # submits still succeed
     submit(queue, "d1")
     assert keys(queue.poll_multi(10, now=T0, queues="billing,default")) == ["d1"]
-    queue.store.set_paused("billing", False, T0)
+    queue.store.queue_set_paused("billing", False, T0)
     assert sorted(keys(queue.poll_multi(10, now=T0, queues="billing"))) == ["b1", "b2"]
 
 
@@ -192,9 +192,9 @@ def test_init_upgrades_a_version_2_table_to_named_queues(queue):
     queue.submit("old", "t", {"a": 1}, now=T0)
     store = queue.store
     downgrade(store, ("queue",), 2)
-    assert store.schema_version() == 2
+    assert store.tables_version() == 2
     queue.init()
-    assert store.schema_version() == 10  # the current version: every upgrade on the way
+    assert store.tables_version() == 10  # the current version: every upgrade on the way
     with queue.db.engine.connect() as conn:
         names = {ix["name"] for ix in sa.inspect(conn).get_indexes(queue.table)}
         assert sa.inspect(conn).has_table(f"{queue.table}_queues")

@@ -126,7 +126,7 @@ def test_schedule_modify_after_a_lost_acknowledgement(sched):
 def test_schedule_resume_after_a_lost_acknowledgement_reports_it_resumed(sched):
     sched.add("s", "t", cron="*/5 * * * *", now=T0)
     t = sched.store.t
-    good = sched.store.get("s")["timezone"]
+    good = sched.store.schedule_get("s")["timezone"]
     sched.db.run(lambda c: c.execute(sa.update(t).where(t.c.key == "s").values(timezone="Mars/Olympus_Mons")))
     sched.tick(now=T0 + 3600)
     assert sched["s"].metadata(check=False).error

@@ -170,7 +170,7 @@ def test_bulk_retry_rerun_does_not_count_a_row_another_operator_requeued_at_the_
     runs; this batch's first run requeues y only (committed, acknowledgement lost): 1, not 2."""
     failed(queue, "x")
     failed(queue, "y")
-    read_page = queue.store.failed_page
+    read_page = queue.store.failure_page
 
     def page_then_other_operator(**kw):
         page = read_page(**kw)
@@ -178,7 +178,7 @@ def test_bulk_retry_rerun_does_not_count_a_row_another_operator_requeued_at_the_
             other.retry_task("x", now=T0 + 10)
         return page
 
-    queue.store.failed_page = page_then_other_operator
+    queue.store.failure_page = page_then_other_operator
     with lost_commit(queue) as state:
         assert queue.retry_failed(now=T0 + 10) == 1
     assert state["fired"] == 1

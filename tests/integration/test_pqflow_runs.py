@@ -90,7 +90,7 @@ def _reset_calls():
 
 
 def _row(q, key):
-    return q.runs.db.run(lambda c: q.runs.read(c, [key], data=True).get(key), write=False)
+    return q.runs.db.run(lambda c: q.store.run_read(c, [key], data=True).get(key), write=False)
 
 
 # -- §3.1 the run row is never attempt-limited nor purged while its run is unfinished -----------
@@ -193,7 +193,7 @@ def test_queue_give_up_never_finishes_a_step_behind_its_run(db_url, table_name, 
 # -- §3.4 every run is listable from the moment it is started -------------------------------------
 def test_runs_are_listed_from_the_start_whichever_way(queue):
     flow.start("a1", queue=queue)
-    queue.transaction(lambda tx: tx.runs.register(tx.conn, "workflow", "it_flow"))
+    queue.transaction(lambda tx: tx.store.run_name_register(tx.conn, "workflow", "it_flow"))
     queue.submit("a2", "it_flow", {"x": 1})  # a plain task of a workflow known here
     queue.submit("b1", "never_served", {})
     queue.submit("mail", "email", {})

@@ -85,7 +85,7 @@ def test_rows_kept_for_ever_outlive_every_cleanup(queue):
     queue.transaction(lambda tx: tx.finish(old, retention_time=1e12), now=T0)
     queue.submit("kept-forever", "t", group="g", now=T0)
     queue.poll(now=T0).finish(now=T0)
-    queue.transaction(lambda tx: tx.runs.keep_group(tx.conn, ["g"]), now=T0)  # default: never
+    queue.transaction(lambda tx: tx.store.run_group_keep(tx.conn, ["g"]), now=T0)  # default: never
     millennium = 1000 * 365 * 86400
     assert queue.cleanup(now=T0 + millennium) == 0
     assert queue["kept-1e12"].exists() and queue["kept-forever"].exists()
@@ -489,7 +489,7 @@ def test_init_is_idempotent_and_force_recreates(queue):
     assert queue["k"].exists()
     queue.init(force=True)
     assert not queue["k"].exists()
-    assert queue.store.schema_version() == SCHEMA_VERSION == 10
+    assert queue.store.tables_version() == SCHEMA_VERSION == 10
 
 
 def test_init_upgrades_a_version_1_table(queue):
@@ -500,9 +500,9 @@ def test_init_upgrades_a_version_1_table(queue):
     queue.submit("old", "t", {"a": 1}, now=T0)
     store = queue.store
     downgrade(store, ("result", "workflow", "definition", "queue"), 1)
-    assert store.schema_version() == 1
+    assert store.tables_version() == 1
     queue.init()
-    assert store.schema_version() == SCHEMA_VERSION
+    assert store.tables_version() == SCHEMA_VERSION
     assert queue["old"].metadata().queue_name == "default"
     assert queue["old"].metadata().data == {"a": 1}
     queue.submit("new", "t", now=T0)

@@ -44,7 +44,7 @@ def test_a_give_back_by_a_lease_no_longer_held_deletes_no_start(queue, clock):
     queue.limit("api", rate="1/1h")
     queue.submit("a", "t", {}, queue="api", now=clock.now() - 1)
     (task,) = queue.poll_multi(1, queues="api", start_within=policy.RATE_START_GRACE)
-    queue.store.release(task._id, task._token, clock.now())  # the lease ends, given back already
+    queue.store.task_release(task._id, task._token, clock.now())  # the lease ends, given back already
     with pytest.raises(TaskError):
         task.give_back_unstarted()
     assert _starts(queue) == [task.start_by]

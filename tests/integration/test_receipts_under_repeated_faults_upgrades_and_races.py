@@ -140,7 +140,7 @@ def test_upgrade_from_7(queue, db_url, table_name):
             old.move("k", "q2", now=T0 + 1)
         assert old["k"].metadata().queue_name == "default"
         old.init()
-        assert old.store.schema_version() == 10
+        assert old.store.tables_version() == 10
         with lost_commit(old):
             old.move("k", "q2", now=T0 + 1)
         assert kinds(old, "k") == ["submitted", "moved"]

@@ -58,7 +58,7 @@ def _row(q):
 def test_a_registration_whose_insert_ack_is_lost_leaves_one_current_row(queue, clock):
     queue.submit("warm", "t")  # one ordinary query first
     with ack_lost_at(queue, "register worker", 2) as seen:  # 1: the delete, 2: the insert
-        queue.store.register_worker(ME, clock.now())
+        queue.store.worker_register(ME, clock.now())
     assert seen["fired"] == 1
     [row] = _row(queue)
     assert row["last_seen"] == clock.now() and row["started_at"] == clock.now()
@@ -66,21 +66,21 @@ def test_a_registration_whose_insert_ack_is_lost_leaves_one_current_row(queue, c
 
 def test_renewals_racing_a_sweep_end_with_the_row_present_and_current(queue, clock):
     queue.submit("warm", "t")
-    queue.store.register_worker(ME, clock.now())
+    queue.store.worker_register(ME, clock.now())
     errors = []
     start = clock.now()
 
     def renew(i):
         try:
             for j in range(15):
-                queue.store.renew_worker(ME, start, start + i * 100 + j)
+                queue.store.worker_renew(ME, start, start + i * 100 + j)
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
     def sweep():
         try:
             for _ in range(15):
-                queue.store.sweep_workers(start + 10_000)
+                queue.store.worker_sweep(start + 10_000)
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
@@ -90,6 +90,6 @@ def test_renewals_racing_a_sweep_end_with_the_row_present_and_current(queue, clo
     for t in threads:
         t.join(120)
     assert errors == []
-    queue.store.renew_worker(ME, start, start + 1000)
+    queue.store.worker_renew(ME, start, start + 1000)
     [row] = _row(queue)
     assert row["last_seen"] == start + 1000 and row["started_at"] == start

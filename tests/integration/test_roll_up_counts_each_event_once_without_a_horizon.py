@@ -55,7 +55,7 @@ def test_more_than_max_gaps_passed_over_forgets_an_event_still_in_flight(server,
     queue.submit("a", "t")
     queue.submit("x", "t")
     queue.roll_up_stats()
-    x_id = queue.store.get("x")["id"]
+    x_id = queue.store.task_get("x")["id"]
     e = queue.store.events_t
     eng = sa.create_engine(db_url)
     try:
@@ -90,7 +90,7 @@ def test_rolling_up_a_v5_table_whose_old_events_were_purged_does_not_list_every_
     e = queue.store.events_t
     jump = 1_000_000
     assert task is not None
-    a_id = queue.store.get("a")["id"]
+    a_id = queue.store.task_get("a")["id"]
     queue.db.run(lambda c: c.execute(sa.insert(e), [{**_ended_event(queue, a_id, "a", clock.now()), "id": jump}]))
     downgrade(queue.store, (), 5)
     queue.init()  # the upgrade: position 0

@@ -111,12 +111,12 @@ def test_a_contiguous_page_then_a_commit_and_a_waiting_delete_before_its_grouped
 
     fired = _after_page(store, action)
     try:
-        n1 = store.roll_up(now=T0, gap_timeout=60.0)
+        n1 = store.stats_roll_up(now=T0, gap_timeout=60.0)
     finally:
         del store._next_page
         engine.dispose()
     assert fired["n"] == 1 and done.wait(30)
-    n2 = store.roll_up(now=T0 + 1, gap_timeout=60.0)
+    n2 = store.stats_roll_up(now=T0 + 1, gap_timeout=60.0)
     assert (n1, n2) == (3, 1)
     assert gaps(queue) == []
     assert_tallies_equal(stats(queue), tally_events([ev(i) for i in (1, 2, 3, 4)]))
@@ -153,11 +153,11 @@ def test_a_hole_that_commits_between_the_count_and_the_read_of_the_ids(queue, ba
 
             store._roll_batch = roll
             try:
-                n1 = store.roll_up(now=T0, gap_timeout=60.0)
+                n1 = store.stats_roll_up(now=T0, gap_timeout=60.0)
             finally:
                 del store._roll_batch
-        n2 = store.roll_up(now=T0 + 1, gap_timeout=60.0)
-        n3 = store.roll_up(now=T0 + 2, gap_timeout=60.0)
+        n2 = store.stats_roll_up(now=T0 + 1, gap_timeout=60.0)
+        n3 = store.stats_roll_up(now=T0 + 2, gap_timeout=60.0)
     finally:
         engine.dispose()
     assert fired["n"] == 1
@@ -204,7 +204,7 @@ def test_writers_committing_and_rolling_back_during_repeated_roll_ups_count_each
     def roller():
         try:
             while not stop.is_set():
-                queue.store.roll_up(now=T0, gap_timeout=3600.0, batch=batch)
+                queue.store.stats_roll_up(now=T0, gap_timeout=3600.0, batch=batch)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
@@ -219,10 +219,10 @@ def test_writers_committing_and_rolling_back_during_repeated_roll_ups_count_each
     r.join(120)
     engine.dispose()
     assert errors == []
-    queue.store.roll_up(now=T0 + 1, gap_timeout=3600.0, batch=batch)
+    queue.store.stats_roll_up(now=T0 + 1, gap_timeout=3600.0, batch=batch)
     assert_tallies_equal(stats(queue), tally_events(committed))
     # the holes of the rolled-back transactions are given up once past the gap timeout
-    queue.store.roll_up(now=T0 + 7200, gap_timeout=3600.0, batch=batch)
+    queue.store.stats_roll_up(now=T0 + 7200, gap_timeout=3600.0, batch=batch)
     assert gaps(queue) == []
     assert_tallies_equal(stats(queue), tally_events(committed))
 
@@ -230,18 +230,18 @@ def test_writers_committing_and_rolling_back_during_repeated_roll_ups_count_each
 def test_a_position_set_beyond_the_last_id_counts_nothing_until_ids_pass_it(queue):
     ids = insert_events(queue, [ev(i) for i in range(3)])
     _set_position(queue, str(ids[-1] + 5))
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0) == 0
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0) == 0
     assert position(queue) == ids[-1] + 5 and gaps(queue) == []
     more = insert_events(queue, [ev(i) for i in range(3, 12)])
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0) == len([i for i in more if i > ids[-1] + 5])
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0) == len([i for i in more if i > ids[-1] + 5])
 
 
 def test_a_negative_position_counts_each_event_once_and_its_gap_expires(queue):
     events = [ev(i, at=T0 + i) for i in range(5)]
     ids = insert_events(queue, events)
     _set_position(queue, "-7")
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0, batch=2) == 5
-    assert queue.store.roll_up(now=T0 + 120, gap_timeout=60.0, batch=2) == 0
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0, batch=2) == 5
+    assert queue.store.stats_roll_up(now=T0 + 120, gap_timeout=60.0, batch=2) == 0
     assert gaps(queue) == [] and position(queue) == ids[-1]
     assert_tallies_equal(stats(queue), tally_events(events))
 

@@ -3,7 +3,7 @@
 One schedule row that cannot be computed (a timezone this host's tzdata lacks, a row edited by
 hand) used to abort the whole tick (or poll) transaction; batches are read in due order, so the
 healthy schedules behind it never advanced. Now such a schedule is set aside with its error
-recorded (``ScheduleStore.set_aside``), logged once, shown by ``list``, and never due again until
+recorded (``SqlScheduleStore.set_aside``), logged once, shown by ``list``, and never due again until
 an operator modifies or resumes it. Database errors are not schedule errors: they set nothing
 aside. Every case runs on SQLite, MariaDB and PostgreSQL with an injected ``now``.
 """
@@ -81,7 +81,7 @@ def test_tick_sets_aside_a_schedule_that_cannot_be_computed_and_the_others_fire(
         assert sched.tick(now=T0 + 2 * H + 10) == 1
     assert task_keys(sched) == [f"healthy.{T0 + i * H}" for i in range(3)]
     assert_set_aside(sched, key, reason)
-    assert sched.store.count_due(T0 + 99 * H) == 1  # the healthy one only
+    assert sched.store.schedule_count_due(T0 + 99 * H) == 1  # the healthy one only
     (line,) = aside_lines(caplog, key)  # logged once, when it was set aside
     assert line.levelno == logging.ERROR and reason in line.getMessage()
 
@@ -145,10 +145,10 @@ def set_aside(sc, key="s", catchup="all", **values):
 
 def test_modify_brings_a_set_aside_schedule_back_from_now(sched):
     set_aside(sched, timezone="Mars/Olympus_Mons")
-    before = sched.store.get("s")
+    before = sched.store.schedule_get("s")
     with pytest.raises(perfectsched.InvalidTimezoneError):  # the change leaves it broken: nothing written
         sched.modify("s", type="u", now=T0 + 3 * H + 5)
-    assert sched.store.get("s") == before
+    assert sched.store.schedule_get("s") == before
     m = sched.modify("s", timezone="Asia/Tokyo", now=T0 + 3 * H + 5)
     assert (m.status, m.error, m.timezone, m.next_time) == ("active", None, "Asia/Tokyo", T0 + 4 * H)
     assert sched.tick(now=T0 + 4 * H) == 1
@@ -173,14 +173,14 @@ def test_resume_continues_from_the_occurrence_it_stopped_at(sched):
 
 def test_resume_refuses_a_schedule_still_broken_and_does_nothing_to_an_active_one(sched):
     set_aside(sched, cron="61 * * * *")
-    before = sched.store.get("s")
+    before = sched.store.schedule_get("s")
     with pytest.raises(perfectsched.InvalidCronError, match="61"):
         sched["s"].resume(now=T0 + 5)
-    assert sched.store.get("s") == before
+    assert sched.store.schedule_get("s") == before
     sched.add("fine", "t", cron="0 * * * *", now=T0 - 1)
-    before = sched.store.get("fine")
+    before = sched.store.schedule_get("fine")
     assert sched["fine"].resume(now=T0 + 5) is False
-    assert sched.store.get("fine") == before
+    assert sched.store.schedule_get("fine") == before
     with pytest.raises(perfectsched.IdempotentNotFoundError):
         sched["missing"].resume()
 
@@ -212,7 +212,7 @@ def failing(monkeypatch, obj, name, times):
 def test_a_database_error_sets_nothing_aside(sched, caplog, monkeypatch):
     broken_and_healthy(sched, "timezone", "Mars/Olympus_Mons")
     sched.db.max_retry_count = 0
-    failing(monkeypatch, sched.store, "advance_many", times=1)
+    failing(monkeypatch, sched.store, "schedule_advance_many", times=1)
     with caplog.at_level(logging.INFO, logger="perfectsched"), pytest.raises(queue_core.DatabaseError):
         sched.tick(now=T0 + 10)
     assert {m.key: (m.status, m.error) for m in sched.list()} == {
@@ -227,7 +227,7 @@ def test_a_database_error_sets_nothing_aside(sched, caplog, monkeypatch):
 
 def test_a_tick_retried_after_a_transient_error_logs_the_set_aside_once(sched, caplog, monkeypatch):
     broken_and_healthy(sched, "cron", "61 * * * *")
-    calls = failing(monkeypatch, sched.store, "advance_many", times=1)
+    calls = failing(monkeypatch, sched.store, "schedule_advance_many", times=1)
     with caplog.at_level(logging.INFO, logger="perfectsched"):
         assert sched.tick(now=T0 + 10) == 1  # its first attempt set it aside, then rolled back
     assert len(calls) == 3  # the batch failed, its retry committed, then the empty batch that ends the tick
@@ -243,12 +243,12 @@ def test_init_upgrades_a_version_1_schedule_table(sched):
     sched.add("old", "t", cron="0 * * * *", data={"a": 1}, now=T0 - 1)
     store = sched.store
     downgrade(store, ["error", "queue", "tags"], 1)
-    assert store.schema_version() == 1
+    assert store.tables_version() == 1
     with pytest.raises(queue_core.SchemaError, match="run 'init' to upgrade it"):  # perfectsched run's probe
         sched.check_tables()
     sched.init()
     sched.check_tables()
-    assert store.schema_version() == 4
+    assert store.tables_version() == 4
     m = sched["old"].metadata()
     assert m.queue_name == "default" and m.tags == ()
     assert (m.data, m.status, m.error, m.next_time) == ({"a": 1}, "active", None, T0)

@@ -240,7 +240,7 @@ def test_scheduler_killed_mid_tick_loses_and_doubles_nothing(sched, db_url):
     deadline = time.monotonic() + 30
     while True:
         sched.tick(now=T0 + 30 * 60)
-        if sched.store.count_due(T0 + 30 * 60) == 0 or time.monotonic() > deadline:
+        if sched.store.schedule_count_due(T0 + 30 * 60) == 0 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     counts = Counter(m.key for m in sched.queue.list())

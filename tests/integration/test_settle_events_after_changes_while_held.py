@@ -90,7 +90,7 @@ def test_the_store_settles_a_duplicated_entry_once(held_path):
     _submit(q, 2)
     held = _claim(q, 2, T0 + 1)
     entries = q._settle_entries(held, T0 + 2)
-    assert q.store.settle([*entries, entries[0]], T0 + 2) == []
+    assert q.store.task_settle([*entries, entries[0]], T0 + 2) == []
     assert [r["task_id"] for r in _finished(q)] == [h._id for h in held]
 
 
@@ -217,7 +217,7 @@ def test_two_claims_of_two_owners_in_one_settle(held_path, db_url, clock):
         mine2 = _claim(q, 2, T0 + 1.5)  # same owner, another start
         entries = q._settle_entries([*mine, *mine2], T0 + 2) + other._settle_entries(theirs, T0 + 2)
         hand_edit(q, [theirs[0]._id], owner={theirs[0]._id: "someone-else"})
-        gone = q.store.settle(entries, T0 + 2)
+        gone = q.store.task_settle(entries, T0 + 2)
         assert gone == []
         ids = sorted(h._id for h in [*mine, *mine2, *theirs])
         got = _finished(q, T0 + 2)
@@ -286,7 +286,7 @@ def test_entries_without_held_and_failure_outcomes_go_the_read_back_way(held_pat
         Settled(held[2]._id, held[2]._token, purge, outcome="failure"),
         Settled(held[3]._id, held[3]._token, purge, outcome="cancelled"),
     ]
-    assert q.store.settle(entries, T0 + 2) == []
+    assert q.store.task_settle(entries, T0 + 2) == []
     got = _finished(q, T0 + 2)
     assert [r["outcome"] for r in got] == ["success", "success", "failure", "cancelled"]
     assert_like_reference(got, reference_rows(q, "finished", [h._id for h in held], T0 + 2))

@@ -120,7 +120,7 @@ def test_an_attempt_given_back_by_an_earlier_holder_is_read_back(queue, backend,
     q.submit_many([{"key": f"k{i}", "type": "t"} for i in range(3)], now=T0)
     first = _claim(q, 3, T0 + 1, alive=5)
     later = _claim(q, 3, T0 + 10)
-    gave = q.store.lost_before_start(first[1]._id, first[1].key, first[1].created_at, first[1]._token, T0 + 11)
+    gave = q.store.task_lost_before_start(first[1]._id, first[1].key, first[1].created_at, first[1]._token, T0 + 11)
     assert gave == "returned", gave
     assert q.finish_many(later, now=T0 + 12) == []
     got = _finished(q, T0 + 12)
@@ -193,5 +193,5 @@ def test_a_table_of_schema_8_reads_back_until_init_adds_the_mark(queue, backend,
     ways = _settle_ways(db_url, queue.table, monkeypatch, ["a", "b"], T0)  # a worker of this release, before init
     assert ways.held == [] and len(ways.read_back) == 2
     queue.init()
-    assert queue.store.schema_version() == 10 and "on update" in _mark_extra(queue).lower()
+    assert queue.store.tables_version() == 10 and "on update" in _mark_extra(queue).lower()
     assert len(_settle_ways(db_url, queue.table, monkeypatch, ["c", "d"], T0 + 10).held) == 2

@@ -112,7 +112,7 @@ def test_groups_of_huge_times_and_durations_are_the_references(queue):
 def test_a_roll_up_of_a_run_of_1e22_seconds_counts_its_start_in_the_references_minute(queue):
     events = [ev(1, ran=1e22), ev(2, ran=-1e22)]
     insert_events(queue, events)
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0) == 2
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0) == 2
     assert_tallies_equal(stats(queue), tally_events(events))
 
 
@@ -129,11 +129,11 @@ def test_a_nan_wait_or_run_counts_as_the_reference_and_never_blocks_later_roll_u
         ev(2, kind="retried", outcome=None, waited=None, ran=nan),
     ]
     insert_events(queue, events)
-    queue.store.roll_up(now=T0, gap_timeout=60.0)
+    queue.store.stats_roll_up(now=T0, gap_timeout=60.0)
     assert_tallies_equal(stats(queue), tally_events(events))
     later = [ev(3)]
     insert_events(queue, later)
-    assert queue.store.roll_up(now=T0 + 1, gap_timeout=60.0) == 1
+    assert queue.store.stats_roll_up(now=T0 + 1, gap_timeout=60.0) == 1
     assert_tallies_equal(stats(queue), tally_events(events + later))
 
 
@@ -147,7 +147,7 @@ def test_outcomes_that_differ_only_in_case_or_trailing_space_are_separate_groups
     store = queue.store
     got = as_dict(queue.db.run(lambda c: store._groups_where(c, sa.true())))
     assert got == as_dict(group_of(e) for e in events)
-    assert store.roll_up(now=T0, gap_timeout=60.0) == 3
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0) == 3
     assert_tallies_equal(stats(queue), tally_events(events))
 
 
@@ -155,7 +155,7 @@ def test_kinds_that_differ_only_in_case_are_separate_groups(queue):
     events = [ev(1, kind="FINISHED"), ev(2, kind="FINISHED"), ev(3, kind="finished")]
     insert_events(queue, events)
     store = queue.store
-    assert store.roll_up(now=T0, gap_timeout=60.0) == 3
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0) == 3
     assert_tallies_equal(stats(queue), tally_events(events))
 
 
@@ -169,8 +169,8 @@ def test_text_in_a_real_column_is_counted_once_and_blocks_nothing(queue, backend
     name = e.name
     queue.db.run(lambda c: c.exec_driver_sql(f"UPDATE {name} SET waited = 'abc' WHERE id = {ids[2]}"))
     queue.db.run(lambda c: c.exec_driver_sql(f"UPDATE {name} SET ran = 'x1' WHERE id = {ids[1]}"))
-    assert store.roll_up(now=T0, gap_timeout=60.0) == 3
-    assert store.roll_up(now=T0, gap_timeout=60.0) == 0
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0) == 3
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0) == 0
     [(_, total)] = store.stats_totals()
     assert (total.started, total.succeeded) == (3, 2)
     assert total.wait.count == 3 and total.run.count == 2
@@ -200,12 +200,12 @@ def test_hundreds_of_gap_ranges_are_each_counted_once(queue):
             or c.execute(sa.delete(store.events_t).where(store.events_t.c.id.in_(gone)))
         )
     )
-    assert store.roll_up(now=T0 + 1, gap_timeout=60.0) == len(gapped) - 50
-    assert store.roll_up(now=T0 + 2, gap_timeout=60.0) == 0
+    assert store.stats_roll_up(now=T0 + 1, gap_timeout=60.0) == len(gapped) - 50
+    assert store.stats_roll_up(now=T0 + 2, gap_timeout=60.0) == 0
     counted = [events[k] for k in range(0, 600, 2)]
     assert_tallies_equal(stats(queue), tally_events(counted))
     # the deleted gapped ids never commit: awaited until the gap timeout, then dropped
-    assert store.roll_up(now=T0 + 1000, gap_timeout=60.0) == 0
+    assert store.stats_roll_up(now=T0 + 1000, gap_timeout=60.0) == 0
     assert queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(g)).scalar()) == 0
     assert_tallies_equal(stats(queue), tally_events(counted))
 
@@ -214,11 +214,11 @@ def test_batch_boundary_exactly(queue):
     store = queue.store
     events = [ev(i, at=T0 + i) for i in range(10)]
     insert_events(queue, events)
-    assert store.roll_up(now=T0, gap_timeout=60.0, batch=10) == 10
-    assert store.roll_up(now=T0, gap_timeout=60.0, batch=5) == 0
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0, batch=10) == 10
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0, batch=5) == 0
     more = [ev(i, at=T0 + i) for i in range(10, 15)]
     insert_events(queue, more)
-    assert store.roll_up(now=T0, gap_timeout=60.0, batch=5) == 5
+    assert store.stats_roll_up(now=T0, gap_timeout=60.0, batch=5) == 5
     assert_tallies_equal(stats(queue), tally_events(events + more))
 
 
@@ -262,11 +262,11 @@ def test_events_committing_and_a_delete_waiting_during_the_grouped_count(queue, 
 
             store._groups = groups
             try:
-                n1 = store.roll_up(now=T0, gap_timeout=60.0)
+                n1 = store.stats_roll_up(now=T0, gap_timeout=60.0)
             finally:
                 del store._groups
         assert deleter_done.wait(30)
-        n2 = store.roll_up(now=T0 + 1, gap_timeout=60.0)
+        n2 = store.stats_roll_up(now=T0 + 1, gap_timeout=60.0)
         assert (n1, n2) == (2, 2)  # 1 and 3 in the first; 2 (its gap) and 4 in the second; 3 deleted once counted
     finally:
         engine.dispose()

@@ -261,9 +261,9 @@ def test_a_statistics_row_edited_by_hand_is_a_typed_error(queue, clock):
 def test_init_upgrades_a_version_5_table_and_counts_its_retained_events(queue, clock):
     _work(queue, clock)
     downgrade(queue.store, (), 5)
-    assert queue.store.schema_version() == 5
+    assert queue.store.tables_version() == 5
     queue.init()
-    assert queue.store.schema_version() == 10
+    assert queue.store.tables_version() == 10
     clock.advance(GAP + 1)
     queue.roll_up_stats()
     totals, _ = _total(queue)

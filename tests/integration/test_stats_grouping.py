@@ -95,7 +95,7 @@ def test_a_roll_up_writes_the_reference_tally_of_its_events(queue):
     events = random_events(400, 3)
     store = queue.store
     queue.db.run(lambda c: c.execute(sa.insert(store.events_t), events))
-    assert store.roll_up(now=T0 + 10**6, gap_timeout=60.0, batch=150) == len(events)  # several batches
+    assert store.stats_roll_up(now=T0 + 10**6, gap_timeout=60.0, batch=150) == len(events)  # several batches
     want = tally_events(events)
     got = {key: tally for span in statistics.SPANS for key, tally in store.stats_rows(span, -1e12, 1e12)}
     assert got.keys() == want.keys()

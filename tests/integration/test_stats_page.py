@@ -30,7 +30,7 @@ def delete_events(queue, ids) -> None:
 def test_ids_without_a_hole_are_counted_whole_in_pages(queue):
     events = [ev(i, at=T0 + i, waited=0.01 * i, ran=0.1 * i) for i in range(23)]
     ids = insert_events(queue, events)
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0, batch=5) == 23
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0, batch=5) == 23
     assert position(queue) == ids[-1]
     assert gaps(queue) == []
     assert_tallies_equal(stats(queue), tally_events(events))
@@ -42,7 +42,7 @@ def test_a_hole_inside_a_page_is_kept_and_the_rest_counted(queue):
     holes = [ids[3], ids[4], ids[9]]
     delete_events(queue, holes)
     kept = [e for e, i in zip(events, ids, strict=True) if i not in holes]
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0, batch=5) == len(kept)
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0, batch=5) == len(kept)
     assert gaps(queue) == [(ids[3], ids[4]), (ids[9], ids[9])]
     assert position(queue) == ids[-1]
     assert_tallies_equal(stats(queue), tally_events(kept))
@@ -54,14 +54,14 @@ def test_a_hole_before_the_first_id_of_a_page_is_kept(queue):
     delete_events(queue, ids[:2])
     m = queue.store.meta
     queue.db.run(lambda c: c.execute(sa.update(m).where(m.c.name == "stats_after").values(value=str(ids[0] - 1))))
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0, batch=10) == 4
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0, batch=10) == 4
     assert gaps(queue) == [(ids[0], ids[1])]
     assert_tallies_equal(stats(queue), tally_events(events[2:]))
 
 
 def test_a_page_after_the_last_event_moves_nothing(queue):
     ids = insert_events(queue, [ev(1)])
-    assert queue.store.roll_up(now=T0, gap_timeout=60.0) == 1
-    assert queue.store.roll_up(now=T0 + 1, gap_timeout=60.0) == 0
+    assert queue.store.stats_roll_up(now=T0, gap_timeout=60.0) == 1
+    assert queue.store.stats_roll_up(now=T0 + 1, gap_timeout=60.0) == 0
     assert position(queue) == ids[-1]
     assert gaps(queue) == []

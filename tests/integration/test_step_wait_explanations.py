@@ -32,7 +32,7 @@ def register(q, pid: int, types, queues=("default",)) -> None:
     """A live worker in the registry serving ``types`` (None: any) from ``queues``."""
     types_json = None if types is None else json.dumps(sorted(types))
     worker = WorkerIdentity(f"host:{pid}", "host", pid, json.dumps(list(queues)), types_json, "test")
-    q.store.register_worker(worker, q.now())
+    q.store.worker_register(worker, q.now())
 
 
 def drive(q) -> None:
@@ -78,7 +78,7 @@ def test_a_step_whose_type_no_live_worker_serves_says_so(q, clock):
     assert run.why("load") == (
         "step 'load' is waiting: no live worker serves queue default (type why_slow.load is served in other queues)"
     )
-    q.store.remove_worker("host:3")
+    q.store.worker_remove("host:3")
     assert run.why("load") == "step 'load' is waiting: no live worker serves type why_slow.load"
     register(q, 4, None)  # serves any type
     assert run.why("load") == "step 'load' is waiting: in the queue for a free worker (a live worker serves it)"
@@ -103,7 +103,7 @@ def test_a_run_no_live_decider_serves_says_so_in_why_and_in_the_listing(q):
     expected = "no live worker serves workflow why_slwo"
     assert run.unserved() == expected
     assert run.why("anything") == f"run 'r4' has not been picked up by a decider yet: {expected}"
-    q.transaction(lambda tx: tx.runs.register(tx.conn, "workflow", "why_slwo"))
+    q.transaction(lambda tx: tx.store.run_name_register(tx.conn, "workflow", "why_slwo"))
     listed = pqflow.runs_page(q, workflow="why_slwo").runs
     assert [(r.run_id, r.unserved) for r in listed] == [("r4", expected)]
     register(q, 7, ["why_slwo"])

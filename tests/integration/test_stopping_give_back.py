@@ -27,7 +27,7 @@ def test_same_task_fence_matches_its_own_row_for_realistic_created_at(queue, clo
     queue.submit("k", "t", max_attempts=2)
     proc = _processor(queue)
     first = queue.poll(alive_time=10)
-    assert first.created_at == queue.store.get("k")["created_at"]
+    assert first.created_at == queue.store.task_get("k")["created_at"]
     clock.advance(11)
     second = queue.poll(alive_time=10)
     assert second is not None and second.attempts == 2
@@ -93,7 +93,7 @@ def test_immediate_stop_releases_held_tasks_even_when_a_lost_task_row_is_locked(
         th = threading.Thread(target=proc.give_back_now, daemon=True)
         th.start()
         th.join(GIVE_BACK_TIME)  # what stop_at_once waits before os._exit
-        row = queue.store.get("k2")
+        row = queue.store.task_get("k2")
         assert row["leased"] == 0, (
             "k2 (held, never started) was not released within GIVE_BACK_TIME: it waits for its lease to expire"
         )

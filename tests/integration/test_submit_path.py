@@ -92,7 +92,7 @@ def test_a_submit_whose_acknowledgement_was_lost_succeeds_once(queue):
 
 def test_a_retried_submit_that_finds_another_submissions_row_is_refused(queue):
     def other_submitter():
-        queue.store.submit(
+        queue.store.task_submit(
             [
                 queue._new_task(
                     "k",

@@ -137,7 +137,7 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
         now=T0,
     )
     queue.poll(now=T0).finish(now=T0)
-    queue.transaction(lambda tx: tx.runs.keep_group(tx.conn, ["g"], T0 + 5), now=T0)  # the run ended
+    queue.transaction(lambda tx: tx.store.run_group_keep(tx.conn, ["g"], T0 + 5), now=T0)  # the run ended
     later = T0 + 10
     forgot, go = _pause_purger_after_forget_tags(queue, monkeypatch)
     errors: list = []
@@ -150,7 +150,7 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
 
     def keeper():
         try:
-            queue.transaction(lambda tx: tx.runs.keep_group(tx.conn, ["g"]), now=later)
+            queue.transaction(lambda tx: tx.store.run_group_keep(tx.conn, ["g"]), now=later)
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
@@ -164,7 +164,7 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
     p.join(20)
     k.join(20)
     assert errors == []
-    row = queue.store.get("s")
+    row = queue.store.task_get("s")
     if row is not None:
         assert queue["s"].metadata(now=later).tags == ("keep",)
         assert [m.key for m in queue.list(tag="keep", now=later)] == ["s"]

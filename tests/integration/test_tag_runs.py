@@ -29,7 +29,7 @@ def test_clear_group_takes_the_tags_of_the_rows_it_deletes_and_a_restart_has_onl
     queue.submit("plain", "t", group="g", tags=["plain"], now=T0)
 
     def restart(tx):
-        tx.runs.clear_group(tx.conn, "g")
+        tx.store.run_group_clear(tx.conn, "g")
         return tx.submit_rows([{"key": "s1", "type": "t", "group": "g", "tags": ["new"], **RUN}])
 
     assert queue.transaction(restart, now=T0) == 1
@@ -37,5 +37,5 @@ def test_clear_group_takes_the_tags_of_the_rows_it_deletes_and_a_restart_has_onl
     assert [m.key for m in queue.list(tag="old")] == []
     assert [m.key for m in queue.list(tag="later")] == []
     assert queue["plain"].metadata().tags == ("plain",)
-    ids = {queue.store.get(k)["id"] for k in ("s1", "plain")}
+    ids = {queue.store.task_get(k)["id"] for k in ("s1", "plain")}
     assert {task_id for _, task_id in tag_rows(queue)} == ids

@@ -52,7 +52,7 @@ def test_upgrade_to_4_keeps_rows_untracked_untagged_and_then_tags_and_tracks(
         assert (
             [m.key for m in q.list(tag="x", now=T0)]
             == [m.key for m in q.list(tracked=True, now=T0)]
-            == sorted(before, key=lambda k: q.store.get(k)["id"])
+            == sorted(before, key=lambda k: q.store.task_get(k)["id"])
         )
         with q.db.engine.connect() as conn:
             names = {ix["name"] for ix in sa.inspect(conn).get_indexes(table_name)}

@@ -38,12 +38,12 @@ def test_init_adds_the_traceback_column_to_the_events_of_a_version_9_table(db_ur
         with pytest.raises(SchemaError, match="run 'init' to upgrade it"):  # its failure's event names the column
             task.retry_or_fail(_raised("upgraded"))
         old.init()
-        assert old.store.schema_version() == 10
+        assert old.store.tables_version() == 10
         task.retry_or_fail(_raised("upgraded"))  # the lease still held: the failure written now
         (end,) = [e for e in old["k"].history() if e.kind == "finished"]
         assert end.traceback.startswith("Traceback (most recent call last):")
         assert end.traceback.endswith("ValueError: upgraded")
         old.init()  # again: nothing more to add
-        assert old.store.schema_version() == 10
+        assert old.store.tables_version() == 10
     finally:
         old.close()

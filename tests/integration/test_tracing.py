@@ -45,7 +45,7 @@ def test_a_task_continues_the_trace_it_was_submitted_in(queue, clock, spans):
     tracer = trace.get_tracer("test")
     with tracer.start_as_current_span("request") as request:
         queue.submit("k", "invoice", {"n": 1})
-    stored = json.loads(queue.store.get("k")["trace"])
+    stored = json.loads(queue.store.task_get("k")["trace"])
     assert f"{request.get_span_context().trace_id:032x}" in stored["traceparent"]
     clock.advance(5)
     seen = []
@@ -54,7 +54,7 @@ def test_a_task_continues_the_trace_it_was_submitted_in(queue, clock, spans):
     assert attempt.kind == SpanKind.CONSUMER
     assert attempt.context.trace_id == request.get_span_context().trace_id == seen[0]
     assert attempt.parent.span_id == request.get_span_context().span_id
-    assert attempt.start_time == int(queue.store.get("k")["created_at"] * 1e9)  # from the submission
+    assert attempt.start_time == int(queue.store.task_get("k")["created_at"] * 1e9)  # from the submission
     assert attempt.attributes["pq.task.key"] == "k" and attempt.attributes["pq.task.outcome"] == "success"
     assert attempt.attributes["messaging.destination.name"] == "default"
 
@@ -73,14 +73,14 @@ def test_a_failed_attempt_has_the_error_and_a_handler_submission_continues_the_t
     assert attempt.status.status_code == StatusCode.ERROR and "api down" in attempt.status.description
     assert attempt.attributes["pq.task.outcome"] == "failure"
     assert [e.name for e in attempt.events] == ["exception"]
-    child = json.loads(queue.store.get("child")["trace"])
+    child = json.loads(queue.store.task_get("child")["trace"])
     assert f"{request.get_span_context().trace_id:032x}" in child["traceparent"]
     assert f"{attempt.context.span_id:016x}" in child["traceparent"]  # its parent: the attempt
 
 
 def test_no_span_no_context_and_a_context_edited_by_hand_starts_a_new_trace(queue, spans):
     queue.submit("plain", "t")
-    assert queue.store.get("plain")["trace"] is None
+    assert queue.store.task_get("plain")["trace"] is None
     with trace.get_tracer("test").start_as_current_span("request"):
         queue.submit("edited", "t")
     t = queue.store.t

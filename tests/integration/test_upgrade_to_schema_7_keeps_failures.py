@@ -43,12 +43,12 @@ def _prepare_v6(queue, n=3000):
 def test_upgrade_from_6_keeps_failures_keys_and_uniqueness(queue, backend):
     failed = _prepare_v6(queue)
     queue.init()
-    assert queue.store.schema_version() == 10
+    assert queue.store.tables_version() == 10
     assert failed_keys(queue) == failed
     assert sum(g.count for g in queue.failures()) == len(failed)
     assert queue.retry_failed(dry_run=True, now=T0 + 50) == len(failed)
     for k in ODD:
-        assert queue.store.get(k)["key"] == k
+        assert queue.store.task_get(k)["key"] == k
     with pytest.raises(queue_core.errors.IdempotentAlreadyExistsError):
         queue.submit("a%b", "t", now=T0 + 60)
     t = queue.store.t
@@ -88,7 +88,7 @@ def test_two_inits_at_once_upgrade_once(queue, backend):
             q.init()
 
     assert run_together(run, run) == []
-    assert queue.store.schema_version() == 10
+    assert queue.store.tables_version() == 10
     assert failed_keys(queue) == failed
 
 

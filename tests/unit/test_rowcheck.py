@@ -50,14 +50,14 @@ def test_what_perfectsched_writes_passes_the_checks():
     )
     sc.add("b", "t", cron="@daily", next_time=T0)
     sc.poll(now=T0 + 86400).heartbeat(now=T0 + 86400)
-    rows = sc.store.list()
+    rows = sc.store.schedule_list()
     assert len(rows) == 2 and [rowcheck.problem(r, rowcheck.SCHEDULE_COLUMNS) for r in rows] == [None, None]
-    b = sc.store.get("b")  # set aside (as by a host lacking a zone), then resumed: still what it writes
-    assert sc.db.run(lambda c: sc.store.set_aside(c, "b", b["next_time"], "why", T0 + 2 * 86400), what="test")
-    aside = sc.store.get("b")
+    b = sc.store.schedule_get("b")  # set aside (as by a host lacking a zone), then resumed: still what it writes
+    assert sc.db.run(lambda c: sc.store.schedule_set_aside(c, "b", b["next_time"], "why", T0 + 2 * 86400), what="test")
+    aside = sc.store.schedule_get("b")
     assert aside["error"] == "why" and rowcheck.problem(aside, rowcheck.SCHEDULE_COLUMNS) is None
     assert sc["b"].resume(now=T0 + 2 * 86400) is True
-    assert [rowcheck.problem(r, rowcheck.SCHEDULE_COLUMNS) for r in sc.store.list()] == [None, None]
+    assert [rowcheck.problem(r, rowcheck.SCHEDULE_COLUMNS) for r in sc.store.schedule_list()] == [None, None]
 
 
 def test_what_pq_writes_passes_the_checks():
@@ -72,7 +72,7 @@ def test_what_pq_writes_passes_the_checks():
     q.poll(now=T0).finish(now=T0)
     q.submit("cancelled", "t", {}, now=T0)
     q["cancelled"].cancel_request(now=T0)
-    rows = q.store.list(now=T0)
+    rows = q.store.task_list(now=T0)
     assert len(rows) == 5
     assert [rowcheck.problem(r, rowcheck.TASK_COLUMNS) for r in rows] == [None] * 5
 

@@ -45,13 +45,13 @@ def test_a_changed_table_no_longer_matches():
 
 
 def test_every_method_a_transition_names_exists():
-    """The table's "written by" names real methods (it once named a ScheduleStore.give_back that
+    """The table's "written by" names real methods (it once named a SqlScheduleStore.give_back that
     was never written)."""
     from queue_core.store.runs import RunRows
-    from queue_core.store.schedules import ScheduleStore
-    from queue_core.store.tasks import TaskStore
+    from queue_core.store.schedules import SqlScheduleStore
+    from queue_core.store.tasks import SqlStore
 
-    classes = {c.__name__: c for c in (TaskStore, ScheduleStore, RunRows)}
+    classes = {c.__name__: c for c in (SqlStore, SqlScheduleStore, RunRows)}
     for table in (TASK_TRANSITIONS, SCHEDULE_TRANSITIONS):
         for t in table.values():
             for written_by in t.methods.split(", "):

@@ -32,7 +32,7 @@ POSTS = (
 
 def _worker(queue, pid=4242):
     w = WorkerIdentity(owner=f"host-a:{pid}", host="host-a", pid=pid, queues='["q1"]', types=None, version="1")
-    queue.store.register_worker(w, queue.now())
+    queue.store.worker_register(w, queue.now())
 
 
 def _fill(queue):

@@ -34,7 +34,7 @@ def run_one(q, decider, key, now=None):
 
 
 def row(q, key):
-    return q.db.run(lambda c: q.runs.read(c, [key], result=True).get(key), write=False)
+    return q.db.run(lambda c: q.store.run_read(c, [key], result=True).get(key), write=False)
 
 
 @contextmanager

@@ -33,10 +33,10 @@ def _undercount(queue, run_id):
     """The run's open count disagrees with its rows (the state the refusal exists for)."""
 
     def edit(tx):
-        row = tx.runs.read(tx.conn, [run_id])[run_id]
+        row = tx.store.run_read(tx.conn, [run_id])[run_id]
         state = RunState.load(row["workflow"])
         state.open = 1
-        tx.runs.set_workflow(tx.conn, row["id"], state.dump())
+        tx.store.run_set_workflow(tx.conn, row["id"], state.dump())
 
     queue.transaction(edit)
 

@@ -41,7 +41,7 @@ def test_transient_error_while_retrying_does_not_consume_two_retries(queue, cloc
 
 def test_a_step_retry_whose_commit_ack_was_lost_is_recognised(queue, clock):
     """Guarantee 3: finish/retry/release transitions retried after their own applied COMMIT
-    recognise it (as TaskStore._held does with _applied_before) instead of reporting a lost lease.
+    recognise it (as SqlStore._held does with _applied_before) instead of reporting a lost lease.
 
     Interleaving: a worker runs step ``flaky`` (retries=2), it raises; the decider writes the step
     retry (transaction "retry step": RunRows.retry_held, fenced by the lease token). The COMMIT is

@@ -153,7 +153,7 @@ def _read_each(tx, run_id):
     from pqflow.rows import NodeState
 
     run = load_ref(tx, run_id)
-    row = tx.runs.read(tx.conn, [f"{run_id}#each"])[f"{run_id}#each"]
+    row = tx.store.run_read(tx.conn, [f"{run_id}#each"])[f"{run_id}#each"]
     return run, row, NodeState.load(row["workflow"])
 
 
@@ -170,12 +170,12 @@ def test_a_run_whose_count_says_done_does_not_end_while_a_row_is_open(queue):
     early.start("n", queue=queue)
 
     def undercount(tx):
-        row = tx.runs.read(tx.conn, ["n"])["n"]
+        row = tx.store.run_read(tx.conn, ["n"])["n"]
         from pqflow.rows import RunState
 
         state = RunState.load(row["workflow"])
         state.open = 1
-        tx.runs.set_workflow(tx.conn, row["id"], state.dump())
+        tx.store.run_set_workflow(tx.conn, row["id"], state.dump())
 
     queue.transaction(undercount)
     run_one(queue, Decider, "n#src")  # src's success counts 1 step: the count says 0
@@ -193,10 +193,10 @@ def test_a_run_ended_while_a_row_of_it_is_open_is_not_retried(queue):
     def end_by_hand(tx):
         from pqflow.rows import RunState
 
-        row = tx.runs.read(tx.conn, ["x"])["x"]
+        row = tx.store.run_read(tx.conn, ["x"])["x"]
         state = RunState.load(row["workflow"])
         state.status, state.open = "failed", 0
-        tx.runs.close(tx.conn, row["id"], "failure", tx.now, workflow=state.dump())
+        tx.store.run_close(tx.conn, row["id"], "failure", tx.now, workflow=state.dump())
 
     queue.transaction(end_by_hand)
     with pytest.raises(FlowError, match=r"run 'x' has rows still open \(x#each, x#each#0, .*\); retry it once"):

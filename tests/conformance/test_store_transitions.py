@@ -39,7 +39,7 @@ def run(q, fn):
 
 
 def row(q, key):
-    return q.store.get(key)
+    return q.store.task_get(key)
 
 
 def unchanged(q, key, fn):
@@ -71,8 +71,10 @@ def rows_of_run(q, *items, now=T0):
 
 # -- task rows ----------------------------------------------------------------------------------------
 def test_task_submit(queue):
-    assert queue.store.submit([queue._new_task("k", "t", {}, now=T0)], T0) == 1
-    assert unchanged(queue, "k", lambda: queue.store.submit([queue._new_task("k", "u", {"x": 1}, now=T0)], T0)) == 0
+    assert queue.store.task_submit([queue._new_task("k", "t", {}, now=T0)], T0) == 1
+    assert (
+        unchanged(queue, "k", lambda: queue.store.task_submit([queue._new_task("k", "u", {"x": 1}, now=T0)], T0)) == 0
+    )
 
 
 def test_task_claim(queue):
@@ -132,7 +134,9 @@ def test_task_heartbeat_never_revives_an_expired_lease(queue):
     a = held(queue)  # its lease ends at T0 + 10
     refused(queue, "k", PreemptedError, lambda: a.heartbeat(alive_time=20, now=T0 + 10))  # nobody took it
     refused(queue, "k", PreemptedError, lambda: a.update_data({"c": 3}, now=T0 + 11))
-    refused(queue, "k", PreemptedError, lambda: queue.store.heartbeat(a.row_id, a.lease_token, 89, lambda: T0 + 10))
+    refused(
+        queue, "k", PreemptedError, lambda: queue.store.task_heartbeat(a.row_id, a.lease_token, 89, lambda: T0 + 10)
+    )
     assert queue.poll(alive_time=10, now=T0 + 10).key == "k"  # due to any worker
 
 
@@ -241,11 +245,11 @@ def test_task_release_batch(queue):
     assert row(queue, "b")["state"] == 1 and row(queue, "d")["leased"] == 1
     token = by_key["d"].lease_token
     ids = [by_key[k].row_id for k in ("a", "b", "c")]
-    assert unchanged(queue, "a", lambda: queue.store.release_batch(ids, token, T0 + 3)) == []  # released before
-    assert unchanged(queue, "d", lambda: queue.store.release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == []
-    assert queue.store.release_batch([], token, T0 + 3) == []
-    assert unchanged(queue, "d", lambda: queue.store.release_batch(None, token + 1, T0 + 3)) == []  # not its claim
-    assert queue.store.release_batch(None, token, T0 + 3) == [by_key["d"].row_id]  # every row its claim holds
+    assert unchanged(queue, "a", lambda: queue.store.task_release_batch(ids, token, T0 + 3)) == []  # released before
+    assert unchanged(queue, "d", lambda: queue.store.task_release_batch([by_key["d"].row_id], token + 1, T0 + 3)) == []
+    assert queue.store.task_release_batch([], token, T0 + 3) == []
+    assert unchanged(queue, "d", lambda: queue.store.task_release_batch(None, token + 1, T0 + 3)) == []  # not its claim
+    assert queue.store.task_release_batch(None, token, T0 + 3) == [by_key["d"].row_id]  # every row its claim holds
     assert (row(queue, "d")["leased"], row(queue, "d")["timeout"]) == (0, T0 + 3)
 
 
@@ -257,7 +261,7 @@ def taken_over(q, key):
 
 def test_task_return_attempt(queue):
     a, b = taken_over(queue, "k")
-    give_back = queue.store.lost_before_start
+    give_back = queue.store.task_lost_before_start
     assert give_back(a.row_id, "k", T0, a.lease_token, T0 + 21) == "returned"
     r = row(queue, "k")
     assert (r["state"], r["leased"], r["lease_token"], r["attempts"]) == (0, 1, b.lease_token, 1)
@@ -279,7 +283,7 @@ def test_task_return_attempt_to_another_task_with_the_row_s_id_is_refused(queue)
     took its id (SQLite numbers a new row after the largest id left), of another key or of the
     same key submitted again."""
     a, b = taken_over(queue, "k")
-    give_back = queue.store.lost_before_start
+    give_back = queue.store.task_lost_before_start
     assert unchanged(queue, "k", lambda: give_back(a.row_id, "other", T0, a.lease_token, T0 + 21)) == ""
     assert unchanged(queue, "k", lambda: give_back(a.row_id, "k", T0 + 1, a.lease_token, T0 + 21)) == ""  # resubmitted
 
@@ -288,10 +292,13 @@ def test_task_lost_before_start_of_a_lease_nobody_took_releases_it(queue):
     """A lease that expired while its task waited to start, still the row's: the holder releases
     it (due now, its attempt given back); a second call finds nothing to give back."""
     a = held(queue, "k")
-    assert queue.store.lost_before_start(a.row_id, "k", T0, a.lease_token, T0 + 30) == "released"
+    assert queue.store.task_lost_before_start(a.row_id, "k", T0, a.lease_token, T0 + 30) == "released"
     r = row(queue, "k")
     assert (r["state"], r["leased"], r["timeout"], r["attempts"]) == (0, 0, T0 + 30, 0)
-    assert unchanged(queue, "k", lambda: queue.store.lost_before_start(a.row_id, "k", T0, a.lease_token, T0 + 31)) == ""
+    assert (
+        unchanged(queue, "k", lambda: queue.store.task_lost_before_start(a.row_id, "k", T0, a.lease_token, T0 + 31))
+        == ""
+    )
 
 
 def test_task_force_finish(queue):
@@ -333,12 +340,14 @@ def test_task_cancel(queue):
 def test_task_requeue(queue):
     held(queue, "f").fail("boom", now=T0 + 1)
     id_ = row(queue, "f")["id"]
-    assert queue.store.requeue([id_], T0 + 2) == [id_]
+    assert queue.store.failure_requeue([id_], T0 + 2) == [id_]
     r = row(queue, "f")
     assert (r["state"], r["leased"], r["attempts"], r["timeout"], r["outcome"]) == (0, 0, 0, T0 + 2, None)
-    assert unchanged(queue, "f", lambda: queue.store.requeue([id_], T0 + 3)) == []  # waiting: not failed
+    assert unchanged(queue, "f", lambda: queue.store.failure_requeue([id_], T0 + 3)) == []  # waiting: not failed
     held(queue, "ok", now=T0 + 4).finish(now=T0 + 5)
-    assert unchanged(queue, "ok", lambda: queue.store.requeue([row(queue, "ok")["id"]], T0 + 6)) == []  # a success
+    assert (
+        unchanged(queue, "ok", lambda: queue.store.failure_requeue([row(queue, "ok")["id"]], T0 + 6)) == []
+    )  # a success
     rows_of_run(queue, ("s", {}))
     step = row(queue, "s")
     run(
@@ -347,7 +356,7 @@ def test_task_requeue(queue):
             sa.update(queue.store.t).where(queue.store.t.c.id == step["id"]).values(state=1, outcome="failure")
         ),
     )
-    assert unchanged(queue, "s", lambda: queue.store.requeue([step["id"]], T0 + 7)) == []  # a run's: pqflow's
+    assert unchanged(queue, "s", lambda: queue.store.failure_requeue([step["id"]], T0 + 7)) == []  # a run's: pqflow's
 
 
 def test_task_move(queue):
@@ -422,39 +431,45 @@ def test_task_purge(queue):
 
 
 def _runs(q, fn, now=T0):
-    return q.transaction(lambda tx: fn(tx.runs, tx.conn), now=now)
+    return q.transaction(lambda tx: fn(tx.store, tx.conn), now=now)
 
 
 def test_task_adopt(queue):
     a = held(queue)
     args = ('{"run": 1}', "{}", "#runs", T0 + 1)
-    assert _runs(queue, lambda r, c: r.adopt(c, a.row_id, a.lease_token, *args)) is True
+    assert _runs(queue, lambda r, c: r.run_adopt(c, a.row_id, a.lease_token, *args)) is True
     assert (row(queue, "k")["state"], row(queue, "k")["leased"]) == (2, 0)
-    assert unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.adopt(c, a.row_id, a.lease_token, *args))) is False
+    assert (
+        unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.run_adopt(c, a.row_id, a.lease_token, *args)))
+        is False
+    )
     b = held(queue, "k2")
     queue.poll(alive_time=10, now=T0 + 20)  # taken over
     assert (
-        unchanged(queue, "k2", lambda: _runs(queue, lambda r, c: r.adopt(c, b.row_id, b.lease_token, *args))) is False
+        unchanged(queue, "k2", lambda: _runs(queue, lambda r, c: r.run_adopt(c, b.row_id, b.lease_token, *args)))
+        is False
     )
 
 
 def test_task_mark(queue):
     queue.submit("k", "t", now=T0)
     id_ = row(queue, "k")["id"]
-    assert _runs(queue, lambda r, c: r.mark(c, id_, "#runs", '{"unpicked": true}')) is True
-    assert unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.mark(c, id_, "#runs", "{}"))) is False
+    assert _runs(queue, lambda r, c: r.run_mark(c, id_, "#runs", '{"unpicked": true}')) is True
+    assert unchanged(queue, "k", lambda: _runs(queue, lambda r, c: r.run_mark(c, id_, "#runs", "{}"))) is False
 
 
 def test_task_start_map(queue):
     rows = rows_of_run(queue, ("m", {"pending": True}), ("w", {}))
     read, started = RUN["workflow"], '{"w": 1, "n": 3}'
-    assert _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, started)])) == 1
+    assert _runs(queue, lambda r, c: r.run_start_maps(c, [(rows["m"]["id"], read, started)])) == 1
     assert (row(queue, "m")["workflow"], row(queue, "m")["state"]) == (started, 2)  # still pending
     assert (
-        unchanged(queue, "m", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["m"]["id"], read, "{}")]))) == 0
+        unchanged(queue, "m", lambda: _runs(queue, lambda r, c: r.run_start_maps(c, [(rows["m"]["id"], read, "{}")])))
+        == 0
     )  # its bookkeeping is no longer what was read: started once
     assert (
-        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.start_maps(c, [(rows["w"]["id"], read, "{}")]))) == 0
+        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.run_start_maps(c, [(rows["w"]["id"], read, "{}")])))
+        == 0
     )  # not pending
 
 
@@ -473,15 +488,17 @@ def test_task_renew_claim(queue):
 
 def test_task_set_workflow(queue):
     rows = rows_of_run(queue, ("p", {"pending": True}), ("w", {}))
-    assert _runs(queue, lambda r, c: r.set_workflow(c, rows["p"]["id"], '{"n": 2}')) is True
+    assert _runs(queue, lambda r, c: r.run_set_workflow(c, rows["p"]["id"], '{"n": 2}')) is True
     assert row(queue, "p")["workflow"] == '{"n": 2}'
     assert (
-        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.set_workflow(c, rows["w"]["id"], "{}"))) is False
+        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.run_set_workflow(c, rows["w"]["id"], "{}"))) is False
     )  # expected pending, is waiting
-    assert _runs(queue, lambda r, c: r.set_workflow_many(c, [(rows["w"]["id"], '{"n": 3}')], state=0)) == 1
+    assert _runs(queue, lambda r, c: r.run_set_workflow_many(c, [(rows["w"]["id"], '{"n": 3}')], state=0)) == 1
     assert (
         unchanged(
-            queue, "p", lambda: _runs(queue, lambda r, c: r.set_workflow_many(c, [(rows["p"]["id"], "{}")], state=0))
+            queue,
+            "p",
+            lambda: _runs(queue, lambda r, c: r.run_set_workflow_many(c, [(rows["p"]["id"], "{}")], state=0)),
         )
         == 0
     )
@@ -489,21 +506,26 @@ def test_task_set_workflow(queue):
 
 def test_task_promote(queue):
     rows = rows_of_run(queue, ("p", {"pending": True}), ("w", {}))
-    assert _runs(queue, lambda r, c: r.promote(c, [(rows["p"]["id"], "{}")], T0 + 1)) == 1
+    assert _runs(queue, lambda r, c: r.run_promote(c, [(rows["p"]["id"], "{}")], T0 + 1)) == 1
     assert (row(queue, "p")["state"], row(queue, "p")["timeout"]) == (0, T0 + 1)
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.promote(c, [(rows["w"]["id"], "{}")], T0))) == 0
+    assert (
+        unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.run_promote(c, [(rows["w"]["id"], "{}")], T0))) == 0
+    )
 
 
 def test_task_close(queue):
     rows = rows_of_run(queue, ("p", {"pending": True}), ("q", {"pending": True}), ("w", {}))
-    assert _runs(queue, lambda r, c: r.close(c, rows["p"]["id"], "skipped", T0 + 1)) is True
+    assert _runs(queue, lambda r, c: r.run_close(c, rows["p"]["id"], "skipped", T0 + 1)) is True
     assert (row(queue, "p")["state"], row(queue, "p")["outcome"]) == (1, "skipped")
-    assert unchanged(queue, "p", lambda: _runs(queue, lambda r, c: r.close(c, rows["p"]["id"], "failure", T0))) is False
+    assert (
+        unchanged(queue, "p", lambda: _runs(queue, lambda r, c: r.run_close(c, rows["p"]["id"], "failure", T0)))
+        is False
+    )
     entry = {"outcome": "skipped", "error": None, "workflow": "{}"}
-    assert _runs(queue, lambda r, c: r.close_many(c, [{"id": rows["q"]["id"], **entry}], T0)) == 1
+    assert _runs(queue, lambda r, c: r.run_close_many(c, [{"id": rows["q"]["id"], **entry}], T0)) == 1
     assert (
         unchanged(
-            queue, "w", lambda: _runs(queue, lambda r, c: r.close_many(c, [{"id": rows["w"]["id"], **entry}], T0))
+            queue, "w", lambda: _runs(queue, lambda r, c: r.run_close_many(c, [{"id": rows["w"]["id"], **entry}], T0))
         )
         == 0
     )
@@ -514,24 +536,24 @@ def test_task_keep_group(queue):
     queue.poll(now=T0).finish(now=T0)  # one of them finishes
     done = "f" if row(queue, "f")["state"] == 1 else "w"
     live = "w" if done == "f" else "f"
-    assert unchanged(queue, live, lambda: _runs(queue, lambda r, c: r.keep_group(c, ["g"], T0 + 99))) == 1
+    assert unchanged(queue, live, lambda: _runs(queue, lambda r, c: r.run_group_keep(c, ["g"], T0 + 99))) == 1
     assert row(queue, done)["timeout"] == T0 + 99
 
 
 def test_task_reopen(queue):
     rows = rows_of_run(queue, ("p", {"pending": True}), ("w", {}))
-    _runs(queue, lambda r, c: r.close(c, rows["p"]["id"], "failure", T0))
-    assert _runs(queue, lambda r, c: r.reopen(c, [rows["p"]["id"]], T0 + 1)) == 1
+    _runs(queue, lambda r, c: r.run_close(c, rows["p"]["id"], "failure", T0))
+    assert _runs(queue, lambda r, c: r.run_reopen_steps(c, [rows["p"]["id"]], T0 + 1)) == 1
     r = row(queue, "p")
     assert (r["state"], r["outcome"], r["attempts"], r["timeout"]) == (0, None, 0, T0 + 1)
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.reopen(c, [rows["w"]["id"]], T0))) == 0
-    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.reopen_run(c, rows["w"]["id"], "{}", T0))) is False
+    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.run_reopen_steps(c, [rows["w"]["id"]], T0))) == 0
+    assert unchanged(queue, "w", lambda: _runs(queue, lambda r, c: r.run_reopen(c, rows["w"]["id"], "{}", T0))) is False
 
 
 def test_task_clear_group(queue):
     rows_of_run(queue, ("s", {}))
     queue.submit("plain", "t", group="g", now=T0)
-    assert unchanged(queue, "plain", lambda: _runs(queue, lambda r, c: r.clear_group(c, "g"))) == 1
+    assert unchanged(queue, "plain", lambda: _runs(queue, lambda r, c: r.run_group_clear(c, "g"))) == 1
     assert row(queue, "s") is None
 
 
@@ -544,18 +566,18 @@ def test_step_finish_and_retry_of_a_lost_lease_are_refused(queue):
         queue,
         "s",
         PreemptedError,
-        lambda: _runs(queue, lambda r, c: r.finish_held(c, a.row_id, a.lease_token, "success", T0 + 21, **finish)),
+        lambda: _runs(queue, lambda r, c: r.run_finish_held(c, a.row_id, a.lease_token, "success", T0 + 21, **finish)),
     )
     refused(
         queue,
         "s",
         PreemptedError,
         lambda: _runs(
-            queue, lambda r, c: r.retry_held(c, a.row_id, a.lease_token, T0 + 30, T0 + 21, error="x", workflow="{}")
+            queue, lambda r, c: r.run_retry_held(c, a.row_id, a.lease_token, T0 + 30, T0 + 21, error="x", workflow="{}")
         ),
     )
     entry = {"id": a.row_id, "token": a.lease_token, "outcome": "success", **finish}
-    assert unchanged(queue, "s", lambda: _runs(queue, lambda r, c: r.finish_held_many(c, [entry], T0 + 21))) == (
+    assert unchanged(queue, "s", lambda: _runs(queue, lambda r, c: r.run_finish_held_many(c, [entry], T0 + 21))) == (
         [a.row_id],
         [],
     )
@@ -566,7 +588,7 @@ M = 60  # the schedules below run every minute, from T0 (a whole minute)
 
 
 def srow(sc, key="s"):
-    return sc.store.get(key)
+    return sc.store.schedule_get(key)
 
 
 def s_unchanged(sc, fn, key="s"):
@@ -590,7 +612,7 @@ def every_minute(sc, key="s", **opts):
 def aside(sc, key="s"):
     """A schedule set aside at its first occurrence (T0)."""
     every_minute(sc, key)
-    assert sc.db.run(lambda c: sc.store.set_aside(c, key, int(T0), "why", T0), what="test") is True
+    assert sc.db.run(lambda c: sc.store.schedule_set_aside(c, key, int(T0), "why", T0), what="test") is True
 
 
 def test_schedule_add(sched):
@@ -606,31 +628,41 @@ def test_schedule_add(sched):
         catchup="all",
         dst="vixie",
     )
-    assert sched.db.run(lambda c: sched.store.add(c, new, T0), what="test") is True
+    assert sched.db.run(lambda c: sched.store.schedule_add(c, new, T0), what="test") is True
     r = srow(sched)
     assert (r["leased"], r["timeout"], r["lease_token"]) == (0, T0, None)
-    assert s_unchanged(sched, lambda c: sched.store.add(c, NewSchedule(**{**new.__dict__, "type": "u"}), T0)) is False
+    assert (
+        s_unchanged(sched, lambda c: sched.store.schedule_add(c, NewSchedule(**{**new.__dict__, "type": "u"}), T0))
+        is False
+    )
 
 
 def test_schedule_lease(sched):
     every_minute(sched)
     st = sched.store
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 - 1, T0 + 9, 7)) is False  # not due
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0) + M, int(T0) + M, T0, T0 + 9, 7)) is False  # stale
-    assert sched.db.run(lambda c: st.lease(c, "s", int(T0), int(T0), T0, T0 + 10, 5), what="test") is True
+    assert (
+        s_unchanged(sched, lambda c: st.schedule_lease(c, "s", int(T0), int(T0), T0 - 1, T0 + 9, 7)) is False
+    )  # not due
+    assert (
+        s_unchanged(sched, lambda c: st.schedule_lease(c, "s", int(T0) + M, int(T0) + M, T0, T0 + 9, 7)) is False
+    )  # stale
+    assert sched.db.run(lambda c: st.schedule_lease(c, "s", int(T0), int(T0), T0, T0 + 10, 5), what="test") is True
     r = srow(sched)
     assert (r["leased"], r["lease_token"], r["timeout"], r["next_time"]) == (1, 5, T0 + 10, T0)
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 9, T0 + 19, 7)) is False  # held
+    assert (
+        s_unchanged(sched, lambda c: st.schedule_lease(c, "s", int(T0), int(T0), T0 + 9, T0 + 19, 7)) is False
+    )  # held
 
 
 def test_schedule_advance(sched):
     every_minute(sched)
     st = sched.store
-    assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 - 1)) == 0
-    assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0) + M, int(T0) + 2 * M, T0)], T0)) == 0
+    assert s_unchanged(sched, lambda c: st.schedule_advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 - 1)) == 0
+    assert s_unchanged(sched, lambda c: st.schedule_advance_many(c, [("s", int(T0) + M, int(T0) + 2 * M, T0)], T0)) == 0
     a = sched.poll(alive_time=10, now=T0)
     assert (
-        sched.db.run(lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 10), what="test") == 1
+        sched.db.run(lambda c: st.schedule_advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 10), what="test")
+        == 1
     )  # its lease expired: advanced, lease and token dropped
     r = srow(sched)
     assert (r["leased"], r["lease_token"], r["next_time"], r["timeout"]) == (0, None, T0 + M, T0 + M)
@@ -640,11 +672,13 @@ def test_schedule_advance(sched):
 def test_schedule_set_aside(sched):
     every_minute(sched)
     st = sched.store
-    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "why", T0 - 1)) is False  # not due
-    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0) + M, "why", T0)) is False  # stale
+    assert s_unchanged(sched, lambda c: st.schedule_set_aside(c, "s", int(T0), "why", T0 - 1)) is False  # not due
+    assert s_unchanged(sched, lambda c: st.schedule_set_aside(c, "s", int(T0) + M, "why", T0)) is False  # stale
     a = sched.poll(alive_time=10, now=T0)
-    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "why", T0 + 9)) is False  # held
-    assert sched.db.run(lambda c: st.set_aside(c, "s", int(T0), "why", T0 + 10), what="test") is True  # expired
+    assert s_unchanged(sched, lambda c: st.schedule_set_aside(c, "s", int(T0), "why", T0 + 9)) is False  # held
+    assert (
+        sched.db.run(lambda c: st.schedule_set_aside(c, "s", int(T0), "why", T0 + 10), what="test") is True
+    )  # expired
     r = srow(sched)
     assert (r["error"], r["leased"], r["lease_token"], r["next_time"], r["next_run_time"], r["timeout"]) == (
         "why",
@@ -654,23 +688,28 @@ def test_schedule_set_aside(sched):
         T0,
         FOREVER,
     )  # never due; the occurrence it stopped at kept
-    assert s_unchanged(sched, lambda c: st.set_aside(c, "s", int(T0), "again", T0 + 99 * M)) is False
+    assert s_unchanged(sched, lambda c: st.schedule_set_aside(c, "s", int(T0), "again", T0 + 99 * M)) is False
     s_refused(sched, PreemptedError, lambda: a.finish(now=T0 + 11))
-    assert s_unchanged(sched, lambda c: st.lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M, 7)) is False
-    assert s_unchanged(sched, lambda c: st.advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 99 * M)) == 0
-    assert st.count_due(T0 + 99 * M) == 0
+    assert (
+        s_unchanged(sched, lambda c: st.schedule_lease(c, "s", int(T0), int(T0), T0 + 99 * M, T0 + 99 * M, 7)) is False
+    )
+    assert (
+        s_unchanged(sched, lambda c: st.schedule_advance_many(c, [("s", int(T0), int(T0) + M, T0 + M)], T0 + 99 * M))
+        == 0
+    )
+    assert st.schedule_count_due(T0 + 99 * M) == 0
 
 
 def test_schedule_resume(sched):
     every_minute(sched)
     st = sched.store
-    assert s_unchanged(sched, lambda c: st.resume(c, "s", int(T0), T0)) is False  # not set aside
-    assert sched.db.run(lambda c: st.set_aside(c, "s", int(T0), "why", T0), what="test") is True
-    assert s_unchanged(sched, lambda c: st.resume(c, "s", int(T0) + M, T0 + 1)) is False  # stale
-    assert sched.db.run(lambda c: st.resume(c, "s", int(T0), T0 + 5 * M), what="test") is True
+    assert s_unchanged(sched, lambda c: st.schedule_resume(c, "s", int(T0), T0)) is False  # not set aside
+    assert sched.db.run(lambda c: st.schedule_set_aside(c, "s", int(T0), "why", T0), what="test") is True
+    assert s_unchanged(sched, lambda c: st.schedule_resume(c, "s", int(T0) + M, T0 + 1)) is False  # stale
+    assert sched.db.run(lambda c: st.schedule_resume(c, "s", int(T0), T0 + 5 * M), what="test") is True
     r = srow(sched)
     assert (r["error"], r["leased"], r["next_time"], r["timeout"], r["updated_at"]) == (None, 0, T0, T0, T0 + 5 * M)
-    assert s_unchanged(sched, lambda c: st.resume(c, "s", int(T0), T0 + 6 * M)) is False  # already back
+    assert s_unchanged(sched, lambda c: st.schedule_resume(c, "s", int(T0), T0 + 6 * M)) is False  # already back
     assert sched.tick(now=T0 + 5 * M) == 6  # from the occurrence it stopped at (catch-up all)
 
 
@@ -681,14 +720,14 @@ def test_schedule_heartbeat(sched):
     assert srow(sched)["timeout"] == T0 + 21
     sched.poll(alive_time=10, now=T0 + 21)  # taken over
     s_refused(sched, PreemptedError, lambda: a.heartbeat(now=T0 + 22))
-    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99, T0 + 22)) is False
+    assert s_unchanged(sched, lambda c: sched.store.schedule_heartbeat(c, "s", a._token, T0 + 99, T0 + 22)) is False
 
 
 def test_schedule_heartbeat_never_revives_an_expired_lease(sched):
     every_minute(sched)
     a = sched.poll(alive_time=10, now=T0)
     s_refused(sched, PreemptedError, lambda: a.heartbeat(alive_time=10, now=T0 + 10))  # expired, not taken over
-    assert s_unchanged(sched, lambda c: sched.store.heartbeat(c, "s", a._token, T0 + 99, T0 + 10)) is False
+    assert s_unchanged(sched, lambda c: sched.store.schedule_heartbeat(c, "s", a._token, T0 + 99, T0 + 10)) is False
     b = sched.poll(alive_time=10, now=T0 + 10)
     assert b is not None and b.scheduled_time == a.scheduled_time
 
@@ -700,7 +739,7 @@ def test_schedule_finish(sched):
     r = srow(sched)
     assert (r["leased"], r["next_time"], r["timeout"], r["updated_at"]) == (0, T0 + M, T0 + M, T0 + 1)
     s_refused(sched, perfectsched.IdempotentAlreadyFinishedError, lambda: a.finish(now=T0 + 2))
-    assert s_unchanged(sched, lambda c: sched.store.finish(c, "s", a._token, int(T0) + 2 * M, T0, T0)) is False
+    assert s_unchanged(sched, lambda c: sched.store.schedule_finish(c, "s", a._token, int(T0) + 2 * M, T0, T0)) is False
 
 
 def test_schedule_retry(sched):
@@ -726,9 +765,9 @@ def test_schedule_configure(sched):
     sched.modify("s", type="u", data={"v": 1}, catchup="skip", now=T0 + 1)  # lease kept
     r = srow(sched)
     assert (r["type"], r["catchup"], r["leased"], r["lease_token"]) == ("u", "skip", 1, a._token)
-    assert s_unchanged(sched, lambda c: sched.store.configure(c, "gone", T0, type="x"), key="gone") is False
+    assert s_unchanged(sched, lambda c: sched.store.schedule_configure(c, "gone", T0, type="x"), key="gone") is False
     aside(sched, "x")  # a set-aside schedule is changed by reschedule only (from now)
-    assert s_unchanged(sched, lambda c: sched.store.configure(c, "x", T0 + 2, type="u"), key="x") is False
+    assert s_unchanged(sched, lambda c: sched.store.schedule_configure(c, "x", T0 + 2, type="u"), key="x") is False
 
 
 def test_schedule_reschedule(sched):
@@ -741,7 +780,7 @@ def test_schedule_reschedule(sched):
     assert (
         s_unchanged(
             sched,
-            lambda c: sched.store.reschedule(
+            lambda c: sched.store.schedule_reschedule(
                 c, "gone", T0, cron="* * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0)
             ),
             key="gone",
@@ -751,7 +790,7 @@ def test_schedule_reschedule(sched):
     aside(sched, "x")
     assert (
         sched.db.run(
-            lambda c: sched.store.reschedule(
+            lambda c: sched.store.schedule_reschedule(
                 c, "x", T0 + 2, cron="0 * * * *", timezone="UTC", delay=0, dst="vixie", next_time=int(T0) + 3600
             ),
             what="test",
