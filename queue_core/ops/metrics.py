@@ -17,11 +17,14 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import extras
 from ..errors import TaskError
 from ..rules import statistics
+
+if TYPE_CHECKING:
+    from ..api.queue import Queue
 
 log = logging.getLogger("queue_core.metrics")
 
@@ -54,7 +57,7 @@ class QueueCollector:
     """A ``prometheus_client`` collector reading ``queue`` at each scrape. ``options`` go to the
     added collectors (``schedule_table``)."""
 
-    def __init__(self, queue: Any, options: dict | None = None, added: Iterable[Callable] | None = None):
+    def __init__(self, queue: Queue, options: dict | None = None, added: Iterable[Callable] | None = None):
         self.queue = queue
         self.options = dict(options or {})
         self.added = list(_added() if added is None else added)
@@ -62,7 +65,7 @@ class QueueCollector:
 
     def collect(self) -> Iterator:
         now = self.queue.now()
-        live = self.queue.store.live_counts(now)
+        live = self.queue.store.stats_live_counts(now)
         yield from self._tasks(now, live)
         yield from self._totals(set(live))
         yield from self._workers_and_queues(now)
@@ -127,7 +130,7 @@ class QueueCollector:
         workers = core.GaugeMetricFamily("pq_workers", "Worker processes seen within registry_timeout")
         workers.add_metric([], len(self.queue.workers(now=now)))
         paused = core.GaugeMetricFamily("pq_queue_paused", "1 when a queue is paused", labels=["queue"])
-        for name, settings in sorted(self.queue.store.all_settings().items()):
+        for name, settings in sorted(self.queue.store.queue_settings_all().items()):
             paused.add_metric([name], 1.0 if settings.paused else 0.0)
         yield workers
         yield paused

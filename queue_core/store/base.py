@@ -89,7 +89,7 @@ class VersionedTables:
             missing = {c.name for c in table.c} - self.later_columns(table) - set(columns)
             if missing:
                 raise ForeignTableError(self._foreign(table, set(columns), missing))
-            wrong = ownership.difference(inspector, table, columns, fold=fold, rowid=self.db.dialect.name == "sqlite")
+            wrong = ownership.difference(inspector, table, columns, self.db.dialect)
             wrong = wrong or self.db.dialect.text_columns_problem(conn, table)
             if wrong:
                 raise ForeignTableError(self._not_ours(table, wrong))
@@ -205,17 +205,13 @@ class VersionedTables:
 
     def _upgrade_to(self, conn, version: int, indexes: set[str]) -> None:
         """The changes of the main table that schema ``version`` brought (its ``indexes`` before)."""
-        prep = conn.dialect.identifier_preparer
-        table = prep.quote(self.t.name)
         for name in self.added_columns.get(version, ()):
             self.add_column(conn, self.t, name)
         for suffix in self.dropped_indexes.get(version, ()):
             if (index := f"ix_{self.t.name}_{suffix}") in indexes:
                 self._drop_index(conn, index)
-        if conn.dialect.name == "postgresql":  # (an index on the column is rebuilt with it)
-            for name in self.recollated_columns.get(version, ()):
-                typ = self.t.c[name].type.compile(dialect=conn.dialect)
-                conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {prep.quote(name)} TYPE {typ}")
+        for name in self.recollated_columns.get(version, ()):
+            self.db.dialect.recollate(conn, self.t, name)
         self.upgraded_to(conn, version)
 
     def upgraded_to(self, conn, version: int) -> None:
@@ -248,9 +244,7 @@ class VersionedTables:
         return f"{typ} NOT NULL DEFAULT {literal}"
 
     def _drop_index(self, conn, index: str) -> None:
-        prep = conn.dialect.identifier_preparer
-        on_table = f" ON {prep.quote(self.t.name)}" if conn.dialect.name in ("mysql", "mariadb") else ""
-        conn.exec_driver_sql(f"DROP INDEX {prep.quote(index)}{on_table}")
+        self.db.dialect.drop_index(conn, index, self.t.name)
 
     def tables_require_current(self) -> None:
         """SchemaError when the tables were made by an older release and ``init`` has not upgraded

@@ -75,7 +75,7 @@ class TaskBrowse:
         if f.key_prefix:
             where += _key_range(t.c.key, f.key_prefix)  # a range of the key's index
             where.append(t.c.key.startswith(f.key_prefix, autoescape=True))
-            if self.db.dialect.name == "sqlite":  # its LIKE folds ASCII case
+            if self.db.dialect.like_folds_case:
                 where.append(sa.func.substr(t.c.key, 1, len(f.key_prefix)) == f.key_prefix)
         return where
 

@@ -21,7 +21,6 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import StaticPool
 
 from ..clock import ClockReading
 from ..errors import (
@@ -147,26 +146,13 @@ class Database:
 
     # -- engine -------------------------------------------------------------------------
     def _create_engine(self, *, sqlite_synchronous, pool_size, connect_timeout, echo):
-        kwargs: dict = {"echo": echo, "future": True, "pool_reset_on_return": None}  # see _reset_on_return
-        if self.dialect.name == "sqlite":
-            database = self.url.database or ""
-            memory = database in ("", ":memory:") or "mode=memory" in str(self.url)
-            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
-            if memory:
-                kwargs["poolclass"] = StaticPool
-                self._memory_lock = threading.RLock()
-            else:
-                kwargs["pool_size"] = pool_size
-        else:
-            kwargs["pool_size"] = pool_size
-            kwargs["max_overflow"] = max(pool_size, 10)
-            kwargs["pool_recycle"] = 3600
-            kwargs["connect_args"] = self.dialect.connect_args(connect_timeout)
-            kwargs["isolation_level"] = "READ COMMITTED"
+        options = self.dialect.engine_options(self.url, pool_size, connect_timeout)
+        kwargs: dict = {"echo": echo, "future": True, "pool_reset_on_return": None, **options}  # see _reset_on_return
+        if self.dialect.in_one_connection(self.url):
+            self._memory_lock = threading.RLock()
         self._statement_kwargs = {**kwargs, "isolation_level": "AUTOCOMMIT", "pool_size": 1}
         engine = self._engine(kwargs)
-        if self.dialect.name == "sqlite":
-            self._setup_sqlite(engine, sqlite_synchronous)
+        self.dialect.setup_engine(engine, {"sqlite_synchronous": sqlite_synchronous})
         event.listen(engine, "reset", _reset_on_return)
         return engine
 
@@ -192,29 +178,6 @@ class Database:
             if self._statements is None:
                 self._statements = self._engine({**self._statement_kwargs, "skip_autocommit_rollback": True})
             return self._statements
-
-    def _setup_sqlite(self, engine: sa.Engine, synchronous: str) -> None:
-        sync = str(synchronous).upper()
-        if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise ConfigError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn, _record):
-            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-            cur = dbapi_conn.cursor()
-            try:
-                cur.execute("PRAGMA journal_mode=WAL")
-            except Exception:  # read-only media or memory: keep the default journal
-                pass
-            cur.execute(f"PRAGMA synchronous={sync}")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn):
-            write = conn.get_execution_options().get("pq_write", True)
-            if write is not None:  # None: a statement in autocommit, its own transaction
-                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def last_run_retried(self) -> bool:
         """Whether the last :meth:`run` in this thread had to run its function again
@@ -323,10 +286,9 @@ class Database:
             except TypeError as exc:  # a URL query option the driver does not take (?sslmode= for PyMySQL)
                 raise ConfigError(f"cannot connect with {self.masked_url}: {self.scrub(exc)}") from None
             with raw as conn:
-                if self.dialect.name == "sqlite":
-                    conn = conn.execution_options(pq_write=None if autocommit else write)
-                elif autocommit and not self.dialect.autocommit_pool:
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                options = self.dialect.run_options(write, autocommit)
+                if options:
+                    conn = conn.execution_options(**options)
                 if autocommit and self.dialect.autocommit_pool:
                     yield conn  # no COMMIT to send: the statement committed itself
                     return

@@ -29,6 +29,54 @@ class Dialect:
     #: whether per-queue index probes may be subqueries correlated to a list of queue names
     #: (planned once, whatever the number of queues; ``store/queues.py``)
     correlated_probes = True
+    #: whether every table has a hidden rowid a row is inserted without naming (SQLite)
+    implicit_rowid = False
+    #: whether LIKE folds the case of ASCII letters (SQLite): a prefix match compares the bytes too
+    like_folds_case = False
+    #: whether the text types are told apart by name, having no length (MySQL's TEXT, LONGTEXT ...)
+    text_capacity_by_name = False
+    #: whether an integer column's reflected type tells its width (not SQLite: any INTEGER holds 8 bytes)
+    integer_width_reflected = True
+
+    def engine_options(self, url: sa.URL, pool_size: int, connect_timeout: float) -> dict:
+        """The options of ``create_engine`` for ``url`` (a server: a pool of connections in READ
+        COMMITTED, recycled hourly)."""
+        return {
+            "pool_size": pool_size,
+            "max_overflow": max(pool_size, 10),
+            "pool_recycle": 3600,
+            "connect_args": self.connect_args(connect_timeout),
+            "isolation_level": "READ COMMITTED",
+        }
+
+    def in_one_connection(self, url: sa.URL) -> bool:
+        """Whether every user of ``url`` shares one connection (an in-memory SQLite database)."""
+        return False
+
+    def setup_engine(self, engine: sa.Engine, options: dict) -> None:
+        """What each engine of ``Database`` needs besides its options (``options``: the
+        ``Database``'s own, such as ``sqlite_synchronous``): nothing, unless a dialect says."""
+
+    def run_options(self, write: bool, autocommit: bool) -> dict | None:
+        """The execution options of a connection ``Database.run`` opens (None: none): a statement
+        in autocommit runs with AUTOCOMMIT, unless its pool's connections already are."""
+        return {"isolation_level": "AUTOCOMMIT"} if autocommit and not self.autocommit_pool else None
+
+    def probe_connection(self, conn: sa.Connection) -> sa.Connection:
+        """``conn`` set up for the wake-up probe's reads (``store/watch.py``): in autocommit."""
+        return conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    def probe_read(self, conn: sa.Connection, stmt: sa.Select) -> Any:
+        """The one value ``stmt`` reads on the probe's connection (autocommit: no BEGIN, no COMMIT sent)."""
+        return conn.execute(stmt).scalar()
+
+    def drop_index(self, conn: sa.Connection, index: str, table: str) -> None:
+        """DROP INDEX ``index`` (of ``table``)."""
+        conn.exec_driver_sql(f"DROP INDEX {conn.dialect.identifier_preparer.quote(index)}")
+
+    def recollate(self, conn: sa.Connection, table: sa.Table, column: str) -> None:
+        """Give ``column`` of ``table`` the collation the release defines (an upgrade): nothing
+        where collations are not kept per column (only PostgreSQL's are changed by an upgrade)."""
 
     def prepare_engine(self, engine: sa.Engine) -> None:
         """Set up each engine of this database once it is created (nothing, unless a dialect says)."""

@@ -1,4 +1,7 @@
-"""MySQL 8 and MariaDB 10.6+: SKIP LOCKED claims, INSERT IGNORE, error codes (store layer)."""
+"""MySQL 8 and MariaDB 10.6+ (store layer): INSERT IGNORE, rows written as literals and batched
+UPDATE ... CASE statements under the packet limit, the claim mark (``touched_at``), DROP INDEX ... ON,
+text types by name, the transient error codes. Their claims lock with FOR UPDATE SKIP LOCKED, as
+PostgreSQL's do: :meth:`Dialect.lock_candidates` of ``dialects.py``."""
 
 from __future__ import annotations
 
@@ -216,6 +219,11 @@ class MySQLDialect(Dialect):
     #: MariaDB reads a subquery correlated to a derived table's column by a scan (18,000 rows
     #: for a claim over 3 queues of a small table): a queue's probes name it
     correlated_probes = False
+    text_capacity_by_name = True
+
+    def drop_index(self, conn, index, table):
+        prep = conn.dialect.identifier_preparer
+        conn.exec_driver_sql(f"DROP INDEX {prep.quote(index)} ON {prep.quote(table)}")
 
     def prepare_engine(self, engine):
         if engine.dialect.driver == "pymysql":

@@ -29,33 +29,36 @@ def family(type_: sa.types.TypeEngine) -> str | None:
     return None
 
 
-def difference(inspector, table: sa.Table, columns: dict[str, dict], *, fold: bool, rowid: bool) -> str | None:
+def difference(inspector, table: sa.Table, columns: dict[str, dict], dialect: Any) -> str | None:
     """How the table of ``table``'s name, whose reflected columns are ``columns`` (by our
-    spelling), differs from one ``init`` made: a view, a column of another type, a key missing,
-    a column pq cannot fill. None when it does not."""
+    spelling), differs from one ``init`` made on ``dialect`` (``store/dialects.py``): a view, a
+    column of another type, a key missing, a column pq cannot fill. None when it does not."""
     if table.name in inspector.get_view_names():
         return "it is a view"
+    fold, rowid = dialect.column_names_fold_case, dialect.implicit_rowid
     return (
-        _types(table, columns, inspector.dialect)
+        _types(table, columns, inspector.dialect, dialect)
         or _missing_key(inspector, table, fold)
         or _extra_key(inspector, table, fold)
         or _uninsertable(table, columns, rowid)
     )
 
 
-def _types(table: sa.Table, columns: dict[str, dict], dialect) -> str | None:
+def _types(table: sa.Table, columns: dict[str, dict], dialect, ours_on: Any) -> str | None:
+    """The first column of ``table`` reflected (``columns``) as another type or narrower than pq
+    makes it on the SQLAlchemy ``dialect`` (pq's: ``ours_on``)."""
     for c in table.c:
         if c.name in columns:
             reflected = columns[c.name]["type"]
             ours, theirs = family(c.type), family(reflected)
             if ours is not None and ours != theirs:
                 return f"column {c.name} is {reflected}, not {ours}"
-            mysql = dialect.name in ("mysql", "mariadb")
+            by_name = ours_on.text_capacity_by_name
             made = _as_made(c.type, dialect)
-            if ours == "text" and capacity(reflected, mysql) < capacity(made, mysql):
+            if ours == "text" and capacity(reflected, by_name) < capacity(made, by_name):
                 return f"column {c.name} is {reflected}, narrower than pq makes it"
             generic = c.type.impl_instance if isinstance(c.type, sa.TypeDecorator) else c.type
-            if ours in ("integer", "number") and dialect.name != "sqlite" and _narrower(reflected, generic):
+            if ours in ("integer", "number") and ours_on.integer_width_reflected and _narrower(reflected, generic):
                 return f"column {c.name} is {reflected}, narrower than pq makes it"
     return None
 
@@ -91,13 +94,13 @@ def _narrower(reflected: sa.types.TypeEngine, made: sa.types.TypeEngine) -> bool
 _TEXT_CAPACITY = {"TINYTEXT": 255, "TEXT": 65_535, "MEDIUMTEXT": 16_777_215, "LONGTEXT": 4_294_967_295}
 
 
-def capacity(type_: sa.types.TypeEngine, mysql: bool) -> float:
-    """How long a value a text or bytes column holds (infinite: no limit known); on MySQL, whose
-    TEXT types have no length, by their name."""
+def capacity(type_: sa.types.TypeEngine, by_name: bool) -> float:
+    """How long a value a text or bytes column holds (infinite: no limit known); ``by_name``: of a
+    type without a length, by its name (MySQL's TEXT types)."""
     length = getattr(type_, "length", None)
     if length:
         return float(length)
-    if mysql:
+    if by_name:
         return float(_TEXT_CAPACITY.get(type(type_).__name__.upper(), float("inf")))
     return float("inf")
 

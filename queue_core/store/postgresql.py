@@ -14,6 +14,11 @@ class PostgreSQLDialect(Dialect):
     column_names_fold_case = False
     install_hint = "install pq[postgres] (" + extras.install_hint("psycopg") + ")"
 
+    def recollate(self, conn, table, column):
+        prep = conn.dialect.identifier_preparer  # (an index on the column is rebuilt with it)
+        typ = table.c[column].type.compile(dialect=conn.dialect)
+        conn.exec_driver_sql(f"ALTER TABLE {prep.quote(table.name)} ALTER COLUMN {prep.quote(column)} TYPE {typ}")
+
     def as_bytes(self, text):
         return sa.func.convert_to(text, "UTF8")  # a cast to bytea would read backslash escapes
 

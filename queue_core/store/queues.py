@@ -424,7 +424,7 @@ class NamedQueues:
 
     def queue_live_counts(self, now: float) -> dict[str, dict[str, Any]]:
         """:meth:`queue_counts` without the finished rows (``finished`` None: not counted), read
-        through the indexes only (``live_counts``): it costs the same on a table of a million
+        through the indexes only (``stats_live_counts``): it costs the same on a table of a million
         finished rows as on an empty one, for a page that asks every few seconds."""
         out: dict[str, dict[str, Any]] = {}
         for (queue, _type), c in self.stats_live_counts(now).items():  # type: ignore[attr-defined]

@@ -10,14 +10,69 @@ it ran. Without rows, the statement commits inside its one step, the GIL release
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.pool import StaticPool
 
+from ..errors import ConfigError
 from .dialects import Dialect
 
 
 class SQLiteDialect(Dialect):
     name = "sqlite"
     per_type = 1 << 30  # in-process statements cost no round trip, and IN lists plan badly here
+    implicit_rowid = True
+    like_folds_case = True
+    integer_width_reflected = False
+
+    def engine_options(self, url, pool_size, connect_timeout):
+        options: dict = {"connect_args": {"timeout": 30, "check_same_thread": False}}
+        if self.in_one_connection(url):
+            options["poolclass"] = StaticPool
+        else:
+            options["pool_size"] = pool_size
+        return options
+
+    def in_one_connection(self, url):
+        database = url.database or ""
+        return database in ("", ":memory:") or "mode=memory" in str(url)
+
+    def setup_engine(self, engine, options):
+        """WAL, the ``sqlite_synchronous`` level, a busy timeout; BEGIN IMMEDIATE for a write
+        transaction (pq issues BEGIN itself), BEGIN for a read, none for a statement in autocommit."""
+        sync = str(options.get("sqlite_synchronous", "NORMAL")).upper()
+        if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ConfigError(
+                f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, not {options['sqlite_synchronous']!r}"
+            )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn, _record):
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute("PRAGMA journal_mode=WAL")
+            except Exception:  # read-only media or memory: keep the default journal
+                pass
+            cur.execute(f"PRAGMA synchronous={sync}")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn):
+            write = conn.get_execution_options().get("pq_write", True)
+            if write is not None:  # None: a statement in autocommit, its own transaction
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def run_options(self, write, autocommit):
+        return {"pq_write": None if autocommit else write}
+
+    def probe_connection(self, conn):
+        return conn.execution_options(pq_write=False)
+
+    def probe_read(self, conn, stmt):
+        with conn.begin():  # a read transaction (BEGIN): SQLite has no autocommit of its own here
+            return conn.execute(stmt).scalar()
 
     def insert_if_absent(self, table, conflict_column):
         return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=_columns(conflict_column))

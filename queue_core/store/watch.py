@@ -59,15 +59,8 @@ class NewestIdWatch:
         if self.db.shares_one_connection:
             return self.db.run(lambda c: c.execute(self._newest).scalar(), write=False, what="wake-up probe")
         if self._conn is None:
-            conn = self.db.dedicated_connection()
-            if self.db.dialect.name == "sqlite":
-                self._conn = conn.execution_options(pq_write=False)
-            else:
-                self._conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        if self.db.dialect.name != "sqlite":
-            return self._conn.execute(self._newest).scalar()  # autocommit: no BEGIN, no COMMIT sent
-        with self._conn.begin():
-            return self._conn.execute(self._newest).scalar()
+            self._conn = self.db.dialect.probe_connection(self.db.dedicated_connection())
+        return self.db.dialect.probe_read(self._conn, self._newest)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
