@@ -121,7 +121,7 @@ def load(ctx: Context, name: str) -> None:
     with ctx.queue(
         "dashboard", name, fresh=False
     ) as q:  # the failed rows cloned by hand: noted as a failure notes them
-        q.db.run(q.store.note_all_failed, what="note the failed rows")
+        q.db.run(q.store.failures.note_all_failed, what="note the failed rows")
     analyze(url, name)
 
 

@@ -11,6 +11,8 @@ import sqlalchemy as sa
 
 from ..rules.row_states import FINISHED
 from .database import Database
+from .failures import FailureReads
+from .tags import TaskTags
 
 #: the columns a page leaves out: what a task carries (read one task for them)
 _HEAVY = frozenset({"data", "result", "workflow", "definition"})
@@ -37,9 +39,9 @@ class TaskBrowse:
     t: sa.Table
     tags_t: sa.Table
     db: Database
-    with_tags: Any
+    tags: TaskTags
+    failures: FailureReads
     status_clause: Any
-    failed_where: Any
 
     def task_browse_page(self, f: BrowseFilter, *, before_id: int | None, limit: int, now: float) -> list[dict]:
         """Up to ``limit`` task rows matching ``f`` with an id below ``before_id`` (None: from
@@ -53,7 +55,7 @@ class TaskBrowse:
             stmt = stmt.where(order < before_id)
         stmt = stmt.order_by(order.desc()).limit(limit)
         return self.db.run(
-            lambda c: self.with_tags(c, [dict(r._mapping) for r in c.execute(stmt)]), write=False, what="browse"
+            lambda c: self.tags.with_tags(c, [dict(r._mapping) for r in c.execute(stmt)]), write=False, what="browse"
         )
 
     def _browse_base(self, f: BrowseFilter, cols: list) -> tuple[sa.Select, Any]:
@@ -69,7 +71,7 @@ class TaskBrowse:
         if f.status is not None:
             where.append(self.status_clause(f.status, now))
         if f.outcome == "failure":
-            where += self.failed_where()  # through the failed rows' own index where there is one
+            where += self.failures.failed_where()  # through the failed rows' own index where there is one
         elif f.outcome is not None:
             where += [t.c.state == FINISHED, t.c.outcome == f.outcome]
         if f.key_prefix:

@@ -13,8 +13,9 @@ import sqlalchemy as sa
 
 from ..rules.row_states import FINISHED, LIVE
 from .database import Database
-from .events import DETAIL_LENGTH
+from .failures import FailureReads
 from .receipts import Receipts
+from .schema import DETAIL_LENGTH
 from .transitions import TASK_EVENTS, task_where
 
 
@@ -28,7 +29,7 @@ class BulkChanges:
     db: Database
     purge_time: Callable[[float], Any]
     record_ids: Callable[..., None]
-    failed_where: Callable[[], list]  # FailureReads
+    failures: FailureReads
     event_record: Callable[..., None]
     ended_events: Callable[..., list]
     receipts: Receipts
@@ -55,7 +56,7 @@ class BulkChanges:
         """A page of the tasks that ended as failure (id, key, queue, type, error, finished_at,
         in_run), in id order after ``after_id``, of ``queue``, ``type`` and ``tag`` if given."""
         t = self.t
-        where = [*self.failed_where(), *_filters(t, queue, type)]
+        where = [*self.failures.failed_where(), *_filters(t, queue, type)]
         return self._page(where, tag, after_id, limit)
 
     def task_waiting_page(

@@ -15,22 +15,22 @@ Events are deleted with their task (purge, key reuse, a run's cleared group).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from ..rules.attempt_events import CARRY_CLAIM, open_claims, trim_cut
 from .database import Database
-from .schema import ErrorText
+from .failures import FailureReads
+from .schema import DETAIL_LENGTH, ErrorText
+from .stats import TaskStatistics
 
 #: a task's history keeps its first and its last events (``docs/operations.md``)
 HISTORY_FIRST = 10
 HISTORY_LAST = 40
 #: trimmed back to HISTORY_FIRST + HISTORY_LAST once it holds more than this many
 HISTORY_TRIM_AT = 60
-#: the longest error text an event keeps (the task row keeps the whole of its last one)
-DETAIL_LENGTH = 1000
 #: the kinds that end a task (it is finished after them, with an outcome)
 ENDS = frozenset({"finished", "gave_up", "set_aside", "force_finished", "cancelled", "closed"})
 #: the columns of an event row, in the order :func:`event_columns` gives them
@@ -194,8 +194,8 @@ class TaskEvents:
     events_t: sa.Table
     db: Database
     channel: str | None
-    count_before_delete: Callable[[Any, Any], None]  # TaskStatistics
-    note_failed: Callable[[Any, Any], None]  # FailureReads
+    stats: TaskStatistics
+    failures: FailureReads
 
     def recorded_claims(self, conn, rows: Sequence[dict]) -> set[int]:
         """The ids of those of the task ``rows`` holding a lease whose claim has an event row of
@@ -248,14 +248,14 @@ class TaskEvents:
         for i in range(0, len(ids), 500):
             self._record_selected(conn, stmt, params | {"event_ids": ids[i : i + 500]})
             if kind in ENDS and outcome in (None, "failure"):
-                self.note_failed(conn, self.t.c.id.in_(ids[i : i + 500]))
+                self.failures.note_failed(conn, self.t.c.id.in_(ids[i : i + 500]))
 
     def record_key(self, conn, kind: str, key: str, at: float, detail: Any = None) -> None:
         """The same for the row of ``key`` (a change an operator made by key)."""
         stmt = self._event_insert(kind, "key", detail is not None, False)
         self._record_selected(conn, stmt, {"event_key": key, "event_at": at, "event_detail": detail})
         if kind in ENDS:
-            self.note_failed(conn, self.t.c.key == key)
+            self.failures.note_failed(conn, self.t.c.key == key)
 
     def attempt_dues(self, conn, ids: Sequence[int]) -> dict[int, tuple]:
         """When the running attempts of the rows ``ids`` were due (their ``run_at``, which a claim
@@ -324,7 +324,7 @@ class TaskEvents:
             cut = trim_cut([r._mapping for r in rows], HISTORY_FIRST, HISTORY_LAST, HISTORY_TRIM_AT)
             if not cut:
                 continue
-            self.count_before_delete(conn, e.c.id.in_(cut))
+            self.stats.count_before_delete(conn, e.c.id.in_(cut))
             conn.execute(sa.delete(e).where(e.c.id.in_(cut)))
 
     def forget_events(self, conn, ids: Sequence[int]) -> None:
@@ -332,7 +332,7 @@ class TaskEvents:
         ids = list(ids)
         for i in range(0, len(ids), 500):
             of_these = self.events_t.c.task_id.in_(ids[i : i + 500])
-            self.count_before_delete(conn, of_these)
+            self.stats.count_before_delete(conn, of_these)
             conn.execute(sa.delete(self.events_t).where(of_these))
 
     def events_of(self, conn, task_id: int) -> list[dict]:

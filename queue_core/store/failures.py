@@ -1,6 +1,6 @@
 """The read behind the failure groups (store layer): the tasks that ended as failure, counted in
 the database per queue, type and error head (an error's text before its first colon, where an
-exception's class is written), and the newest task of each such group read by id. A mixin of
+exception's class is written), and the newest task of each such group read by id. A part of
 :class:`~queue_core.store.tasks.SqlStore`; the groups themselves are ``failures.py``'s."""
 
 from __future__ import annotations
@@ -11,25 +11,22 @@ from typing import Any
 import sqlalchemy as sa
 
 from .database import Database
-from .events import DETAIL_LENGTH
-from .schema import failed_rows
+from .schema import DETAIL_LENGTH, failed_rows
 
 #: the longest error head counted (``failures.CLASS_LENGTH``: a longer one names no class)
 HEAD_LENGTH = 200
 
 
 class FailureReads:
-    """Needs ``t`` (the task table), ``tags_t``, ``failed_t`` and ``db``.
+    """The failed tasks of a store's task table ``t`` (with ``tags_t`` and ``failed_t`` beside it).
 
     The failed tasks are found through an index of their own: a partial index of the task table
     where the database has them (SQLite, PostgreSQL), else the ids in ``<table>_failed_ids`` (MySQL,
     MariaDB), noted by every change that ends tasks (``TaskEvents.record_ids``: the one place
     that sees them all) and deleted with the tasks (``forget_failed``)."""
 
-    t: sa.Table
-    tags_t: sa.Table
-    failed_t: sa.Table
-    db: Database
+    def __init__(self, db: Database, t: sa.Table, tags_t: sa.Table, failed_t: sa.Table):
+        self.db, self.t, self.tags_t, self.failed_t = db, t, tags_t, failed_t
 
     @property
     def keeps_failed_ids(self) -> bool:

@@ -66,6 +66,8 @@ STATS_COUNTS = ("started", "succeeded", "failed", "cancelled", "retried")
 #: MySQL: the character set of every table pq makes, whatever the database's default (latin1 or
 #: utf8mb3 there would store what they cannot hold as '?': INSERT IGNORE only warns)
 MYSQL_CHARSET = "utf8mb4"
+#: the longest error text an event keeps (the task row keeps the whole of its last one)
+DETAIL_LENGTH = 1000
 
 
 class ExactString(TypeDecorator):

@@ -1,5 +1,5 @@
 """Statistics of tasks (store layer): the roll-up of the events into ``<table>_stats`` and the
-reads of its buckets. A mixin of :class:`~queue_core.store.tasks.SqlStore`.
+reads of its buckets. A part of :class:`~queue_core.store.tasks.SqlStore`.
 
 Each event is counted exactly once, by whichever comes first:
 
@@ -51,15 +51,13 @@ class _Page(NamedTuple):
 
 
 class TaskStatistics:
-    """Needs ``t``, ``events_t``, ``stats_t``, ``gaps_t``, ``meta`` and ``db``."""
+    """The statistics part of a store: the buckets of ``stats_t`` (and the roll-up's ``gaps_t`` and
+    position in ``meta``) counted from the events ``events_t`` of the task table ``t``."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    events_t: sa.Table
-    stats_t: sa.Table
-    gaps_t: sa.Table
-    meta: sa.Table
-    db: Database
+    def __init__(
+        self, db: Database, t: sa.Table, events_t: sa.Table, stats_t: sa.Table, gaps_t: sa.Table, meta: sa.Table
+    ):
+        self.db, self.t, self.events_t, self.stats_t, self.gaps_t, self.meta = db, t, events_t, stats_t, gaps_t, meta
 
     def stats_roll_up(self, now: float, gap_timeout: float, batch: int = BATCH) -> int:
         """Count the events no roll-up or delete has counted yet; how many (0 while another

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from ..rules.row_states import LIVE
 from .database import Database
 from .schema import DEFAULT_QUEUE, FOREVER
+from .tags import TaskTags
 from .transitions import task_where
 
 
@@ -47,7 +48,7 @@ class TaskSubmits:
     _insert_one_due: Any  # of one row, telling the listeners (PostgreSQL) as it commits
     _insert_one_later: Any  # of one row not due yet
     task_get: Callable[..., dict | None]  # TaskReads
-    insert_tags: Callable[[Any, Sequence[tuple[int, tuple[str, ...]]]], None]  # TaskTags
+    tags: TaskTags
     forget_rows: Callable[[Any, Sequence[int]], None]  # SqlStore
 
     def _row(self, task: NewTask, now: float) -> dict:
@@ -105,7 +106,7 @@ class TaskSubmits:
         first: dict[str, NewTask] = {}
         for x in chunk:
             first.setdefault(x.key, x)
-        self.insert_tags(conn, [(id_, first[key].tags) for id_, key in made])
+        self.tags.insert_tags(conn, [(id_, first[key].tags) for id_, key in made])
         return len(made)
 
     def _purge_keys(self, conn, keys: list[str], now: float) -> int:

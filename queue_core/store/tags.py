@@ -1,5 +1,5 @@
 """Tags and tracking of tasks (store layer): the ``<table>_tags`` rows of a task, written with
-its insert and deleted with its row, and the ``tracked`` flag of its row. A mixin of
+its insert and deleted with its row, and the ``tracked`` flag of its row. A part of
 :class:`~queue_core.store.tasks.SqlStore`.
 
 A tag row is keyed (tag, task id): the tasks of a tag are an exact range of that key, read in
@@ -9,8 +9,7 @@ not a transition (``transitions.py``); tracking is (``track``: any row, no state
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 
@@ -21,14 +20,11 @@ from .transitions import task_where
 
 
 class TaskTags:
-    """Needs ``t`` (the task table), ``tags_t`` (the tag table), ``db`` and ``name``."""
+    """The tags part of a store: the tag table ``tags_t`` of the task table ``t`` (named ``name``);
+    ``task_get`` reads a task row (the store's)."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    tags_t: sa.Table
-    db: Database
-    name: str
-    task_get: Any  # SqlStore.get
+    def __init__(self, db: Database, name: str, t: sa.Table, tags_t: sa.Table, task_get: Callable[..., dict | None]):
+        self.db, self.name, self.t, self.tags_t, self.task_get = db, name, t, tags_t, task_get
 
     def insert_tags(self, conn, made: Sequence[tuple[int, tuple[str, ...]]]) -> None:
         """The tag rows of tasks just inserted: (task id, its tags) of each row the submission's

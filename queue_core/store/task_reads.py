@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Any
 
 import sqlalchemy as sa
 
 from ..rules.row_states import FINISHED, LIVE, PENDING
 from .database import Database
+from .tags import TaskTags
 from .transitions import lease_held
 
 
@@ -21,8 +21,7 @@ class TaskReads:
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
     db: Database
-    with_tags: Any
-    tagged_page: Any
+    tags: TaskTags
 
     def task_get(self, key: str, conn=None, tags: bool = False) -> dict | None:
         """The row of task ``key`` (None: no such task); with ``tags``, its ``tags`` too."""
@@ -31,7 +30,7 @@ class TaskReads:
             r = conn.execute(stmt).first()
             if r is None:
                 return None
-            return self.with_tags(conn, [dict(r._mapping)])[0] if tags else dict(r._mapping)
+            return self.tags.with_tags(conn, [dict(r._mapping)])[0] if tags else dict(r._mapping)
         return self.db.run(lambda c: self.task_get(key, c, tags), write=False, what="get")
 
     def task_list(
@@ -55,7 +54,7 @@ class TaskReads:
         t = self.t
         cols = list(t.c) if with_data else [c for c in t.c if c.name != "data"]
         if tag is not None:
-            stmt = self.tagged_page(tag, after_id, limit if limit is not None else 2**31 - 1, cols)
+            stmt = self.tags.tagged_page(tag, after_id, limit if limit is not None else 2**31 - 1, cols)
             after_id, limit = None, None
         else:
             stmt = sa.select(*cols).order_by(t.c.id)
@@ -76,7 +75,7 @@ class TaskReads:
         if limit is not None:
             stmt = stmt.limit(limit)
         return self.db.run(
-            lambda c: self.with_tags(c, [dict(r._mapping) for r in c.execute(stmt)]), write=False, what="list"
+            lambda c: self.tags.with_tags(c, [dict(r._mapping) for r in c.execute(stmt)]), write=False, what="list"
         )
 
     def task_group_rows(self, conn, group: str, with_data: bool = False) -> builtins.list[dict]:

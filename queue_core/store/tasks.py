@@ -1,12 +1,14 @@
-"""Every statement on the task table (store layer): claim and cleanup here; reads in
-``task_reads.py``, submissions in ``submits.py``; the transitions holders and operators ask for in
-``task_changes.py``, tags and tracking in ``tags.py``, the claims limited to task types in
-``typed.py``, what the claim does with the rows it picked before leasing them (rows that must not
-run, rows edited by hand) in ``screen.py``.
+"""The store of a queue table (store layer): :class:`SqlStore`, which implements the ``Store``
+protocol (``protocol.py``); its claim is here.
 
-Methods take plain values (``now`` always explicit) and return plain dicts; the queue layer
-turns them into Task objects. Every write is a named transition of ``transitions.py`` whose
-precondition (states, lease token, due time) is in its WHERE clause.
+It is composed of parts, each holding the tables it needs, whose operations the store names
+(``parts.PartOp``): ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics) and
+``tags``. The rest shares the claim's tables and views as mixins: reads (``task_reads.py``),
+submissions (``submits.py``), holder and operator transitions (``task_changes.py``), batched
+finishes (``settles.py``), events, named queues (``queues.py``), claims by type
+(``typed_claims.py``) and the claim's screen of picked rows (``claim_screen.py``). Methods take
+plain values (``now`` explicit) and return plain dicts; every write is a named transition of
+``transitions.py`` whose precondition is in its WHERE clause.
 """
 
 from __future__ import annotations
@@ -86,14 +88,10 @@ def new_token() -> int:
 
 class SqlStore(
     TaskSubmits,
-    FailureReads,
     TaskChanges,
     TaskSettles,
     TaskReads,
-    TaskTags,
     TaskEvents,
-    WorkerRows,
-    TaskStatistics,
     BulkChanges,
     TaskBrowse,
     NamedQueues,
@@ -111,7 +109,11 @@ class SqlStore(
     scope: Any = sa.true()
     kind = "a pq queue table"
 
-    # the operations on the rows of workflow runs (``run_*``): those of the part ``runs``
+    # the operations of the parts this store is composed of (each in the attribute named: runs ...)
+    worker_register, worker_remove, worker_renew, worker_sweep, worker_rows = PartOp.of("workers", 5)
+    failure_heads, failure_samples = PartOp.of("failures", 2)
+    stats_roll_up, stats_rows, stats_totals, stats_prune, stats_live_counts, event_newest = PartOp.of("stats", 6)
+    tag_change, task_set_tracked = PartOp.of("tags", 2)
     run_adopt, run_cancel_waiting, run_group_clear, run_close, run_close_many, run_group_count = PartOp.of("runs", 6)
     run_finish_held, run_finish_held_many, run_group_results, run_group_keep, run_mark = PartOp.of("runs", 5)
     run_newest, run_next_waiting, run_open_rows, run_promote, run_read, run_group_read = PartOp.of("runs", 6)
@@ -133,6 +135,11 @@ class SqlStore(
         ready = functools.partial(self.require_ready, tables=(receipts_t,))
         self.receipts = Receipts(receipts_t, db.dialect, ready)
         super().__init__(db, table, metadata, meta_table(metadata, table))
+        #: the parts this store is composed of besides ``runs`` (each with the tables it needs)
+        self.workers = WorkerRows(db, self.t, self.workers_t)
+        self.failures = FailureReads(db, self.t, self.tags_t, self.failed_t)
+        self.stats = TaskStatistics(db, self.t, self.events_t, self.stats_t, self.gaps_t, self.meta)
+        self.tags = TaskTags(db, table, self.t, self.tags_t, self.task_get)
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._claim_reads()
@@ -234,14 +241,14 @@ class SqlStore(
         """Delete what belongs to the task rows ``ids`` besides the rows (their tags, their
         events, their entry among the failed ids), before the caller deletes the rows it has
         locked, in the same transaction."""
-        self.forget_tags(conn, ids)
+        self.tags.forget_tags(conn, ids)
         self.forget_events(conn, ids)
-        self.forget_failed(conn, ids)
+        self.failures.forget_failed(conn, ids)
 
     def after_init(self, conn) -> None:
         # <table>_failed_ids (MySQL/MariaDB): the failed tasks it does not hold yet — those of a
         # table made before it, or failed by a worker of an older release since
-        self.note_all_failed(conn)
+        self.failures.note_all_failed(conn)
 
     def upgraded_to(self, conn, version: int) -> None:
         if version == 9:  # MySQL/MariaDB: the claim mark (a fresh table is made with it: as_made)

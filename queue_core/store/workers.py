@@ -1,6 +1,6 @@
 """The registry of workers (store layer): a row of ``<table>_workers`` per claiming process,
-keyed by the owner it writes on the rows it leases (host:pid). A mixin of
-:class:`~queue_core.store.tasks.SqlStore`.
+keyed by the owner it writes on the rows it leases (host:pid). A part of
+:class:`~queue_core.store.tasks.SqlStore` (its ``worker_*`` operations).
 
 A worker writes its row when it starts, renews ``last_seen`` while it runs (a renewal that
 finds no row, swept while the worker was cut off, writes it again), and deletes it when it
@@ -47,12 +47,10 @@ def _columns(worker: WorkerIdentity, started_at: float, last_seen: float) -> dic
 
 
 class WorkerRows:
-    """Needs ``t`` (the task table), ``workers_t`` (the registry) and ``db``."""
+    """The registry part of a store: ``workers_t`` beside the task table ``t``."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    workers_t: sa.Table
-    db: Database
+    def __init__(self, db: Database, t: sa.Table, workers_t: sa.Table):
+        self.db, self.t, self.workers_t = db, t, workers_t
 
     def worker_register(self, worker: WorkerIdentity, now: float) -> None:
         """Write the row of a worker that starts at ``now`` (or starts again: its old row replaced)."""

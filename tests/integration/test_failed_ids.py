@@ -33,7 +33,7 @@ def counted(queue) -> int:
 
 
 def noted(queue) -> int | None:
-    if not queue.store.keeps_failed_ids:
+    if not queue.store.failures.keeps_failed_ids:
         return None
     f = queue.store.failed_t
     return queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(f)).scalar())

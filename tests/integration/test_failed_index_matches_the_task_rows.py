@@ -102,7 +102,7 @@ def test_every_way_in_and_out_of_failure_matches_the_rows(queue, clock):
     # init --force empties it all
     queue.init(force=True)
     assert_exact(queue, now + 10**7)
-    if queue.store.keeps_failed_ids:
+    if queue.store.failures.keeps_failed_ids:
         f = queue.store.failed_t
         assert queue.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(f)).scalar()) == 0
 
@@ -161,7 +161,7 @@ def test_many_threads_failing_retrying_and_purging(queue, backend, clock):
         th.join(120)
     assert errors == []
     assert_exact(queue, T0 + 1000)
-    if queue.store.keeps_failed_ids:  # no id noted for a task that is gone
+    if queue.store.failures.keeps_failed_ids:  # no id noted for a task that is gone
         f, t = queue.store.failed_t, queue.store.t
         orphans = queue.db.run(
             lambda c: c.execute(
@@ -177,7 +177,7 @@ def test_init_that_makes_a_missing_failed_table_fills_it(queue, backend):
     upgrade to 7, so the tasks that failed before stay invisible on MySQL."""
     queue.submit("before", "t", now=T0)
     queue.poll(now=T0).fail("KeyError: old", now=T0 + 1, retention_time=10**6)
-    if queue.store.keeps_failed_ids:
+    if queue.store.failures.keeps_failed_ids:
         queue.db.run(lambda c: queue.store.failed_t.drop(c))
     queue.init()
     assert_exact(queue, T0 + 2)

@@ -34,7 +34,7 @@ def test_lost_acknowledgements_around_failure_notes(queue):
     with commit_ack_lost_once(queue):
         queue.cleanup(now=T0 + 100)
     assert_exact(queue, T0 + 100)
-    if queue.store.keeps_failed_ids:
+    if queue.store.failures.keeps_failed_ids:
         f, t = queue.store.failed_t, queue.store.t
         assert (
             queue.db.run(
@@ -96,6 +96,6 @@ def test_many_threads_failing_and_purging_real_time(wq, backend):
     assert_exact(wq, later)
     t = wq.store.t
     assert wq.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(t)).scalar()) == n - n // 5
-    if wq.store.keeps_failed_ids:
+    if wq.store.failures.keeps_failed_ids:
         f = wq.store.failed_t
         assert wq.db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(f)).scalar()) == n - n // 5

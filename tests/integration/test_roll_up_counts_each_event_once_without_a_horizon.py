@@ -114,7 +114,7 @@ def test_a_roll_up_and_a_cleanup_interleaved_count_each_event_once(server, queue
         queue.poll(alive_time=60).finish(retention_time=1)
     clock.advance(5)
     store = queue.store
-    real_write = store._write_gaps
+    real_write = store.stats._write_gaps
     in_write, go = threading.Event(), threading.Event()
 
     def paused_write(*args, **kw):
@@ -122,7 +122,7 @@ def test_a_roll_up_and_a_cleanup_interleaved_count_each_event_once(server, queue
         assert go.wait(30)
         return real_write(*args, **kw)
 
-    store._write_gaps = paused_write
+    store.stats._write_gaps = paused_write
     errors = []
 
     def roll():
@@ -134,7 +134,7 @@ def test_a_roll_up_and_a_cleanup_interleaved_count_each_event_once(server, queue
     roller = threading.Thread(target=roll)
     roller.start()
     assert in_write.wait(30)
-    store._write_gaps = real_write
+    store.stats._write_gaps = real_write
     queue.submit("c", "t")
     queue.poll(alive_time=60).finish(retention_time=1)  # after the roller's read
     clock.advance(5)

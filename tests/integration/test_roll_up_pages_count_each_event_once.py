@@ -29,7 +29,7 @@ def _set_position(queue, value: str) -> None:
 def _after_page(store, action):
     """Run ``action(page)`` once, right after the first ``_next_page`` returns (before the
     grouped count of what it found)."""
-    original = store._next_page
+    original = store.stats._next_page
     fired = {"n": 0}
 
     def next_page(conn, after, batch):
@@ -39,7 +39,7 @@ def _after_page(store, action):
             action(page)
         return page
 
-    store._next_page = next_page
+    store.stats._next_page = next_page
     return fired
 
 
@@ -100,7 +100,7 @@ def test_a_contiguous_page_then_a_commit_and_a_waiting_delete_before_its_grouped
         def delete():
             store.db.run(
                 lambda c: (
-                    store.count_before_delete(c, e.c.id == ids[1]),
+                    store.stats.count_before_delete(c, e.c.id == ids[1]),
                     c.execute(sa.delete(e).where(e.c.id == ids[1])),
                 )
             )
@@ -113,7 +113,7 @@ def test_a_contiguous_page_then_a_commit_and_a_waiting_delete_before_its_grouped
     try:
         n1 = store.stats_roll_up(now=T0, gap_timeout=60.0)
     finally:
-        del store._next_page
+        del store.stats._next_page
         engine.dispose()
     assert fired["n"] == 1 and done.wait(30)
     n2 = store.stats_roll_up(now=T0 + 1, gap_timeout=60.0)
@@ -142,7 +142,7 @@ def test_a_hole_that_commits_between_the_count_and_the_read_of_the_ids(queue, ba
                     c2.execute(sa.insert(e).values(**ev(4)))
 
             wrap, fired = _between_count_and_ids(store, action)
-            original_roll = store._roll_batch
+            original_roll = store.stats._roll_batch
 
             def roll(conn, *a):
                 wrap(conn)
@@ -151,11 +151,11 @@ def test_a_hole_that_commits_between_the_count_and_the_read_of_the_ids(queue, ba
                 finally:
                     del conn.execute
 
-            store._roll_batch = roll
+            store.stats._roll_batch = roll
             try:
                 n1 = store.stats_roll_up(now=T0, gap_timeout=60.0)
             finally:
-                del store._roll_batch
+                del store.stats._roll_batch
         n2 = store.stats_roll_up(now=T0 + 1, gap_timeout=60.0)
         n3 = store.stats_roll_up(now=T0 + 2, gap_timeout=60.0)
     finally:

@@ -105,7 +105,7 @@ def test_groups_of_huge_times_and_durations_are_the_references(queue):
     ]
     insert_events(queue, events)
     store = queue.store
-    got = as_dict(queue.db.run(lambda c: store._groups_where(c, sa.true())))
+    got = as_dict(queue.db.run(lambda c: store.stats._groups_where(c, sa.true())))
     assert got == as_dict(group_of(e) for e in events)
 
 
@@ -145,7 +145,7 @@ def test_outcomes_that_differ_only_in_case_or_trailing_space_are_separate_groups
     events = [ev(1), ev(2, outcome=other), ev(3, outcome=other)]
     insert_events(queue, events)
     store = queue.store
-    got = as_dict(queue.db.run(lambda c: store._groups_where(c, sa.true())))
+    got = as_dict(queue.db.run(lambda c: store.stats._groups_where(c, sa.true())))
     assert got == as_dict(group_of(e) for e in events)
     assert store.stats_roll_up(now=T0, gap_timeout=60.0) == 3
     assert_tallies_equal(stats(queue), tally_events(events))
@@ -196,7 +196,7 @@ def test_hundreds_of_gap_ranges_are_each_counted_once(queue):
     gone = gapped[:50] + ids[1::2][:10]  # deleted before the roll-up: the gapped ones counted by the delete
     queue.db.run(
         lambda c: (
-            store.count_before_delete(c, store.events_t.c.id.in_(gone))
+            store.stats.count_before_delete(c, store.events_t.c.id.in_(gone))
             or c.execute(sa.delete(store.events_t).where(store.events_t.c.id.in_(gone)))
         )
     )
@@ -237,7 +237,7 @@ def test_events_committing_and_a_delete_waiting_during_the_grouped_count(queue, 
             tx = open_conn.begin()
             open_conn.execute(sa.insert(e).values(**ev(2)))  # an id handed out, not committed
             later = insert_events(queue, [ev(3)])
-            original = store._groups
+            original = store.stats._groups
             fired = {"n": 0}
 
             def groups(conn, ranges):
@@ -250,7 +250,7 @@ def test_events_committing_and_a_delete_waiting_during_the_grouped_count(queue, 
                     def delete():
                         store.db.run(
                             lambda c: (
-                                store.count_before_delete(c, e.c.id.in_(later)),
+                                store.stats.count_before_delete(c, e.c.id.in_(later)),
                                 c.execute(sa.delete(e).where(e.c.id.in_(later))),
                             )
                         )
@@ -260,11 +260,11 @@ def test_events_committing_and_a_delete_waiting_during_the_grouped_count(queue, 
                     assert not deleter_done.wait(0.5)  # it waits for the position
                 return original(conn, ranges)
 
-            store._groups = groups
+            store.stats._groups = groups
             try:
                 n1 = store.stats_roll_up(now=T0, gap_timeout=60.0)
             finally:
-                del store._groups
+                del store.stats._groups
         assert deleter_done.wait(30)
         n2 = store.stats_roll_up(now=T0 + 1, gap_timeout=60.0)
         assert (n1, n2) == (2, 2)  # 1 and 3 in the first; 2 (its gap) and 4 in the second; 3 deleted once counted
@@ -301,7 +301,7 @@ def test_a_delete_of_uncounted_events_is_not_stopped_by_the_sum_of_their_duratio
     store, e = queue.store, queue.store.events_t
 
     def delete(c):
-        store.count_before_delete(c, e.c.id.in_(ids))
+        store.stats.count_before_delete(c, e.c.id.in_(ids))
         c.execute(sa.delete(e).where(e.c.id.in_(ids)))
 
     queue.db.run(delete)

@@ -82,7 +82,7 @@ def test_the_database_groups_events_as_the_reference_does(queue, seed):
     events = random_events(600, seed)
     store = queue.store
     queue.db.run(lambda c: c.execute(sa.insert(store.events_t), events))
-    got = as_dict(queue.db.run(lambda c: store._groups_where(c, sa.true())))
+    got = as_dict(queue.db.run(lambda c: store.stats._groups_where(c, sa.true())))
     want = as_dict(group_of(e) for e in events)
     assert got.keys() == want.keys()
     for key, (count, wait_sum, run_sum) in want.items():

@@ -23,7 +23,7 @@ def _pause_purger_after_forget_tags(q, monkeypatch):
     """The thread named 'purger' stops right after its transaction deleted the tag rows of the
     task rows it is about to delete (before its DELETE of the task rows), until ``go`` is set."""
     forgot, go = threading.Event(), threading.Event()
-    original = q.store.forget_tags
+    original = q.store.tags.forget_tags
 
     def forget_tags(conn, ids):
         original(conn, ids)
@@ -31,7 +31,7 @@ def _pause_purger_after_forget_tags(q, monkeypatch):
             forgot.set()
             go.wait(10)
 
-    monkeypatch.setattr(q.store, "forget_tags", forget_tags)
+    monkeypatch.setattr(q.store.tags, "forget_tags", forget_tags)
     return forgot, go
 
 
