@@ -58,7 +58,7 @@ def q(backend, db_url, table_name):
         drop_tables(db_url, table_name)
 
 
-# -- guarantee 1: a hand-edited task row never stops the claim of the others ----------------------
+# -- a hand-edited task row never stops the claim of the others ----------------------
 @pytest.mark.parametrize("types", [None, ["t", "u"]], ids=["untyped", "typed"])
 def test_attempts_at_int32_max_break_no_claim(backend, db_url, q, types):
     """Guarantee 1 (a hand-edited row is set aside by the claim while every other row keeps being
@@ -102,7 +102,7 @@ def test_a_corrupt_lease_holds_no_user_s_slot(backend, db_url, q, types):
     assert [t.key for t in q.poll_multi(5, types=types, now=T0)] == ["good"]  # before: []
 
 
-# -- guarantee 4: accounts without DELETE, read-only replicas ---------------------------------------
+# -- accounts without DELETE, read-only replicas ---------------------------------------
 SERVERS = ["mysql", "postgres"]
 
 
@@ -252,7 +252,7 @@ def test_an_account_without_delete_runs_workflows(backend, db_url, admin_queue, 
     assert run.steps["second"].result == 2
 
 
-# -- guarantee 3: a table not ours is never written, indexed or altered ------------------------------
+# -- a table not ours is never written, indexed or altered ------------------------------
 @pytest.fixture
 def foreign(backend, db_url):
     """A table name of this test; the table and whatever appeared beside it dropped at the end."""

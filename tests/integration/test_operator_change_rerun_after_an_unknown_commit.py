@@ -90,7 +90,7 @@ def failed(q, key, now=T0, attempts_before=0):
     q.poll(now=now).fail(ValueError("boom"), now=now + 1)
 
 
-# -- guarantee 1: the re-run must not do again what its first run did --------------------------
+# -- the re-run must not do again what its first run did --------------------------
 
 
 def test_bulk_retry_rerun_does_not_requeue_again_a_task_that_failed_again_meanwhile(queue, other):
@@ -162,7 +162,7 @@ def test_rerun_does_not_change_a_new_task_under_the_key_of_the_one_its_first_run
     assert (new.status, new.queue_name, kinds(queue, "k")) == ("waiting", "default", ["submitted"])
 
 
-# -- guarantee 2: never take another actor's change for its own ---------------------------------
+# -- never take another actor's change for its own ---------------------------------
 
 
 def test_bulk_retry_rerun_does_not_count_a_row_another_operator_requeued_at_the_same_instant(queue, other):
@@ -249,7 +249,7 @@ def test_rerun_after_an_unapplied_commit_reports_another_operators_end_as_alread
     assert state["fired"] == 1
 
 
-# -- guarantee 3: nothing changes without the fault ---------------------------------------------
+# -- nothing changes without the fault ---------------------------------------------
 
 
 def test_without_a_fault_refusals_stay(queue):

@@ -1,4 +1,4 @@
-"""Upgrade to schema 4 (guarantee 6) from v3 and from v1, with rows in every
+"""Upgrade to schema 4 from v3 and from v1, with rows in every
 state; before init every tag/track entry point is a SchemaError (not a raw 'no such table')."""
 
 from __future__ import annotations

@@ -7,7 +7,32 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
+import pqflow
+
 calls: Counter = Counter()
+
+
+def squares_map(name: str, result=lambda squares: squares, **options) -> pqflow.Workflow:
+    """The map workflow most of these tests run: ``xs`` lists [1, 2, 3], the map ``sq`` squares
+    each item, ``total`` returns ``result(squares)`` (the list itself by default). Each run of
+    ``sq`` and ``total`` is counted in :data:`calls` as ``(run id, step)``."""
+    flow = pqflow.Workflow(name, retry_wait=0, **options)
+
+    @flow.step()
+    def xs(ctx):
+        return [1, 2, 3]
+
+    @flow.step(map=xs)
+    def sq(ctx, item):
+        calls[(ctx.run_id, "sq")] += 1
+        return item * item
+
+    @flow.step(after=sq)
+    def total(ctx, sq):
+        calls[(ctx.run_id, "total")] += 1
+        return result(sq)
+
+    return flow
 
 
 def drive(q, decider, limit=10_000, now=None):

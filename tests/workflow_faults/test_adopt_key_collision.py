@@ -11,26 +11,11 @@ rows (timeout FOREVER) stay in the table for ever.
 from __future__ import annotations
 
 import pytest
-from fault_support import drive
+from fault_support import drive, squares_map
 
 import pqflow
 
-mp = pqflow.Workflow("rv_adopt", retry_wait=0)
-
-
-@mp.step()
-def xs(ctx):
-    return [1, 2, 3]
-
-
-@mp.step(map=xs)
-def sq(ctx, item):
-    return item * item
-
-
-@mp.step(after=sq)
-def total(ctx, sq):
-    return sum(sq)
+mp = squares_map("rv_adopt", result=sum)
 
 
 class Decider(pqflow.Decider):

@@ -8,7 +8,7 @@ finished_at) and settle_many counts the completion into the join / map / run a s
 
 from __future__ import annotations
 
-from fault_support import ack_lost_once, calls, drive, row, run_one
+from fault_support import ack_lost_once, calls, drive, row, run_one, squares_map
 
 import pqflow
 
@@ -31,23 +31,7 @@ def c(ctx, a, b):
     return a + b
 
 
-mp = pqflow.Workflow("rv_ack_map", retry_wait=0)
-
-
-@mp.step()
-def xs(ctx):
-    return [1, 2, 3]
-
-
-@mp.step(map=xs)
-def sq(ctx, item):
-    return item * item
-
-
-@mp.step(after=sq)
-def total(ctx, sq):
-    calls[(ctx.run_id, "total")] += 1
-    return sq
+mp = squares_map("rv_ack_map")
 
 
 class Decider(pqflow.Decider):

@@ -3,26 +3,11 @@ written and decided once: the second is not a second end of the step."""
 
 from __future__ import annotations
 
-from fault_support import drive, run_one
+from fault_support import drive, run_one, squares_map
 
 import pqflow
 
-mp = pqflow.Workflow("atk_dup_map", retries=0, retry_wait=0)
-
-
-@mp.step()
-def xs(ctx):
-    return [1, 2, 3]
-
-
-@mp.step(map=xs)
-def sq(ctx, item):
-    return item * item
-
-
-@mp.step(after=sq)
-def total(ctx, sq):
-    return sq
+mp = squares_map("atk_dup_map", retries=0)
 
 
 jn = pqflow.Workflow("atk_dup_join", retries=0, retry_wait=0)

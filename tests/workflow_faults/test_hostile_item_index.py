@@ -9,26 +9,11 @@ from __future__ import annotations
 
 import json
 
-from fault_support import drive, row
+from fault_support import drive, row, squares_map
 
 import pqflow
 
-mp = pqflow.Workflow("rv_hidx_map", retry_wait=0)
-
-
-@mp.step()
-def xs(ctx):
-    return [1, 2, 3]
-
-
-@mp.step(map=xs)
-def sq(ctx, item):
-    return item * item
-
-
-@mp.step(after=sq)
-def total(ctx, sq):
-    return sq
+mp = squares_map("rv_hidx_map")
 
 
 class Decider(pqflow.Decider):

@@ -7,7 +7,7 @@ the step's.
 
 from __future__ import annotations
 
-from fault_support import drive
+from fault_support import drive, squares_map
 
 import pqflow
 import queue_core
@@ -25,22 +25,7 @@ def b(ctx, a):
     return a + 1
 
 
-mp = pqflow.Workflow("rv_host_map", retry_wait=0)
-
-
-@mp.step()
-def xs(ctx):
-    return [1, 2, 3]
-
-
-@mp.step(map=xs)
-def sq(ctx, item):
-    return item * item
-
-
-@mp.step(after=sq)
-def total(ctx, sq):
-    return sq
+mp = squares_map("rv_host_map")
 
 
 class Decider(pqflow.Decider):

@@ -9,29 +9,12 @@ of a run; cancel of these rows should cancel through the run or refuse likewise.
 
 from __future__ import annotations
 
-from fault_support import calls, drive
+from fault_support import calls, drive, squares_map
 
 import pqflow
 from queue_core.errors import TaskError
 
-mp = pqflow.Workflow("rv_qcancel", retry_wait=0)
-
-
-@mp.step()
-def xs(ctx):
-    return [1, 2, 3]
-
-
-@mp.step(map=xs)
-def sq(ctx, item):
-    calls[(ctx.run_id, "sq")] += 1
-    return item * item
-
-
-@mp.step(after=sq)
-def total(ctx, sq):
-    calls[(ctx.run_id, "total")] += 1
-    return sum(sq)
+mp = squares_map("rv_qcancel", result=sum)
 
 
 class Decider(pqflow.Decider):

@@ -44,9 +44,9 @@ def test_a_step_retry_whose_commit_ack_was_lost_is_recognised(queue, clock):
     recognise it (as SqlStore._held does with _applied_before) instead of reporting a lost lease.
 
     Interleaving: a worker runs step ``flaky`` (retries=2), it raises; the decider writes the step
-    retry (transaction "retry step": RunRows.retry_held, fenced by the lease token). The COMMIT is
+    retry (transaction "retry step": SqlStore.run_retry_held, fenced by the lease token). The COMMIT is
     applied, its acknowledgement lost; Database.run runs the transaction again. The fenced update
-    now matches nothing (the row is no longer leased) and RunRows.retry_held has no
+    now matches nothing (the row is no longer leased) and SqlStore.run_retry_held has no
     applied-before check: it calls _diagnose, which raises PreemptedError("... was already
     released or retried by this holder") out of the decider, as if the lease had been lost.
 

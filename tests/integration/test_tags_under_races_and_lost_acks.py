@@ -1,13 +1,20 @@
-"""Tags go with their task (guarantee 2) also when ``tag()`` races the purge of the same task
-(guarantee 7); concurrent tag() never exceeds 32 tags."""
+"""Tags under races and lost acknowledgements, on SQLite, MariaDB and PostgreSQL: tags go
+with their task when a tag change races the purge of that task, a submit that purges its key or
+a run's keep; concurrent tag changes never exceed the limit; a retried commit whose
+acknowledgement was lost neither duplicates nor loses tags."""
 
 from __future__ import annotations
 
 import threading
 
 import sqlalchemy as sa
+from test_submit_faults import _commit_ack_lost_on_the_transaction
 
 from queue_core.errors import NotFoundError, ValidationError
+
+# Tags go with their task also when ``tag()`` races the purge of the same task
+# ; concurrent tag() never exceeds 32 tags.
+
 
 T0 = 1_700_000_000.0
 
@@ -168,3 +175,47 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
     if row is not None:
         assert queue["s"].metadata(now=later).tags == ("keep",)
         assert [m.key for m in queue.list(tag="keep", now=later)] == ["s"]
+
+
+# A commit whose acknowledgement is lost: the retry neither duplicates nor loses tags
+# (submit_many, tag past a near-full task, a key re-used after retention).
+
+
+def tag_rows(q):
+    tg = q.store.tags_t
+    return q.db.run(lambda c: sorted(tuple(r) for r in c.execute(sa.select(tg.c.tag, tg.c.task_id))))
+
+
+def test_lost_ack_of_a_tagged_submit_many_stores_each_tag_once(queue):
+    """Guarantee 8: submit_many of 3 tagged tasks commits, its ack is lost, the retry runs."""
+    with _commit_ack_lost_on_the_transaction(queue) as state:
+        queue.submit_many([{"key": f"k{i}", "type": "t", "tags": [f"a{i}", "b"]} for i in range(3)], now=T0)
+    assert state["fired"] == 1
+    assert [queue[f"k{i}"].metadata().tags for i in range(3)] == [(f"a{i}", "b") for i in range(3)]
+    assert len(tag_rows(queue)) == 6
+
+
+def test_lost_ack_of_tag_at_the_limit_is_not_refused_on_retry(queue):
+    """Guarantee 8 and 4: a task with 30 tags; tag('x', 'y') commits (32), its ack is lost; the
+    retry finds 32 (its own two) and returns them, no ValidationError, no change."""
+    tags = [f"t{i:02d}" for i in range(30)]
+    queue.submit("k", "t", tags=tags, now=T0)
+    with _commit_ack_lost_on_the_transaction(queue) as state:
+        got = queue["k"].tag("x", "y")
+    assert state["fired"] == 1
+    assert got == sorted([*tags, "x", "y"])
+    assert len(tag_rows(queue)) == 32
+
+
+def test_lost_ack_of_a_tagged_submit_re_using_an_expired_key(queue):
+    """Guarantee 8 and 2: k (tag 'old') finished past retention; submit of k with tag 'new'
+    purges and re-inserts in one transaction, its ack is lost; the retry finds its own task:
+    tags ('new',) once, no 'old'."""
+    queue.submit("k", "t", tags=["old"], now=T0)
+    queue.poll(now=T0).finish(now=T0)
+    later = T0 + queue.config["retention_time"] + 10
+    with _commit_ack_lost_on_the_transaction(queue) as state:
+        queue.submit("k", "t", {"v": 2}, tags=["new"], now=later)
+    assert state["fired"] == 1
+    assert queue["k"].metadata(now=later).tags == ("new",)
+    assert [t for t, _ in tag_rows(queue)] == ["new"]
