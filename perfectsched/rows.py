@@ -172,7 +172,7 @@ def reason(exc: BaseException) -> str:
 @dataclass(frozen=True)
 class Fire:
     """Submit ``tasks`` (none: skipped by the catch-up policy), then advance: ``advance`` is
-    ``(key, expected next_time, next_time, next_run_time)`` as ``ScheduleStore.advance_many`` takes."""
+    ``(key, expected next_time, next_time, next_run_time)`` as ``ScheduleStore.schedule_advance_many`` takes."""
 
     advance: tuple[str, int, int, float]
     tasks: list

@@ -4,7 +4,7 @@ A completion reads and writes only what it affects: the row that ended, the row 
 (a count of the items still open), the rows of its successors (a count of their parents that
 ended), and the run row (a count of the steps still open). The pure rules (which trigger
 holds, how a map and a run end) are in :mod:`pqflow.logic`; every write is a named transition
-of :class:`queue_core.store.runs.RunRows`, fenced by the state it expects.
+of the Store interface (``run_*``, ``queue_core/store/protocol.py``), fenced by the state it expects.
 
 Locks are taken in one order — the row that ended, its map row, its successors (by key, level
 by level), the run row last — so completions of one run do not deadlock one another; they

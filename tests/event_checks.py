@@ -85,7 +85,7 @@ class SettleWays:
         self.held: list[int] = []
         self.read_back: list[int] = []
         store = q.store
-        record_held, record_ids = store._record_held, store.record_ids
+        record_held, record_ids = store._record_held, store.events.record_ids
 
         def held(conn, group, now):
             self.held += [s.id for s in group]
@@ -97,7 +97,7 @@ class SettleWays:
             return record_ids(conn, kind, ids, *a, **k)
 
         monkeypatch.setattr(store, "_record_held", held)
-        monkeypatch.setattr(store, "record_ids", read_back)
+        monkeypatch.setattr(store.events, "record_ids", read_back)
 
 
 def assert_stream_and_statistics_see_each_finish_once(q, held, t0: float) -> None:

@@ -256,8 +256,9 @@ def _receiver(node: ast.Attribute) -> str:
     return ast.unparse(node.value).lower()
 
 
-#: an expression that is a store or its run rows: ``q.store``, ``self._store``, ``tx.runs``
-_STORE_EXPR = re.compile(r"(^|\.)_?store$|\.runs$|^store$", re.IGNORECASE)
+#: an expression that is a store or one of the parts it is composed of: ``q.store``, ``tx.store``,
+#: ``store.runs``, ``q.store.stats``
+_STORE_EXPR = re.compile(r"(^|\.)_?store$|\.(runs|workers|failures|stats|tags|events)$|^store$", re.IGNORECASE)
 
 
 def _store_aliases(tree: ast.AST) -> set[str]:

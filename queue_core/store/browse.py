@@ -34,7 +34,7 @@ class BrowseFilter:
 
 
 class TaskBrowse:
-    """Needs ``t``, ``tags_t``, ``db``, ``with_tags``, ``status_clause`` and ``failed_where`` of the store."""
+    """Needs ``t``, ``tags_t``, ``db``, ``status_clause`` and the parts ``tags`` and ``failures`` of the store."""
 
     t: sa.Table
     tags_t: sa.Table

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from ..rules.row_states import FINISHED, LIVE
 from .database import Database
+from .events import TaskEvents
 from .failures import FailureReads
 from .receipts import Receipts
 from .schema import DETAIL_LENGTH
@@ -20,19 +21,17 @@ from .transitions import TASK_EVENTS, task_where
 
 
 class BulkChanges:
-    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``receipts``, ``purge_time``,
-    ``record_ids`` and ``failed_where``."""
+    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``receipts``, ``purge_time``, ``events``
+    and ``failures``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
     tags_t: sa.Table
     db: Database
     purge_time: Callable[[float], Any]
-    record_ids: Callable[..., None]
     failures: FailureReads
-    event_record: Callable[..., None]
-    ended_events: Callable[..., list]
     receipts: Receipts
+    events: TaskEvents
 
     def _page(self, where: list, tag: str | None, after_id: int, limit: int) -> list[dict]:
         t = self.t
@@ -119,10 +118,10 @@ class BulkChanges:
             rows = [dict(r._mapping) for r in conn.execute(lock)]
             changed = [r["id"] for r in rows]
             if changed:
-                ended = self.ended_events(conn, rows, now)  # attempts whose lease expired unseen
+                ended = self.events.ended_events(conn, rows, now)  # attempts whose lease expired unseen
                 conn.execute(sa.update(t).where(t.c.id.in_(changed), *where).values(**values))
-                self.event_record(conn, ended)
-                self.record_ids(conn, kind, changed, now)
+                self.events.event_record(conn, ended)
+                self.events.record_ids(conn, kind, changed, now)
             return changed
 
         return self.db.run(work, what=name, receipt=self.receipts.at(now))

@@ -21,22 +21,21 @@ import sqlalchemy as sa
 from ..rules import policy
 from ..rules.row_states import FINISHED
 from . import rowcheck
+from .events import TaskEvents
 from .transitions import TASK_EVENTS, task_where
 
 log = logging.getLogger("queue_core.store")
 
 
 class ClaimScreen:
-    """Needs ``t`` (the task table), its ``name`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``purge_time`` and ``events``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
     name: str
     purge_time: Callable[[float], sa.Case]
-    record_ids: Callable[..., None]  # TaskEvents
-    event_record: Callable[..., None]  # TaskEvents
-    ended_events: Callable[..., list]  # TaskEvents
     isolated: Callable[..., Exception | None]  # SqlStore
+    events: TaskEvents
     #: how long a row the claim ends is kept (the queue sets its config's retention_time and
     #: failure_retention)
     retention_time: float = 300.0
@@ -61,7 +60,7 @@ class ClaimScreen:
             if verdict is policy.OnClaim.DELIVER:
                 deliver.append(r)
                 continue
-            events = self.ended_events(conn, [r], now)  # its last attempt's, when its lease expired
+            events = self.events.ended_events(conn, [r], now)  # its last attempt's, when its lease expired
             if verdict is policy.OnClaim.CANCEL:
                 done = self._finish_row(conn, r, "give_up", "cancelled", r["error"], now, events)
             else:
@@ -103,8 +102,8 @@ class ClaimScreen:
         if done.rowcount != 1:
             return False
         row.update(state=FINISHED, leased=0, outcome=outcome, error=error, finished_at=now, lease_token=None)
-        self.event_record(conn, ended)
-        self.record_ids(conn, TASK_EVENTS[transition], [id_], now)
+        self.events.event_record(conn, ended)
+        self.events.record_ids(conn, TASK_EVENTS[transition], [id_], now)
         return True
 
     def tell_owners(self, conn, owned_ended: Callable[[Any, list[dict]], None] | None, ended: list[dict]) -> None:

@@ -1,9 +1,9 @@
 """The events of tasks (store layer): a row of ``<table>_events`` per state change after a task's
 submission, appended in the same transaction as the change, so that a change and its event
-commit together or not at all. A mixin of :class:`~queue_core.store.tasks.SqlStore`.
+commit together or not at all. A part of :class:`~queue_core.store.tasks.SqlStore`.
 
 Each transition of ``transitions.py`` names the event it writes (``Transition.event``); its
-store method calls :meth:`TaskEvents.record` (rows in hand: the claim) or
+store method calls :meth:`TaskEvents.event_record` (rows in hand: the claim) or
 :meth:`TaskEvents.record_ids` (the rows it changed, read back in the same statement where the
 database can: INSERT ... SELECT) only for the rows its own statement changed, never for rows an
 earlier run of a retried transaction committed (their events committed with them).
@@ -187,15 +187,21 @@ def _event_base(r: dict, at: float) -> dict:
 
 
 class TaskEvents:
-    """Needs ``t`` (the task table), ``events_t`` (the event table), ``db`` and ``channel``."""
+    """The events part of a store: the event table ``events_t`` of the task table ``t``; an event of
+    a task that ends is counted by ``stats`` if it is deleted first, and a failure noted by
+    ``failures``; tracked tasks' events are announced on ``channel`` (None: not announced)."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    events_t: sa.Table
-    db: Database
-    channel: str | None
-    stats: TaskStatistics
-    failures: FailureReads
+    def __init__(
+        self,
+        db: Database,
+        t: sa.Table,
+        events_t: sa.Table,
+        stats: TaskStatistics,
+        failures: FailureReads,
+        channel: str | None,
+    ):
+        self.db, self.t, self.events_t, self.stats, self.failures = db, t, events_t, stats, failures
+        self.channel = channel
 
     def recorded_claims(self, conn, rows: Sequence[dict]) -> set[int]:
         """The ids of those of the task ``rows`` holding a lease whose claim has an event row of

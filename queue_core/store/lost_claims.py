@@ -1,6 +1,6 @@
 """A claim whose COMMIT's acknowledgement was lost runs again under the same lease token: the rows
 its first run leased are found by that token and delivered instead of being left to expire
-unknown (``SqlStore.claim``), their leases renewed first (``renew_claim``)."""
+unknown (``SqlStore.task_claim``), their leases renewed first (``renew_claim``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Whether a table of one of our names is one ``init`` made (store layer): what its reflection
 must show beyond our column names, so that another program's table, a view, or a table pq could
-never insert into is refused (``ForeignTableError``, ``VersionedTables.check_tables``) before pq
+never insert into is refused (``ForeignTableError``, ``VersionedTables.tables_exist``) before pq
 reads, writes, indexes or drops it."""
 
 from __future__ import annotations

@@ -319,8 +319,7 @@ class Store(Tables, Protocol):
         uncounted: bool = ...,
     ) -> list[tuple[BucketKey, Tally]]:
         """The buckets of ``span`` that overlap [since, until), oldest first (of ``queue`` and ``type_`` only,
-        if given); ``uncounted``: with what the events no roll-up has counted yet add to them
-        (:meth:`_read_counted`)."""
+        if given); ``uncounted``: with what the events no roll-up has counted yet add to them."""
 
     def stats_totals(self, *, uncounted: bool = ...) -> list[tuple[BucketKey, Tally]]:
         """The all-time buckets, one per queue and type."""

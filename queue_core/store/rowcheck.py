@@ -7,7 +7,7 @@ such a row into :class:`~queue_core.errors.CorruptRowError` naming the table, th
 the column; the claim sets a due one aside instead of leasing it (``ClaimScreen._screen``). A
 schedule row is one more schedule that cannot be computed (``perfectsched.rows.check``): the
 scheduler sets it aside with the reason, reads show it as stored, and only
-``SqlScheduleStore.check`` (``Schedule.metadata``) raises CorruptRowError.
+``SqlScheduleStore.schedule_check`` (``Schedule.metadata``) raises CorruptRowError.
 
 Only what pq never writes counts. Odd values of pq's own ranges are not corrupt: a run_at in
 1970 or 9999, a priority of -2**31, attempts past max_attempts (the claim gives that row up),

@@ -332,7 +332,7 @@ class RunRows:
         finish = task_where(t, "finish", token=token)
         res = conn.execute(sa.update(t).where(t.c.id == id_, *finish).values(**values))
         if res.rowcount == 1:
-            self.tasks.record_ids(conn, "finished", [id_], now, outcome=outcome, traceback=traceback)
+            self.tasks.events.record_ids(conn, "finished", [id_], now, outcome=outcome, traceback=traceback)
             return True
         if self._written_before(conn, [id_], {id_: token}, now):
             return False
@@ -382,10 +382,10 @@ class RunRows:
             values=dict(state=FINISHED, leased=0, finished_at=now, timeout=FOREVER),
         ) == len(todo):
             outcomes = {e["outcome"] for e in todo}
-            self.tasks.record_ids(conn, "finished", [e["id"] for e in todo], now, outcome=_the_one(outcomes))
+            self.tasks.events.record_ids(conn, "finished", [e["id"] for e in todo], now, outcome=_the_one(outcomes))
             return [], sorted(already)
         written = self._written_before(conn, [e["id"] for e in todo], tokens, now)
-        self.tasks.record_ids(conn, "finished", sorted(written), now)
+        self.tasks.events.record_ids(conn, "finished", sorted(written), now)
         return [e["id"] for e in todo if e["id"] not in written], sorted(already)
 
     def run_retry_held(
@@ -405,7 +405,7 @@ class RunRows:
         t = self.t
         values = dict(leased=0, timeout=run_at, run_at=run_at, owner=None, error=error, workflow=workflow)
         retry = task_where(t, "retry", token=token)
-        dues = self.tasks.attempt_dues(conn, [id_])
+        dues = self.tasks.events.attempt_dues(conn, [id_])
         res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
         if res.rowcount == 1:
             self.tasks._record_again(conn, "retried", [id_], now, dues, traceback)
@@ -504,7 +504,7 @@ class RunRows:
             t = self.t
             ids = [r[0] for r in conn.execute(sa.select(t.c.id).where(t.c.id.in_(list(ids)), after))]
         if changed:
-            self.tasks.record_ids(conn, kind, ids, now)
+            self.tasks.events.record_ids(conn, kind, ids, now)
         return changed == len(ids)
 
 

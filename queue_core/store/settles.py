@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from ..rules.row_states import FINISHED
 from .database import Database
-from .events import COLUMNS, finished_events
+from .events import COLUMNS, TaskEvents, finished_events
 from .transitions import task_where
 
 
@@ -74,7 +74,7 @@ class _SortedOut:
 
 
 class TaskSettles:
-    """Needs ``t`` (the task table), ``events_t``, ``db``, ``purge_time``, ``record_ids`` and
+    """Needs ``t`` (the task table), ``events_t``, ``db``, ``purge_time``, ``events`` and
     ``marked_claims``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
@@ -82,8 +82,8 @@ class TaskSettles:
     events_t: sa.Table
     db: Database
     purge_time: Callable[..., Any]  # SqlStore
-    record_ids: Callable[..., None]  # TaskEvents
     marked_claims: Callable[[], sa.Table | None]  # SqlStore
+    events: TaskEvents
 
     def task_settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
@@ -126,7 +126,7 @@ class TaskSettles:
     def _settle_group(self, conn, group: Sequence[Settled], now: float) -> list[Settled]:
         written = self._finish(conn, group, now)
         if written == len(group):
-            self.record_ids(conn, "finished", [s.id for s in group], now, outcome=group[0].outcome)
+            self.events.record_ids(conn, "finished", [s.id for s in group], now, outcome=group[0].outcome)
             return []
         return self._settled_short(conn, written, group, now)
 
@@ -173,5 +173,5 @@ class TaskSettles:
         or by their holder before (their events written then)."""
         rows = self._sort_out(conn, group, now)
         if written:
-            self.record_ids(conn, "finished", sorted(s.id for s in rows.ours), now, outcome=group[0].outcome)
+            self.events.record_ids(conn, "finished", sorted(s.id for s in rows.ours), now, outcome=group[0].outcome)
         return rows.lost + rows.live

@@ -26,6 +26,7 @@ from ..rules import policy
 from ..rules.row_states import FINISHED, LIVE, PENDING
 from . import rowcheck
 from .database import Database
+from .events import TaskEvents
 from .receipts import Receipts
 from .transitions import TASK_EVENTS, task_where
 
@@ -33,22 +34,16 @@ UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), its ``name``, ``db``, ``receipts`` and ``purge_time``."""
+    """Needs ``t`` (the task table), its ``name``, ``db``, ``receipts``, ``purge_time`` and ``events``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table
     name: str
     db: Database
     purge_time: Callable[[float], sa.Case]
-    record_ids: Callable[..., None]  # TaskEvents
-    record_moved: Callable[..., None]  # TaskEvents
-    attempt_dues: Callable[..., dict]  # TaskEvents
-    ended_events: Callable[..., list]  # TaskEvents
-    event_record: Callable[..., None]  # TaskEvents
-    record_key: Callable[..., None]  # TaskEvents
     receipts: Receipts
-    trim_history: Callable[[Any, Sequence[int]], None]  # TaskEvents
     forget_rows: Callable[[Any, Sequence[int]], None]  # SqlStore
+    events: TaskEvents
 
     # -- holder operations (fenced by the lease token) ------------------------------------
     def task_heartbeat(
@@ -189,7 +184,7 @@ class TaskChanges:
         )
 
         def work(conn) -> str:
-            dues = self.attempt_dues(conn, [id_])
+            dues = self.events.attempt_dues(conn, [id_])
             if conn.execute(release).rowcount == 1:
                 self._record_again(conn, "released", [id_], now, dues)
                 return "released"
@@ -200,7 +195,7 @@ class TaskChanges:
             given_back = self._attempts_after(policy.LeaseEnd.LOST_BEFORE_START)
             if conn.execute(later.values(**given_back)).rowcount != 1:
                 return ""
-            self.record_ids(conn, "attempt_returned", [id_], now)
+            self.events.record_ids(conn, "attempt_returned", [id_], now)
             return "returned"
 
         return self.db.run(work, what="return attempt")
@@ -216,8 +211,8 @@ class TaskChanges:
         """The events of rows given back to run again (retried, released), whose histories may
         grow without end: trimmed to their first and last entries. ``dues``: when each one's
         attempt was due, read before the change moved it (:meth:`attempt_dues`)."""
-        self.record_moved(conn, kind, dues, ids, now, traceback)
-        self.trim_history(conn, ids)
+        self.events.record_moved(conn, kind, dues, ids, now, traceback)
+        self.events.trim_history(conn, ids)
 
     def _attempts_after(self, end: policy.LeaseEnd) -> dict:
         """The ``attempts`` a lease that ended so leaves, in SQL (:func:`policy.attempts_after`):
@@ -237,10 +232,10 @@ class TaskChanges:
         kind = TASK_EVENTS[name]
 
         def work(c) -> None:
-            dues = {} if name == "finish" else self.attempt_dues(c, [id_])
+            dues = {} if name == "finish" else self.events.attempt_dues(c, [id_])
             if c.execute(stmt).rowcount == 1:
                 if name == "finish":
-                    self.record_ids(c, kind, [id_], now, outcome=values.get("outcome"), traceback=traceback)
+                    self.events.record_ids(c, kind, [id_], now, outcome=values.get("outcome"), traceback=traceback)
                 else:
                     self._record_again(c, kind, [id_], now, dues, traceback)
             elif not self._applied_before(c, id_, token, name):
@@ -288,7 +283,7 @@ class TaskChanges:
 
         def work(conn):
             if conn.execute(stmt).rowcount == 1:
-                self.record_key(conn, "force_finished", key, now)
+                self.events.record_key(conn, "force_finished", key, now)
             else:
                 self._missing_or_finished(conn, key)
 
@@ -303,7 +298,7 @@ class TaskChanges:
         def work(conn):
             if conn.execute(stmt).rowcount != 1:
                 self._not_movable(conn, key, now)
-            self.record_key(conn, "moved", key, now)
+            self.events.record_key(conn, "moved", key, now)
 
         self.db.run(work, what="move", receipt=self.receipts.at(now))
 
@@ -352,7 +347,7 @@ class TaskChanges:
                     cancel_requested=1,
                 ),
                 now,
-                ended=self.ended_events(c, [dict(row._mapping)], now),
+                ended=self.events.ended_events(c, [dict(row._mapping)], now),
                 now=now,
             )
             return "cancelled"
@@ -370,8 +365,8 @@ class TaskChanges:
         stmt = sa.update(t).where(t.c.id == id_, *task_where(t, name, **params)).values(**values)
         if conn.execute(stmt).rowcount != 1:
             return False
-        self.event_record(conn, ended)
-        self.record_ids(conn, TASK_EVENTS[name], [id_], at, outcome=values.get("outcome"))
+        self.events.event_record(conn, ended)
+        self.events.record_ids(conn, TASK_EVENTS[name], [id_], at, outcome=values.get("outcome"))
         return True
 
     def task_set_data(self, conn, key: str, data: str) -> bool:

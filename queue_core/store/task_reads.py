@@ -16,7 +16,7 @@ from .transitions import lease_held
 
 
 class TaskReads:
-    """Needs ``t`` (the task table), ``db``, and from TaskTags ``with_tags`` and ``tagged_page``."""
+    """Needs ``t`` (the task table), ``db`` and the store's part ``tags``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table

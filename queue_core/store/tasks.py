@@ -2,10 +2,10 @@
 protocol (``protocol.py``); its claim is here.
 
 It is composed of parts, each holding the tables it needs, whose operations the store names
-(``parts.PartOp``): ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics) and
-``tags``. The rest shares the claim's tables and views as mixins: reads (``task_reads.py``),
-submissions (``submits.py``), holder and operator transitions (``task_changes.py``), batched
-finishes (``settles.py``), events, named queues (``queues.py``), claims by type
+(``parts.PartOp``): ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics),
+``tags`` and ``events``. The rest shares the claim's tables and views as mixins: reads
+(``task_reads.py``), submissions (``submits.py``), holder and operator transitions
+(``task_changes.py``), batched finishes (``settles.py``), named queues (``queues.py``), claims by type
 (``typed_claims.py``) and the claim's screen of picked rows (``claim_screen.py``). Methods take
 plain values (``now`` explicit) and return plain dicts; every write is a named transition of
 ``transitions.py`` whose precondition is in its WHERE clause.
@@ -91,7 +91,6 @@ class SqlStore(
     TaskChanges,
     TaskSettles,
     TaskReads,
-    TaskEvents,
     BulkChanges,
     TaskBrowse,
     NamedQueues,
@@ -114,6 +113,7 @@ class SqlStore(
     failure_heads, failure_samples = PartOp.of("failures", 2)
     stats_roll_up, stats_rows, stats_totals, stats_prune, stats_live_counts, event_newest = PartOp.of("stats", 6)
     tag_change, task_set_tracked = PartOp.of("tags", 2)
+    event_record, event_last_tracebacks, task_history, stream_rows, stream_start, stream_end = PartOp.of("events", 6)
     run_adopt, run_cancel_waiting, run_group_clear, run_close, run_close_many, run_group_count = PartOp.of("runs", 6)
     run_finish_held, run_finish_held_many, run_group_results, run_group_keep, run_mark = PartOp.of("runs", 5)
     run_newest, run_next_waiting, run_open_rows, run_promote, run_read, run_group_read = PartOp.of("runs", 6)
@@ -135,21 +135,20 @@ class SqlStore(
         ready = functools.partial(self.require_ready, tables=(receipts_t,))
         self.receipts = Receipts(receipts_t, db.dialect, ready)
         super().__init__(db, table, metadata, meta_table(metadata, table))
-        #: the parts this store is composed of besides ``runs`` (each with the tables it needs)
+        # the parts this store is composed of (the events' channel is set with the store's, below)
+        self.runs = RunRows(self)
         self.workers = WorkerRows(db, self.t, self.workers_t)
         self.failures = FailureReads(db, self.t, self.tags_t, self.failed_t)
         self.stats = TaskStatistics(db, self.t, self.events_t, self.stats_t, self.gaps_t, self.meta)
         self.tags = TaskTags(db, table, self.t, self.tags_t, self.task_get)
+        self.events = TaskEvents(db, self.t, self.events_t, self.stats, self.failures, None)
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._claim_reads()
         self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
-        #: the task table as a claim's UPDATE writes it (decided by this store's first claim:
-        #: :meth:`claim_table`)
+        #: the task table as a claim's UPDATE writes it (decided by the first claim: :meth:`claim_table`)
         self._claim_t: sa.Table | None = None
         self._mark_checked = 0.0
-        #: the rows of workflow runs in this table (the part of the ``run_*`` operations)
-        self.runs = RunRows(self)
         #: the names :meth:`run_name_register` recorded from this process (committed): not written again
         self.run_names_registered_here = self.runs.registered_here
 
@@ -225,7 +224,7 @@ class SqlStore(
 
     @channel.setter
     def channel(self, name: str | None) -> None:
-        self._channel = name
+        self._channel = self.events.channel = name
         self.__dict__.pop("_views", None)  # views copied the old channel
         self._insert_one_due = self.db.dialect.insert_one(self.t, "key", name)  # tells the listeners
         self._insert_one_later = self.db.dialect.insert_one(self.t, "key", None)
@@ -242,7 +241,7 @@ class SqlStore(
         events, their entry among the failed ids), before the caller deletes the rows it has
         locked, in the same transaction."""
         self.tags.forget_tags(conn, ids)
-        self.forget_events(conn, ids)
+        self.events.forget_events(conn, ids)
         self.failures.forget_failed(conn, ids)
 
     def after_init(self, conn) -> None:
@@ -455,7 +454,9 @@ class SqlStore(
             if res.rowcount != len(ids):  # not expected (the rows are locked): deliver only what is leased
                 got = {i for (i,) in conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids), t.c.lease_token == token))}
                 deliver = [r for r in deliver if r["id"] in got]
-            self.event_record(conn, claimed_events(deliver, now, owner[:255], self.recorded_claims(conn, deliver)))
+            self.events.event_record(
+                conn, claimed_events(deliver, now, owner[:255], self.events.recorded_claims(conn, deliver))
+            )
             for r in deliver:
                 r.update(
                     run_at=r["timeout"],

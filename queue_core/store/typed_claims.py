@@ -26,7 +26,7 @@ PROBES_PER_STATEMENT = 100
 
 
 class TypedReads:
-    """Needs ``t`` (the task table), ``db``, ``name``, ``_top_level`` and ``missing_indexes``."""
+    """Needs ``t`` (the task table), ``db``, ``name``, ``_top_level`` and ``tables_missing_indexes``."""
 
     # what the store this is mixed into provides (declared only: no class attribute is made)
     t: sa.Table

@@ -1,4 +1,4 @@
-"""The table check before use (store/base.py check_tables, ownership.py, mysql.py
+"""The table check before use (store/base.py tables_exist, ownership.py, mysql.py
 text_columns_problem). mysql.py's insert_if_absent says: "a table whose columns could not hold one
 [value] ... is refused by the table check, so only the key can clash" with INSERT IGNORE.
 Guarantee: an altered table is refused with ForeignTableError before anything is written, or

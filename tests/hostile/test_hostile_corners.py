@@ -151,7 +151,7 @@ def test_perfectsched_run_on_a_read_only_database_exits_at_start(backend, db_url
     ``perfectqueue run`` checks write access before it starts (``worker.check_database``), but the
     scheduler's loop, ``perfectsched run`` (the documented way to run schedules, long-running
     without ``--burst``), only checks that its tables exist (``perfectsched/runner.py``
-    ``SchedulerLoop._probe`` → ``check_tables``). On a replica it starts, and every tick is
+    ``SchedulerLoop._probe`` → ``tables_exist``). On a replica it starts, and every tick is
     refused ('AccessDeniedError ... refused by'): it logs 'database error (retrying in ...)' and
     backs off for ever, never exiting, never firing the due schedule."""
     sc = sched_tables
@@ -218,7 +218,7 @@ def test_an_account_without_delete_runs_workflows(backend, db_url, admin_queue, 
     on MariaDB and PostgreSQL.
 
     pqflow's runs are tasks of the same queue table, but every run start deletes first:
-    ``pqflow.engine.create_rows`` calls ``RunStore.clear_group`` (``DELETE ... WHERE grp = :run``)
+    ``pqflow.engine.create_rows`` calls ``SqlStore.run_group_clear`` (``DELETE ... WHERE grp = :run``)
     for each group of the new run, even when no earlier run left a row in it. The databases check
     the DELETE privilege per statement, not per row, so with an account of SELECT, INSERT and
     UPDATE (what the hostile tests give a worker) ``Workflow.start`` raises AccessDeniedError
@@ -331,7 +331,7 @@ def test_a_postgresql_table_with_our_column_names_in_capitals_is_refused_by_name
     Failed before its fix on PostgreSQL (on SQLite and MariaDB column names ignore case: the same columns).
 
     Another program's PostgreSQL table has our columns, types and keys, but named in capitals
-    (quoted: ``"KEY"``, ``"STATE"``, ...): different columns there. ``check_tables`` lower-cases
+    (quoted: ``"KEY"``, ``"STATE"``, ...): different columns there. ``tables_exist`` lower-cases
     the reflected names (``columns = {c["name"].lower(): ...}``) and ``_unlike`` the key columns,
     so it passes; then every statement is run against it and fails with an untyped DatabaseError
     ('column "state" does not exist', 'column "key" of relation ... does not exist') instead of

@@ -590,7 +590,7 @@ def test_one_worker_holding_two_leases_of_one_task_reports_only_the_old_lost(que
 
 def test_an_upgrade_refused_for_want_of_alter_leaves_the_table_at_its_version(backend, db_url, table_name, clock):
     """docs/security.md: upgrading needs ALTER. An ``init`` by an account without it fails; the
-    table must still say it is of schema 8 (``require_current_version`` then tells operators to
+    table must still say it is of schema 8 (``tables_require_current`` then tells operators to
     run ``init``), as for every earlier upgrade, whose ALTERs ran before the version was written.
     Version 9's ALTER runs in ``after_init``, after ``_write_meta`` wrote 9, and MariaDB commits
     the transaction before a DDL statement: the version is 9, the column missing."""

@@ -45,8 +45,9 @@ def test_a_lease_that_expired_before_its_handler_started_unclaimed_still_runs_wi
     batch, a paused process) the lease expires; nobody has taken it over yet. The worker's monitor
     heartbeats, gets PreemptedError ("lease expired") and marks the task lost; when its turn comes
     the processor does not run it and calls ``lost_before_start()`` to give the attempt back.
-    That is ``SqlStore.return_attempt``, fenced by ``lease_token <> lost token`` (LATER_LEASE):
-    the row still carries the worker's own token, so nothing is given back and the row is left
+    That is the ``return_attempt`` transition of ``SqlStore.task_lost_before_start``, fenced by
+    ``lease_token <> lost token`` (LATER_LEASE): the row still carries the worker's own token, so nothing is
+    given back and the row is left
     leased-and-expired with attempts=1. The next claim finds attempts (1) >= max_attempts (1) and
     gives up: k finishes "failure ... gave up after 1 attempts" and its handler never ran anywhere.
 
@@ -155,8 +156,9 @@ def _expire_before_start(queue, clock, proc):
 def test_a_lease_that_expired_before_its_handler_started_gives_its_attempt_back(queue, clock):
     """Claim 1 (policy rule 3): 'a lease lost before the handler started' does not spend an
     attempt. Processor.process sends a lost, unstarted task to lost_before_start ->
-    SqlStore.return_attempt, whose fence is LATER_LEASE (lease_token <> :token): when the lease
-    merely expired and nobody claimed it yet, the token is still ours, the statement matches
+    the ``return_attempt`` transition of ``SqlStore.task_lost_before_start``, whose fence is
+    LATER_LEASE (lease_token <> :token): when the lease merely expired and nobody claimed it yet, the token is
+    still ours, the statement matches
     nothing, and the attempt stays spent although the handler never ran."""
     queue.submit("k", "t")
     ran = []

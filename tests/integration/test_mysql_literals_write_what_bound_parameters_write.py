@@ -1,7 +1,7 @@
 """MySQL's ``insert_rows`` renders each value as a SQL literal in the client
 (``store/mysql.py``: ``sql_literal``, ``rendered_values``). What it writes must be, byte for byte
 and bit for bit, what a bound-parameter INSERT of the same values writes, whatever a value
-holds; and every caller of ``record()`` (claims, cancels, bulk changes, all through
+holds; and every caller of ``event_record()`` (claims, cancels, bulk changes, all through
 ``insert_rows``) must write what a bound-parameter INSERT writes."""
 
 from __future__ import annotations
@@ -180,13 +180,13 @@ def test_sql_literal_refuses_what_it_cannot_write():
     assert mysql_store.sql_literal(True) == "1" and mysql_store.sql_literal(None) == "NULL"
 
 
-# -- record() callers: the values rows hold ------------------------------------------------------
+# -- event_record() callers: the values rows hold ------------------------------------------------------
 
 
 def test_cancelling_an_expired_lease_whose_key_holds_bytes_that_are_not_utf8(queue, backend):
     """MySQL's VARBINARY keeps any bytes (a hand edit): such a key reads back as lone surrogates
     (``ExactString``: surrogateescape) and was written back as the same bytes by a bound INSERT.
-    ``cancel_waiting`` ends the expired lease with an ``expired`` event through ``record()``."""
+    ``cancel_waiting`` ends the expired lease with an ``expired`` event through ``event_record()``."""
     _only_mysql(backend)
     queue.submit_many([{"key": f"k{i}", "type": "t"} for i in range(3)], now=T0)
     held = queue.poll_multi(3, alive_time=10, now=T0 + 1)

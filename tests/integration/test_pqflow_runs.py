@@ -89,10 +89,6 @@ def _reset_calls():
     calls.clear()
 
 
-def _row(q, key):
-    return q.runs.db.run(lambda c: q.store.run_read(c, [key], data=True).get(key), write=False)
-
-
 # -- §3.1 the run row is never attempt-limited nor purged while its run is unfinished -----------
 @pytest.mark.parametrize("how", ["start", "submit"])
 def test_run_row_is_not_attempt_limited_or_purged(db_url, table_name, clock, backend, how):

@@ -86,7 +86,7 @@ def test_rerun_whose_receipt_check_fails_and_whose_own_commit_is_lost_returns_th
 
 def test_deadlock_before_commit_then_lost_ack(queue, monkeypatch):
     queue.submit("k", "t", now=T0)
-    _flaky(monkeypatch, queue.store, "record_key", 1)  # the first run fails before its COMMIT
+    _flaky(monkeypatch, queue.store.events, "record_key", 1)  # the first run fails before its COMMIT
     with commits(queue, [None, "applied"]):
         queue.move("k", "q2", now=T0 + 1)
     assert kinds(queue, "k") == ["submitted", "moved"]

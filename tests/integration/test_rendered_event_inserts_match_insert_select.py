@@ -134,7 +134,7 @@ def test_hostile_owner_error_and_type_are_written_byte_for_byte(queue):
     queue.db.run(
         lambda c: c.execute(sa.update(queue.store.t).where(queue.store.t.c.id.in_(ids)).values(outcome="failure"))
     )
-    queue.db.run(lambda c: queue.store.record_ids(c, "finished", ids, N0 + 2))
+    queue.db.run(lambda c: queue.store.events.record_ids(c, "finished", ids, N0 + 2))
     got = event_rows(queue, "finished")
     assert_like_reference(got, reference_rows(queue, "finished", ids, N0 + 2))
     for r in got:
@@ -180,7 +180,7 @@ def test_any_sql_mode_writes_the_same_events(backend, db_url, table_name, clock,
             assert r["detail"] == errors[r["task_id"]][:DETAIL_LENGTH] and r["owner"] == q.owner
         owners = {h._id: HOSTILE[i] for i, h in enumerate(held)}
         hand_edit(q, ids, owner=owners)
-        q.db.run(lambda c: q.store.record_ids(c, "gave_up", ids, N0 + 3.5))
+        q.db.run(lambda c: q.store.events.record_ids(c, "gave_up", ids, N0 + 3.5))
         assert_like_reference(event_rows(q, "gave_up"), reference_rows(q, "gave_up", ids, N0 + 3.5))
     finally:
         q.close()
@@ -230,7 +230,7 @@ def test_nan_like_and_signed_texts_in_number_columns_never_reach_the_insert_as_t
     timeout = {by_key[f"d{i}"]: v for i, v in enumerate(values)}
     hand_edit(queue, ids, timeout=timeout)
     # 'moved' and friends copy no timeout; 'requeued' copies it: record it over the edited rows
-    queue.db.run(lambda c: queue.store.record_ids(c, "requeued", ids, N0 + 4))
+    queue.db.run(lambda c: queue.store.events.record_ids(c, "requeued", ids, N0 + 4))
     got = event_rows(queue, "requeued")
     assert_like_reference(got, reference_rows(queue, "requeued", ids, N0 + 4))
     for r in got:

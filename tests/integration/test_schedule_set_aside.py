@@ -3,7 +3,7 @@
 One schedule row that cannot be computed (a timezone this host's tzdata lacks, a row edited by
 hand) used to abort the whole tick (or poll) transaction; batches are read in due order, so the
 healthy schedules behind it never advanced. Now such a schedule is set aside with its error
-recorded (``SqlScheduleStore.set_aside``), logged once, shown by ``list``, and never due again until
+recorded (``SqlScheduleStore.schedule_set_aside``), logged once, shown by ``list``, and never due again until
 an operator modifies or resumes it. Database errors are not schedule errors: they set nothing
 aside. Every case runs on SQLite, MariaDB and PostgreSQL with an injected ``now``.
 """

@@ -61,7 +61,7 @@ def test_a_schedule_heartbeat_retried_after_its_lease_expired_never_revives_it(s
     Interleaving: a poller leases schedule s's occurrence (alive_time 10). At t+9 it heartbeats
     (lease still live); the connection drops and Database.run backs off and retries; by the retry
     it is t+11 and the lease has expired (no other poller happened to look meanwhile). The retry
-    uses the ``now`` read before the first attempt (t+9), so SqlScheduleStore.heartbeat's UNEXPIRED
+    uses the ``now`` read before the first attempt (t+9), so SqlScheduleStore.schedule_heartbeat's UNEXPIRED
     fence ``timeout > now`` passes and the expired lease is extended to t+19 instead of refused.
     Same root cause as the task heartbeat above. Failed before its fix on sqlite, mysql and postgres.
     """

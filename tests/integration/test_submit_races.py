@@ -1,4 +1,4 @@
-"""The one-statement submit (SqlStore.submit_one) under races, fork, close, killed sessions and
+"""The one-statement submit (SqlStore.task_submit_one) under races, fork, close, killed sessions and
 identical resubmissions: exactly one submission of a key wins, nothing else changes."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Guarantees 4/6: `perfectqueue cancel KEY` (Task.cancel_request) of a run's *pending* rows.
-SqlStore.cancel flags every unfinished row that has a ``workflow`` column ("requested: its
+SqlStore.task_cancel flags every unfinished row that has a ``workflow`` column ("requested: its
 decider settles it, through the run, as soon as a worker takes it"; the CLI prints "running":
 "a running one is told"), but a pending row is never taken by a worker: the run row is pending
 for the whole run, and a map step's row is pending while its items run. The request is
