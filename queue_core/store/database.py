@@ -130,6 +130,8 @@ class Database:
         self.retry_max_wait = float(retry_max_wait)
         backend = self.url.get_backend_name()
         self.dialect = dialect_for(backend, self.masked_url)
+        #: the execution options of a run's connection, by (write, autocommit): asked once
+        self._run_options = {(w, a): self.dialect.run_options(w, a) for w in (False, True) for a in (False, True)}
         self._memory_lock: threading.RLock | None = None
         self._pid = os.getpid()
         self._local = threading.local()
@@ -286,7 +288,7 @@ class Database:
             except TypeError as exc:  # a URL query option the driver does not take (?sslmode= for PyMySQL)
                 raise ConfigError(f"cannot connect with {self.masked_url}: {self.scrub(exc)}") from None
             with raw as conn:
-                options = self.dialect.run_options(write, autocommit)
+                options = self._run_options[bool(write), bool(autocommit)]
                 if options:
                     conn = conn.execution_options(**options)
                 if autocommit and self.dialect.autocommit_pool:

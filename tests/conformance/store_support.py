@@ -23,9 +23,9 @@ def claimed(store, n: int = 1, now: float = T0 + 1, owner: str = "host:1", **opt
     return rows
 
 
-def in_tx(queue, fn):
-    """``fn(conn)`` in one write transaction of the queue's database."""
-    return queue.db.run(fn, what="conformance")
+def in_tx(owner, fn):
+    """``fn(conn)`` in one write transaction of the database of ``owner`` (a queue or a scheduler)."""
+    return owner.db.run(fn, what="conformance")
 
 
 def column(store, key: str, name: str):

@@ -4,15 +4,12 @@ MariaDB and PostgreSQL alike (the other transitions of a schedule: test_store_tr
 from __future__ import annotations
 
 import pytest
+from store_support import in_tx
 
 from queue_core.errors import CorruptRowError
 
 T0 = 1_699_999_200.0  # a whole hour
 M = 60
-
-
-def in_tx(sched, fn):
-    return sched.db.run(fn, what="conformance")
 
 
 def hourly_and_minutely(sched) -> None:
