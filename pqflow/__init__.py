@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .dag import StepDef, Workflow, get_workflow, registered_workflows
+from .decider import Decider, StepContext
 from .errors import (
     FlowError,
     InvalidRunIdError,
@@ -24,7 +25,6 @@ from .errors import (
 )
 from .listing import RUN_STATUSES, RunsPage, RunSummary, runs_page
 from .runs import ItemInfo, MapInfo, Run, StepInfo, cancel_run, get_run, list_runs, retry_run
-from .runtime import Decider, StepContext
 
 
 def graph(target: Any, format: str = "text") -> str | bytes:

@@ -26,14 +26,14 @@ from queue_core.cli.kit.settings import open_queue, settings
 from queue_core.cli.kit.worker_command import run_worker_command, worker_options
 from queue_core.errors import ConfigError, TaskError
 
-from . import logic
+from . import decision
 from .dag import NAME_PATTERN, Workflow, registered_workflows
-from .engine import check_run_id
+from .decider import Decider
 from .errors import FlowError, UnknownRunError, UnknownWorkflowError
+from .lifecycle import check_run_id
 from .render import FORMATS
 from .rows import RunState
 from .runs import Run, StepInfo, cancel_run, get_run, list_runs, retry_run, run_status
-from .runtime import Decider
 
 PROG = "pqflow"
 STEP_COLUMNS = ["step", "status", "attempts", "started", "finished", "error"]
@@ -317,7 +317,7 @@ def _run_summary(row: dict) -> dict:
 
 @cli.command(short_help="List workflow runs.")
 @click.option("--workflow", metavar="W", help="Only runs of workflow W.")
-@click.option("--status", "run_status", type=click.Choice(logic.RUN_STATUSES), help="Only runs with this status.")
+@click.option("--status", "run_status", type=click.Choice(decision.RUN_STATUSES), help="Only runs with this status.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="At most N runs.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @common_options

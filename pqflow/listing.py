@@ -15,7 +15,7 @@ import queue_core
 from queue_core.errors import ValidationError
 from queue_core.rules.validate import check_int, check_name
 
-from . import logic
+from . import decision
 from .rows import RUNS_GROUP, SEP, RunState
 from .runs import run_status
 
@@ -93,7 +93,7 @@ def _with_unserved(q: queue_core.Queue, runs: list[RunSummary]) -> list[RunSumma
         return runs
     workers = q.workers()
     return [
-        dataclasses.replace(r, unserved=logic.unserved(r.workflow, r.queue, workers, what="workflow"))
+        dataclasses.replace(r, unserved=decision.unserved(r.workflow, r.queue, workers, what="workflow"))
         if _unpicked(r)
         else r
         for r in runs

@@ -12,11 +12,11 @@ from __future__ import annotations
 from queue_core.api.queue import Transaction
 from queue_core.rules.row_states import FINISHED, PENDING
 
-from . import logic
-from .engine import NOT_ENDED, Ended, RunRef, mapped_list, run_ref
+from . import decision
+from .completions import _own, _Writes, start_map, what_follows
 from .errors import FlowError, UnknownRunError
+from .lifecycle import NOT_ENDED, Ended, RunRef, mapped_list, run_ref
 from .rows import MapCount, NodeState, node_key
-from .settle import _own, _Writes, settle, start_map
 
 RETRYABLE = ("failed", "cancelled")
 
@@ -48,7 +48,7 @@ def reopen_run(tx: Transaction, run_id: str) -> None:
     ended = []
     for step in redo:
         ended += _redo(tx, run, step, nodes[node_key(run_id, step)], kept)
-    settle(tx, run, ended)
+    what_follows(tx, run, ended)
 
 
 def _succeeded(row: dict | None) -> bool:
@@ -64,11 +64,11 @@ def _redo(tx: Transaction, run: RunRef, step: str, row: dict, kept: set[str]) ->
     if row["state"] != PENDING:
         tx.store.run_reopen_steps(tx.conn, [row["id"]], tx.now, pending=True)
     # reopened: decided afresh (started=False), as a completion would decide it
-    verdict = logic.verdict(spec["trigger"], len(spec["after"]), *node.wait, started=False)
-    if verdict == logic.SKIP:
+    verdict = decision.verdict(spec["trigger"], len(spec["after"]), *node.wait, started=False)
+    if verdict == decision.SKIP:
         tx.store.run_close(tx.conn, row["id"], "skipped", tx.now, workflow=node.dump())
         return [Ended(step, "skipped")]
-    if verdict == logic.WAIT:
+    if verdict == decision.WAIT:
         if spec.get("map") and node.map is not None:  # its list may change: its old items go
             tx.store.run_group_clear(tx.conn, node_key(run.run_id, step))
         node.map = None

@@ -18,11 +18,11 @@ from queue_core.rules import policy
 from queue_core.rules.row_states import FINISHED
 from queue_core.rules.validate import check_name, decode_data
 
-from . import engine, logic
+from . import decision, lifecycle
+from .completions import cancel_open_rows
 from .errors import FlowError, UnknownRunError, UnknownStepError
 from .retry import reopen_run
 from .rows import RUNS_GROUP, NodeState, RunState, dumps, item_index, node_key, status_of_row
-from .settle import cancel_open_rows
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class StepInfo:
     finished_at: float | None = None
     items: MapInfo | None = None  # a map step's counts, once its items exist
     #: what its row says of its wait (a waiting step): type, queue, due time, failures, retries
-    wait: logic.Waiting | None = None
+    wait: decision.Waiting | None = None
     #: a failed step's last traceback (capped as stored), and the attempt and worker it came from
     traceback: str | None = None
     traceback_from: str | None = None
@@ -93,7 +93,7 @@ class Run:
     cancel_requested: bool = False
     queue: queue_core.Queue | None = field(default=None, repr=False)
     #: a run no decider has taken up yet: its row's type (the workflow), queue and due time
-    pickup: logic.Waiting | None = None
+    pickup: decision.Waiting | None = None
 
     def cancel(self, now: float | None = None) -> Run:
         return cancel_run(self._queue(), self.run_id, now=now)
@@ -120,7 +120,7 @@ class Run:
         if self.snapshot is None:
             return self.not_picked_up()
         try:
-            text = logic.explain(
+            text = decision.explain(
                 self.snapshot,
                 self._submitted(),
                 step,
@@ -150,16 +150,16 @@ class Run:
         X" when none of the live workers would lease its row; else None."""
         if self.pickup is None or self.status != "running":
             return None
-        return logic.unserved(self.pickup.type, self.pickup.queue, self._queue().workers(), what="workflow")
+        return decision.unserved(self.pickup.type, self.pickup.queue, self._queue().workers(), what="workflow")
 
     def _waiting(self, step: StepInfo | None) -> str | None:
-        """What a waiting step waits for (``logic.waiting_for``), from its row and the live workers."""
+        """What a waiting step waits for (``decision.waiting_for``), from its row and the live workers."""
         if step is None or step.status != "waiting" or step.wait is None:
             return None
         q = self._queue()
         now = q.now()
         paused = q.queue_settings(step.wait.queue).paused
-        return logic.waiting_for(step.wait, q.workers(now=now), now, paused=paused)
+        return decision.waiting_for(step.wait, q.workers(now=now), now, paused=paused)
 
     def _submitted(self) -> dict[str, str]:
         return {n: s.status for n, s in self.steps.items() if s.status not in ("pending", "skipped")}
@@ -201,7 +201,7 @@ def read_run(tx: Transaction, q: queue_core.Queue, run_id: str) -> Run:
     if row is None or "#" in run_id:
         raise UnknownRunError(f"run {run_id!r} not found")
     data = decode_data(row["data"])
-    ref = engine.run_ref(tx, run_id, row)
+    ref = lifecycle.run_ref(tx, run_id, row)
     if ref is None:
         return _unpicked(row, data, q)
     state, dag = ref.state, ref.dag
@@ -250,19 +250,19 @@ def _unpicked(row: dict, data: dict, q: queue_core.Queue) -> Run:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         queue=q,
-        pickup=logic.Waiting(row["type"], row["queue"], row["run_at"]),
+        pickup=decision.Waiting(row["type"], row["queue"], row["run_at"]),
     )
 
 
-def _items_wait(tx: Transaction, group: str, row: dict, spec: dict) -> logic.Waiting:
+def _items_wait(tx: Transaction, group: str, row: dict, spec: dict) -> decision.Waiting:
     """What a map whose items all wait is waiting for: the wait of its item due first (a worker
     of their type, or that item's backoff)."""
     first = tx.store.run_next_waiting(tx.conn, group, tx.now)
     if first is None:
-        return logic.Waiting(row["type"], row["queue"], 0.0)
+        return decision.Waiting(row["type"], row["queue"], 0.0)
     item = NodeState.load(first.get("workflow"))
     failures = item.failures if item is not None else 0
-    return logic.Waiting(row["type"], row["queue"], first["run_at"], failures, int(spec.get("retries", 0)))
+    return decision.Waiting(row["type"], row["queue"], first["run_at"], failures, int(spec.get("retries", 0)))
 
 
 def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None, spec: dict) -> StepInfo:
@@ -275,7 +275,7 @@ def _step_info(tx: Transaction, run_id: str, name: str, row: dict | None, spec: 
     wait = None
     if status == "waiting":
         failures = node.failures if node is not None else 0
-        wait = logic.Waiting(row["type"], row["queue"], row["run_at"], failures, int(spec.get("retries", 0)))
+        wait = decision.Waiting(row["type"], row["queue"], row["run_at"], failures, int(spec.get("retries", 0)))
     if node is not None and node.map is not None:
         counts = tx.store.run_group_count(tx.conn, node_key(run_id, name), now)
         items = MapInfo(
@@ -339,7 +339,7 @@ def _cancel_flag(tx: Transaction, run_id: str) -> str:
     row = tx.store.run_read(tx.conn, [run_id], lock=True).get(run_id)
     if row is not None and RunState.load(row.get("workflow")) is None:
         return _cancel_unpicked(tx, row)
-    return engine.request_cancel(tx, run_id)
+    return lifecycle.request_cancel(tx, run_id)
 
 
 def _cancel_unpicked(tx: Transaction, row: dict) -> str:
@@ -375,8 +375,8 @@ def start_run(
 ) -> Run:
     """Start a run of ``workflow`` (a pqflow.Workflow): its run row, whose data is ``data``,
     and its step rows, in one transaction. A duplicate run id raises IdempotentAlreadyExistsError."""
-    engine.check_run_id(run_id)
+    lifecycle.check_run_id(run_id)
     q = queue or _open(url, table)
     snapshot = workflow.snapshot()
-    state = engine.start(q, snapshot, run_id, data, now=now)
+    state = lifecycle.start(q, snapshot, run_id, data, now=now)
     return Run(run_id, snapshot["workflow"], state.status, {}, input=data, snapshot=snapshot, queue=q)

@@ -607,12 +607,12 @@ def test_above_the_store_only_its_interface_is_imported():
 
 def test_the_store_interface_check_sees_a_reach_inside():
     graph = {
-        "pqflow.engine": {"queue_core.store.schema", STORE_INTERFACE},
+        "pqflow.lifecycle": {"queue_core.store.schema", STORE_INTERFACE},
         "queue_core.api.queue": {"queue_core.store.tasks"},
         "queue_core.store.runs": {"queue_core.store.tasks"},
     }
     assert _store_reaches(graph) == [
-        "pqflow.engine imports queue_core.store.schema",
+        "pqflow.lifecycle imports queue_core.store.schema",
         "queue_core.api.queue imports queue_core.store.tasks",
     ]
 
@@ -631,16 +631,16 @@ def test_an_upper_layer_loaded_through_queue_cores_own_loader_is_an_import(tmp_p
     wrapper of importlib.import_module). A queue_core module that loads pqflow through it by a
     constant name depends on pqflow as surely as an import statement, but _imports only knows the
     spellings importlib.import_module / import_module / __import__: neither
-    load_target("pqflow.runtime:Decider") nor _import_module("pqflow.engine") counts, so
+    load_target("pqflow.decider:Decider") nor _import_module("pqflow.lifecycle") counts, so
     test_queue_core_never_imports_the_upper_layers passes with them."""
     sample = tmp_path / "m.py"
     sample.write_text(
         "from .loader import _import_module, load_target\n"
-        "DECIDER = load_target('pqflow.runtime:Decider')\n"
-        "engine = _import_module('pqflow.engine')\n"
+        "DECIDER = load_target('pqflow.decider:Decider')\n"
+        "engine = _import_module('pqflow.lifecycle')\n"
     )
     found = _imports(sample)
-    assert {"pqflow.runtime", "pqflow.engine"} & {n.split(":")[0] for n in found}, found
+    assert {"pqflow.decider", "pqflow.lifecycle"} & {n.split(":")[0] for n in found}, found
 
 
 def test_a_handler_chosen_by_a_conditional_expression_is_a_handler():
@@ -679,7 +679,7 @@ def test_a_store_alias_with_a_type_annotation_is_an_alias():
 
 
 def test_a_dict_of_runs_is_not_the_store():
-    """False positive: pqflow names its dicts of RunRef 'runs' (pqflow/settle.py:
+    """False positive: pqflow names its dicts of RunRef 'runs' (pqflow/completions.py:
     runs: dict[str, RunRef]). Merging two of them with dict.update, or updating a dict built from
     one, reads as 'calls runs.update()', a generic writer of the store, and fails the
     architecture test on correct code."""

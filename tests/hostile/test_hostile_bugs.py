@@ -1,5 +1,5 @@
 """Bugs found by the hostile-input tests in code this suite does not own (queue_core/api/queue.py,
-queue_core/clock.py, perfectsched/scheduler.py, pqflow/runtime.py). Each test states the
+queue_core/clock.py, perfectsched/scheduler.py, pqflow/decider.py). Each test states the
 contract and is a strict xfail until the fix lands; the diagnosis and the proposed patch are in
 each reason below."""
 

@@ -218,7 +218,7 @@ def test_an_account_without_delete_runs_workflows(backend, db_url, admin_queue, 
     on MariaDB and PostgreSQL.
 
     pqflow's runs are tasks of the same queue table, but every run start deletes first:
-    ``pqflow.engine.create_rows`` calls ``SqlStore.run_group_clear`` (``DELETE ... WHERE grp = :run``)
+    ``pqflow.lifecycle.create_rows`` calls ``SqlStore.run_group_clear`` (``DELETE ... WHERE grp = :run``)
     for each group of the new run, even when no earlier run left a row in it. The databases check
     the DELETE privilege per statement, not per row, so with an account of SELECT, INSERT and
     UPDATE (what the hostile tests give a worker) ``Workflow.start`` raises AccessDeniedError

@@ -10,7 +10,7 @@ import json
 import pytest
 
 import pqflow
-from pqflow import logic
+from pqflow import decision
 from queue_core.store.workers import WorkerIdentity
 
 #: midnight UTC: a backoff of an hour ends the same day
@@ -120,11 +120,13 @@ class _Worker:
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_waiting_for_is_decided_from_the_row_and_the_registry_alone(backend):
-    wait = logic.Waiting("etl.load", "default", due_at=MIDNIGHT + 50 * 60, failures=1, retries=3)
+    wait = decision.Waiting("etl.load", "default", due_at=MIDNIGHT + 50 * 60, failures=1, retries=3)
     served = [_Worker(["default"], ("etl.load",))]
-    assert logic.waiting_for(wait, served, MIDNIGHT) == "retrying at 00:50:00Z (attempt 2 of 4, backoff)"
+    assert decision.waiting_for(wait, served, MIDNIGHT) == "retrying at 00:50:00Z (attempt 2 of 4, backoff)"
     late = MIDNIGHT - 3600  # the day before: the date is shown
-    assert logic.waiting_for(wait, served, late) == "retrying at 2023-11-14 00:50:00Z (attempt 2 of 4, backoff)"
-    first = logic.Waiting("etl.load", "default", due_at=MIDNIGHT + 10)
-    assert logic.waiting_for(first, [], MIDNIGHT) == "due at 00:00:10Z; no live worker serves type etl.load"
-    assert logic.waiting_for(first, served, MIDNIGHT + 10) == "in the queue for a free worker (a live worker serves it)"
+    assert decision.waiting_for(wait, served, late) == "retrying at 2023-11-14 00:50:00Z (attempt 2 of 4, backoff)"
+    first = decision.Waiting("etl.load", "default", due_at=MIDNIGHT + 10)
+    assert decision.waiting_for(first, [], MIDNIGHT) == "due at 00:00:10Z; no live worker serves type etl.load"
+    assert (
+        decision.waiting_for(first, served, MIDNIGHT + 10) == "in the queue for a free worker (a live worker serves it)"
+    )

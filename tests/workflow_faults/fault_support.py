@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import sqlalchemy as sa
@@ -33,6 +35,28 @@ def squares_map(name: str, result=lambda squares: squares, **options) -> pqflow.
         return result(sq)
 
     return flow
+
+
+def random_workflow(
+    name: str, seed: int, triggers: Sequence[str], make_fn: Callable[[str], Callable], *, steps=(3, 8)
+) -> pqflow.Workflow:
+    """A workflow of ``seed``'s random shape: ``steps`` (fewest, most) steps ``s0``, ``s1``...,
+    each after up to three earlier ones with one of ``triggers``; about a third of the joined
+    ones map over their first parent (half of them allowing failed items, some at most 2 at a
+    time). ``make_fn(step name)`` gives each step's function; no retries."""
+    rnd = random.Random(seed)
+    wf = pqflow.Workflow(name, retries=0, retry_wait=0)
+    names: list[str] = []
+    for i in range(rnd.randint(*steps)):
+        after = rnd.sample(names, k=min(len(names), rnd.randint(0, 3)))
+        options: dict = {}
+        if after and rnd.random() < 0.35:
+            options.update(map=after[0], allow_failed_items=rnd.random() < 0.5)
+            options.update({"max_parallel": 2} if rnd.random() < 0.3 else {})
+        options.update({"trigger": rnd.choice(list(triggers))} if after else {})
+        wf.step(after=after or None, name=f"s{i}", **options)(make_fn(f"s{i}"))
+        names.append(f"s{i}")
+    return wf
 
 
 def drive(q, decider, limit=10_000, now=None):

@@ -12,6 +12,7 @@ import random
 import zlib
 
 import pytest
+from fault_support import random_workflow
 
 import pqflow
 
@@ -26,7 +27,7 @@ def _h(*parts) -> int:
     return zlib.crc32(repr(parts).encode())
 
 
-def _fn(name, is_map):
+def _fn(name):
     def fn(ctx, **kw):
         item = kw.pop("item", None)
         key = (ctx.run_id.split("-", 1)[1], name, ctx.index)
@@ -42,27 +43,7 @@ def _fn(name, is_map):
     return fn
 
 
-def make_workflow(seed: int) -> pqflow.Workflow:
-    rnd = random.Random(seed)
-    wf = pqflow.Workflow(f"atk_fz{seed}", retries=0, retry_wait=0)
-    names: list[str] = []
-    for i in range(rnd.randint(3, 8)):
-        name = f"s{i}"
-        after = rnd.sample(names, k=min(len(names), rnd.randint(0, 3))) if names else []
-        kw = {}
-        if after and rnd.random() < 0.35:
-            kw["map"] = after[0]
-            kw["allow_failed_items"] = rnd.random() < 0.5
-            if rnd.random() < 0.3:
-                kw["max_parallel"] = 2
-        if after:
-            kw["trigger"] = rnd.choice(TRIGGERS)
-        wf.step(after=after or None, name=name, **kw)(_fn(name, "map" in kw))
-        names.append(name)
-    return wf
-
-
-FLOWS = [make_workflow(s) for s in range(int(os.environ.get("PQ_FUZZ_FLOWS", "20")))]
+FLOWS = [random_workflow(f"atk_fz{s}", s, TRIGGERS, _fn) for s in range(int(os.environ.get("PQ_FUZZ_FLOWS", "20")))]
 
 
 class Decider(pqflow.Decider):

@@ -5,7 +5,7 @@ committed. Two paths use a RunRef read before the cancel:
   after the cancel committed still sees run.state.cancel == False (and its claim-time
   cancel_requested) and runs its function.
 * A step's completion decides its successors with the RunRef its handler read before running
-  the function (settle._verdict uses run.state.cancel): a cancel that committed while the
+  the function (completions._verdict uses run.state.cancel): a cancel that committed while the
   function ran is not seen, so the successor is submitted — and a map successor inserts all its
   item rows — after the cancel.
 """

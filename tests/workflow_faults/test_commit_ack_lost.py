@@ -3,7 +3,7 @@
 Database.run runs a transaction again after a transient error (a dropped connection while
 the COMMIT was in flight). When the first attempt had in fact committed, the second attempt
 finds its own finish already written: finish_held_many treats it as "ours" (same token, same
-finished_at) and settle_many counts the completion into the join / map / run a second time.
+finished_at) and what_follows_many counts the completion into the join / map / run a second time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Guarantee 11: a hand-written run row must never corrupt a real run. engine._dag caches a
+"""Guarantee 11: a hand-written run row must never corrupt a real run. lifecycle._dag caches a
 parsed snapshot under the dag_id the row *claims* (its ``workflow`` JSON), without checking
 that it is the digest of the row's ``definition``. A hand-written run row claiming a real
 workflow version's dag_id with another definition poisons the cache of every worker process
@@ -13,7 +13,7 @@ import json
 from fault_support import drive
 
 import pqflow
-from pqflow import engine
+from pqflow import lifecycle
 
 wf = pqflow.Workflow("rv_dag", retry_wait=0)
 
@@ -33,10 +33,10 @@ class Decider(pqflow.Decider):
 
 
 def test_forged_run_row_does_not_poison_the_snapshot_cache(queue):
-    engine._DAGS.clear()
+    lifecycle._DAGS.clear()
     real = wf.snapshot()
-    _, text = engine.new_state(real)
-    dag_id = engine.digest(text)
+    _, text = lifecycle.new_state(real)
+    dag_id = lifecycle.digest(text)
     forged = json.loads(text)
     forged["steps"]["b"]["after"] = []  # in the forged DAG nothing follows a
     forged["order"] = ["a", "b"]

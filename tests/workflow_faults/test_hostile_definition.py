@@ -1,5 +1,5 @@
 """Guarantee 11: a hand-written run row whose ``definition`` is not a valid snapshot (not JSON,
-NULL, missing keys, wrong types) must give a typed error or be ended alone. engine._dag parses
+NULL, missing keys, wrong types) must give a typed error or be ended alone. lifecycle._dag parses
 it unchecked: the Decider raises KeyError/TypeError/JSONDecodeError for its step rows (the worker
 then retries that row for ever), and pqflow.get_run / cancel raise the same raw errors (the CLI
 prints a traceback instead of an error message).

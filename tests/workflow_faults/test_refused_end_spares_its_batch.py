@@ -1,6 +1,6 @@
-"""A completion whose decision is refused (FlowError: settle._none_open, "run cannot end: its
+"""A completion whose decision is refused (FlowError: completions._open_runs, "run cannot end: its
 rows ... are still open", or "run changed under a decision") rolls back the whole batch of
-completions a worker writes together (one writer group, runtime._write_completions ->
+completions a worker writes together (one writer group, decider._write_completions ->
 settle.finish_many, one savepoint in queue_core/deferred.write): the
 successes of steps of other, healthy runs in that batch are not written. The settler then drops
 them all ("their leases will expire and they run again"), so every neighbour re-runs and is

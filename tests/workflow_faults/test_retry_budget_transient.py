@@ -1,6 +1,6 @@
 """Guarantee 8 (per-item/per-step retries): a transient error in the "retry step" transaction
 must not use up a retry, and a step retry whose COMMIT acknowledgement was lost is recognised as
-its own. engine.retry_step increments node.failures on the NodeState object
+its own. lifecycle.retry_step increments node.failures on the NodeState object
 before writing it; Database.run then runs the function again with the already-incremented
 object, so one failure is recorded as two."""
 

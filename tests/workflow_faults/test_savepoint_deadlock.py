@@ -75,7 +75,7 @@ def test_deadlock_in_a_deferred_batch_is_retried(db_url, table_name, backend, qu
 
 # -- the same through pqflow: two batched completions of one run whose skip cascades cross -----
 import pqflow  # noqa: E402
-from pqflow import settle as settle_mod  # noqa: E402
+from pqflow import completions  # noqa: E402
 
 wf = pqflow.Workflow("rv_dl", retry_wait=0)
 
@@ -127,7 +127,7 @@ def test_crossing_skip_cascades_of_two_batched_completions(db_url, table_name, b
         held[t.key] = t
     assert set(held) == {"d#p1", "d#p2"} and all(t.deferred for t in held.values())
     barrier = threading.Barrier(2, timeout=20)
-    real_advance = settle_mod._advance
+    real_advance = completions._advance
     waited = set()
 
     def advance(tx, runs, ended):
@@ -139,7 +139,7 @@ def test_crossing_skip_cascades_of_two_batched_completions(db_url, table_name, b
             time.sleep(0.3)
         return out
 
-    monkeypatch.setattr(settle_mod, "_advance", advance)
+    monkeypatch.setattr(completions, "_advance", advance)
     errors = []
 
     def finish(task):
@@ -158,7 +158,7 @@ def test_crossing_skip_cascades_of_two_batched_completions(db_url, table_name, b
     for th in threads:
         th.join()
     assert not errors, errors
-    monkeypatch.setattr(settle_mod, "_advance", real_advance)
+    monkeypatch.setattr(completions, "_advance", real_advance)
     for _ in range(3):
         t = queue.poll(alive_time=60)
         if t is None:

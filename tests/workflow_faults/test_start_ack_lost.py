@@ -1,7 +1,7 @@
 """Operator actions whose COMMIT acknowledgement is lost (start, retry): Database.run runs the start again, finds
 the run row it just wrote and raises IdempotentAlreadyExistsError ("already exists", exit code 3
 from the CLIs) for a run this very call created. Queue.submit handles the same case
-(last_run_retried + same_submission); engine.start does not. Likewise run.retry() raises
+(last_run_retried + same_submission); lifecycle.start does not. Likewise run.retry() raises
 FlowError "run is running; only failed or cancelled runs can be retried" for its own retry.
 """
 

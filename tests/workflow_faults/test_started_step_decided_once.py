@@ -9,8 +9,8 @@ import pytest
 from fault_support import calls, drive, run_one
 
 import pqflow
+from pqflow.completions import _Writes, start_map
 from pqflow.errors import FlowError
-from pqflow.settle import _Writes, start_map
 
 # src -> each (map over src) <- other; each fires on src's success (one_success)
 early = pqflow.Workflow("dec_once_success", retries=0, retry_wait=0)
@@ -149,7 +149,7 @@ def test_a_map_starts_once_even_from_a_decision_that_read_it_before_its_start(qu
 
 
 def _read_each(tx, run_id):
-    from pqflow.engine import load_ref
+    from pqflow.lifecycle import load_ref
     from pqflow.rows import NodeState
 
     run = load_ref(tx, run_id)

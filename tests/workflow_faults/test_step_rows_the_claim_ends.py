@@ -169,14 +169,14 @@ def test_a_run_whose_decision_raises_does_not_keep_another_run_of_the_claim_from
     _until_due(queue, "r9#only")
     _edit(queue, "r8#load", resource="")
     _edit(queue, "r9#only", resource="")
-    real = pqflow.settle.settle
+    real = pqflow.completions.what_follows
 
-    def settle(tx, run, ended):
+    def what_follows(tx, run, ended):
         if run.run_id == "r8":
             raise pqflow.FlowError("a decision that cannot be made")
         return real(tx, run, ended)
 
-    monkeypatch.setattr(pqflow.settle, "settle", settle)
+    monkeypatch.setattr(pqflow.completions, "what_follows", what_follows)
     queue.poll_multi(10, alive_time=60, ended_by_claim=Decider.ended_by_claim)
     assert "run 'r8' could not decide what follows the rows the claim ended: a decision that cannot be made" in (
         caplog.text

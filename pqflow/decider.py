@@ -3,7 +3,7 @@
 A worker serving a :class:`Decider` leases three kinds of rows: a run row submitted as a plain
 task (``perfectqueue submit RUN etl DATA``), which it takes up as a run; a step row; a map item
 row. For a step or item it reads the run and the step's inputs in one read, runs the function,
-then writes the outcome and decides what follows in one transaction (:mod:`pqflow.engine`).
+then writes the outcome and decides what follows in one transaction (:mod:`pqflow.completions`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from queue_core.rules import policy
 from queue_core.rules.tracebacks import traceback_text
 from queue_core.rules.validate import _error_text, decode_data
 
-from . import engine
+from . import lifecycle
+from .completions import Completion, ended_by_claim, finish_many, finish_step
 from .dag import Workflow, get_workflow, registered_workflows
-from .engine import Decision, RunRef
 from .errors import FlowError, StepResultError, UnknownWorkflowError
+from .lifecycle import Decision, RunRef
 from .rows import NodeState, node_key, step_type
-from .settle import Completion, ended_by_claim, finish_many, finish_step
 
 log = logging.getLogger("pqflow")
 
@@ -163,7 +163,7 @@ class Decider(Runner):
                 f"task {t.key!r} of type {t.type!r} is neither a run of a workflow of "
                 f"{type(self).__name__} nor one of its steps"
             ) from None
-        self.queue.transaction(lambda tx: engine.adopt(tx, t, wf.snapshot()), what="start run")
+        self.queue.transaction(lambda tx: lifecycle.adopt(tx, t, wf.snapshot()), what="start run")
         t.done = True  # the row is now its run's pending row
         log.info("run started run=%s workflow=%s", t.key, wf.name)
 
@@ -171,7 +171,7 @@ class Decider(Runner):
     def _run_step(self, node: NodeState) -> None:
         t = self.task
         run, inputs, failed_items, data = self._read(node)
-        if run is None or not engine.is_own_row(run, t.key, node):
+        if run is None or not lifecycle.is_own_row(run, t.key, node):
             return self._drop_foreign(node)
         spec = run.dag["steps"].get(node.step)
         fn = self._function(run.dag["workflow"], node.step)
@@ -259,7 +259,7 @@ class Decider(Runner):
         error, trace = _error_text(exc), traceback_text(exc)
         if isinstance(verdict, policy.Retry):
             self.queue.transaction(
-                lambda tx: engine.retry_step(tx, t, node, tx.now + verdict.wait, error, trace), what="retry step"
+                lambda tx: lifecycle.retry_step(tx, t, node, tx.now + verdict.wait, error, trace), what="retry step"
             )
             t.done = True
             return self._log_error(logging.WARNING, "step retry", run, node, trace or error)
@@ -358,7 +358,7 @@ def _read_all(tx: Transaction, steps: list[tuple[Any, NodeState]]) -> list[StepR
     """For each (task, node): its run, its inputs, the failed items of upstream maps, the run's
     input data; (None, {}, {}, None) when its run is gone or is another instance."""
     rows = tx.store.run_read(tx.conn, sorted({n.run for _, n in steps}), data=True)
-    refs = {r: engine.run_ref(tx, r, row) for r, row in rows.items()}
+    refs = {r: lifecycle.run_ref(tx, r, row) for r, row in rows.items()}
     keys = sorted(
         {
             node_key(n.run, p)
@@ -393,7 +393,7 @@ def _inputs(tx: Transaction, run: RunRef, names: list[str], rows: dict) -> tuple
     inputs, failed = {}, {}
     for n in names:
         row = rows.get(node_key(run.run_id, n), {})
-        inputs[n], bad = engine.results_of(tx, run, n, row)
+        inputs[n], bad = lifecycle.results_of(tx, run, n, row)
         if bad:
             failed[n] = bad
     return inputs, failed

@@ -11,6 +11,10 @@ Phases, each locking its rows in key order: maps (count items), successors (coun
 submit, skip or wait; level by level while skips cascade), runs (count steps; end the run).
 The run row is always locked last, so completions of one run never deadlock one another; they
 serialise only where they meet (two parents of a join, two items of a map, one run row).
+
+Each successor is decided by :func:`pqflow.decision.verdict` from the counts of its parents, the
+rule :func:`pqflow.decision.decide` folds over a whole run for ``explain()``: one decision, which
+tests/workflow_faults/test_completions_agree_with_decide.py checks against whole runs.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from queue_core.errors import ValidationError
 from queue_core.rules.row_states import PENDING
 from queue_core.rules.validate import encode_data
 
-from . import logic
-from .engine import (
+from . import decision
+from .errors import FlowError, UnknownRunError
+from .lifecycle import (
     DEFAULT_RETENTION,
     NO_RESULT,
     NOT_ENDED,
@@ -39,7 +44,6 @@ from .engine import (
     load_ref,
     mapped_list,
 )
-from .errors import FlowError, UnknownRunError
 from .rows import OUTCOME_OF, MapCount, NodeState, RunState, dumps, node_key
 
 log = logging.getLogger("pqflow")
@@ -70,12 +74,12 @@ class _Writes:
         tx.store.run_close_many(tx.conn, self.close, tx.now)
 
 
-def settle(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision:
+def what_follows(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision:
     """Decide what follows rows of one run that ended (already written by the caller)."""
-    return settle_many(tx, [(run, ended)])[run.run_id]
+    return what_follows_many(tx, [(run, ended)])[run.run_id]
 
 
-def settle_many(tx: Transaction, batch: Iterable[tuple[RunRef, list[Ended]]]) -> dict[str, Decision]:
+def what_follows_many(tx: Transaction, batch: Iterable[tuple[RunRef, list[Ended]]]) -> dict[str, Decision]:
     """Decide what follows rows of several runs that ended (already written by the caller)."""
     runs: dict[str, RunRef] = {}
     ended: dict[str, list[Ended]] = {}
@@ -152,7 +156,7 @@ def _end_map_if_done(run: RunRef, row: dict, node: NodeState, writes: _Writes) -
         writes.pending.append((row["id"], node.dump()))
         return []
     spec = run.dag["steps"][node.step]
-    status = logic.map_status(
+    status = decision.map_status(
         node.map.failed, node.map.cancelled, allow_failed_items=bool(spec.get("allow_failed_items"))
     )
     error = None if status != "failed" else f"{node.map.failed} of {node.map.n} items failed"
@@ -194,27 +198,27 @@ def _advance(tx: Transaction, runs: dict[str, RunRef], ended: dict[str, list[End
         for e in parents:
             node.wait = _tally(node.wait, e.status)
         known = {e.step: e for e in ended[run.run_id]}
-        out[run.run_id] += _decide_child(tx, run, row, node, known, writes)
+        out[run.run_id] += _decide_successor(tx, run, row, node, known, writes)
     writes.flush(tx)
     return out
 
 
-def _decide_child(
+def _decide_successor(
     tx: Transaction, run: RunRef, row: dict, node: NodeState, known: dict[str, Ended], writes: _Writes
 ) -> list[Ended]:
     verdict = _verdict(run, row, node)
-    if verdict == logic.KEEP:  # decided once: a later parent is only counted (while still pending)
+    if verdict == decision.KEEP:  # decided once: a later parent is only counted (while still pending)
         writes.pending += [(row["id"], node.dump())] if row["state"] == PENDING else []
         return []
-    if verdict == logic.SUBMIT and run.dag["steps"][node.step].get("map"):
+    if verdict == decision.SUBMIT and run.dag["steps"][node.step].get("map"):
         items, why = mapped_list(tx, run, run.dag["steps"][node.step]["map"], known)
         if why == NOT_ENDED:  # decided again when the step it maps over ends (it is a parent)
             writes.pending.append((row["id"], node.dump()))
             return []
         return start_map(tx, run, row, node, items, why, writes)
-    if verdict == logic.SUBMIT:
+    if verdict == decision.SUBMIT:
         writes.promote.append((row["id"], node.dump()))
-    elif verdict == logic.SKIP:
+    elif verdict == decision.SKIP:
         writes.close_row(row, "skipped", node)
         return [Ended(node.step, "skipped")]
     else:
@@ -229,7 +233,7 @@ def _tally(wait: list[int], status: str) -> list[int]:
 
 def _verdict(run: RunRef, row: dict, node: NodeState) -> str:
     spec = run.dag["steps"][node.step]
-    return logic.verdict(
+    return decision.verdict(
         spec["trigger"], len(spec["after"]), *node.wait, started=started(row, node), cancel=run.state.cancel
     )
 
@@ -334,7 +338,7 @@ def _count_steps(state: RunState, closed: list[Ended]) -> None:
 
 
 def _end_run(tx: Transaction, row_id: int, state: RunState, writes: _Writes) -> tuple[str, float]:
-    status = logic.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
+    status = decision.run_status(cancel=state.cancel, failed=state.failed, cancelled=state.cancelled)
     state.status, state.finished_at = status, tx.now
     purge_at = tx.now + float(state.dag.get("retention", DEFAULT_RETENTION))
     writes.close.append(
@@ -391,7 +395,7 @@ def finish_many(tx: Transaction, done: list[Completion]) -> tuple[dict[str, Deci
     once = list(firsts.values())
     lost, already = tx.store.run_finish_held_many(tx.conn, [c.entry() for c in once], tx.now, retried=tx.retried)
     skip = set(lost) | set(already)  # already: written and decided by an earlier, committed attempt
-    decisions = settle_many(tx, [(c.run, [c.ended()]) for c in once if c.task.row_id not in skip])
+    decisions = what_follows_many(tx, [(c.run, [c.ended()]) for c in once if c.task.row_id not in skip])
     return decisions, [c for c in done if c.task.row_id in set(lost)]
 
 
@@ -410,7 +414,7 @@ def finish_step(tx: Transaction, done: Completion) -> Decision:
         traceback=c.traceback,
     ):
         return Decision([], None)  # an earlier, committed attempt of this transaction wrote and decided it
-    return settle(tx, c.run, [c.ended()])
+    return what_follows(tx, c.run, [c.ended()])
 
 
 def ended_by_claim(tx: Transaction, rows: list[dict]) -> dict[str, Decision]:
@@ -444,7 +448,7 @@ def _decide_alone(tx: Transaction, run: RunRef, ended: list[Ended]) -> Decision 
     """What follows ``ended`` (rows the claim ended) in ``run``, in a savepoint; None, logged,
     when it raised (a database error propagates: the claim is retried whole)."""
     decided: list[Decision] = []
-    error = tx.isolated(lambda: decided.append(settle(tx, run, ended)))
+    error = tx.isolated(lambda: decided.append(what_follows(tx, run, ended)))
     if error is not None:
         log.error("run %r could not decide what follows the rows the claim ended: %s", run.run_id, error)
         return None
@@ -468,7 +472,7 @@ def cancel_open_rows(tx: Transaction, run_id: str) -> Decision:
             node = _own(row, run)
             if node is not None:
                 ended.append(Ended(node.step, "cancelled", node.index))
-    return settle(tx, run, ended)
+    return what_follows(tx, run, ended)
 
 
 __all__ = [
@@ -477,7 +481,7 @@ __all__ = [
     "ended_by_claim",
     "finish_many",
     "finish_step",
-    "settle",
-    "settle_many",
+    "what_follows",
+    "what_follows_many",
     "start_map",
 ]

@@ -1,14 +1,9 @@
-"""Decisions about runs, each in one transaction: start, step completion, cancel, retry.
-
-A completion reads and writes only what it affects: the row that ended, the row of its map
-(a count of the items still open), the rows of its successors (a count of their parents that
-ended), and the run row (a count of the steps still open). The pure rules (which trigger
-holds, how a map and a run end) are in :mod:`pqflow.logic`; every write is a named transition
-of the Store interface (``run_*``, ``queue_core/store/protocol.py``), fenced by the state it expects.
-
-Locks are taken in one order — the row that ended, its map row, its successors (by key, level
-by level), the run row last — so completions of one run do not deadlock one another; they
-serialise only where they meet (two parents of one join, two items of one map).
+"""A run's life outside its completions, each step in the caller's transaction: start, adoption
+of a submitted row, the rows of its steps and map items, the inputs a step reads, a step's retry
+and a cancel request. What follows a completion is :mod:`pqflow.completions`; the pure rules
+(which trigger holds, how a map and a run end) are :mod:`pqflow.decision`. Every write is a named
+transition of the Store interface (``run_*``, ``queue_core/store/protocol.py``), fenced by the
+state it expects.
 """
 
 from __future__ import annotations

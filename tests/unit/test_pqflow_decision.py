@@ -1,4 +1,4 @@
-"""Unit tests of pqflow.logic: the pure decide()/explain() functions."""
+"""Unit tests of pqflow.decision: the pure decide()/explain() functions."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pqflow import dag
 from pqflow.dag import Workflow
-from pqflow.logic import TERMINAL, decide, explain
+from pqflow.decision import TERMINAL, decide, explain
 
 
 def make_snapshot(parents: dict[str, list[str]], triggers: dict[str, str] | None = None) -> dict:
