@@ -689,3 +689,34 @@ def test_a_dict_of_runs_is_not_the_store():
         "    wanted.update(more)\n    return wanted\n",
     ]:
         assert not table_writes_outside_the_store(source), table_writes_outside_the_store(source)
+
+
+#: what a test's text says when it tells the story of its own making rather than the behaviour
+NARRATION = re.compile(
+    r"\b[Gg]uarantees? [0-9]|\b[Ff]ailed before (its|the) fix|\bsession [0-9]+|\b(a|the|this|fresh) review\b"
+)
+
+
+def narrations(text: str) -> list[str]:
+    return [m.group(0) for m in NARRATION.finditer(text)]
+
+
+def test_no_test_narrates_a_review_an_issue_or_a_session():
+    """Tests say what they check; a review's numbered guarantees and the history of a fix belong
+    in git and the CHANGELOG. Nor is a test file named after a review."""
+    found = {
+        str(p.relative_to(ROOT)): narrations(p.read_text())
+        for p in (ROOT / "tests").rglob("*.py")
+        if p.name != "test_architecture.py"
+    }
+    assert {p: n for p, n in found.items() if n} == {}
+    assert [p.name for p in (ROOT / "tests").rglob("*.py") if re.search(r"(^|_)review", p.name)] == []
+
+
+def test_the_narration_check_sees_a_story():
+    assert narrations('"""Guarantee 4: a lease ... Failed before its fix on sqlite. Found in session 12."""') == [
+        "Guarantee 4",
+        "Failed before its fix",
+        "session 12",
+    ]
+    assert narrations('"""A lease taken over is fenced out."""') == []

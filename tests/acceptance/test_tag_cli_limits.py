@@ -10,7 +10,7 @@ from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, re
 
 
 def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):  # noqa: F811
-    """Guarantee 4: k has 30 tags; 'tag k a b c' -> exit 1, one line; still 30 tags."""
+    """k has 30 tags; 'tag k a b c' -> exit 1, one line; still 30 tags."""
     pq = ready  # noqa: F811
     pq.ok("submit", "k", "t", *[a for i in range(30) for a in ("--tag", f"t{i:02d}")])
     assert_error(pq("tag", "k", "a", "b", "c"), 1, "at most 32")
@@ -20,7 +20,7 @@ def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):  
 
 @pytest.mark.parametrize("bad", ["\x85x", "x\u00a0", "x" * 101])
 def test_a_bad_tag_for_untag_and_list_is_a_usage_error(ready, bad):  # noqa: F811
-    """Guarantee 4: exit 2 for untag and list --tag and submit --tag with a C1 control / NBSP / 101 chars."""
+    """Exit 2 for untag and list --tag and submit --tag with a C1 control / NBSP / 101 chars."""
     pq = ready  # noqa: F811
     pq.ok("submit", "k", "t")
     for args in (("untag", "k", bad), ("list", "--tag", bad), ("submit", "j", "t", "--tag", bad)):
@@ -30,7 +30,7 @@ def test_a_bad_tag_for_untag_and_list_is_a_usage_error(ready, bad):  # noqa: F81
 
 
 def test_a_hand_edited_tracked_value_is_one_line_on_show_and_list(ready):  # noqa: F811
-    """Guarantee 5: tracked = 7 by hand: 'show k' and 'list' fail with one line, no traceback."""
+    """Tracked = 7 by hand: 'show k' and 'list' fail with one line, no traceback."""
     pq = ready  # noqa: F811
     pq.ok("submit", "k", "t")
     with pq.queue() as q:

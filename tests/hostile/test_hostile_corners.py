@@ -61,8 +61,8 @@ def q(backend, db_url, table_name):
 # -- a hand-edited task row never stops the claim of the others ----------------------
 @pytest.mark.parametrize("types", [None, ["t", "u"]], ids=["untyped", "typed"])
 def test_attempts_at_int32_max_break_no_claim(backend, db_url, q, types):
-    """Guarantee 1 (a hand-edited row is set aside by the claim while every other row keeps being
-    claimed). Failed before its fix: PostgreSQL and MariaDB every claim; SQLite the reads after it.
+    """A hand-edited row is set aside by the claim while every other row keeps being
+    claimed.
 
     An operator sets ``attempts = 2147483647`` on one due row (max_attempts NULL). rowcheck takes
     that value as one pq writes (``integer(0, INT32)``), so the screen lets the row through and
@@ -83,8 +83,7 @@ def test_attempts_at_int32_max_break_no_claim(backend, db_url, q, types):
 
 @pytest.mark.parametrize("types", [None, ["t"]], ids=["untyped", "typed"])
 def test_a_corrupt_lease_holds_no_user_s_slot(backend, db_url, q, types):
-    """Guarantee 1, fair-share claims (rows with user and max_running). Failed before its fix on SQLite,
-    MariaDB and PostgreSQL.
+    """Fair-share claims (rows with user and max_running).
 
     A live row of user ``u`` (max_running 1) is edited into a lease that ends at ``1e300`` (pq
     never writes a timeout past FOREVER = 1e15; reads name it: 'column timeout holds 1e+300').
@@ -145,8 +144,7 @@ def _run_for(args: list[str], seconds: float) -> tuple[int | None, str, str]:
 
 @pytest.mark.parametrize("backend", SERVERS)
 def test_perfectsched_run_on_a_read_only_database_exits_at_start(backend, db_url, sched_tables):
-    """Guarantee 4 (a read-only replica given to a worker: it exits 5 at start with one line).
-    Failed before its fix on MariaDB (SELECT-only account) and PostgreSQL (default_transaction_read_only).
+    """A read-only replica given to a worker: it exits 5 at start with one line.
 
     ``perfectqueue run`` checks write access before it starts (``worker.check_database``), but the
     scheduler's loop, ``perfectsched run`` (the documented way to run schedules, long-running
@@ -214,8 +212,7 @@ def admin_queue(backend, db_url, table_name):
 @pytest.mark.parametrize("how", ["start", "submit"])
 @pytest.mark.parametrize("backend", SERVERS)
 def test_an_account_without_delete_runs_workflows(backend, db_url, admin_queue, how):
-    """Guarantee 4 (an account without DELETE still submits, claims and finishes). Failed before its fix
-    on MariaDB and PostgreSQL.
+    """An account without DELETE still submits, claims and finishes.
 
     pqflow's runs are tasks of the same queue table, but every run start deletes first:
     ``pqflow.lifecycle.create_rows`` calls ``SqlStore.run_group_clear`` (``DELETE ... WHERE grp = :run``)
@@ -296,8 +293,7 @@ def _refused_and_untouched(url: str, name: str) -> None:
 
 @pytest.mark.parametrize("how", ["extra-not-null-column", "id-without-default"])
 def test_a_table_pq_can_never_insert_into_is_not_ours(backend, db_url, foreign, how):
-    """Guarantee 3 (a table not ours is never indexed, altered or written; ForeignTableError).
-    Failed before its fix on SQLite, MariaDB and PostgreSQL.
+    """A table not ours is never indexed, altered or written; ForeignTableError.
 
     Another program's table has every column of a queue table with our types, primary key and
     unique key, as pq would make it, plus what makes it theirs: an extra ``owner_id INTEGER NOT
@@ -327,8 +323,7 @@ def test_a_table_pq_can_never_insert_into_is_not_ours(backend, db_url, foreign, 
 
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_a_postgresql_table_with_our_column_names_in_capitals_is_refused_by_name(backend, db_url, foreign):
-    """Guarantee 3 (a table not ours: ForeignTableError at first use, and nothing else tried).
-    Failed before its fix on PostgreSQL (on SQLite and MariaDB column names ignore case: the same columns).
+    """A table not ours: ForeignTableError at first use, and nothing else tried.
 
     Another program's PostgreSQL table has our columns, types and keys, but named in capitals
     (quoted: ``"KEY"``, ``"STATE"``, ...): different columns there. ``tables_exist`` lower-cases
@@ -370,8 +365,7 @@ def test_a_lease_of_the_longest_alive_time_takes_its_slot_for_a_clock_a_little_b
 def test_an_extra_identity_column_leaves_our_table_ours(backend, db_url, foreign):
     """PostgreSQL: an identity column (``GENERATED ... AS IDENTITY``: NOT NULL, no default) is
     filled by the database on every insert, so a table ``init`` made to which a DBA added one is
-    still ours; the check that refuses tables pq could never insert into took it for foreign
-    (failed before its fix)."""
+    still ours; the check that refuses tables pq could never insert into took it for foreign."""
     if backend != "postgres":
         pytest.skip("PostgreSQL identity columns")
     q = queue_core.open(db_url, foreign, clock=FakeClock(T0))

@@ -38,7 +38,7 @@ def _lost_then_purged(queue, clock):
 
 
 def test_a_lease_that_expired_before_its_handler_started_unclaimed_still_runs_with_max_attempts_1(queue, clock):
-    """Guarantee 4: a task whose lease was lost before its handler started spends no attempt; with
+    """A task whose lease was lost before its handler started spends no attempt; with
     max_attempts=1 it still runs later.
 
     Interleaving: a worker leases k (max_attempts=1); before its handler starts (prefetch of the
@@ -50,8 +50,6 @@ def test_a_lease_that_expired_before_its_handler_started_unclaimed_still_runs_wi
     given back and the row is left
     leased-and-expired with attempts=1. The next claim finds attempts (1) >= max_attempts (1) and
     gives up: k finishes "failure ... gave up after 1 attempts" and its handler never ran anywhere.
-
-    Failed before its fix on sqlite, mysql and postgres.
     """
     queue.submit("k", "t", max_attempts=1)
     ran = []
@@ -71,7 +69,7 @@ def test_a_lease_that_expired_before_its_handler_started_unclaimed_still_runs_wi
 
 
 def test_a_return_attempt_retried_after_its_applied_commit_gives_back_one_attempt(queue, clock):
-    """Guarantee 3 (with 5/4: no run past max_attempts): a transition retried after its own
+    """A transition retried after its own
     applied COMMIT (acknowledgement lost) recognises it and does not apply twice.
 
     Interleaving: k has max_attempts=2. Worker A leases it (attempts 1); A's lease expires while k
@@ -83,8 +81,6 @@ def test_a_return_attempt_retried_after_its_applied_commit_gives_back_one_attemp
     running it. B dies mid-run (its lease expires: an expired lease spends its attempt); k is
     then run by two more workers that die too (attempts 1, 2) before the claim gives up: three
     runs of a task with max_attempts=2.
-
-    Failed before its fix on sqlite, mysql and postgres.
     """
     queue.submit("k", "t", max_attempts=2)
     proc = _processor(queue, lambda task: None)
@@ -110,8 +106,8 @@ def test_a_return_attempt_retried_after_its_applied_commit_gives_back_one_attemp
 
 
 def test_a_late_return_attempt_never_lands_on_a_new_task_that_reused_the_row_id(queue, clock, backend):
-    """Guarantee 4/5 (no run past max_attempts) and 6 (writes fenced by lease token, never by id
-    alone): ``return_attempt`` is written by id with the negative fence ``lease_token <> lost
+    """No run past max_attempts, and writes fenced by lease token, never by id alone:
+    ``return_attempt`` is written by id with the negative fence ``lease_token <> lost
     token`` (LATER_LEASE), which any other row with that id also passes.
 
     Interleaving (SQLite): task k, the newest row, is leased by worker A; its lease expires while
@@ -122,8 +118,6 @@ def test_a_late_return_attempt_never_lands_on_a_new_task_that_reused_the_row_id(
     lost before start, A gives its attempt back with ``return_attempt(id, A's token)``: the row
     with that id is k2, whose token differs, so k2's attempts go 1 -> 0 and k2 runs a second
     time although max_attempts=1.
-
-    Failed before its fix on sqlite (MariaDB/PostgreSQL do not reuse ids here).
     """
     proc, first = _lost_then_purged(queue, clock)
     queue.submit("k2", "t", max_attempts=1)
@@ -212,7 +206,7 @@ def test_a_stopping_worker_gives_back_a_lost_task_s_attempt_once(queue, clock):
 def test_lost_before_start_gives_no_attempt_to_a_resubmission_of_the_same_key(queue, clock, backend):
     """SQLite: a key fence alone did not tell a new task from the old one when the new one has
     the same key (a resubmission once the old one was purged) and took its id; the fence is the
-    key and the submission time (failed before its fix).
+    key and the submission time.
 
     Interleaving: k (the newest row) is leased by worker A; its lease expires while it waits in
     A's batch; B takes it over and finishes it; cleanup purges it. k is submitted again

@@ -158,8 +158,7 @@ def test_the_mysql_server_clock_ignores_the_session_time_zone(backend, db_url):
 def test_the_mysql_server_clock_keeps_its_fraction_whatever_div_precision_increment(backend, db_url, table_name):
     """MariaDB/MySQL: ``TIMESTAMPDIFF(MICROSECOND, ...) / 1000000`` was a DECIMAL division whose
     scale is ``@@div_precision_increment`` (default 4: 100 us); a server configured with 0 read
-    whole seconds (up to 1 s off, stepping back at each refresh). Divided by a DOUBLE now
-    (failed before its fix)."""
+    whole seconds (up to 1 s off, stepping back at each refresh). Divided by a DOUBLE now."""
     if backend != "mysql":
         pytest.skip("MariaDB/MySQL only")
     q = queue_core.open(db_url, table_name)

@@ -35,8 +35,8 @@ def test_thread_worker_keeps_its_config_when_the_reloaded_one_cannot_be_opened(q
 def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backend, queue):
     """MariaDB/MySQL: PyMySQL refuses ``?sslmode=`` only when it connects. The reload opened the
     new config without connecting (``opens=open_queue``), took it, and each new processor
-    thread's first poll raised ConfigError: the threads ended and the worker returned as if done
-    (failed before its fix). The reload now connects and checks (``open_checked``).
+    thread's first poll raised ConfigError: the threads ended and the worker returned as if
+    done. The reload connects and checks (``open_checked``).
 
     Interleaving: thread worker running on a good URL; the config file is edited to add
     ``?sslmode=require`` (a PostgreSQL habit); USR1."""

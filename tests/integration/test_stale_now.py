@@ -15,7 +15,7 @@ from queue_core import PreemptedError
 def test_a_heartbeat_retried_after_its_lease_expired_never_revives_it_past_the_users_cap(
     queue, clock, db_url, table_name
 ):
-    """Guarantee 2 (and 7): a heartbeat of an already-expired lease fails with PreemptedError and
+    """A heartbeat of an already-expired lease fails with PreemptedError and
     never revives it; a user never holds more live leases than max_running.
 
     Interleaving: user u has tasks a, b with max_running=1. Worker 1 holds a (alive_time 10).
@@ -26,7 +26,7 @@ def test_a_heartbeat_retried_after_its_lease_expired_never_revives_it_past_the_u
     ``timeout > now`` compares a's lease (t+10) with the stale t+9 and extends it.
 
     What happens: the heartbeat succeeds, a is running again next to b: u holds 2 live leases with
-    max_running=1. Failed before its fix on sqlite, mysql and postgres.
+    max_running=1.
     """
     import queue_core
 
@@ -55,7 +55,7 @@ def test_a_heartbeat_retried_after_its_lease_expired_never_revives_it_past_the_u
 
 
 def test_a_schedule_heartbeat_retried_after_its_lease_expired_never_revives_it(sched, clock):
-    """Guarantee 2 for schedule leases: a heartbeat of an already-expired lease fails with
+    """A heartbeat of an already-expired schedule lease fails with
     PreemptedError and never revives it.
 
     Interleaving: a poller leases schedule s's occurrence (alive_time 10). At t+9 it heartbeats
@@ -63,7 +63,7 @@ def test_a_schedule_heartbeat_retried_after_its_lease_expired_never_revives_it(s
     it is t+11 and the lease has expired (no other poller happened to look meanwhile). The retry
     uses the ``now`` read before the first attempt (t+9), so SqlScheduleStore.schedule_heartbeat's UNEXPIRED
     fence ``timeout > now`` passes and the expired lease is extended to t+19 instead of refused.
-    Same root cause as the task heartbeat above. Failed before its fix on sqlite, mysql and postgres.
+    Same root cause as the task heartbeat above.
     """
     sched.add("s", "t", cron="* * * * *")
     clock.advance(120)

@@ -22,7 +22,7 @@ def _processor(queue, target=lambda task: None, **settings):
 
 @pytest.mark.parametrize("start", [1718000000.1234567, 1795681730.432986, 1700000000.000001, 1712345678.9876543])
 def test_same_task_fence_matches_its_own_row_for_realistic_created_at(queue, clock, start):
-    """Guarantee 3: lost_before_start of a lease taken over gives back its attempt ("returned")."""
+    """lost_before_start of a lease taken over gives back its attempt ("returned")."""
     clock.set(start) if hasattr(clock, "set") else setattr(clock, "now", start)
     queue.submit("k", "t", max_attempts=2)
     proc = _processor(queue)
@@ -40,7 +40,7 @@ def test_same_task_fence_matches_its_own_row_for_realistic_created_at(queue, clo
 
 
 def test_stopping_worker_gives_back_the_attempt_of_a_task_taken_over_before_its_monitor_noticed(queue, clock):
-    """Guarantee 6 / policy rule 3: A leases k (max_attempts=2); A is paused past alive_time (its
+    """A leases k (max_attempts=2); A is paused past alive_time (its
     monitor never heartbeat meanwhile, so k is not marked lost); B takes k over (attempts 2) and
     starts it; A resumes and is told to stop: _release puts k in ``held`` (not t.lost) and
     release_many, fenced by A's token, matches nothing; A's attempt, whose handler never ran, is
@@ -61,7 +61,7 @@ def test_stopping_worker_gives_back_the_attempt_of_a_task_taken_over_before_its_
 @pytest.mark.parametrize("locked", [True, False], ids=["locked", "control-unlocked"])
 @pytest.mark.parametrize("backend", ["postgres", "mysql"])
 def test_immediate_stop_releases_held_tasks_even_when_a_lost_task_row_is_locked(backend, queue, clock, locked):
-    """Guarantee 6: "still releases its other unstarted tasks". give_back_now -> _release settles
+    """Still releases its other unstarted tasks: give_back_now -> _release settles
     each lost task first, one statement each, then release_many of the held ones; stop_at_once
     waits GIVE_BACK_TIME (1.5 s) then os._exit. A lost task's row is exactly the row another worker
     took over (locked by its write in progress): the held tasks are never released and wait for

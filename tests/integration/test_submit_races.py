@@ -102,8 +102,8 @@ def test_an_identical_resubmission_whose_connection_could_not_open_is_refused(qu
     its own with a deterministic clock). The second submit's first attempt cannot even open its
     connection (nothing can have been applied), its retry finds the row of the FIRST submit:
     that is another submission's row, so the key is taken and the submit must be refused.
-    Failed before its fix on 2026-11-26 (sqlite, mysql, postgres): any retried run counted as
-    "maybe my own insert"; now only one whose statement was under way (commit_was_uncertain)."""
+    A retried run counts as "maybe my own insert" only when its statement was under way
+    (commit_was_uncertain)."""
     queue.submit("k", "t", {"n": 1}, now=T0)
     with connection_drops_once(queue, "submit", lambda: None):
         with pytest.raises(IdempotentAlreadyExistsError):

@@ -24,7 +24,7 @@ def _rows_in_every_state(q):
 def test_upgrade_to_4_keeps_rows_untracked_untagged_and_then_tags_and_tracks(
     queue, db_url, table_name, version, columns
 ):
-    """Guarantee 6: a v3 (or v1) table with waiting/running/finished rows; a new process opens it:
+    """A v3 (or v1) table with waiting/running/finished rows; a new process opens it:
     submit with tags, tag, untag, track, list(tag), list(tracked) each raise SchemaError; init
     upgrades: every row untracked, untagged; then tagging, tracking and listing work, and the
     tracked and tag indexes exist."""

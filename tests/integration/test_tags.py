@@ -218,7 +218,7 @@ def test_a_table_of_the_previous_schema_is_refused_until_init_upgrades_it(queue,
 
 
 def test_tracking_survives_claim_retry_release_finish_and_all_states(queue):
-    """Guarantee 5: track a waiting task; claim, retry, claim, release, claim, finish; it stays
+    """Track a waiting task; claim, retry, claim, release, claim, finish; it stays
     tracked throughout; untrack of a finished task works; track is idempotent."""
     queue.submit("k", "t", now=T0)
     queue.submit("other", "t", now=T0 + 1000)
@@ -242,7 +242,7 @@ def test_tracking_survives_claim_retry_release_finish_and_all_states(queue):
 
 @pytest.mark.parametrize("value", [2, -1])
 def test_a_hand_edited_tracked_value_is_a_corrupt_row(queue, value):
-    """Guarantee 5: tracked set to a value pq never writes (by hand): metadata and list report
+    """Tracked set to a value pq never writes (by hand): metadata and list report
     CorruptRowError (not a crash, not a silent True); track() repairs it."""
     queue.submit("k", "t", now=T0)
     t = queue.store.t
@@ -256,7 +256,7 @@ def test_a_hand_edited_tracked_value_is_a_corrupt_row(queue, value):
 
 
 def test_tags_of_100_four_byte_characters_and_unicode_forms_are_exact(queue):
-    """Guarantee 4: a 100-character tag of 4-byte characters is stored and found (MariaDB:
+    """A 100-character tag of 4-byte characters is stored and found (MariaDB:
     VARBINARY must hold 400 bytes); composed and decomposed 'é' are two tags; 'ß' vs 'ss',
     'ǅ' vs 'Ǆ', fullwidth 'Ａ' vs 'A' are distinct."""
     big = "\U0001f600" * 100
@@ -276,7 +276,7 @@ def test_tags_of_100_four_byte_characters_and_unicode_forms_are_exact(queue):
 
 @pytest.mark.parametrize("bad", ["a\u00a0", "\u2003a", "x\u0085", "\x9f", "a\x7f", "\ud83d", "a\udcff"])
 def test_tags_with_unicode_spaces_controls_or_surrogates_are_refused_everywhere(queue, bad):
-    """Guarantee 4: trailing/leading Unicode spaces, C1 controls, lone surrogates: ValidationError
+    """trailing/leading Unicode spaces, C1 controls, lone surrogates: ValidationError
     from submit, tag, untag and list; nothing written."""
     queue.submit("k", "t", now=T0)
     with pytest.raises(ValidationError):
@@ -291,7 +291,7 @@ def test_tags_with_unicode_spaces_controls_or_surrogates_are_refused_everywhere(
 
 
 def test_a_task_at_32_tags_keeps_them_when_one_more_is_refused_and_retagging_is_fine(queue):
-    """Guarantee 4: at 32 tags, re-adding present ones is fine (still 32), one new tag is refused
+    """At 32 tags, re-adding present ones is fine (still 32), one new tag is refused
     and nothing changes, untag one then tag one works."""
     tags = [f"t{i:02d}" for i in range(32)]
     queue.submit("k", "t", tags=tags, now=T0)
@@ -304,7 +304,7 @@ def test_a_task_at_32_tags_keeps_them_when_one_more_is_refused_and_retagging_is_
 
 
 def test_list_by_tag_combines_with_filters_and_pages_past_1000_in_id_order(queue):
-    """Guarantee 3: 2500 tagged tasks over 2 types / 2 users / 2 queues, some finished, some
+    """2500 tagged tasks over 2 types / 2 users / 2 queues, some finished, some
     tracked; list(tag=...) with each filter (and limit 1500) equals the filtered plain list,
     each task once, in id order."""
     items = []
@@ -344,7 +344,7 @@ def test_list_by_tag_combines_with_filters_and_pages_past_1000_in_id_order(queue
 
 
 def test_tag_and_track_of_an_unknown_key_raise_not_found(queue):
-    """Guarantee 4: unknown keys for tag/untag/track/untrack, also with no tags to add."""
+    """Unknown keys for tag/untag/track/untrack, also with no tags to add."""
     for call in (
         lambda: queue["nope"].tag("a"),
         lambda: queue["nope"].untag("a"),
@@ -361,7 +361,7 @@ def test_tag_and_track_of_an_unknown_key_raise_not_found(queue):
 
 
 def test_submit_many_with_a_taken_key_and_a_new_key_adds_no_tags_to_the_taken_task(queue):
-    """Guarantee 1. Interleaving: task k submitted (tags ['first']) at T0; later a submit_many at
+    """Interleaving: task k submitted (tags ['first']) at T0; later a submit_many at
     the same instant T0 (an explicit ``now``, or the same clock reading) of [k (taken) with tag
     'intruder', n (new)]. k is skipped (1 new task), so none of its tags may be added to k."""
     queue.submit("k", "t", tags=["first"], now=T0)
@@ -375,7 +375,7 @@ def test_submit_many_with_a_taken_key_and_a_new_key_adds_no_tags_to_the_taken_ta
 
 
 def test_submit_many_with_one_key_twice_gets_the_tags_of_the_entry_that_was_inserted(queue):
-    """Guarantees 1 and 2 (atomic: a task with its own tags). One submit_many holding key k twice:
+    """One submit_many holding key k twice:
     the first entry is inserted, the second is skipped (its key is taken, by the first). The
     task must carry the first entry's tags, and none of the skipped second entry's."""
     n = queue.submit_many(
@@ -386,7 +386,7 @@ def test_submit_many_with_one_key_twice_gets_the_tags_of_the_entry_that_was_inse
 
 
 def test_submit_many_with_one_key_twice_of_other_types_keeps_the_first_entrys_tags(queue):
-    """Guarantee 2 (atomic): the same batch with key k twice, first of type 'a' (tags ['mine']),
+    """The same batch with key k twice, first of type 'a' (tags ['mine']),
     then of type 'b' (skipped). The inserted task (type 'a') must have its tags, not none."""
     n = queue.submit_many(
         [{"key": "k", "type": "a", "tags": ["mine"]}, {"key": "k", "type": "b", "tags": ["other"]}], now=T0
@@ -398,7 +398,7 @@ def test_submit_many_with_one_key_twice_of_other_types_keeps_the_first_entrys_ta
 
 
 def test_concurrent_submit_many_of_a_taken_key_at_the_same_instant_adds_none_of_its_tags(db_url, table_name, backend):
-    """Guarantee 1/7, concurrent: process-like queue A submits k (tags ['a']) at T0; queue B (its
+    """Concurrent: process-like queue A submits k (tags ['a']) at T0; queue B (its
     own connection pool) at the same instant submits [k with ['b'], its own new key]. Whatever
     order they commit in, k ends with exactly one submission's tags."""
     qa = queue_core.open(db_url, table_name)

@@ -193,7 +193,7 @@ def tag_rows(q):
 
 
 def test_clear_group_takes_the_tags_of_the_rows_it_deletes_and_a_restart_has_only_new_tags(queue):
-    """Guarantee 2. Run rows s1, s2 of group g tagged 'old' (s1 also tagged later by tag());
+    """Run rows s1, s2 of group g tagged 'old' (s1 also tagged later by tag());
     a plain task naming g tagged 'plain'. In one transaction, the run restarts: clear_group(g)
     then submit_rows of s1 (tag 'new'). s1 shows only 'new', no row is listed under 'old', the
     plain task keeps 'plain', and no tag row names a deleted row."""

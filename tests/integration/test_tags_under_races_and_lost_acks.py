@@ -74,7 +74,7 @@ def _race_tag_against(q, purge) -> tuple[list, list]:
 
 
 def test_tag_racing_cleanup_leaves_no_tag_row_of_a_deleted_task(queue, monkeypatch):
-    """Guarantees 2 and 7. Interleaving: finished task k (tag 'old') past retention; cleanup's
+    """Interleaving: finished task k (tag 'old') past retention; cleanup's
     transaction deletes k's tag rows, then (before its DELETE of k's row) an operator's tag(k,
     'late') runs in another transaction and commits; cleanup then deletes k's row. Afterwards no
     tag row may name a task row that no longer exists (else it is a tag of a deleted task)."""
@@ -88,7 +88,7 @@ def test_tag_racing_cleanup_leaves_no_tag_row_of_a_deleted_task(queue, monkeypat
 
 
 def test_tag_racing_a_submit_that_purges_the_key_leaves_no_tag_of_the_old_task(queue, monkeypatch):
-    """Guarantees 2 and 7. Interleaving: finished task k (tag 'old') past retention; a submit of k
+    """Interleaving: finished task k (tag 'old') past retention; a submit of k
     (tag 'new') purges the old row in its transaction: deletes its tag rows, then (before its
     DELETE of the old row) tag(k, 'late') commits on the old row; the submit deletes the old row
     and inserts the new one. No tag row may be left naming the deleted old row."""
@@ -103,7 +103,7 @@ def test_tag_racing_a_submit_that_purges_the_key_leaves_no_tag_of_the_old_task(q
 
 
 def test_concurrent_tag_calls_never_exceed_32_tags_nor_raise_driver_errors(queue):
-    """Guarantee 7: 4 threads each add 12 distinct tags to one task with 0 tags (one Queue, its
+    """4 threads each add 12 distinct tags to one task with 0 tags (one Queue, its
     pool): at most two can succeed; the others get ValidationError; never more than 32 tags,
     never another error. 5 rounds."""
     for r in range(5):
@@ -133,7 +133,7 @@ def test_concurrent_tag_calls_never_exceed_32_tags_nor_raise_driver_errors(queue
 
 
 def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_delete(queue, monkeypatch):
-    """Guarantee 2 (tags go with their task, and only with its delete). Interleaving: step row s
+    """Tags go with their task, and only with its delete. Interleaving: step row s
     of run group g (tag 'keep') finished, its run ended (keep_group: purge at T0+5), past that;
     cleanup's transaction reads s's id and deletes s's tag rows; before its DELETE of s, the run
     runs again: keep_group(g) (purge never) commits; cleanup's DELETE re-checks the purge
@@ -187,7 +187,7 @@ def tag_rows(q):
 
 
 def test_lost_ack_of_a_tagged_submit_many_stores_each_tag_once(queue):
-    """Guarantee 8: submit_many of 3 tagged tasks commits, its ack is lost, the retry runs."""
+    """submit_many of 3 tagged tasks commits, its ack is lost, the retry runs."""
     with _commit_ack_lost_on_the_transaction(queue) as state:
         queue.submit_many([{"key": f"k{i}", "type": "t", "tags": [f"a{i}", "b"]} for i in range(3)], now=T0)
     assert state["fired"] == 1
@@ -196,7 +196,7 @@ def test_lost_ack_of_a_tagged_submit_many_stores_each_tag_once(queue):
 
 
 def test_lost_ack_of_tag_at_the_limit_is_not_refused_on_retry(queue):
-    """Guarantee 8 and 4: a task with 30 tags; tag('x', 'y') commits (32), its ack is lost; the
+    """A task with 30 tags; tag('x', 'y') commits (32), its ack is lost; the
     retry finds 32 (its own two) and returns them, no ValidationError, no change."""
     tags = [f"t{i:02d}" for i in range(30)]
     queue.submit("k", "t", tags=tags, now=T0)
@@ -208,7 +208,7 @@ def test_lost_ack_of_tag_at_the_limit_is_not_refused_on_retry(queue):
 
 
 def test_lost_ack_of_a_tagged_submit_re_using_an_expired_key(queue):
-    """Guarantee 8 and 2: k (tag 'old') finished past retention; submit of k with tag 'new'
+    """k (tag 'old') finished past retention; submit of k with tag 'new'
     purges and re-inserts in one transaction, its ack is lost; the retry finds its own task:
     tags ('new',) once, no 'old'."""
     queue.submit("k", "t", tags=["old"], now=T0)

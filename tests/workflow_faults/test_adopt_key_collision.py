@@ -1,4 +1,4 @@
-"""Guarantees 5 and 11: a run started by submitting a plain task (``perfectqueue submit KEY wf``)
+"""A run started by submitting a plain task (``perfectqueue submit KEY wf``)
 is adopted by the decider without the run-id checks of Workflow.start (no '#', length). Its
 groups then collide with other runs: adopting it empties those groups (create_rows ->
 clear_group), deleting rows of real, running runs.

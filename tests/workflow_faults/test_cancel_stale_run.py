@@ -1,4 +1,4 @@
-"""Guarantee 6: a cancelled run submits nothing new and no step starts after the cancel
+"""A cancelled run submits nothing new and no step starts after the cancel
 committed. Two paths use a RunRef read before the cancel:
 
 * Decider.prefetch reads the run for the whole claimed batch; a step of that batch processed

@@ -1,4 +1,4 @@
-"""Guarantees 1-3: a batched completion whose COMMIT acknowledgement is lost.
+"""A batched completion whose COMMIT acknowledgement is lost.
 
 Database.run runs a transaction again after a transient error (a dropped connection while
 the COMMIT was in flight). When the first attempt had in fact committed, the second attempt

@@ -1,4 +1,4 @@
-"""Guarantee 11: a hand-written run row must never corrupt a real run. lifecycle._dag caches a
+"""A hand-written run row must never corrupt a real run. lifecycle._dag caches a
 parsed snapshot under the dag_id the row *claims* (its ``workflow`` JSON), without checking
 that it is the digest of the row's ``definition``. A hand-written run row claiming a real
 workflow version's dag_id with another definition poisons the cache of every worker process

@@ -1,4 +1,4 @@
-"""Guarantee 11 ("ended alone") vs retention: a row that is not a step of a current run
+"""Rows ended alone vs retention: a row that is not a step of a current run
 (hand-written, or a step of a run that is gone) is ended by Decider._drop_foreign through
 SqlStore.run_finish_held, which always sets timeout=FOREVER ("kept until its run ends") — but no run
 will ever end for it. Such rows are never purged: the table grows with every one of them.

@@ -1,4 +1,4 @@
-"""Guarantees 5 and 11: rows of a map's group that are not its items. lifecycle.results_of reads
+"""Rows of a map's group that are not its items. lifecycle.results_of reads
 *every* row of the group RUN#step (no iid / ownership check) and parses each key's suffix as
 an index. Queue.submit(group=...) is public, so any task can sit in a map's group:
 

@@ -1,4 +1,4 @@
-"""Guarantee 11: a hand-written run row whose ``definition`` is not a valid snapshot (not JSON,
+"""A hand-written run row whose ``definition`` is not a valid snapshot (not JSON,
 NULL, missing keys, wrong types) must give a typed error or be ended alone. lifecycle._dag parses
 it unchecked: the Decider raises KeyError/TypeError/JSONDecodeError for its step rows (the worker
 then retries that row for ever), and pqflow.get_run / cancel raise the same raw errors (the CLI

@@ -1,4 +1,4 @@
-"""Guarantees 5 and 11: a hand-written item row with the run's iid (readable from any row of
+"""A hand-written item row with the run's iid (readable from any row of
 the run) and an index outside the map (key 'RUN#step#99') is taken for an item of the map: its
 key matches its bookkeeping and its step is in the snapshot, so the Decider runs it and
 completions._close_maps counts it: the map ends while a real item is still open (its downstream gets

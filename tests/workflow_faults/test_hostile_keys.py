@@ -1,4 +1,4 @@
-"""Guarantees 3, 5 and 11: a row already holding the key of a step or item a run will create
+"""A row already holding the key of a step or item a run will create
 (a plain task submitted with that key, or a row left by anything) silently replaces the run's
 own row: lifecycle.create_rows and start_map (completions._Writes.flush) insert-if-absent and never
 check how many rows went in. The run never ends, and get_run shows the foreign row's status as

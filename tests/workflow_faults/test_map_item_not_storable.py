@@ -1,4 +1,4 @@
-"""Guarantees 1, 8, 9: a map whose list holds a value that passes the step-result check but not
+"""A map whose list holds a value that passes the step-result check but not
 the task-data check (dict with int keys: json.dumps turns 1 into "1" for the result, but
 encode_data/_check_structure refuses it for the item row; likewise an element within a few
 bytes of max_data_size, or nested 200 deep).

@@ -1,4 +1,4 @@
-"""Guarantees 4/6: `perfectqueue cancel KEY` (Task.cancel_request) of a run's *pending* rows.
+"""`perfectqueue cancel KEY` (Task.cancel_request) of a run's *pending* rows.
 SqlStore.task_cancel flags every unfinished row that has a ``workflow`` column ("requested: its
 decider settles it, through the run, as soon as a worker takes it"; the CLI prints "running":
 "a running one is told"), but a pending row is never taken by a worker: the run row is pending

@@ -1,5 +1,5 @@
-"""Guarantee 4/8 ("worker crashes do not consume retries"; a step is failed only after its
-worker died CRASH_ALLOWANCE+1 times): queue_core.rules.policy.crashes counts them as
+"""Worker crashes do not consume retries (a step is failed only after its worker died
+CRASH_ALLOWANCE+1 times): queue_core.rules.policy.crashes counts them as
 ``attempts - 1 - failures``. But attempts also grow when a worker leases a step and gives it
 back without running it: a worker stopping gracefully releases the not-yet-run tail of its
 prefetched batch (Processor._release -> task.release()). After six stops (rolling deploys,

@@ -1,4 +1,4 @@
-"""Guarantee 8 (per-item/per-step retries): a transient error in the "retry step" transaction
+"""Per-item/per-step retries: a transient error in the "retry step" transaction
 must not use up a retry, and a step retry whose COMMIT acknowledgement was lost is recognised as
 its own. lifecycle.retry_step increments node.failures on the NodeState object
 before writing it; Database.run then runs the function again with the already-incremented
@@ -40,7 +40,7 @@ def test_transient_error_while_retrying_does_not_consume_two_retries(queue, cloc
 
 
 def test_a_step_retry_whose_commit_ack_was_lost_is_recognised(queue, clock):
-    """Guarantee 3: finish/retry/release transitions retried after their own applied COMMIT
+    """finish/retry/release transitions retried after their own applied COMMIT
     recognise it (as SqlStore._held does with _applied_before) instead of reporting a lost lease.
 
     Interleaving: a worker runs step ``flaky`` (retries=2), it raises; the decider writes the step
@@ -54,8 +54,6 @@ def test_a_step_retry_whose_commit_ack_was_lost_is_recognised(queue, clock):
     reports its own committed retry as a lost lease; in a worker the processor then calls
     task.retry_or_fail, which is refused again (PreemptedError, logged "could not settle").
     Low severity (no wrong state), but the applied transition is not recognised.
-
-    Failed before its fix on sqlite, mysql and postgres (the PreemptedError escaped Decider.run).
     """
     calls.clear()  # one count per database the test runs on
     wf.start("r", queue=queue)

@@ -1,4 +1,4 @@
-"""Guarantee 7: retry of a failed run whose failed map step has a second parent that failed too
+"""Retry of a failed run whose failed map step has a second parent that failed too
 (trigger all_done, so the map ran although that parent failed). retry._redo counts only kept
 parents, finds the map PENDING, sets node.map = None and leaves the map's item rows as they are
 (finished). When the other parent then succeeds, start_map inserts the item rows again with

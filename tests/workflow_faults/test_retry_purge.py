@@ -1,4 +1,4 @@
-"""Guarantees 4 and 7: after run.retry(), rows kept from the failed attempt (succeeded steps,
+"""After run.retry(), rows kept from the failed attempt (succeeded steps,
 succeeded map items) keep the purge time their run's first end gave them (_keep_groups), while
 the run is running again. Cleanup then deletes rows of an unfinished run and the re-run steps
 lose their inputs."""

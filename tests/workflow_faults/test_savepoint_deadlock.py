@@ -1,4 +1,4 @@
-"""Guarantee 10 on MariaDB: a deadlock inside a deferred-finish batch must be retried by the
+"""On MariaDB, a deadlock inside a deferred-finish batch must be retried by the
 Database layer (deferred.py: "A database error aborts the whole transaction (retried by the
 caller as a whole)"). deferred.write runs each writer inside a SAVEPOINT. MariaDB rolls the
 whole transaction back on a deadlock (1213), so SQLAlchemy's ROLLBACK TO SAVEPOINT then fails

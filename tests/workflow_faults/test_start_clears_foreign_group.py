@@ -1,4 +1,4 @@
-"""Guarantee 5 (and plain tasks' own at-least-once): starting a run empties the groups its rows
+"""Starting a run empties the groups its rows
 will use (lifecycle.create_rows -> SqlStore.run_group_clear: DELETE ... WHERE grp = RUN), whatever the
 rows are. Queue.submit(group=...) is public API: an unrelated, unfinished plain task whose group
 happens to equal a run id (or RUN#mapstep) is deleted without a trace when that run starts.
