@@ -11,6 +11,7 @@ import itertools
 import os
 import threading
 import uuid
+import zlib
 from contextlib import contextmanager
 
 import pytest
@@ -84,6 +85,37 @@ def pytest_runtest_makereport(item, call):
         text = str(report.longrepr)
         if _utf8(text) != text:
             report.longrepr = _utf8(text)
+
+
+#: the names a server database has in the parameters of the tests (``backend``; ``db`` of the benchmarks)
+SERVER_NAMES = {"mysql": "mysql", "mariadb": "mysql", "postgres": "postgres"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``one_server`` (real processes exercising pq's runtime: signals, crashes,
+    restarts, workflows end to end) run on SQLite and on one server database, MariaDB or
+    PostgreSQL by a hash of the test's name, so that each server gets half of them; what differs
+    between the databases — every store operation, locks, lock waits, clocks, text limits,
+    connection failures — is tested on all three by the conformance, integration and hostile
+    suites and by the process tests not so marked. ``PQ_EVERY_DATABASE=1`` runs them on all three."""
+    if os.environ.get("PQ_EVERY_DATABASE"):
+        return
+    other = [item for item in items if _on_the_other_server(item)]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        dropped = set(other)
+        items[:] = [item for item in items if item not in dropped]
+
+
+def _on_the_other_server(item) -> bool:
+    if item.get_closest_marker("one_server") is None or item.get_closest_marker("every_database") is not None:
+        return False
+    if not hasattr(item, "callspec"):
+        return False
+    params = item.callspec.params
+    server = next((SERVER_NAMES[v] for v in (params.get("backend"), params.get("db")) if v in SERVER_NAMES), None)
+    chosen = ("mysql", "postgres")[zlib.crc32(item.originalname.encode()) % 2]
+    return server is not None and server != chosen
 
 
 @pytest.fixture(params=BACKENDS)

@@ -17,6 +17,8 @@ from procs import finish  # noqa: E402
 from test_maps import _intervals, _most_at_once  # noqa: E402
 from test_workflows import worker  # noqa: E402
 
+pytestmark = pytest.mark.one_server
+
 
 @pytest.mark.parametrize("processor_type", ["process", "thread"])
 def test_a_burst_worker_runs_map_items_on_all_its_processors(wq, tmp_path, processor_type):

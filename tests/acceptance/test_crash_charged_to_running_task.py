@@ -9,11 +9,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import pqflow
 
 sys.path.insert(0, str(Path(__file__).parent))
 import crash_handlers  # noqa: E402
 from procs import finish, start_worker, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.one_server
 
 HANDLERS = str(Path(__file__).with_name("crash_handlers.py"))
 #: the lease the crashed task waits out before it runs again (its holder is dead)

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import pqflow
@@ -18,6 +19,8 @@ from queue_core.cli.main import cli
 sys.path.insert(0, str(Path(__file__).parent))
 import error_handlers  # noqa: E402
 from procs import finish, start_worker  # noqa: E402
+
+pytestmark = pytest.mark.one_server
 
 HANDLERS = str(Path(__file__).with_name("error_handlers.py"))
 HEAD = "Traceback (most recent call last):"

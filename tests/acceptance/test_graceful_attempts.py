@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from procs import finish, runs, start_worker, wait_for
 
+pytestmark = pytest.mark.one_server
+
 
 @pytest.fixture
 def log(tmp_path) -> Path:

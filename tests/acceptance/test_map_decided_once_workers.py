@@ -7,12 +7,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 import pqflow
 
 sys.path.insert(0, str(Path(__file__).parent))
 import flows  # noqa: E402
 from procs import run_to_end, wait_for  # noqa: E402
 from test_workflows import executions, worker  # noqa: E402
+
+pytestmark = pytest.mark.one_server
 
 # The parents of a run wait for each other (and an item for the test): each processor leases one
 # task at a time (batch_size=1), or one that had run quick decisions would lease both parents of a

@@ -17,6 +17,8 @@ import flows  # noqa: E402
 from procs import finish, run_to_end  # noqa: E402
 from test_workflows import drain, executions, kill_workers_until, worker  # noqa: E402
 
+pytestmark = pytest.mark.one_server
+
 FLOWS = str(Path(__file__).with_name("flows.py"))
 
 
@@ -111,6 +113,7 @@ def test_allow_failed_items_and_a_map_over_a_map(wq, log):
     assert sum(n for (r, s), n in executions(log).items() if r == "t1" and s.startswith("double[")) == 6
 
 
+@pytest.mark.every_database
 def test_wide_map_join_submitted_exactly_once_under_racing_workers(wq, log):
     """Many items of many maps finishing at the same moment on different workers: every join once."""
     runs = [f"w{i}" for i in range(8)]

@@ -15,6 +15,8 @@ from procs import finish, start_scheduler, wait_for
 
 import perfectsched
 
+pytestmark = pytest.mark.one_server
+
 
 @pytest.fixture
 def sched(db_url, table_name, backend):

@@ -20,6 +20,8 @@ from procs import ROOT, finish, runs, start_scheduler, wait_for
 
 import perfectsched
 
+pytestmark = pytest.mark.one_server
+
 
 @pytest.fixture
 def sched(db_url, table_name, backend):
@@ -143,6 +145,7 @@ def test_usr2_reopens_the_log_file(sched, tmp_path):
     assert "stop signal SIGTERM" in text(logfile)
 
 
+@pytest.mark.every_database
 def test_database_errors_back_off_exponentially_and_the_loop_goes_on(sched, db_url, tmp_path):
     p, logfile = start(sched, tmp_path, target=None)
     try:

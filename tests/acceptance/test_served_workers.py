@@ -21,6 +21,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from cli_support import clean_env  # noqa: E402,F401
 
+pytestmark = pytest.mark.one_server
+
 BIN = Path(sys.executable).parent
 HANDLERS = str(HERE / "handlers.py")
 STEPS = ["extract", "transform", "audit", "load", "cleanup"]

@@ -12,7 +12,7 @@ import pytest
 from procs import finish, wait_for
 from test_pqflow_cli import FLOWS, PQFLOW, flow, script, script_env, unserved_warning  # noqa: F401 - flow: fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.one_server]
 
 
 def test_start_of_a_workflow_no_live_decider_serves_says_so(flow):  # noqa: F811

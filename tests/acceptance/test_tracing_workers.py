@@ -8,6 +8,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from procs import finish, start_worker
 
+pytestmark = pytest.mark.one_server
+
 
 @pytest.mark.slow
 def test_a_worker_process_runs_the_task_in_the_submitters_trace(wq, tmp_path):

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from procs import finish, runs, start_worker, wait_for
 
+pytestmark = pytest.mark.one_server
+
 
 @pytest.fixture
 def log(tmp_path) -> Path:
@@ -47,6 +49,7 @@ def test_unknown_type_is_retried_not_fatal(wq, log):
     assert runs(log) and runs(log)[0][0] == "ok"
 
 
+@pytest.mark.every_database
 def test_concurrent_workers_never_run_a_task_twice(wq, log):
     n = 150
     wq.submit_many([{"key": f"k{i}", "type": "plain", "data": {"log": str(log)}} for i in range(n)])

@@ -20,7 +20,7 @@ with warnings.catch_warnings():  # Starlette 1.x asks for httpx2; httpx serves i
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.one_server]
 
 
 def test_workers_list_the_keys_of_the_tasks_they_hold(wq, tmp_path):

@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import flows  # noqa: E402
 from procs import finish, start_worker, wait_for  # noqa: E402
 
+pytestmark = pytest.mark.one_server
+
 FLOWS = str(Path(__file__).with_name("flows.py"))
 
 
@@ -181,6 +183,7 @@ def test_cancel_before_any_step_ran(wq, log, how):
     assert executions(log) == Counter()
 
 
+@pytest.mark.every_database
 def test_simultaneous_parents_join_exactly_once(wq, log):
     n = 30
     for i in range(n):
@@ -196,6 +199,7 @@ def test_simultaneous_parents_join_exactly_once(wq, log):
     assert executions(log) == Counter({(f"j{i}", "both"): 1 for i in range(n)})
 
 
+@pytest.mark.every_database
 def test_sigkilled_workers_lose_and_double_no_step(wq, log):
     runs = [f"k{i}" for i in range(12)]
     for r in runs:

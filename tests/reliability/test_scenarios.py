@@ -70,6 +70,7 @@ def passed(result: Result) -> Result:
 
 
 @backends(worker_crashes)
+@pytest.mark.one_server
 def test_worker_crashes(backend, tmp_path):
     r = passed(worker_crashes.run(make_context(backend, tmp_path), worker_crashes.QUICK))
     assert r.kills >= 1 and r.tasks == worker_crashes.QUICK.tasks
@@ -82,6 +83,7 @@ def test_db_restarts(backend, tmp_path, private_servers):
 
 
 @backends(graceful_restart)
+@pytest.mark.one_server
 def test_graceful_restart(backend, tmp_path):
     r = passed(graceful_restart.run(make_context(backend, tmp_path), graceful_restart.QUICK))
     assert r.restarts >= 2
@@ -100,12 +102,14 @@ def test_scheduler_storm(backend, tmp_path):
 
 
 @backends(workflow_chaos)
+@pytest.mark.one_server
 def test_workflow_chaos(backend, tmp_path):
     r = passed(workflow_chaos.run(make_context(backend, tmp_path), workflow_chaos.QUICK))
     assert r.kills >= 1
 
 
 @backends(long_tasks)
+@pytest.mark.one_server
 def test_long_tasks(backend, tmp_path):
     r = passed(long_tasks.run(make_context(backend, tmp_path), long_tasks.QUICK))
     assert r.figures["late"]["block-finish"] == "late:refused"
