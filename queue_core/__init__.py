@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api.app import Application, Decider, DefaultDecider, Dispatch, Router, Runner
+from .api.app import Application, Decisions, Dispatch, Router, Runner
 from .api.queue import AcquiredTask, Queue, Task, TaskMetadata, Transaction, open
 from .clock import Clock, FakeClock, ServerClock, SystemClock
 from .errors import (
@@ -43,8 +43,7 @@ from .errors import (
 
 __all__ = [
     "Application",
-    "Decider",
-    "DefaultDecider",
+    "Decisions",
     "Dispatch",
     "Router",
     "Runner",
@@ -86,12 +85,23 @@ __all__ = [
 ]
 
 
+#: names kept for code written against them, with the name that replaced them
+_DEPRECATED = {"Decider": "Decisions", "DefaultDecider": "Decisions"}
+
+
 def __getattr__(name: str) -> Any:
     """``queue_core.metrics`` (``from queue_core import metrics``): the Prometheus metrics of a
     queue, ``queue_core.ops.metrics``, loaded when first asked for (it needs the ``metrics``
-    extra, which an application that never serves metrics does not install)."""
+    extra, which an application that never serves metrics does not install). A deprecated name
+    warns and gives what replaced it."""
     if name == "metrics":
         from .ops import metrics
 
         return metrics
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(f"queue_core.{name} is deprecated: use queue_core.{new}", DeprecationWarning, stacklevel=2)
+        return globals()[new]
     raise AttributeError(f"module 'queue_core' has no attribute {name!r}")

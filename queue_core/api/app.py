@@ -45,11 +45,13 @@ class Runner:
     killed: BaseException | None = None
 
 
-class Decider:
-    """Says what happens next when a handler reports a decision with ``decide(name, **opts)``.
-
-    Each decision is a method of the decider. The default one knows only
+class Decisions:
+    """What happens next when a handler reports a decision with ``decide(name, **opts)``:
+    PerfectQueue's decider, one method per decision. These know only
     ``unexpected_error_raised``: retry with backoff (or fail at max_attempts).
+
+    (``queue_core.Decider`` is a deprecated name of this class: pqflow's ``Decider``, the
+    handler that serves workflow runs, is the one Decider.)
     """
 
     def __init__(self, handler: Runner):
@@ -62,17 +64,17 @@ class Decider:
             self.task.retry_or_fail(error)
 
 
-DefaultDecider = Decider
-
-
 class Application(Runner):
     """PerfectQueue's template handler: ``before_perform``, ``perform``, ``after_perform``.
 
     An exception escaping them becomes the decision ``unexpected_error_raised``.
-    ``before_perform`` returning ``False`` skips the task (it is finished as success).
+    ``before_perform`` returning ``False`` skips the task (it is finished as success). The
+    handler's decisions are methods of its ``decisions`` class (a PerfectQueue handler's
+    ``decider = ...`` is honoured too).
     """
 
-    decider: type[Decider] = Decider
+    decisions: type[Decisions] = Decisions
+    decider: type[Decisions] | None = None
 
     def run(self) -> None:
         try:
@@ -95,10 +97,10 @@ class Application(Runner):
         pass
 
     def decide(self, name: str, **opts: Any) -> Any:
-        decider = self.decider(self)
-        method = None if name.startswith("_") else getattr(decider, name, None)
+        decisions = (self.decider or self.decisions)(self)
+        method = None if name.startswith("_") else getattr(decisions, name, None)
         if not callable(method):
-            raise UndefinedDecisionError(f"undefined decision {name!r} options={opts!r} in {type(decider).__name__}")
+            raise UndefinedDecisionError(f"undefined decision {name!r} options={opts!r} in {type(decisions).__name__}")
         return method(**opts)
 
 

@@ -69,15 +69,15 @@ def test_application_error_becomes_decision_and_default_retries():
     assert task.calls == [("retry_or_fail", "bad input")]
 
 
-def test_application_custom_decider_and_undefined_decision():
+def test_application_custom_decisions_and_undefined_decision():
     seen = []
 
-    class MyDecider(queue_core.Decider):
+    class MyDecisions(queue_core.Decisions):
         def imported(self, rows):
             seen.append(rows)
 
     class Job(queue_core.Application):
-        decider = MyDecider
+        decisions = MyDecisions
 
         def perform(self):
             self.decide("imported", rows=7)
@@ -124,3 +124,24 @@ def test_make_runner_accepts_classes_routers_and_functions():
     assert calls == ["routed"]
     with pytest.raises(TypeError):
         make_runner(object(), FakeTask())
+
+
+def test_a_perfectqueue_handler_s_decider_is_honoured_and_the_old_names_warn():
+    with pytest.warns(DeprecationWarning, match="queue_core.Decider is deprecated: use queue_core.Decisions"):
+        base = queue_core.Decider
+    with pytest.warns(DeprecationWarning, match="DefaultDecider"):
+        assert queue_core.DefaultDecider is base is queue_core.Decisions
+    seen = []
+
+    class Ported(queue_core.Decisions):
+        def imported(self, rows):
+            seen.append(rows)
+
+    class Job(queue_core.Application):
+        decider = Ported  # PerfectQueue's spelling
+
+        def perform(self):
+            self.decide("imported", rows=3)
+
+    Job(FakeTask()).run()
+    assert seen == [3]
