@@ -54,13 +54,17 @@ parallel=(tests/unit tests/conformance tests/integration tests/hostile tests/wor
 processes=(tests/acceptance)
 serial=(tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)
 status=0
-phase() {  # run pytest with these arguments; keep the first failure's exit status
-  local rc=0
+times=" setup: ${SECONDS} s;"
+phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exit status; time it
+  local name=$1 rc=0 start=$SECONDS
+  shift
   .venv/bin/python -m pytest "$@" || rc=$?
   if [ "$status" -eq 0 ]; then status=$rc; fi
+  times="$times $name: $((SECONDS - start)) s;"
 }
-phase -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
-phase -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist worksteal -m "not timing" "${processes[@]}"
-phase -m timing "${processes[@]}"
-phase "${serial[@]}"
+phase in-process -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
+phase processes -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist worksteal -m "not timing" "${processes[@]}"
+phase timing -m timing "${processes[@]}"
+phase serial "${serial[@]}"
+echo "[test.sh] times:$times total $SECONDS s" >&2
 exit "$status"

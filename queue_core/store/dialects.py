@@ -96,6 +96,18 @@ class Dialect:
         """Why the text columns of ``table`` as it is cannot hold every string pq writes; None."""
         return None
 
+    def unique_keys(self, conn: sa.Connection, inspector: Any, name: str) -> tuple[list[str], list[list[str]]]:
+        """The table ``name``'s primary key columns, and the columns of each of its other unique
+        keys (constraints and unique indexes; a key may be listed twice): what the ownership
+        check compares with the keys ``init`` makes (``store/ownership.py``)."""
+        others = [u["column_names"] for u in inspector.get_unique_constraints(name)]
+        others += [i["column_names"] for i in inspector.get_indexes(name) if i["unique"]]
+        return inspector.get_pk_constraint(name)["constrained_columns"], others
+
+    def is_view(self, conn: sa.Connection, inspector: Any, name: str) -> bool:
+        """Whether ``name`` is a view, not a table."""
+        return name in inspector.get_view_names()
+
     def lock_candidates(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(skip_locked=True)
 

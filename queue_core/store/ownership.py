@@ -33,13 +33,15 @@ def difference(inspector, table: sa.Table, columns: dict[str, dict], dialect: An
     """How the table of ``table``'s name, whose reflected columns are ``columns`` (by our
     spelling), differs from one ``init`` made on ``dialect`` (``store/dialects.py``): a view, a
     column of another type, a key missing, a column pq cannot fill. None when it does not."""
-    if table.name in inspector.get_view_names():
+    conn = inspector.bind
+    if dialect.is_view(conn, inspector, table.name):
         return "it is a view"
     fold, rowid = dialect.column_names_fold_case, dialect.implicit_rowid
+    primary, unique = dialect.unique_keys(conn, inspector, table.name)
     return (
         _types(table, columns, inspector.dialect, dialect)
-        or _missing_key(inspector, table, fold)
-        or _extra_key(inspector, table, fold)
+        or _missing_key(table, [primary, *unique], fold)
+        or _extra_key(table, unique, fold)
         or _uninsertable(table, columns, rowid)
     )
 
@@ -111,10 +113,8 @@ def _as_made(type_: sa.types.TypeEngine, dialect) -> sa.types.TypeEngine:
     return made.impl_instance if isinstance(made, sa.TypeDecorator) else made
 
 
-def _missing_key(inspector, table: sa.Table, fold: bool) -> str | None:
-    sets = [inspector.get_pk_constraint(table.name)["constrained_columns"]]
-    sets += [u["column_names"] for u in inspector.get_unique_constraints(table.name)]
-    sets += [i["column_names"] for i in inspector.get_indexes(table.name) if i["unique"]]
+def _missing_key(table: sa.Table, sets: list[list[str]], fold: bool) -> str | None:
+    """The first key ``init`` makes that none of the table's unique keys (``sets``) is."""
     found = {frozenset(column_name(c, fold) for c in names if c) for names in sets}
     for key in keys(table):
         if key not in found:
@@ -122,10 +122,9 @@ def _missing_key(inspector, table: sa.Table, fold: bool) -> str | None:
     return None
 
 
-def _extra_key(inspector, table: sa.Table, fold: bool) -> str | None:
-    """A unique key pq does not make: it would refuse a row whose own key is free."""
-    sets = [u["column_names"] for u in inspector.get_unique_constraints(table.name)]
-    sets += [i["column_names"] for i in inspector.get_indexes(table.name) if i["unique"]]
+def _extra_key(table: sa.Table, sets: list[list[str]], fold: bool) -> str | None:
+    """A unique key (of ``sets``: those beside the primary key) pq does not make: it would refuse
+    a row whose own key is free."""
     ours = set(keys(table))
     for names in sets:
         found = frozenset(column_name(c, fold) for c in names if c)

@@ -19,6 +19,15 @@ class PostgreSQLDialect(Dialect):
         typ = table.c[column].type.compile(dialect=conn.dialect)
         conn.exec_driver_sql(f"ALTER TABLE {prep.quote(table.name)} ALTER COLUMN {prep.quote(column)} TYPE {typ}")
 
+    def unique_keys(self, conn, inspector, name):
+        # every primary key and unique constraint has its unique index: one read of pg_index
+        # (an expression's column is NULL, as the reflection reads it)
+        rows = conn.exec_driver_sql(_UNIQUE_INDEXES, {"t": name}).all()
+        return next((list(cols) for primary, cols in rows if primary), []), [list(cols) for _, cols in rows]
+
+    def is_view(self, conn, inspector, name):
+        return conn.exec_driver_sql(_RELKIND, {"t": name}).scalar() == "v"
+
     def as_bytes(self, text):
         return sa.func.convert_to(text, "UTF8")  # a cast to bytea would read backslash escapes
 
@@ -92,3 +101,17 @@ class PostgreSQLDialect(Dialect):
 
 def _columns(conflict: str | tuple[str, ...]) -> list[str]:
     return [conflict] if isinstance(conflict, str) else list(conflict)
+
+
+#: the table (in the current schema) of a name, as pg_class's oid
+_OID = "to_regclass(format('%%I.%%I', current_schema(), %(t)s::text))"
+#: the unique indexes of a table: whether each is its primary key, and its columns in order
+_UNIQUE_INDEXES = f"""
+SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord)
+  FROM pg_index i
+ CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+  LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+ WHERE i.indrelid = {_OID} AND i.indisunique
+ GROUP BY i.indexrelid, i.indisprimary
+"""
+_RELKIND = f"SELECT relkind FROM pg_class WHERE oid = {_OID}"

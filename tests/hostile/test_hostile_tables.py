@@ -222,3 +222,25 @@ def test_a_view_of_a_queue_table_is_not_a_queue_table(db_url, tables):
         with engine.begin() as conn:
             conn.execute(sa.text(f"DROP VIEW {view}"))
         engine.dispose()
+
+
+@pytest.mark.parametrize("unique", [True, False], ids=["unique", "plain"])
+def test_a_unique_key_a_dba_added_makes_the_table_not_ours_a_plain_index_does_not(db_url, tables, unique):
+    """A unique key pq does not make would refuse a task whose own key is free: the table is
+    refused at first use (and ``init`` leaves it alone); a plain index a DBA added for a report is
+    harmless: the table is still ours."""
+    name = f"{tables.prefix}_q"
+    with queue_core.open(db_url, name) as q:
+        q.init()
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        kind = "UNIQUE INDEX" if unique else "INDEX"
+        conn.execute(sa.text(f"CREATE {kind} {name}_by_type ON {name} (type, resource)"))
+    engine.dispose()
+    with queue_core.open(db_url, name) as q:
+        if unique:
+            with pytest.raises(ForeignTableError, match="a unique key on resource, type that pq does not make"):
+                q.submit("k", "t")
+        else:
+            q.submit("k", "t")
+            assert q["k"].exists()
