@@ -37,22 +37,25 @@ fi
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# The whole suite in three phases, each run even when an earlier one failed (the exit status is
-# the first failure's). First the suites that run in the test process (every test has tables and
-# files of its own): in parallel, pytest-xdist's workers stealing tests from each other (a file's
-# tests stay together unless a worker runs out; no phase waits for one long file at its end). Then
-# the acceptance suites of real worker, scheduler and server processes, two tests at a time
-# (PQ_PROCESS_TEST_WORKERS): their processes mostly wait on each other and on the databases, and
-# each deadline leaves seconds to spare. Last, one test at a time, what loads the machine or
-# measures time: the acceptance tests that time handler starts (marker timing: a rate limit's
-# bound holds for processes not stalled for tens of milliseconds), the fault scenarios (recovery
-# times), the quick benchmark (one database per test; it checks results, not speeds) and the browser.
+# The whole suite in phases, each run even when an earlier one failed (the exit status is the
+# first failure's), each one's time printed at the end. First the suites that run in the test
+# process (every test has tables and files of its own): in parallel, pytest-xdist's workers
+# stealing tests from each other (a file's tests stay together unless a worker runs out; no phase
+# waits for one long file at its end). Then the acceptance suites of real worker, scheduler and
+# server processes, three tests at a time (PQ_PROCESS_TEST_WORKERS): their processes mostly wait on
+# each other and on the databases, and each deadline leaves seconds to spare. Then, one test at a
+# time, the acceptance tests that time handler starts (marker timing: a rate limit's bound holds for
+# processes not stalled for tens of milliseconds). Then the fault scenarios, two at a time (each
+# runs for a set time; the database restarts on one worker: they restart private servers). Last,
+# one at a time, what loads the machine: the quick benchmark (one database per test; it checks
+# results, not speeds) and the browser.
 # Whole folders, so that a new test file is never left out; the browser tests are the files
 # tests/web/test_web_browser*.py.
 parallel=(tests/unit tests/conformance tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
           tests/web --ignore-glob='tests/web/test_web_browser*')
 processes=(tests/acceptance)
-serial=(tests/reliability tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)
+faults=(tests/reliability)
+serial=(tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)
 status=0
 times=" setup: ${SECONDS} s;"
 phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exit status; time it
@@ -63,8 +66,9 @@ phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exi
   times="$times $name: $((SECONDS - start)) s;"
 }
 phase in-process -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
-phase processes -n "${PQ_PROCESS_TEST_WORKERS:-2}" --dist worksteal -m "not timing" "${processes[@]}"
+phase processes -n "${PQ_PROCESS_TEST_WORKERS:-3}" --dist worksteal -m "not timing" "${processes[@]}"
 phase timing -m timing "${processes[@]}"
+phase faults -n "${PQ_FAULT_TEST_WORKERS:-2}" --dist loadgroup "${faults[@]}"
 phase serial "${serial[@]}"
 echo "[test.sh] times:$times total $SECONDS s" >&2
 exit "$status"
