@@ -27,7 +27,7 @@ from typing import Any
 
 from queue_core.api.queue import Transaction
 from queue_core.errors import ValidationError
-from queue_core.rules.row_states import PENDING
+from queue_core.rules.task_states import PENDING
 from queue_core.rules.validate import encode_data
 
 from . import decision

@@ -17,7 +17,7 @@ from typing import Any, cast
 from queue_core import Queue
 from queue_core.api.queue import Transaction, check_name
 from queue_core.errors import IdempotentAlreadyExistsError, ValidationError
-from queue_core.rules.row_states import FINISHED, PENDING
+from queue_core.rules.task_states import FINISHED, PENDING
 from queue_core.store.protocol import DEFAULT_QUEUE
 
 from .errors import FlowError, InvalidRunIdError, UnknownRunError

@@ -10,7 +10,7 @@ items.
 from __future__ import annotations
 
 from queue_core.api.queue import Transaction
-from queue_core.rules.row_states import FINISHED, PENDING
+from queue_core.rules.task_states import FINISHED, PENDING
 
 from . import decision
 from .completions import _own, _Writes, start_map, what_follows

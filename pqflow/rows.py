@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_core.rules import policy
-from queue_core.rules.row_states import FINISHED, PENDING
+from queue_core.rules.task_states import FINISHED, PENDING
 
 SEP = "#"
 #: the group of every run row: '#' can never start a run id, so no run's steps share it

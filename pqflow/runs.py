@@ -15,7 +15,7 @@ from typing import Any
 import queue_core
 from queue_core.api.queue import Transaction
 from queue_core.rules import policy
-from queue_core.rules.row_states import FINISHED
+from queue_core.rules.task_states import FINISHED
 from queue_core.rules.validate import check_name, decode_data
 
 from . import decision, lifecycle

@@ -510,7 +510,7 @@ STORE_MAY_IMPORT = {
     "queue_core.rules.statistics",  # the pure rules of what an event counts, which the roll-up applies
     "queue_core.rules.attempt_events",  # the pure rules of which event carries an attempt's claim
     "queue_core.clock",
-    "queue_core.rules.row_states",
+    "queue_core.rules.task_states",
     "queue_core.rules.strict_json",
     "queue_core.rules.url_secrets",
     "queue_core.rules.validate",  # the limits of what pq takes as input, which a stored value must keep

@@ -23,6 +23,7 @@ from ..errors import (
     ValidationError,
 )
 from ..rules import policy
+from ..rules.task_states import STATUSES
 from ..rules.validate import (  # noqa: F401 - re-exported: callers import them from here
     MAX_DATA_DEPTH,
     MAX_DURATION,
@@ -49,7 +50,7 @@ from .queue_bulk import QueueBulk
 from .queue_controls import QueueControls, QueueInfo  # noqa: F401 - QueueInfo: part of this module's API
 from .queue_insight import QueueInsight
 from .queue_stats import QueueStatistics
-from .task import OUTCOMES, STATUSES, AcquiredTask, Task, TaskMetadata, metadata_from_row, row_status
+from .task import OUTCOMES, AcquiredTask, Task, TaskMetadata, metadata_from_row, row_status
 from .transaction import Transaction, _DeferredBatch
 
 __all__ = [

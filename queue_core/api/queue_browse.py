@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import NotFoundError, ValidationError
+from ..rules.task_states import STATUSES
 from ..rules.validate import check_int, check_name, check_queue, check_tag
 from ..store.protocol import BrowseFilter, Store
-from .task import STATUSES, TaskMetadata, metadata_from_row
+from .task import TaskMetadata, metadata_from_row
 
 #: what a page's ``status`` filter takes: a status, or an outcome of a finished task
 BROWSE_STATUSES = (*STATUSES, "failed", "cancelled", "succeeded")

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from ..errors import CancelRequestedError, NotFoundError, ValidationError
 from ..rules import policy
-from ..rules.row_states import FINISHED, PENDING
+from ..rules.task_states import status_of
 from ..rules.tracebacks import traceback_text
 from ..rules.validate import _error_text, check_duration, check_tags, decode_data, encode_data
 from ..store.protocol import OUTCOMES, UNSET, HeldAttempt, Store, rowcheck
@@ -37,7 +37,6 @@ class TaskQueue(Protocol):
 
 #: pending: the row exists but waits for an event, not a time (a workflow step whose parents
 #: are not done); it is never claimed until its owner makes it waiting
-STATUSES = ("pending", "waiting", "running", "finished")
 #: OUTCOMES: skipped is a finish without running because it never could (a workflow step whose
 #: trigger cannot hold)
 
@@ -89,18 +88,30 @@ class TaskMetadata:
     def waiting(self) -> bool:
         return self.status == "waiting"
 
+    # ``timeout`` is one time whose meaning is the status's (rules/task_states.py): named here
+
+    @property
+    def due_at(self) -> float | None:
+        """When a waiting task is due (claimable from then); None in another status."""
+        return self.timeout if self.status == "waiting" else None
+
+    @property
+    def lease_expires_at(self) -> float | None:
+        """When a running task's lease expires (unless its holder heartbeats); None otherwise."""
+        return self.timeout if self.status == "running" else None
+
+    @property
+    def purge_at(self) -> float | None:
+        """When a finished task (and its key) is purged; None in another status."""
+        return self.timeout if self.status == "finished" else None
+
     def to_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 def row_status(row: Mapping, now: float) -> str:
-    if row["state"] == FINISHED:
-        return "finished"
-    if row["state"] == PENDING:
-        return "pending"
-    if policy.lease_held(row["leased"], row["timeout"], now):
-        return "running"
-    return "waiting"
+    """The status a reader sees of ``row`` at ``now`` (``rules/task_states.py``)."""
+    return status_of(row["state"], row["leased"], row["timeout"], now)
 
 
 def metadata_from_row(row: Mapping, now: float, *, table: str) -> TaskMetadata:

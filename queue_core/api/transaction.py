@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from ..rules import policy
-from ..rules.row_states import LIVE, PENDING
+from ..rules.task_states import LIVE, PENDING
 from ..rules.tracebacks import traceback_text
 from ..rules.validate import _error_text, encode_data
 from ..store.protocol import UNSET, Database, NewTask, Store, isolated

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..rules.row_states import FINISHED
+from ..rules.task_states import FINISHED
 from .database import Database
 from .failures import FailureReads
 from .tags import TaskTags

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..rules.row_states import FINISHED, LIVE
+from ..rules.task_states import FINISHED, LIVE
 from .database import Database
 from .events import TaskEvents
 from .failures import FailureReads

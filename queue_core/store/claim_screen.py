@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..rules import policy
-from ..rules.row_states import FINISHED
+from ..rules.task_states import FINISHED
 from . import rowcheck
 from .events import TaskEvents
 from .transitions import TASK_EVENTS, task_where

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from ..rules.row_states import LIVE
+from ..rules.task_states import LIVE
 from .transitions import task_where
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..rules import policy
-from ..rules.row_states import FINISHED, LIVE, PENDING
+from ..rules.task_states import FINISHED, LIVE, PENDING
 from .database import Database
 from .transitions import lease_counted, lease_held
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import CorruptRowError, ValidationError
 from ..rules import strict_json
-from ..rules.row_states import FINISHED, LIVE, PENDING
+from ..rules.task_states import FINISHED, LIVE, PENDING
 from ..rules.validate import INT32_MAX, MAX_TIME, QUEUE_NAME, check_tags
 from .schema import (
     FOREVER,

@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..rules import policy
-from ..rules.row_states import FINISHED, LIVE, PENDING
+from ..rules.task_states import FINISHED, LIVE, PENDING
 from .schema import FOREVER
 from .transitions import PER_ROW, TaskState, lease_held, task_where
 

@@ -38,7 +38,7 @@ from sqlalchemy.schema import CreateIndex
 from sqlalchemy.types import TypeDecorator
 
 from ..errors import ConfigError
-from ..rules.row_states import FINISHED
+from ..rules.task_states import FINISHED
 from ..rules.validate import MAX_ERROR_BYTES, MAX_TAG_LENGTH, cap_text
 
 SCHEMA_VERSION = 10

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from ..rules.row_states import FINISHED
+from ..rules.task_states import FINISHED
 from .database import Database
 from .events import COLUMNS, TaskEvents, finished_events
 from .transitions import task_where

@@ -28,8 +28,8 @@ import sqlalchemy as sa
 
 from ..errors import CorruptRowError
 from ..rules import statistics
-from ..rules.row_states import LIVE, PENDING
 from ..rules.statistics import BucketKey, Distribution, EventGroup, IdRange, StatsRowError, Tally
+from ..rules.task_states import LIVE, PENDING
 from .database import Database
 
 log = logging.getLogger("queue_core.store")

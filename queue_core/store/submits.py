@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..rules.row_states import LIVE
+from ..rules.task_states import LIVE
 from .database import Database
 from .schema import DEFAULT_QUEUE, FOREVER
 from .tags import TaskTags

@@ -23,7 +23,7 @@ from ..errors import (
     ValidationError,
 )
 from ..rules import policy
-from ..rules.row_states import FINISHED, LIVE, PENDING
+from ..rules.task_states import FINISHED, LIVE, PENDING
 from . import rowcheck
 from .database import Database
 from .events import TaskEvents

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from ..rules.row_states import FINISHED, LIVE, PENDING
+from ..rules.task_states import FINISHED, LIVE, PENDING
 from .database import Database
 from .tags import TaskTags
 from .transitions import lease_held

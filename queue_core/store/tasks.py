@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from ..errors import DatabaseError
 from ..rules import policy
-from ..rules.row_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
+from ..rules.task_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
 from . import lost_claims
 from .base import VersionedTables
 from .browse import TaskBrowse

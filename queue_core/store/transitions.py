@@ -18,24 +18,7 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 
 from ..rules import policy
-from ..rules.row_states import FINISHED, LIVE, PENDING
-
-
-class TaskState(StrEnum):
-    """The stored states of a task row (columns ``state`` and ``leased``)."""
-
-    #: no row: before its insert, after its purge or delete
-    ABSENT = "absent"
-    #: state 2: exists but is never claimed; waits for an event, not a time (a workflow step
-    #: whose parents are not done, a workflow run row)
-    PENDING = "pending"
-    #: state 0, leased 0: claimable from its due time
-    WAITING = "waiting"
-    #: state 0, leased 1: a worker holds the lease (status running) until it expires; then the
-    #: row is claimable again (status waiting) and its old holder is fenced out by the next claim
-    LEASED = "leased"
-    #: state 1: ended with an outcome; purged when its retention ends
-    FINISHED = "finished"
+from ..rules.task_states import FINISHED, LIVE, PENDING, TaskState
 
 
 class ScheduleState(StrEnum):

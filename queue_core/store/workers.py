@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ..rules.row_states import LIVE
+from ..rules.task_states import LIVE
 from .database import Database
 
 

@@ -334,6 +334,32 @@ def test_cancel_requested_task_whose_holder_died_is_not_rerun(queue):
     assert queue["k"].metadata().outcome == "cancelled"
 
 
+def test_the_timeout_is_read_by_its_name_in_each_status(queue):
+    """One column, three meanings: due time (waiting), lease expiry (running), purge time (finished)."""
+    queue.submit("k", "t", run_at=T0 + 5, now=T0)
+    waiting = queue["k"].metadata(now=T0)
+    assert (waiting.status, waiting.due_at, waiting.lease_expires_at, waiting.purge_at) == (
+        "waiting",
+        T0 + 5,
+        None,
+        None,
+    )
+    held = queue.poll(alive_time=30, now=T0 + 5)
+    running = queue["k"].metadata(now=T0 + 6)
+    assert (running.status, running.due_at, running.lease_expires_at) == ("running", None, T0 + 35)
+    expired = queue["k"].metadata(now=T0 + 35)  # its lease ended: claimable again, from its expiry
+    assert (expired.status, expired.due_at, expired.lease_expires_at) == ("waiting", T0 + 35, None)
+    held.finish(now=T0 + 7)
+    done = queue["k"].metadata(now=T0 + 8)
+    retention = queue.config["retention_time"]
+    assert (done.status, done.due_at, done.lease_expires_at, done.purge_at) == (
+        "finished",
+        None,
+        None,
+        T0 + 7 + retention,
+    )
+
+
 def test_cancel_and_metadata_of_missing_key(queue):
     with pytest.raises(NotFoundError):
         queue["nope"].metadata()
