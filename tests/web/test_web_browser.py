@@ -21,6 +21,8 @@ from web_support import TOKEN
 
 import pqflow
 
+#: the dashboard's reads are tested on every database in process (tests/web); the browser on two
+pytestmark = pytest.mark.one_server
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",

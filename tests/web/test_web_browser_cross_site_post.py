@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from test_web_browser import _login, browser, page, server  # noqa: F401 - fixtures
 
+#: the dashboard's reads are tested on every database in process (tests/web); the browser on two
+pytestmark = pytest.mark.one_server
 FORM = (
     "<!doctype html><title>elsewhere</title>"
     '<form id="f" method="post" action="{target}"><input name="queue" value="default">'

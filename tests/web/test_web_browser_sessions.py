@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from test_web_browser import _login, browser, page, server  # noqa: F401 - fixtures
 
+#: the dashboard's reads are tested on every database in process (tests/web); the browser on two
+pytestmark = pytest.mark.one_server
 LINKER = '<!doctype html><title>elsewhere</title><a id="go" href="{target}">the dashboard</a>'
 
 
