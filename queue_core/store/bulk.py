@@ -1,8 +1,8 @@
 """What an operator does to many tasks at once (store layer): read the failed tasks, and the
 waiting ones, page by page; run failed tasks again (``requeue``) and cancel waiting ones, a
 bounded batch per transaction, each row fenced by its transition's precondition so that a
-batch run twice, or racing a worker, changes each row at most once. A mixin of
-:class:`~queue_core.store.tasks.SqlStore`."""
+batch run twice, or racing a worker, changes each row at most once. A part of
+:class:`~queue_core.store.tasks.SqlStore` (its ``bulk``)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,19 @@ from .transitions import TASK_EVENTS, task_where
 
 
 class BulkChanges:
-    """Needs ``t`` (the task table), ``tags_t``, ``db``, ``receipts``, ``purge_time``, ``events``
-    and ``failures``."""
+    """The operator's changes of many tasks of the task table ``t`` (tags in ``tags_t``), each
+    batch with its receipt and its events; ``purge_time`` gives a finished row its purge time."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    tags_t: sa.Table
-    db: Database
-    purge_time: Callable[[float], Any]
-    failures: FailureReads
-    receipts: Receipts
-    events: TaskEvents
+    def __init__(
+        self,
+        db: Database,
+        t: sa.Table,
+        tags_t: sa.Table,
+        purge_time: Callable[[float], Any],
+        parts: tuple[FailureReads, Receipts, TaskEvents],
+    ):
+        self.db, self.t, self.tags_t, self.purge_time = db, t, tags_t, purge_time
+        self.failures, self.receipts, self.events = parts
 
     def _page(self, where: list, tag: str | None, after_id: int, limit: int) -> list[dict]:
         t = self.t

@@ -3,10 +3,11 @@ protocol (``protocol.py``); its claim is here.
 
 It is composed of parts, each holding the tables it needs, whose operations the store names
 (``parts.PartOp``): ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics),
-``tags`` and ``events``. The rest shares the claim's tables and views as mixins: reads
-(``task_reads.py``), submissions (``submits.py``), holder and operator transitions
-(``task_changes.py``), batched finishes (``settles.py``), named queues (``queues.py``), claims by type
-(``typed_claims.py``) and the claim's screen of picked rows (``claim_screen.py``). Methods take
+``tags``, ``events`` and ``bulk`` (operators' changes of many tasks). The rest shares the claim's
+tables and views as mixins: reads (``task_reads.py``, ``browse.py``), submissions (``submits.py``),
+holder and operator transitions (``task_changes.py``), batched finishes (``settles.py``), named
+queues (``queues.py``), claims by type (``typed_claims.py``) and the claim's screen of picked rows
+(``claim_screen.py``). Methods take
 plain values (``now`` explicit) and return plain dicts; every write is a named transition of
 ``transitions.py`` whose precondition is in its WHERE clause.
 """
@@ -24,7 +25,7 @@ import sqlalchemy as sa
 
 from ..errors import DatabaseError
 from ..rules import policy
-from ..rules.task_states import FINISHED, LIVE, PENDING  # noqa: F401 - PENDING: re-exported
+from ..rules.task_states import LIVE
 from . import lost_claims
 from .base import VersionedTables
 from .browse import TaskBrowse
@@ -34,7 +35,7 @@ from .database import Database, isolated
 from .events import TaskEvents, claimed_events
 from .failures import FailureReads
 from .parts import PartOp
-from .queues import NamedQueues, QueueSettings  # noqa: F401 - QueueSettings: part of this module's API
+from .queues import NamedQueues
 from .receipts import Receipts
 from .runs import RunRows
 from .schema import (
@@ -91,7 +92,6 @@ class SqlStore(
     TaskChanges,
     TaskSettles,
     TaskReads,
-    BulkChanges,
     TaskBrowse,
     NamedQueues,
     ClaimScreen,
@@ -113,6 +113,7 @@ class SqlStore(
     failure_heads, failure_samples = PartOp.of("failures", 2)
     stats_roll_up, stats_rows, stats_totals, stats_prune, stats_live_counts, event_newest = PartOp.of("stats", 6)
     tag_change, task_set_tracked = PartOp.of("tags", 2)
+    failure_page, task_waiting_page, failure_requeue, task_cancel_many = PartOp.of("bulk", 4)
     event_record, event_last_tracebacks, task_history, stream_rows, stream_start, stream_end = PartOp.of("events", 6)
     run_adopt, run_cancel_waiting, run_group_clear, run_close, run_close_many, run_group_count = PartOp.of("runs", 6)
     run_finish_held, run_finish_held_many, run_group_results, run_group_keep, run_mark = PartOp.of("runs", 5)
@@ -142,6 +143,7 @@ class SqlStore(
         self.stats = TaskStatistics(db, self.t, self.events_t, self.stats_t, self.gaps_t, self.meta)
         self.tags = TaskTags(db, table, self.t, self.tags_t, self.task_get)
         self.events = TaskEvents(db, self.t, self.events_t, self.stats, self.failures, None)
+        self.bulk = BulkChanges(db, self.t, self.tags_t, self.purge_time, (self.failures, self.receipts, self.events))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._claim_reads()
@@ -349,8 +351,7 @@ class SqlStore(
         child keeps it where its successor finds it, should it die before it records its batch).
         ``owned_ended(conn, rows)``: told, in the claim's transaction, the rows of workflow runs
         the claim ended instead of leasing (set aside, given up; each as it ended), so that their
-        runs decide what follows in the same commit; what it raises is logged, and rolled back alone.
-        """
+        runs decide what follows in the same commit; what it raises is logged, and rolled back alone."""
         pending = list(settle)
         token = 0
         read = clock or (lambda: now)
@@ -485,8 +486,7 @@ class SqlStore(
         With ``types``, the same walk per type on the type index (state, type, priority, due
         time, id): the types' next levels are one probe each, and a level's rows come from the
         exact range of each type that has due rows there, merged here by due time. Rows of
-        other types are never read, however many are due before them (``typed.py``).
-        """
+        other types are never read, however many are due before them (``typed_claims.py``)."""
         picked: list[dict] = []
         tops = self._tops(conn, types) if tops is None else dict(tops)  # types' best levels, if known
         while tops and len(picked) < n:
