@@ -13,6 +13,7 @@ from ..rules.task_states import FINISHED
 from .database import Database
 from .failures import FailureReads
 from .tags import TaskTags
+from .transitions import status_where
 
 #: the columns a page leaves out: what a task carries (read one task for them)
 _HEAVY = frozenset({"data", "result", "workflow", "definition"})
@@ -24,7 +25,7 @@ class BrowseFilter:
 
     queue: str | None = None
     type: str | None = None
-    #: waiting, running, pending, finished (``TaskReads.status_clause``)
+    #: waiting, running, pending, finished (``transitions.status_where``)
     status: str | None = None
     #: success, failure, cancelled, ... (finished tasks)
     outcome: str | None = None
@@ -34,14 +35,11 @@ class BrowseFilter:
 
 
 class TaskBrowse:
-    """Needs ``t``, ``tags_t``, ``db``, ``status_clause`` and the parts ``tags`` and ``failures`` of the store."""
+    """Pages of the task table ``t`` by filter (a part of ``SqlStore``: its ``browse``); the tags
+    of each row from the part ``tags``, the failed rows through the part ``failures``."""
 
-    t: sa.Table
-    tags_t: sa.Table
-    db: Database
-    tags: TaskTags
-    failures: FailureReads
-    status_clause: Any
+    def __init__(self, db: Database, t: sa.Table, tags_t: sa.Table, tags: TaskTags, failures: FailureReads):
+        self.db, self.t, self.tags_t, self.tags, self.failures = db, t, tags_t, tags, failures
 
     def task_browse_page(self, f: BrowseFilter, *, before_id: int | None, limit: int, now: float) -> list[dict]:
         """Up to ``limit`` task rows matching ``f`` with an id below ``before_id`` (None: from
@@ -69,7 +67,7 @@ class TaskBrowse:
         t = self.t
         where = [col == value for col, value in self._browse_equal(f) if value is not None]
         if f.status is not None:
-            where.append(self.status_clause(f.status, now))
+            where.append(status_where(t, f.status, now))
         if f.outcome == "failure":
             where += self.failures.failed_where()  # through the failed rows' own index where there is one
         elif f.outcome is not None:

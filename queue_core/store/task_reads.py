@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from ..rules.task_states import FINISHED, LIVE, PENDING
 from .database import Database
 from .tags import TaskTags
-from .transitions import lease_held
+from .transitions import lease_held, status_where
 
 
 class TaskReads:
@@ -61,7 +61,7 @@ class TaskReads:
         if tracked:
             stmt = stmt.where(t.c.tracked == 1)
         if status is not None:
-            stmt = stmt.where(self.status_clause(status, now))
+            stmt = stmt.where(status_where(self.t, status, now))
         if type is not None:
             stmt = stmt.where(t.c.type == type)
         if user is not None:
@@ -96,19 +96,6 @@ class TaskReads:
     def task_lock(self, conn, key: str) -> dict | None:
         r = conn.execute(self.db.dialect.lock_rows(sa.select(self.t).where(self.t.c.key == key))).first()
         return dict(r._mapping) if r else None
-
-    def status_clause(self, status: str, now: float):
-        t = self.t
-        running = sa.and_(t.c.state == LIVE, lease_held(t, now))
-        if status == "finished":
-            return t.c.state == FINISHED
-        if status == "running":
-            return running
-        if status == "waiting":
-            return sa.and_(t.c.state == LIVE, sa.not_(running))
-        if status == "pending":
-            return t.c.state == PENDING
-        raise ValueError(status)
 
     def task_counts(self, now: float, queue: str | None = None) -> builtins.list[tuple[str, str, str | None, int]]:
         """Counts by (type, status, outcome); status ``corrupt state``/``corrupt leased``: a

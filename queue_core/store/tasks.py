@@ -3,13 +3,13 @@ protocol (``protocol.py``); its claim is here.
 
 It is composed of parts, each holding the tables it needs, whose operations the store names
 (``parts.PartOp``): ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics),
-``tags``, ``events`` and ``bulk`` (operators' changes of many tasks). The rest shares the claim's
-tables and views as mixins: reads (``task_reads.py``, ``browse.py``), submissions (``submits.py``),
-holder and operator transitions (``task_changes.py``), batched finishes (``settles.py``), named
-queues (``queues.py``), claims by type (``typed_claims.py``) and the claim's screen of picked rows
-(``claim_screen.py``). Methods take
-plain values (``now`` explicit) and return plain dicts; every write is a named transition of
-``transitions.py`` whose precondition is in its WHERE clause.
+``tags``, ``events``, ``browse`` (pages by filter) and ``bulk`` (operators' changes of many tasks).
+The rest shares the claim's tables and views as mixins: reads (``task_reads.py``), submissions
+(``submits.py``), holder and operator transitions (``task_changes.py``), batched finishes
+(``settles.py``), named queues (``queues.py``), claims by type (``typed_claims.py``) and the
+claim's screen of picked rows (``claim_screen.py``). Methods take plain values (``now`` explicit)
+and return plain dicts; every write is a named transition of ``transitions.py`` whose
+precondition is in its WHERE clause.
 """
 
 from __future__ import annotations
@@ -92,7 +92,6 @@ class SqlStore(
     TaskChanges,
     TaskSettles,
     TaskReads,
-    TaskBrowse,
     NamedQueues,
     ClaimScreen,
     TypedReads,
@@ -114,6 +113,7 @@ class SqlStore(
     stats_roll_up, stats_rows, stats_totals, stats_prune, stats_live_counts, event_newest = PartOp.of("stats", 6)
     tag_change, task_set_tracked = PartOp.of("tags", 2)
     failure_page, task_waiting_page, failure_requeue, task_cancel_many = PartOp.of("bulk", 4)
+    (task_browse_page,) = PartOp.of("browse", 1)
     event_record, event_last_tracebacks, task_history, stream_rows, stream_start, stream_end = PartOp.of("events", 6)
     run_adopt, run_cancel_waiting, run_group_clear, run_close, run_close_many, run_group_count = PartOp.of("runs", 6)
     run_finish_held, run_finish_held_many, run_group_results, run_group_keep, run_mark = PartOp.of("runs", 5)
@@ -143,6 +143,7 @@ class SqlStore(
         self.stats = TaskStatistics(db, self.t, self.events_t, self.stats_t, self.gaps_t, self.meta)
         self.tags = TaskTags(db, table, self.t, self.tags_t, self.task_get)
         self.events = TaskEvents(db, self.t, self.events_t, self.stats, self.failures, None)
+        self.browse = TaskBrowse(db, self.t, self.tags_t, self.tags, self.failures)
         self.bulk = BulkChanges(db, self.t, self.tags_t, self.purge_time, (self.failures, self.receipts, self.events))
         self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
@@ -555,8 +556,7 @@ class SqlStore(
         submission order; a capped user holding ``max_running`` live leases gets nothing.
         With ``types``, only rows of those types are candidates (of ``user_types``: those with
         due rows of users); a user's running count still counts all its running tasks
-        (``max_running`` caps the user, whatever the type).
-        """
+        (``max_running`` caps the user, whatever the type)."""
         t = self.t
         rn = (
             sa.func.row_number()

@@ -457,6 +457,21 @@ def lease_held(t: sa.Table, now: Any) -> Any:
     return sa.and_(t.c.leased == 1, t.c.timeout > now)
 
 
+def status_where(t: sa.Table, status: str, now: Any) -> Any:
+    """:func:`queue_core.rules.task_states.status_of` in SQL: the rows a reader sees with ``status``
+    (a ``STATUSES`` value) at ``now``."""
+    running = sa.and_(t.c.state == LIVE, lease_held(t, now))
+    if status == "finished":
+        return t.c.state == FINISHED
+    if status == "running":
+        return running
+    if status == "waiting":
+        return sa.and_(t.c.state == LIVE, sa.not_(running))
+    if status == "pending":
+        return t.c.state == PENDING
+    raise ValueError(status)
+
+
 def lease_counted(t: sa.Table, now: Any) -> Any:
     """:func:`queue_core.rules.policy.counts_towards_cap` in SQL: a held lease no longer than any claim
     or heartbeat writes."""
