@@ -85,10 +85,6 @@ __all__ = [
 ]
 
 
-#: names kept for code written against them, with the name that replaced them
-_DEPRECATED = {"Decider": "Decisions", "DefaultDecider": "Decisions"}
-
-
 def __getattr__(name: str) -> Any:
     """``queue_core.metrics`` (``from queue_core import metrics``): the Prometheus metrics of a
     queue, ``queue_core.ops.metrics``, loaded when first asked for (it needs the ``metrics``
@@ -98,10 +94,8 @@ def __getattr__(name: str) -> Any:
         from .ops import metrics
 
         return metrics
-    if name in _DEPRECATED:
-        import warnings
+    if name in ("Decider", "DefaultDecider"):  # deprecated names of Decisions (they warn)
+        from .api import app
 
-        new = _DEPRECATED[name]
-        warnings.warn(f"queue_core.{name} is deprecated: use queue_core.{new}", DeprecationWarning, stacklevel=2)
-        return globals()[new]
+        return getattr(app, name)
     raise AttributeError(f"module 'queue_core' has no attribute {name!r}")

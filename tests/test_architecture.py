@@ -693,7 +693,8 @@ def test_a_dict_of_runs_is_not_the_store():
 
 #: what a test's text says when it tells the story of its own making rather than the behaviour
 NARRATION = re.compile(
-    r"\b[Gg]uarantees? [0-9]|\b[Ff]ailed before (its|the) fix|\bsession [0-9]+|\b(a|the|this|fresh) review\b"
+    r"\b[Gg]uarantees?\s+#?[0-9]|\b[Ff]ail(ed|s)\s+before\s+(its|the|this)\s+fix|\b[Ss]ession\s+[0-9]+"
+    r"|\b(a|the|this|fresh)\s+review\b"
 )
 
 
@@ -718,5 +719,10 @@ def test_the_narration_check_sees_a_story():
         "Guarantee 4",
         "Failed before its fix",
         "session 12",
+    ]
+    assert narrations("(failed before\n    its fix), Guarantee #4, in Session 12") == [
+        "failed before\n    its fix",
+        "Guarantee #4",
+        "Session 12",
     ]
     assert narrations('"""A lease taken over is fenced out."""') == []

@@ -25,7 +25,6 @@ SERVERS = {"mariadb": "TEST_MYSQL_URL", "postgres": "TEST_PG_URL"}
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.one_server
 @pytest.mark.parametrize("db", DATABASES)
 def test_quick_benchmark_covers_every_scenario(db, tmp_path):
     """One database per test: a failure names its database."""

@@ -74,7 +74,15 @@ class Application(Runner):
     """
 
     decisions: type[Decisions] = Decisions
-    decider: type[Decisions] | None = None
+    #: PerfectQueue's name of ``decisions``: a subclass may set either, the one set last wins
+    decider: type[Decisions] = Decisions
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "decider" in cls.__dict__:
+            cls.decisions = cls.__dict__["decider"]
+        else:
+            cls.decider = cls.decisions
 
     def run(self) -> None:
         try:
@@ -97,7 +105,7 @@ class Application(Runner):
         pass
 
     def decide(self, name: str, **opts: Any) -> Any:
-        decisions = (self.decider or self.decisions)(self)
+        decisions = self.decisions(self)
         method = None if name.startswith("_") else getattr(decisions, name, None)
         if not callable(method):
             raise UndefinedDecisionError(f"undefined decision {name!r} options={opts!r} in {type(decisions).__name__}")
@@ -300,3 +308,13 @@ def describe_types(types: frozenset[str] | None, limit: int = 200) -> str:
 
 def _name(target: Any) -> str:
     return getattr(target, "__qualname__", None) or type(target).__name__
+
+
+def __getattr__(name: str) -> Any:
+    """``Decider`` and ``DefaultDecider``: deprecated names of :class:`Decisions`."""
+    if name in ("Decider", "DefaultDecider"):
+        import warnings
+
+        warnings.warn(f"queue_core.{name} is deprecated: use queue_core.Decisions", DeprecationWarning, stacklevel=2)
+        return Decisions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

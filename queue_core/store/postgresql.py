@@ -23,7 +23,8 @@ class PostgreSQLDialect(Dialect):
         # every primary key and unique constraint has its unique index: one read of pg_index
         # (an expression's column is NULL, as the reflection reads it)
         rows = conn.exec_driver_sql(_UNIQUE_INDEXES, {"t": name}).all()
-        return next((list(cols) for primary, cols in rows if primary), []), [list(cols) for _, cols in rows]
+        primary = next((list(cols) for is_primary, cols in rows if is_primary), [])
+        return primary, [list(cols) for is_primary, cols in rows if not is_primary]
 
     def is_view(self, conn, inspector, name):
         return conn.exec_driver_sql(_RELKIND, {"t": name}).scalar() == "v"
@@ -103,15 +104,17 @@ def _columns(conflict: str | tuple[str, ...]) -> list[str]:
     return [conflict] if isinstance(conflict, str) else list(conflict)
 
 
-#: the table (in the current schema) of a name, as pg_class's oid
-_OID = "to_regclass(format('%%I.%%I', current_schema(), %(t)s::text))"
-#: the unique indexes of a table: whether each is its primary key, and its columns in order
+#: the table a name means here, as pg_class's oid: found through the search path (a temporary
+#: table first), as every statement of pq's and the reflection of its columns find it
+_OID = "to_regclass(quote_ident(%(t)s::text))"
+#: the unique indexes of a table: whether each is its primary key, and its key columns in order
+#: (not the columns an INCLUDE adds; an expression's column is NULL, as the reflection reads it)
 _UNIQUE_INDEXES = f"""
 SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord)
   FROM pg_index i
  CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
   LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
- WHERE i.indrelid = {_OID} AND i.indisunique
+ WHERE i.indrelid = {_OID} AND i.indisunique AND k.ord <= i.indnkeyatts
  GROUP BY i.indexrelid, i.indisprimary
 """
 _RELKIND = f"SELECT relkind FROM pg_class WHERE oid = {_OID}"

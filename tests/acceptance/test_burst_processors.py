@@ -1,6 +1,6 @@
 """A burst worker with several processors keeps them while a sibling runs a task that may submit
 more (a map step submitting its items, a decider its next steps): real worker processes (and
-threads) on SQLite, MariaDB and PostgreSQL."""
+threads) on SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A task that kills its worker process is charged the crash; the tasks its process held besides
 it (leased behind it in the same batch, or run before it with their successes not yet written)
-are given back uncharged: real worker processes on SQLite, MariaDB and PostgreSQL."""
+are given back uncharged: real worker processes on SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

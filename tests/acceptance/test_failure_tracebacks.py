@@ -1,7 +1,7 @@
 """A handler's or a step's error, as a worker logs it and its task's history keeps it: at WARNING
 (it will run again) or ERROR (it failed for good) with its traceback, once per attempt; kept with
 the attempt (worker and attempt number) and shown by ``perfectqueue show``. Real worker
-processes on SQLite, MariaDB and PostgreSQL."""
+processes on SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

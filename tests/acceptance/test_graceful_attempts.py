@@ -1,6 +1,6 @@
 """A stop or restart spends no attempt of the tasks a worker claimed but had not started: graceful
-(TERM, USR1) and immediate (QUIT, HUP) alike; real worker processes and threads, real signals, the
-three databases."""
+(TERM, USR1) and immediate (QUIT, HUP) alike; real worker processes and threads, real signals, on
+SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

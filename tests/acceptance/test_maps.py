@@ -1,5 +1,5 @@
-"""Maps (dynamic fan-out over a step's result) end to end: real worker processes on SQLite,
-MariaDB and PostgreSQL."""
+"""Maps (dynamic fan-out over a step's result) end to end: real worker processes on SQLite and one
+server database (marker one_server)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``pqflow start`` of a workflow no live decider serves (a misspelling) says so on stderr, exits
 0 and stores the run; ``status`` and ``why`` then name what it waits for instead of "not picked
 up yet". Real ``pqflow`` processes (a decider serving another workflow, the commands) on
-SQLite, MariaDB and PostgreSQL."""
+SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

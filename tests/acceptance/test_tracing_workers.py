@@ -1,4 +1,4 @@
-"""Tracing across processes, on SQLite, MariaDB and PostgreSQL: a real worker process
+"""Tracing across processes, on SQLite and one server database (marker one_server): a real worker process
 runs a task in the trace it was submitted in."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``perfectqueue workers`` (table and JSON), ``Queue.workers()`` and the dashboard's workers page
 list the keys of the tasks each worker holds, not only how many: a real worker process holding a
-task, on SQLite, MariaDB and PostgreSQL."""
+task, on SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

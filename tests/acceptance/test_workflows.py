@@ -1,4 +1,4 @@
-"""pqflow end to end: real worker processes on SQLite, MariaDB and PostgreSQL."""
+"""pqflow end to end: real worker processes on SQLite and one server database (marker one_server)."""
 
 from __future__ import annotations
 

@@ -349,8 +349,8 @@ def test_a_postgresql_table_with_our_column_names_in_capitals_is_refused_by_name
 def test_a_lease_of_the_longest_alive_time_takes_its_slot_for_a_clock_a_little_behind(q):
     """A lease pq wrote itself always takes its user's slot: with MAX_LEASE = MAX_DURATION (the
     largest alive_time) a lease of that alive_time ended at the bound, and a worker whose clock
-    read 1 ms behind took it for hand-edited and leased the user's second task (failed before
-    its fix on the three databases). MAX_LEASE leaves room for clocks a little apart."""
+    read 1 ms behind took it for hand-edited and leased the user's second task. MAX_LEASE leaves
+    room for clocks a little apart."""
     from queue_core.rules.validate import MAX_DURATION
 
     q.submit("a", "t", user="u", max_running=1)

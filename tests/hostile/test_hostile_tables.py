@@ -244,3 +244,54 @@ def test_a_unique_key_a_dba_added_makes_the_table_not_ours_a_plain_index_does_no
         else:
             q.submit("k", "t")
             assert q["k"].exists()
+
+
+def _pg_only(backend: str) -> None:
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's search path and INCLUDE columns")
+
+
+def test_pqs_tables_found_through_the_search_path_are_its_own(backend, db_url, tables):
+    """Tables made in ``public``, opened by a session whose search path starts with an empty
+    schema: pq's statements find them there, and so does the check that they are pq's."""
+    _pg_only(backend)
+    name, schema = f"{tables.prefix}_q", f"{tables.prefix}_empty"
+    with queue_core.open(db_url, name) as q:
+        q.init()
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        url = sa.engine.make_url(db_url).update_query_dict({"options": f"-csearch_path={schema},public"})
+        with queue_core.open(url.render_as_string(hide_password=False), name) as q:
+            q.submit("k", "t")
+            assert q["k"].exists()
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema}")
+        engine.dispose()
+
+
+@pytest.mark.parametrize("index", ["tag", "primary"])
+def test_the_columns_an_include_adds_are_not_part_of_a_key(backend, db_url, tables, index):
+    """A unique index on ``tag`` alone that INCLUDEs ``task_id`` would refuse a second task's tag:
+    refused as a key pq does not make; a primary key that INCLUDEs a column is still the key on id."""
+    _pg_only(backend)
+    name = f"{tables.prefix}_q"
+    with queue_core.open(db_url, name) as q:
+        q.init()
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:
+        if index == "tag":
+            conn.exec_driver_sql(f"CREATE UNIQUE INDEX {name}_tag_one ON {name}_tags (tag) INCLUDE (task_id)")
+        else:
+            conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {name}_pkey")
+            conn.exec_driver_sql(f"ALTER TABLE {name} ADD PRIMARY KEY (id) INCLUDE (type)")
+    engine.dispose()
+    with queue_core.open(db_url, name) as q:
+        if index == "tag":
+            with pytest.raises(ForeignTableError, match="a unique key on tag that pq does not make"):
+                q.init()
+        else:
+            q.submit("k", "t")
+            assert q["k"].exists()

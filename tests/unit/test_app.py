@@ -145,3 +145,30 @@ def test_a_perfectqueue_handler_s_decider_is_honoured_and_the_old_names_warn():
 
     Job(FakeTask()).run()
     assert seen == [3]
+
+
+def test_the_decisions_set_last_in_the_hierarchy_win_whichever_name_sets_them():
+    class First(queue_core.Decisions):
+        def which(self):
+            return "first"
+
+    class Second(queue_core.Decisions):
+        def which(self):
+            return "second"
+
+    class Ported(queue_core.Application):
+        decider = First
+
+    class Newer(Ported):
+        decisions = Second
+
+    class Older(Newer):
+        decider = First
+
+    assert Ported(FakeTask()).decide("which") == "first"
+    assert Newer(FakeTask()).decide("which") == "second"
+    assert Older(FakeTask()).decide("which") == "first"
+    assert issubclass(queue_core.Application.decider, queue_core.Decisions)  # PerfectQueue: subclass it
+    with pytest.warns(DeprecationWarning):
+        from queue_core.api.app import Decider
+    assert Decider is queue_core.Decisions
