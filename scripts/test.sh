@@ -46,16 +46,16 @@ fi
 # each other and on the databases, and each deadline leaves seconds to spare. Then, one test at a
 # time, the acceptance tests that time handler starts (marker timing: a rate limit's bound holds for
 # processes not stalled for tens of milliseconds). Then the fault scenarios, two at a time (each
-# runs for a set time; the database restarts on one worker: they restart private servers). Last,
-# one at a time, what loads the machine: the quick benchmark (one database per test; it checks
-# results, not speeds) and the browser.
+# runs for a set time). Last, one at a time: the database restarts (a session of their own: the
+# private servers they kill are locked by one session at a time), what loads the machine: the
+# quick benchmark (one database per test; it checks results, not speeds) and the browser.
 # Whole folders, so that a new test file is never left out; the browser tests are the files
 # tests/web/test_web_browser*.py.
 parallel=(tests/unit tests/conformance tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
           tests/web --ignore-glob='tests/web/test_web_browser*')
 processes=(tests/acceptance)
-faults=(tests/reliability)
-serial=(tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)
+faults=(tests/reliability -k "not test_db_restarts")
+serial=(tests/reliability/test_scenarios.py::test_db_restarts tests/test_benchmarks_quick.py tests/web/test_web_browser*.py)
 status=0
 times=" setup: ${SECONDS} s;"
 phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exit status; time it
@@ -68,7 +68,7 @@ phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exi
 phase in-process -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
 phase processes -n "${PQ_PROCESS_TEST_WORKERS:-3}" --dist worksteal -m "not timing" "${processes[@]}"
 phase timing -m timing "${processes[@]}"
-phase faults -n "${PQ_FAULT_TEST_WORKERS:-2}" --dist loadgroup "${faults[@]}"
+phase faults -n "${PQ_FAULT_TEST_WORKERS:-2}" --dist worksteal "${faults[@]}"
 phase serial "${serial[@]}"
 echo "[test.sh] times:$times total $SECONDS s" >&2
 exit "$status"

@@ -77,7 +77,6 @@ def test_worker_crashes(backend, tmp_path):
 
 
 @backends(db_restarts)
-@pytest.mark.xdist_group("private_servers")  # one worker starts, restarts and stops them
 def test_db_restarts(backend, tmp_path, private_servers):
     r = passed(db_restarts.run(make_context(backend, tmp_path, private_servers), db_restarts.QUICK))
     assert r.restarts == 3 and r.figures["burst_acked"] >= 2 * db_restarts.QUICK.burst_acks
