@@ -96,7 +96,7 @@ class Dialect:
         """Why the text columns of ``table`` as it is cannot hold every string pq writes; None."""
         return None
 
-    def unique_keys(self, conn: sa.Connection, inspector: Any, name: str) -> tuple[list[str], list[list[str]]]:
+    def unique_keys(self, inspector: Any, name: str) -> tuple[list[str], list[list[str]]]:
         """The table ``name``'s primary key columns, and the columns of each of its other unique
         keys (constraints and unique indexes; a key may be listed twice): what the ownership
         check compares with the keys ``init`` makes (``store/ownership.py``)."""
@@ -104,7 +104,7 @@ class Dialect:
         others += [i["column_names"] for i in inspector.get_indexes(name) if i["unique"]]
         return inspector.get_pk_constraint(name)["constrained_columns"], others
 
-    def is_view(self, conn: sa.Connection, inspector: Any, name: str) -> bool:
+    def is_view(self, inspector: Any, name: str) -> bool:
         """Whether ``name`` is a view, not a table."""
         return name in inspector.get_view_names()
 

@@ -255,9 +255,9 @@ class MySQLDialect(Dialect):
         # by a DOUBLE: a DECIMAL division keeps only @@div_precision_increment digits (0: seconds).
         return sa.literal_column("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6")
 
-    def unique_keys(self, conn, inspector, name):
+    def unique_keys(self, inspector, name):
         # a primary key and every unique constraint are unique indexes here: one read
-        rows = conn.exec_driver_sql(
+        rows = inspector.bind.exec_driver_sql(
             "SELECT index_name, column_name FROM information_schema.statistics WHERE table_schema = DATABASE()"
             " AND table_name = %s AND non_unique = 0 ORDER BY index_name, seq_in_index",
             (name,),
@@ -267,9 +267,9 @@ class MySQLDialect(Dialect):
             keys.setdefault(index, []).append(column)
         return keys.pop("PRIMARY", []), list(keys.values())
 
-    def is_view(self, conn, inspector, name):
+    def is_view(self, inspector, name):
         ask = "SELECT table_type FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s"
-        return conn.exec_driver_sql(ask, (name,)).scalar() == "VIEW"
+        return inspector.bind.exec_driver_sql(ask, (name,)).scalar() == "VIEW"
 
     def text_columns_problem(self, conn, table):
         # A column in another character set (a table made in a latin1 or utf8mb3 database by an

@@ -33,11 +33,10 @@ def difference(inspector, table: sa.Table, columns: dict[str, dict], dialect: An
     """How the table of ``table``'s name, whose reflected columns are ``columns`` (by our
     spelling), differs from one ``init`` made on ``dialect`` (``store/dialects.py``): a view, a
     column of another type, a key missing, a column pq cannot fill. None when it does not."""
-    conn = inspector.bind
-    if dialect.is_view(conn, inspector, table.name):
+    if dialect.is_view(inspector, table.name):
         return "it is a view"
     fold, rowid = dialect.column_names_fold_case, dialect.implicit_rowid
-    primary, unique = dialect.unique_keys(conn, inspector, table.name)
+    primary, unique = dialect.unique_keys(inspector, table.name)
     return (
         _types(table, columns, inspector.dialect, dialect)
         or _missing_key(table, [primary, *unique], fold)

@@ -19,15 +19,15 @@ class PostgreSQLDialect(Dialect):
         typ = table.c[column].type.compile(dialect=conn.dialect)
         conn.exec_driver_sql(f"ALTER TABLE {prep.quote(table.name)} ALTER COLUMN {prep.quote(column)} TYPE {typ}")
 
-    def unique_keys(self, conn, inspector, name):
+    def unique_keys(self, inspector, name):
         # every primary key and unique constraint has its unique index: one read of pg_index
         # (an expression's column is NULL, as the reflection reads it)
-        rows = conn.exec_driver_sql(_UNIQUE_INDEXES, {"t": name}).all()
+        rows = inspector.bind.exec_driver_sql(_UNIQUE_INDEXES, {"t": name}).all()
         primary = next((list(cols) for is_primary, cols in rows if is_primary), [])
         return primary, [list(cols) for is_primary, cols in rows if not is_primary]
 
-    def is_view(self, conn, inspector, name):
-        return conn.exec_driver_sql(_RELKIND, {"t": name}).scalar() == "v"
+    def is_view(self, inspector, name):
+        return inspector.bind.exec_driver_sql(_RELKIND, {"t": name}).scalar() == "v"
 
     def as_bytes(self, text):
         return sa.func.convert_to(text, "UTF8")  # a cast to bytea would read backslash escapes
