@@ -85,7 +85,7 @@ class SettleWays:
         self.held: list[int] = []
         self.read_back: list[int] = []
         store = q.store
-        record_held, record_ids = store._record_held, store.events.record_ids
+        record_held, record_ids = store.settles._record_held, store.events.record_ids
 
         def held(conn, group, now):
             self.held += [s.id for s in group]
@@ -96,7 +96,7 @@ class SettleWays:
                 self.read_back += list(ids)
             return record_ids(conn, kind, ids, *a, **k)
 
-        monkeypatch.setattr(store, "_record_held", held)
+        monkeypatch.setattr(store.settles, "_record_held", held)
         monkeypatch.setattr(store.events, "record_ids", read_back)
 
 

@@ -258,7 +258,10 @@ def _receiver(node: ast.Attribute) -> str:
 
 #: an expression that is a store or one of the parts it is composed of: ``q.store``, ``tx.store``,
 #: ``store.runs``, ``q.store.stats``
-_STORE_EXPR = re.compile(r"(^|\.)_?store$|\.(runs|workers|failures|stats|tags|events)$|^store$", re.IGNORECASE)
+_STORE_EXPR = re.compile(
+    r"(^|\.)_?store$|\.(runs|workers|failures|stats|tags|events|reads|submits|changes|settles|browse|bulk)$|^store$",
+    re.IGNORECASE,
+)
 
 
 def _store_aliases(tree: ast.AST) -> set[str]:

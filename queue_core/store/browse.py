@@ -1,6 +1,6 @@
 """Pages of tasks for an operator's browser (store layer): the tasks matching filters, newest
 first, after a keyset cursor (the last id shown); never an OFFSET, never a count of the table.
-A mixin of :class:`~queue_core.store.tasks.SqlStore`."""
+A part of :class:`~queue_core.store.tasks.SqlStore` (its ``browse``)."""
 
 from __future__ import annotations
 

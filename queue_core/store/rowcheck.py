@@ -212,6 +212,15 @@ SCHEDULE_COLUMNS: dict[str, Check] = {
 }
 
 
+def sql_order(value: Any) -> tuple:
+    """A value's place in SQL's order, numbers below text below bytes (SQLite's, whose columns
+    keep any type): a priority level edited by hand to text must not stop the claim's walk over
+    the levels (due, its row is set aside: ``ClaimScreen._screen``)."""
+    if isinstance(value, (int, float)):
+        return (0, value)
+    return (1, value) if isinstance(value, str) else (2, bytes(value))
+
+
 def _task_states(row: Mapping) -> tuple[str, str] | None:
     """Columns that contradict each other: a lease or an outcome in a state that has none."""
     if row.get("leased") == 1 and row.get("state") != LIVE:

@@ -408,12 +408,12 @@ class RunRows:
         dues = self.tasks.events.attempt_dues(conn, [id_])
         res = conn.execute(sa.update(t).where(t.c.id == id_, *retry).values(**values))
         if res.rowcount == 1:
-            self.tasks._record_again(conn, "retried", [id_], now, dues, traceback)
-        elif not self.tasks._applied_before(conn, id_, token, "retry"):
+            self.tasks.changes.record_again(conn, "retried", [id_], now, dues, traceback)
+        elif not self.tasks.changes.applied_before(conn, id_, token, "retry"):
             self._refused(conn, id_, token, "retry")  # unless its own earlier run committed it
 
     def _refused(self, conn, id_: int, token: int, op: str) -> None:
-        self.tasks._diagnose(conn, id_, token, op)  # raises with the reason
+        self.tasks.changes.diagnose(conn, id_, token, op)  # raises with the reason
 
     def run_mark(self, conn, id_: int, group: str, workflow: str) -> bool:
         """Make a row not yet picked up by a decider known as a run (listed with the runs)."""

@@ -1,7 +1,7 @@
 """Settling a batch of held tasks as finished (store layer): one UPDATE per lease token, fenced by
-it, and the ``finished`` events of the rows it wrote. A mixin of
-:class:`~queue_core.store.tasks.SqlStore`; a worker settles each batch in the transaction of
-its next claim.
+it, and the ``finished`` events of the rows it wrote. A part of
+:class:`~queue_core.store.tasks.SqlStore` (its ``settles``); a worker settles each batch in the
+transaction of its next claim.
 
 The events are read back from the rows as the UPDATE left them (``record_ids``: one INSERT ...
 SELECT), except where the claims mark their rows (MySQL/MariaDB, whose insert of selected rows
@@ -10,8 +10,8 @@ when claimed is written from what its holder keeps of the claim (:class:`HeldAtt
 row is still as the claim left it: the UPDATE is also fenced by the claim mark, which the server
 changes on any change of the row since (a move, a track, an attempt given back, a heartbeat, a
 hand edit). A row changed since, a lease lost, or a batch whose UPDATE fell short, goes the
-read-back way. (Fencing by every column an event reads instead cost MariaDB what the read saved:
-session 17.)
+read-back way. (Fencing by every column an event reads instead cost MariaDB what the read
+saved.)
 """
 
 from __future__ import annotations
@@ -74,30 +74,34 @@ class _SortedOut:
 
 
 class TaskSettles:
-    """Needs ``t`` (the task table), ``events_t``, ``db``, ``purge_time``, ``events`` and
-    ``marked_claims``."""
+    """Finishes of batches of held tasks of the task table ``t``, with their events (``events``);
+    ``purge_time`` gives a finished row its purge time, ``marked_claims()`` the table with its
+    claim mark when the store's claims mark their rows (the store's)."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    events_t: sa.Table
-    db: Database
-    purge_time: Callable[..., Any]  # SqlStore
-    marked_claims: Callable[[], sa.Table | None]  # SqlStore
-    events: TaskEvents
+    def __init__(
+        self,
+        db: Database,
+        t: sa.Table,
+        events: TaskEvents,
+        purge_time: Callable[..., Any],
+        marked_claims: Callable[[], sa.Table | None],
+    ):
+        self.db, self.t, self.events, self.purge_time, self.marked_claims = db, t, events, purge_time, marked_claims
 
     def task_settle(self, settled: Sequence[Settled], now: float, also=None) -> list[Settled]:
         """Finish a batch of held tasks in one transaction; returns those whose lease was lost.
         ``also(conn)``: more writes of the batch in the same transaction."""
 
         def work(conn):
-            gone = self._settle(conn, settled, now) if settled else []
+            gone = self.settle(conn, settled, now) if settled else []
             if also is not None:
                 also(conn)
             return gone
 
         return self.db.run(work, what="finish") if settled or also is not None else []
 
-    def _settle(self, conn, settled: Sequence[Settled], now: float) -> list[Settled]:
+    def settle(self, conn, settled: Sequence[Settled], now: float) -> list[Settled]:
+        """Finish ``settled`` in the caller's transaction; those whose lease was lost."""
         by_batch: dict[tuple, dict[int, Settled]] = {}
         for s in settled:  # each lease once: an entry listed twice is settled once
             by_batch.setdefault((s.token, s.outcome, s.purge_at), {}).setdefault(s.id, s)
@@ -148,7 +152,7 @@ class TaskSettles:
     def _record_held(self, conn, group: Sequence[Settled], now: float) -> None:
         events = finished_events([(s.id, s.held) for s in group], now, group[0].outcome) if group else []
         if events:
-            self.db.dialect.insert_rows(conn, self.events_t, COLUMNS, events)
+            self.db.dialect.insert_rows(conn, self.events.events_t, COLUMNS, events)
 
     def _sort_out(self, conn, group: Sequence[Settled], now: float) -> _SortedOut:
         """The rows of ``group`` (one token) as they are now (read after its finish)."""

@@ -1,7 +1,6 @@
 """Submissions to the task table (store layer): one task in one statement, many in batches,
-a key whose finished row's retention ended freed and taken atomically. A mixin of
-:class:`~queue_core.store.tasks.SqlStore`, which builds the statements (``_insert_absent``,
-``_insert_one_due``, ``_insert_one_later``)."""
+a key whose finished row's retention ended freed and taken atomically. A part of
+:class:`~queue_core.store.tasks.SqlStore` (its ``submits``)."""
 
 from __future__ import annotations
 
@@ -37,42 +36,58 @@ class NewTask:
     trace: str | None = None  # the submitter's trace context (tracing.py)
 
 
+def task_row(task: NewTask, now: float) -> dict:
+    """The row of the task table that submitting ``task`` at ``now`` inserts."""
+    return {
+        "key": task.key,
+        "type": task.type,
+        "data": task.data,
+        "resource": task.resource,
+        "max_running": task.max_running,
+        "priority": task.priority,
+        "state": task.state,
+        "leased": 0,
+        "timeout": task.run_at if task.state == LIVE else FOREVER,
+        "run_at": task.run_at,
+        "created_at": now,
+        "attempts": 0,
+        "max_attempts": task.max_attempts,
+        "cancel_requested": 0,
+        "grp": task.group,
+        "workflow": task.workflow,
+        "definition": task.definition,
+        "queue": task.queue,
+        "trace": task.trace,
+    }
+
+
 class TaskSubmits:
-    """Inserts of new tasks, for :class:`~queue_core.store.tasks.SqlStore`."""
+    """Inserts of new tasks into the task table ``t`` (their tags through ``tags``); ``task_get``
+    reads a task row, ``forget_rows`` deletes what belongs to rows besides them (the store's).
+    New due tasks are told on :attr:`channel` (None: not told)."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    db: Database
-    channel: str | None
-    _insert_absent: Any  # insert-if-absent of many rows (the dialect's)
-    _insert_one_due: Any  # of one row, telling the listeners (PostgreSQL) as it commits
-    _insert_one_later: Any  # of one row not due yet
-    task_get: Callable[..., dict | None]  # TaskReads
-    tags: TaskTags
-    forget_rows: Callable[[Any, Sequence[int]], None]  # SqlStore
+    def __init__(
+        self,
+        db: Database,
+        t: sa.Table,
+        tags: TaskTags,
+        task_get: Callable[..., dict | None],
+        forget_rows: Callable[[Any, Sequence[int]], None],
+    ):
+        self.db, self.t, self.tags, self.task_get, self.forget_rows = db, t, tags, task_get, forget_rows
+        self._insert_absent = db.dialect.insert_if_absent(t, "key")  # of many rows (the dialect's)
+        self.channel = None
 
-    def _row(self, task: NewTask, now: float) -> dict:
-        return {
-            "key": task.key,
-            "type": task.type,
-            "data": task.data,
-            "resource": task.resource,
-            "max_running": task.max_running,
-            "priority": task.priority,
-            "state": task.state,
-            "leased": 0,
-            "timeout": task.run_at if task.state == LIVE else FOREVER,
-            "run_at": task.run_at,
-            "created_at": now,
-            "attempts": 0,
-            "max_attempts": task.max_attempts,
-            "cancel_requested": 0,
-            "grp": task.group,
-            "workflow": task.workflow,
-            "definition": task.definition,
-            "queue": task.queue,
-            "trace": task.trace,
-        }
+    @property
+    def channel(self) -> str | None:
+        """LISTEN/NOTIFY channel the inserts of due tasks tell, or None."""
+        return self._channel
+
+    @channel.setter
+    def channel(self, name: str | None) -> None:
+        self._channel = name
+        self._insert_one_due = self.db.dialect.insert_one(self.t, "key", name)  # tells the listeners
+        self._insert_one_later = self.db.dialect.insert_one(self.t, "key", None)  # of one row not due yet
 
     def task_insert(self, conn, tasks: Sequence[NewTask], now: float) -> int:
         """Insert tasks whose key is free; returns how many were new.
@@ -84,7 +99,7 @@ class TaskSubmits:
         inserted = 0
         for i in range(0, len(tasks), 500):
             chunk = tasks[i : i + 500]
-            rows = [self._row(x, now) for x in chunk]
+            rows = [task_row(x, now) for x in chunk]
             n = self._insert_rows(conn, chunk, rows)
             if n < len(rows):
                 # Keys taken: free those whose finished row's retention ended, and insert again
@@ -139,7 +154,7 @@ class TaskSubmits:
         stmt = self._insert_one_due if due else self._insert_one_later
 
         def insert_one(conn) -> bool:
-            return self.db.dialect.inserted_one(conn, stmt, self._row(task, now))
+            return self.db.dialect.inserted_one(conn, stmt, task_row(task, now))
 
         if task.tags:  # with its tag rows: in one transaction
             return self._insert_in_transaction(task, now)

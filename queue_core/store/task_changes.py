@@ -1,5 +1,5 @@
-"""The transitions of a task row that its holder or an operator asks for (store layer), mixed
-into :class:`~queue_core.store.tasks.SqlStore`.
+"""The transitions of a task row that its holder or an operator asks for (store layer): a part
+of :class:`~queue_core.store.tasks.SqlStore` (its ``changes``).
 
 Each method writes one transition of :data:`~queue_core.store.transitions.TASK_TRANSITIONS`
 with the precondition the table gives it in its WHERE clause. Holder operations are fenced by
@@ -34,16 +34,24 @@ UNSET: Any = object()
 
 
 class TaskChanges:
-    """Needs ``t`` (the task table), its ``name``, ``db``, ``receipts``, ``purge_time`` and ``events``."""
+    """The holder's and the operator's transitions of the task table ``t`` (named ``name``; the
+    starts a rate limit counted in ``starts_t``), each with its events (``events``) and an
+    operator's with its receipt (``receipts``); ``purge_time`` gives a finished row its purge
+    time, ``forget_rows`` deletes what belongs to rows besides them (the store's)."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    name: str
-    db: Database
-    purge_time: Callable[[float], sa.Case]
-    receipts: Receipts
-    forget_rows: Callable[[Any, Sequence[int]], None]  # SqlStore
-    events: TaskEvents
+    def __init__(
+        self,
+        db: Database,
+        name: str,
+        t: sa.Table,
+        starts_t: sa.Table,
+        receipts: Receipts,
+        events: TaskEvents,
+        purge_time: Callable[[float], sa.Case],
+        forget_rows: Callable[[Any, Sequence[int]], None],
+    ):
+        self.db, self.name, self.t, self.starts_t = db, name, t, starts_t
+        self.receipts, self.events, self.purge_time, self.forget_rows = receipts, events, purge_time, forget_rows
 
     # -- holder operations (fenced by the lease token) ------------------------------------
     def task_heartbeat(
@@ -72,7 +80,7 @@ class TaskChanges:
                 return at + alive, False
             if conn.execute(extend(at)).rowcount == 1:
                 return at + alive, True
-            self._diagnose(conn, id_, token, "heartbeat")
+            self.diagnose(conn, id_, token, "heartbeat")
 
         # The common case is one statement in autocommit: it holds no lock between statements. On
         # SQLite a transaction of several statements holds the database's write lock until its
@@ -125,7 +133,7 @@ class TaskChanges:
         """The holder gives back unrun, due ``now``, a rate-limited task it decided not to start,
         and deletes the start its claim counted at ``start_by``, in one transaction fenced by the
         lease: a handler that never started spends none of the limit's starts."""
-        st = self.starts_t  # type: ignore[attr-defined]
+        st = self.starts_t
 
         def work(conn) -> None:
             self.task_release(id_, token, now, conn=conn)  # raises, deleting nothing, if not held
@@ -153,7 +161,7 @@ class TaskChanges:
             held = sorted(dues)
             if held:
                 conn.execute(sa.update(t).where(t.c.id.in_(held), *fence).values(**values))
-                self._record_again(conn, "released", held, now, dues)
+                self.record_again(conn, "released", held, now, dues)
             elif self.db.last_run_retried():  # an earlier run committed, its acknowledgement lost
                 asked = t.c.id.in_(ids) if ids is not None else sa.true()
                 mine = sa.select(t.c.id).where(asked, t.c.lease_token == token, t.c.leased == 0, t.c.timeout == now)
@@ -186,9 +194,9 @@ class TaskChanges:
         def work(conn) -> str:
             dues = self.events.attempt_dues(conn, [id_])
             if conn.execute(release).rowcount == 1:
-                self._record_again(conn, "released", [id_], now, dues)
+                self.record_again(conn, "released", [id_], now, dues)
                 return "released"
-            if self._applied_before(conn, id_, token, "release"):
+            if self.applied_before(conn, id_, token, "release"):
                 return "released"
             if self.db.commit_was_uncertain():
                 return ""
@@ -205,7 +213,7 @@ class TaskChanges:
         nobody took): waiting, due ``now``, no owner, its attempt given back."""
         return dict(leased=0, timeout=now, run_at=now, owner=None) | self._attempts_after(policy.LeaseEnd.RELEASED)
 
-    def _record_again(
+    def record_again(
         self, conn, kind: str, ids: Sequence[int], now: float, dues: dict[int, tuple], traceback: str | None = None
     ) -> None:
         """The events of rows given back to run again (retried, released), whose histories may
@@ -237,15 +245,15 @@ class TaskChanges:
                 if name == "finish":
                     self.events.record_ids(c, kind, [id_], now, outcome=values.get("outcome"), traceback=traceback)
                 else:
-                    self._record_again(c, kind, [id_], now, dues, traceback)
-            elif not self._applied_before(c, id_, token, name):
-                self._diagnose(c, id_, token, name)
+                    self.record_again(c, kind, [id_], now, dues, traceback)
+            elif not self.applied_before(c, id_, token, name):
+                self.diagnose(c, id_, token, name)
 
         if conn is not None:
             return work(conn)
         self.db.run(work, what=name)
 
-    def _applied_before(self, conn, id_: int, token: int, name: str) -> bool:
+    def applied_before(self, conn, id_: int, token: int, name: str) -> bool:
         """Whether an earlier run of this transaction applied the holder's ``name`` (finish, retry,
         release) and committed it, its acknowledgement lost: the row is settled under ``token``."""
         if not self.db.last_run_retried():
@@ -256,7 +264,7 @@ class TaskChanges:
             return False
         return row.state == FINISHED if name == "finish" else (row.state != FINISHED and not row.leased)
 
-    def _diagnose(self, conn, id_: int, token: int, op: str) -> NoReturn:
+    def diagnose(self, conn, id_: int, token: int, op: str) -> NoReturn:
         """Raise the reason why a fenced update of the holder of ``token`` matched nothing."""
         t = self.t
         row = conn.execute(sa.select(t.c.state, t.c.lease_token, t.c.leased, t.c.key).where(t.c.id == id_)).first()

@@ -1,6 +1,6 @@
 """Reads of the task table for callers (store layer): one task, lists by filter (tags through
-the tag table: ``tags.py``), a group's rows, counts by status. A mixin of
-:class:`~queue_core.store.tasks.SqlStore`."""
+the tag table: ``tags.py``), a group's rows, counts by status. A part of
+:class:`~queue_core.store.tasks.SqlStore` (its ``reads``)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ from .transitions import lease_held, status_where
 
 
 class TaskReads:
-    """Needs ``t`` (the task table), ``db`` and the store's part ``tags``."""
+    """Reads of the task table ``t``; rows with their tags through ``tags`` (the store's part,
+    set once it is made: it reads a task through :meth:`task_get`)."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    db: Database
     tags: TaskTags
+
+    def __init__(self, db: Database, t: sa.Table):
+        self.db, self.t = db, t
 
     def task_get(self, key: str, conn=None, tags: bool = False) -> dict | None:
         """The row of task ``key`` (None: no such task); with ``tags``, its ``tags`` too."""

@@ -2,14 +2,14 @@
 protocol (``protocol.py``); its claim is here.
 
 It is composed of parts, each holding the tables it needs, whose operations the store names
-(``parts.PartOp``): ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics),
+(``parts.PartOp``): ``reads`` (``task_reads.py``), ``submits`` (``submits.py``), ``changes`` (the
+holder's and the operator's transitions: ``task_changes.py``), ``settles`` (batched finishes:
+``settles.py``), ``runs`` (``runs.py``), ``workers``, ``failures``, ``stats`` (statistics),
 ``tags``, ``events``, ``browse`` (pages by filter) and ``bulk`` (operators' changes of many tasks).
-The rest shares the claim's tables and views as mixins: reads (``task_reads.py``), submissions
-(``submits.py``), holder and operator transitions (``task_changes.py``), batched finishes
-(``settles.py``), named queues (``queues.py``), claims by type (``typed_claims.py``) and the
-claim's screen of picked rows (``claim_screen.py``). Methods take plain values (``now`` explicit)
-and return plain dicts; every write is a named transition of ``transitions.py`` whose
-precondition is in its WHERE clause.
+The claim shares its tables and views with three mixins: named queues (``queues.py``), claims by
+type (``typed_claims.py``) and the claim's screen of picked rows (``claim_screen.py``). Methods
+take plain values (``now`` explicit) and return plain dicts; every write is a named transition of
+``transitions.py`` whose precondition is in its WHERE clause.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from ..errors import DatabaseError
 from ..rules import policy
 from ..rules.task_states import LIVE
-from . import lost_claims
+from . import lost_claims, rowcheck
 from .base import VersionedTables
 from .browse import TaskBrowse
 from .bulk import BulkChanges
@@ -60,7 +60,7 @@ from .schema import (
 )
 from .settles import Settled, TaskSettles  # noqa: F401 - Settled: part of this module's API
 from .stats import POSITION, TaskStatistics
-from .submits import NewTask, TaskSubmits  # noqa: F401 - NewTask: part of this module's API
+from .submits import NewTask, TaskSubmits, task_row  # noqa: F401 - NewTask, task_row: part of this module's API
 from .tags import TaskTags
 from .task_changes import TaskChanges
 from .task_reads import TaskReads
@@ -74,29 +74,11 @@ from .workers import WorkerRows
 MARK_CHECK_INTERVAL = 10.0
 
 
-def _as_sql_orders(value: Any) -> tuple:
-    """A priority level's place in SQL's order, numbers below text below bytes (SQLite's, whose
-    columns keep any type): a priority edited by hand to text must not stop the walk over the
-    levels (due, its row is set aside by the screen; ``store/screen.py``)."""
-    if isinstance(value, (int, float)):
-        return (0, value)
-    return (1, value) if isinstance(value, str) else (2, bytes(value))
-
-
 def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-class SqlStore(
-    TaskSubmits,
-    TaskChanges,
-    TaskSettles,
-    TaskReads,
-    NamedQueues,
-    ClaimScreen,
-    TypedReads,
-    VersionedTables,
-):
+class SqlStore(NamedQueues, ClaimScreen, TypedReads, VersionedTables):
     current_version = SCHEMA_VERSION
     # the row capped fair-share claims lock; the position of the statistics roll-up
     meta_rows = (("fair_lock", ""), (POSITION, "0"))
@@ -108,6 +90,12 @@ class SqlStore(
     kind = "a pq queue table"
 
     # the operations of the parts this store is composed of (each in the attribute named: runs ...)
+    task_get, task_list, task_group_rows, task_rows_by_keys, task_lock, task_counts = PartOp.of("reads", 6)
+    task_insert, task_submit, task_submit_one = PartOp.of("submits", 3)
+    task_heartbeat, task_finish, task_retry, task_release, task_release_batch, task_cancel = PartOp.of("changes", 6)
+    task_give_back_unstarted, task_lost_before_start, task_force_finish, task_move = PartOp.of("changes", 4)
+    task_set_data, task_purge = PartOp.of("changes", 2)
+    (task_settle,) = PartOp.of("settles", 1)
     worker_register, worker_remove, worker_renew, worker_sweep, worker_rows = PartOp.of("workers", 5)
     failure_heads, failure_samples = PartOp.of("failures", 2)
     stats_roll_up, stats_rows, stats_totals, stats_prune, stats_live_counts, event_newest = PartOp.of("stats", 6)
@@ -136,16 +124,21 @@ class SqlStore(
         ready = functools.partial(self.require_ready, tables=(receipts_t,))
         self.receipts = Receipts(receipts_t, db.dialect, ready)
         super().__init__(db, table, metadata, meta_table(metadata, table))
-        # the parts this store is composed of (the events' channel is set with the store's, below)
+        # the parts this store is composed of (the events' and submits' channel: set with the store's, below)
         self.runs = RunRows(self)
         self.workers = WorkerRows(db, self.t, self.workers_t)
         self.failures = FailureReads(db, self.t, self.tags_t, self.failed_t)
         self.stats = TaskStatistics(db, self.t, self.events_t, self.stats_t, self.gaps_t, self.meta)
-        self.tags = TaskTags(db, table, self.t, self.tags_t, self.task_get)
+        self.reads = TaskReads(db, self.t)
+        self.tags = self.reads.tags = TaskTags(db, table, self.t, self.tags_t, self.reads.task_get)
         self.events = TaskEvents(db, self.t, self.events_t, self.stats, self.failures, None)
         self.browse = TaskBrowse(db, self.t, self.tags_t, self.tags, self.failures)
         self.bulk = BulkChanges(db, self.t, self.tags_t, self.purge_time, (self.failures, self.receipts, self.events))
-        self._insert_absent = db.dialect.insert_if_absent(self.t, "key")
+        self.submits = TaskSubmits(db, self.t, self.tags, self.reads.task_get, self.forget_rows)
+        self.changes = TaskChanges(
+            db, table, self.t, self.starts_t, self.receipts, self.events, self.purge_time, self.forget_rows
+        )
+        self.settles = TaskSettles(db, self.t, self.events, self.purge_time, self.marked_claims)
         self._fair_lock = sa.select(self.meta.c.name).where(self.meta.c.name == "fair_lock")
         self._claim_reads()
         self.channel = f"pq_{table}"[:63] if db.dialect.can_notify else None
@@ -227,10 +220,8 @@ class SqlStore(
 
     @channel.setter
     def channel(self, name: str | None) -> None:
-        self._channel = self.events.channel = name
+        self._channel = self.events.channel = self.submits.channel = name
         self.__dict__.pop("_views", None)  # views copied the old channel
-        self._insert_one_due = self.db.dialect.insert_one(self.t, "key", name)  # tells the listeners
-        self._insert_one_later = self.db.dialect.insert_one(self.t, "key", None)
 
     def purge_time(self, purge_at: float, table: sa.Table | None = None):
         """The purge time a row (of the task table, or ``table``: its marked copy) gets when it
@@ -366,7 +357,7 @@ class SqlStore(
         def work(conn):
             self.claim_table(conn)
             if pending:
-                gone = self._settle(conn, pending, now)
+                gone = self.settles.settle(conn, pending, now)
                 if lost is not None:
                     lost[:] = gone
             if also is not None:
@@ -491,7 +482,7 @@ class SqlStore(
         picked: list[dict] = []
         tops = self._tops(conn, types) if tops is None else dict(tops)  # types' best levels, if known
         while tops and len(picked) < n:
-            level = max(tops.values(), key=_as_sql_orders)
+            level = max(tops.values(), key=rowcheck.sql_order)
             at = [k for k, p in tops.items() if p == level]
             due = self._with_due_at(conn, at, level, now)
             if due:

@@ -330,7 +330,8 @@ def test_task_cancel(queue):
             queue,
             "h",
             lambda: run(
-                queue, lambda c: queue.store._by_id(c, row(queue, "h")["id"], "cancel", values, T0 + 1, now=T0 + 1)
+                queue,
+                lambda c: queue.store.changes._by_id(c, row(queue, "h")["id"], "cancel", values, T0 + 1, now=T0 + 1),
             ),
         )
         is False
@@ -388,7 +389,7 @@ def test_task_request_cancel(queue):
             "p",
             lambda: run(
                 queue,
-                lambda c: queue.store._by_id(
+                lambda c: queue.store.changes._by_id(
                     c, row(queue, "p")["id"], "request_cancel", {"cancel_requested": 1}, T0 + 1
                 ),
             ),

@@ -62,9 +62,12 @@ def postgres_rows_read(conn, statement, parameters) -> int:
 
 
 def analyze(queue) -> None:
+    """Statistics of the queue's tables, its task table and those beside it (tags, events ...): a
+    plan that joins one left to autovacuum depends on when that last ran."""
     with queue.db.engine.begin() as conn:
-        conn.exec_driver_sql(
-            {"sqlite": "ANALYZE", "postgresql": f"ANALYZE {queue.table}"}.get(
-                conn.dialect.name, f"ANALYZE TABLE {queue.table}"
-            )
-        )
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("ANALYZE")
+            return
+        names = [n for n in sa.inspect(conn).get_table_names() if n == queue.table or n.startswith(queue.table + "_")]
+        statement = "ANALYZE {}" if conn.dialect.name == "postgresql" else "ANALYZE TABLE {}"
+        conn.exec_driver_sql(statement.format(", ".join(conn.dialect.identifier_preparer.quote(n) for n in names)))

@@ -98,7 +98,7 @@ def _insert_task_uncommitted(db_url: str, queue, key: str):
     engine = sa.create_engine(db_url)
     conn = engine.connect()
     tx = conn.begin()
-    row = queue.store._row(queue_core.store.tasks.NewTask(key=key, type="t", data="{}", run_at=T0), T0)
+    row = queue_core.store.tasks.task_row(queue_core.store.tasks.NewTask(key=key, type="t", data="{}", run_at=T0), T0)
     conn.execute(sa.insert(queue.store.t).values(**row))
     return engine, conn, tx
 

@@ -77,7 +77,7 @@ def test_a_return_attempt_retried_after_its_applied_commit_gives_back_one_attemp
     comes: k was lost before start, A gives its attempt back (``return_attempt``: attempts - 1
     where lease_token <> A's token). That transaction commits but its acknowledgement is lost;
     Database.run runs it again and the decrement, which has no check of an earlier applied run
-    (unlike ``_held``/``_applied_before``), applies a second time: attempts 0 although B is
+    (unlike ``_held``/``applied_before``), applies a second time: attempts 0 although B is
     running it. B dies mid-run (its lease expires: an expired lease spends its attempt); k is
     then run by two more workers that die too (attempts 1, 2) before the claim gives up: three
     runs of a task with max_attempts=2.

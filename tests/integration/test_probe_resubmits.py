@@ -80,7 +80,7 @@ def test_an_insert_committing_below_the_seen_max_is_found_by_the_poll(db_url, ta
             watch.changed()
             with other.connect() as slow:
                 tx = slow.begin()
-                row = q.store._row(
+                row = queue_core.store.tasks.task_row(
                     q._new_task(
                         "slow",
                         "t",

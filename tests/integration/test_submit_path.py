@@ -21,6 +21,7 @@ from conftest import in_transaction, own_queue
 from workflow_faults.fault_support import ack_lost_once, connection_drops_once  # the store's fault injection
 
 from queue_core.errors import IdempotentAlreadyExistsError
+from queue_core.store.submits import task_row
 
 T0 = 1_700_000_000.0
 
@@ -121,7 +122,7 @@ def test_a_failed_transaction_hands_its_connection_back_rolled_back(db_url, tabl
         def write_then_fail(conn):
             conn.execute(
                 sa.insert(q.store.t).values(
-                    q.store._row(
+                    task_row(
                         q._new_task(
                             "ghost",
                             "t",

@@ -41,13 +41,13 @@ def test_transient_error_while_retrying_does_not_consume_two_retries(queue, cloc
 
 def test_a_step_retry_whose_commit_ack_was_lost_is_recognised(queue, clock):
     """finish/retry/release transitions retried after their own applied COMMIT
-    recognise it (as SqlStore._held does with _applied_before) instead of reporting a lost lease.
+    recognise it (as TaskChanges._held does with applied_before) instead of reporting a lost lease.
 
     Interleaving: a worker runs step ``flaky`` (retries=2), it raises; the decider writes the step
     retry (transaction "retry step": SqlStore.run_retry_held, fenced by the lease token). The COMMIT is
     applied, its acknowledgement lost; Database.run runs the transaction again. The fenced update
     now matches nothing (the row is no longer leased) and SqlStore.run_retry_held has no
-    applied-before check: it calls _diagnose, which raises PreemptedError("... was already
+    applied-before check: it calls diagnose, which raises PreemptedError("... was already
     released or retried by this holder") out of the decider, as if the lease had been lost.
 
     The row itself ends right (failures 1, not leased: the retry was written once), but the decider
