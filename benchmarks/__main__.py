@@ -2,6 +2,7 @@
 
     python -m benchmarks --db sqlite,mariadb,postgres            # full run (docs/benchmarks.md)
     python -m benchmarks --quick                                 # < 2 minutes, small counts
+    python -m benchmarks --smoke                                 # every scenario runs; no figure means anything
     python -m benchmarks --scenarios drain,latency --runs 5 --peers huey,rq
     python -m benchmarks --from-json benchmarks/results/X.json   # re-render the Markdown and chart
 
@@ -22,7 +23,7 @@ from . import analysis, report, runner, scenarios
 from .env import DATABASES, log
 from .peers import registry as peers
 from .procs import ROOT
-from .sizes import FULL, QUICK
+from .sizes import FULL, QUICK, SMOKE
 
 
 def _list(text: str) -> list[str]:
@@ -33,6 +34,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", default=",".join(DATABASES), help="databases, comma-separated (default: all three)")
     ap.add_argument("--quick", action="store_true", help="small counts, 1 run: under 2 minutes")
+    ap.add_argument(
+        "--smoke", action="store_true", help="the smallest counts (a quick run): that every scenario runs and checks"
+    )
     ap.add_argument("--runs", type=int, help="runs per figure (default: 3; 1 with --quick)")
     ap.add_argument("--scenarios", help=f"comma-separated subset of: {', '.join(scenarios.SECTIONS)}")
     ap.add_argument("--peers", help=f"comma-separated subset of: {', '.join(peers.NAMES)} (default: all installed)")
@@ -47,6 +51,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--from-json", type=Path, help="do not measure: re-render the Markdown/chart from this file")
     ap.add_argument("--keep-workdir", action="store_true", help="keep worker logs and SQLite files")
     args = ap.parse_args(argv)
+    args.quick = args.quick or args.smoke
     args.dbs = _list(args.db)
     bad = [d for d in args.dbs if d not in DATABASES]
     if bad:
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         doc = analysis.analyse(json.loads(args.from_json.read_text()))
     else:
-        sizes = QUICK if args.quick else FULL
+        sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
         if args.runs:
             sizes = dataclasses.replace(sizes, runs=args.runs)
         opts = runner.Options(

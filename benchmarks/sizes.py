@@ -1,7 +1,8 @@
-"""How much work each scenario does: a full run (the figures of issue 5) and ``--quick``."""
+"""How much work each scenario does: a full run (the figures of issue 5), ``--quick`` and ``--smoke``."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -140,4 +141,36 @@ QUICK = Sizes(
     rq_tasks=100,
     chord_runs=5,
     timeout=60.0,
+)
+
+#: ``--smoke``: the smallest counts and windows at which every scenario still runs and checks its
+#: results (tests/test_benchmarks_quick.py): no figure of it means anything
+SMOKE = dataclasses.replace(
+    QUICK,
+    raw_seconds=0.2,
+    enqueue_tasks=100,
+    enqueue_batch=50,
+    drain_tasks=100,
+    latency_tasks=10,
+    latency_intervals=(0.5,),
+    poll_finished=4000,
+    poll_future=400,
+    poll_count=10,
+    dash_count=2,
+    fair_tasks=30,
+    fair_window=0.5,
+    sched_due=60,
+    sched_idle=400,
+    sched_idle_ticks=3,
+    flow_runs=3,
+    map_widths=(5, 20),
+    map_items=20,
+    idle_seconds=0.3,
+    idle_warmup=0.2,
+    startup_launches=1,
+    limit_tasks=40,
+    rate_seconds=1.0,
+    peer_tasks=50,
+    rq_tasks=30,
+    chord_runs=3,
 )

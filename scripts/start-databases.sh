@@ -30,6 +30,12 @@ _pq_apt_install() {
   apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 || _pq_fail "apt-get install $* failed"
 }
 
+# Throwaway servers write each commit to the operating system but never wait for the disk: a
+# commit survives the server's crash (the restart scenario's SIGKILL), not the machine's, which no
+# test makes. A commit costs a write instead of an fsync: 3 to 7 times the commits per second.
+_PQ_MARIADB_NO_FLUSH="--innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0"
+_PQ_PG_NO_FLUSH="-c fsync=off -c full_page_writes=off"
+
 _pq_start_mariadb() {
   if ! command -v mariadbd >/dev/null 2>&1 || ! command -v mariadb >/dev/null 2>&1; then
     _pq_apt_install mariadb-server mariadb-client || return 1
@@ -47,7 +53,7 @@ _pq_start_mariadb() {
       --port="$MARIADB_PORT" --bind-address=127.0.0.1 --skip-name-resolve \
       --pid-file="$MARIADB_RUNDIR/mysqld.pid" --log-error="$MARIADB_RUNDIR/mysqld.err" \
       --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
-      --max-connections=500 --innodb-lock-wait-timeout=10 ${MARIADB_EXTRA_ARGS:-} \
+      --max-connections=500 --innodb-lock-wait-timeout=10 $_PQ_MARIADB_NO_FLUSH ${MARIADB_EXTRA_ARGS:-} \
       </dev/null >/dev/null 2>&1 &
     local pid=$!
     for _ in $(seq 1 300); do
@@ -88,7 +94,7 @@ _pq_start_postgres() {
   fi
   if ! runuser -u postgres -- "$bin/pg_ctl" -D "$PG_DATADIR" status >/dev/null 2>&1; then
     runuser -u postgres -- "$bin/pg_ctl" -D "$PG_DATADIR" -l "$PG_RUNDIR/pg.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$PG_RUNDIR -c max_connections=300" \
+      -o "-c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$PG_RUNDIR -c max_connections=300 $_PQ_PG_NO_FLUSH" \
       start >/dev/null || { tail -n 30 "$PG_RUNDIR/pg.log" >&2; _pq_fail "PostgreSQL did not start"; return 1; }
   fi
   runuser -u postgres -- "$bin/psql" -h "$PG_RUNDIR" -p "$PG_PORT" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 <<SQL >/dev/null || { _pq_fail "PostgreSQL user setup failed"; return 1; }

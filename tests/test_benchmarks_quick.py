@@ -1,4 +1,5 @@
-"""The benchmark harness must not rot: ``python -m benchmarks --quick`` on each of the three databases.
+"""The benchmark harness must not rot: ``python -m benchmarks --smoke`` (a quick run at the smallest
+counts) on each of the three databases.
 
 It exercises every pq scenario (raw limit, enqueue, drain, latency, poll cost, fairness,
 scheduler, workflows, maps, memory, idle load, start-up) with small counts and checks the results file, not the speed.
@@ -18,6 +19,7 @@ import pytest
 
 from benchmarks.report import BEGIN, END
 from benchmarks.scenarios import SECTIONS
+from benchmarks.sizes import SMOKE
 
 ROOT = Path(__file__).resolve().parents[1]
 DATABASES = ("sqlite", "mariadb", "postgres")
@@ -42,7 +44,7 @@ def test_quick_benchmark_covers_every_scenario(db, tmp_path):
             sys.executable,
             "-m",
             "benchmarks",
-            "--quick",
+            "--smoke",
             "--db",
             db,
             "--out-json",
@@ -59,6 +61,7 @@ def test_quick_benchmark_covers_every_scenario(db, tmp_path):
 
     doc = json.loads(out_json.read_text())
     assert doc["mode"] == "quick" and doc["machine"]["cores"]
+    assert doc["sizes"]["drain_tasks"] == SMOKE.drain_tasks, "not the --smoke sizes"
     assert doc["machine"]["databases"][db], db
     assert sorted(doc["pq"]) == [db]
     for section in SECTIONS:

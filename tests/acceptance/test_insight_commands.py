@@ -1,12 +1,15 @@
 """``perfectqueue show`` (the history), ``events``, ``workers``, ``failures``, ``retry --failed``
-and ``cancel --waiting``: what an operator types, on the three databases; bad input
+and ``cancel --waiting``: what an operator types, on SQLite and one server database; bad input
 is one line on stderr and a non-zero exit, nothing changed."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
+
+pytestmark = pytest.mark.one_server
 
 
 def fail(q, key: str, error, type_: str = "t") -> None:

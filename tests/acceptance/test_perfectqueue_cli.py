@@ -1,4 +1,6 @@
-"""Acceptance tests of the ``perfectqueue`` command line on SQLite, MariaDB and PostgreSQL.
+"""Acceptance tests of the ``perfectqueue`` command line: on SQLite and one server database (marker
+``one_server``: the store they reach runs its conformance suite on the three), and on all three
+what meets a database's own limits, errors and text (``every_database``).
 
 Most cases run in-process with click's CliRunner (stdout and stderr separate); a few run
 the installed console script in a subprocess.
@@ -22,6 +24,8 @@ from click.testing import CliRunner
 import queue_core
 from queue_core.cli.kit import exits, options, output, parsing, passwords, settings
 from queue_core.cli.main import cli
+
+pytestmark = pytest.mark.one_server
 
 VENV_BIN = Path(sys.executable).parent
 PERFECTQUEUE = VENV_BIN / "perfectqueue"
@@ -95,6 +99,7 @@ def test_init_twice(pq):
     assert pq.json("list") == []
 
 
+@pytest.mark.every_database
 def test_commands_before_init_fail_as_database_error(pq):
     result = pq("list")
     assert_error(result, 5, "table not found", "run 'init' first")
@@ -301,6 +306,7 @@ def test_usage_errors_exit_2(ready):
     assert invoke("frobnicate").exit_code == 2
 
 
+@pytest.mark.every_database
 def test_data_over_the_size_limit_exits_1(ready, tmp_path):
     big = json.dumps({"blob": "x" * 200})
     assert_error(ready("submit", "k", "t", big, env={"PQ_MAX_DATA_SIZE": "100"}), 1, "the limit is 100")
@@ -327,6 +333,7 @@ HOSTILE_KEYS = [
 ]
 
 
+@pytest.mark.every_database
 def test_hostile_keys_round_trip(ready):
     pq = ready
     for i, key in enumerate(HOSTILE_KEYS):
@@ -354,6 +361,7 @@ def test_long_error_is_truncated_in_the_table(ready):
 
 
 # -- database and configuration errors ---------------------------------------------------------------
+@pytest.mark.every_database
 @pytest.mark.parametrize("command", [["init"], ["list"], ["submit", "k", "t"], ["stats"], ["show", "k"], ["cleanup"]])
 def test_unreachable_database_exits_5_masked(command):
     started = time.monotonic()
@@ -364,6 +372,7 @@ def test_unreachable_database_exits_5_masked(command):
     assert err
 
 
+@pytest.mark.every_database
 def test_unreachable_database_from_env_and_config_file_is_masked(tmp_path):
     result = invoke("list", env={"PQ_DATABASE_URL": UNREACHABLE})
     assert_error(result, 5, "u:***@127.0.0.1:1")
@@ -375,6 +384,7 @@ def test_unreachable_database_from_env_and_config_file_is_masked(tmp_path):
     assert "s3cretpw" not in result.output
 
 
+@pytest.mark.every_database
 def test_password_never_printed_even_by_unexpected_errors(monkeypatch):
     def boom(self, **kw):
         raise RuntimeError(f"driver said: cannot log in as u with s3cretpw via {UNREACHABLE}")
@@ -610,6 +620,7 @@ def script(*args: str, env: dict | None = None, cwd: Path | None = None, timeout
     )
 
 
+@pytest.mark.every_database
 def test_script_unreachable_database_one_masked_line():
     assert PERFECTQUEUE.exists(), PERFECTQUEUE
     started = time.monotonic()
@@ -678,6 +689,7 @@ def test_run_burst_end_to_end(tmp_path):
     assert sorted((tmp_path / "done.txt").read_text().split()) == ["job0", "job1", "job2"]
 
 
+@pytest.mark.every_database
 @pytest.mark.parametrize("processor_type", ["thread", "process"])
 def test_a_burst_worker_without_its_table_exits_5_in_one_line(tmp_path, processor_type):
     """A worker without --burst polls through a table not made yet (deployed before ``init``); a

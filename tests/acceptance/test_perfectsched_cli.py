@@ -1,4 +1,5 @@
-"""Acceptance tests of the ``perfectsched`` command line on SQLite, MariaDB and PostgreSQL.
+"""Acceptance tests of the ``perfectsched`` command line: on SQLite and one server database
+(marker ``one_server``), and on all three what meets a database's own errors (``every_database``).
 
 Most cases run in-process with click's CliRunner (stdout and stderr separate); a few run the
 installed console script in a subprocess. Time-dependent behaviour uses explicit times
@@ -23,6 +24,8 @@ from click.testing import CliRunner
 import perfectsched
 import queue_core
 from perfectsched.cli import cli
+
+pytestmark = pytest.mark.one_server
 
 VENV_BIN = Path(sys.executable).parent
 PERFECTSCHED = VENV_BIN / "perfectsched"
@@ -113,11 +116,13 @@ def test_init_twice(ps):
     assert ps.task_keys() == []  # the queue table exists too
 
 
+@pytest.mark.every_database
 def test_commands_before_init_are_database_errors(ps):
     assert_error(ps("list"), 5, "table not found", "run 'init' first")
     assert_error(ps("run", "--burst"), 5, "run 'init' first")
 
 
+@pytest.mark.every_database
 def test_run_on_a_schedule_table_init_did_not_upgrade_says_so(ready):
     from conftest import downgrade
 

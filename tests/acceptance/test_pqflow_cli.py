@@ -1,4 +1,5 @@
-"""Acceptance tests of the ``pqflow`` command line on SQLite, MariaDB and PostgreSQL.
+"""Acceptance tests of the ``pqflow`` command line: on SQLite and one server database (marker
+``one_server``), and on all three what meets a database's own errors (``every_database``).
 
 Most commands run in-process with click's CliRunner (stdout and stderr separate); the
 workers, and a few other commands, run the installed console script in a subprocess.
@@ -25,6 +26,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import flows_cli  # noqa: E402
 from cli_support import assert_one_line_error, clean_env  # noqa: E402, F401
+
+pytestmark = pytest.mark.one_server
 
 PQFLOW = Path(sys.executable).parent / "pqflow"
 FLOWS = str(HERE / "flows_cli.py")
@@ -330,6 +333,7 @@ def test_unknown_run_exits_4(flow, command):
     assert_error(flow(*command), 4, "run 'nope' not found")
 
 
+@pytest.mark.every_database
 def test_commands_before_init_exit_5(tmp_path):
     assert_error(invoke("status", "r", "-D", f"sqlite:///{tmp_path}/empty.db"), 5, "run 'init' first")
 
@@ -432,6 +436,7 @@ def test_run_refuses_targets_that_are_not_deciders(tmp_path):
         ["graph", "--run", "r1"],
     ],
 )
+@pytest.mark.every_database
 def test_unreachable_database_exits_5_masked(command):
     started = time.monotonic()
     result = invoke(command[0], "-D", UNREACHABLE, *command[1:])
@@ -440,6 +445,7 @@ def test_unreachable_database_exits_5_masked(command):
     assert time.monotonic() - started < 15
 
 
+@pytest.mark.every_database
 def test_script_unreachable_database_and_help():
     proc = script("status", "r1", "-D", UNREACHABLE, timeout=60)
     assert proc.returncode == 5 and proc.stdout == ""

@@ -1,5 +1,5 @@
 """``perfectqueue queues|pause|resume|limit|move`` and ``--queue`` on submit, list and stats, on
-SQLite, MariaDB and PostgreSQL: what they print, what they change, their one-line errors."""
+SQLite and one server database (marker ``one_server``): what they print, what they change, their one-line errors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 
 import pytest
 from test_perfectqueue_cli import PQ, assert_error, invoke
+
+pytestmark = pytest.mark.one_server
 
 T0 = 1_700_000_000.0
 

@@ -1,12 +1,14 @@
-"""Statistics from the command line and from real worker processes, on SQLite, MariaDB
-and PostgreSQL: ``perfectqueue stats --since`` prints what ran per queue and type, and workers
-roll the events up while they run, with many processes racing to do it."""
+"""Statistics from the command line and from real worker processes: ``perfectqueue stats --since``
+prints what ran per queue and type (on SQLite and one server database), and workers roll the
+events up while they run, with many processes racing to do it (on all three)."""
 
 from __future__ import annotations
 
 import pytest
 from procs import finish, start_worker, wait_for
 from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
+
+pytestmark = pytest.mark.one_server
 
 #: a horizon short enough for tests in real time (event_gap_timeout, the roll-up's horizon)
 FAST = {"PQ_EVENT_GAP_TIMEOUT": "0.001"}
@@ -40,6 +42,7 @@ def test_stats_inputs_are_one_line_errors(ready):  # noqa: F811
     assert_error(pq("stats", "--since", "1h", "--type", "x" * 300), 1, "task type")
 
 
+@pytest.mark.every_database
 @pytest.mark.slow
 def test_workers_roll_up_the_statistics_while_they_run(wq, tmp_path):
     """Three worker processes of two processors each roll up concurrently: every start and

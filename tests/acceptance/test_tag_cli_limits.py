@@ -8,6 +8,8 @@ import pytest
 import sqlalchemy as sa
 from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
 
+pytestmark = pytest.mark.one_server
+
 
 def test_tag_past_32_on_the_command_line_is_exit_1_and_changes_nothing(ready):  # noqa: F811
     """k has 30 tags; 'tag k a b c' -> exit 1, one line; still 30 tags."""
@@ -29,6 +31,7 @@ def test_a_bad_tag_for_untag_and_list_is_a_usage_error(ready, bad):  # noqa: F81
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.every_database
 def test_a_hand_edited_tracked_value_is_one_line_on_show_and_list(ready):  # noqa: F811
     """Tracked = 7 by hand: 'show k' and 'list' fail with one line, no traceback."""
     pq = ready  # noqa: F811

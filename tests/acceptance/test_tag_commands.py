@@ -1,11 +1,13 @@
 """``perfectqueue submit --tag``, ``list --tag/--tracked``, ``tag``, ``untag``, ``track``,
-``untrack`` and ``show``: what an operator types, on the three databases; a bad
+``untrack`` and ``show``: what an operator types, on SQLite and one server database; a bad
 tag is one line and exit 2 before anything connects, an unknown task exit 4."""
 
 from __future__ import annotations
 
 import pytest
 from test_perfectqueue_cli import assert_error, pq, ready  # noqa: F401 - pq, ready: the fixtures
+
+pytestmark = pytest.mark.one_server
 
 
 def usage_error(result, fragment: str) -> None:

@@ -1,6 +1,8 @@
 """``module:Name`` and ``-r module`` import from the directory a command is started in, as
 ``celery -A`` and ``rq worker`` do: the real console scripts, started in a fresh directory that
-holds the module (a console script's own ``sys.path[0]`` is its bin directory)."""
+holds the module (a console script's own ``sys.path[0]`` is its bin directory). The commands under test run as
+processes; what they find ready (a task, a schedule) is made in this process. Their subject is the
+runtime, not the database: SQLite and one server (marker ``one_server``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+import perfectsched
 import queue_core
+
+pytestmark = pytest.mark.one_server
 
 BIN = Path(sys.executable).parent
 
@@ -70,7 +75,8 @@ def here(tmp_path, db_url, table_name, backend):
 @pytest.mark.parametrize("target", [["cwdapp:Worker"], ["-r", "cwdapp", "Worker"]])
 def test_perfectqueue_run_imports_the_target_from_the_current_directory(here, db_url, table_name, target):
     db = ["-D", db_url, "--table", table_name]
-    _run("perfectqueue", "submit", "t1", "touch", "{}", *db, cwd=here)
+    with queue_core.open(db_url, table_name) as q:
+        q.submit("t1", "touch", {})
     _run("perfectqueue", "run", *target, *db, "--burst", "--poll-interval", "0.1", cwd=here)
     assert (here / "t1.done").read_text() == "ok"
     with queue_core.open(db_url, table_name) as q:
@@ -89,20 +95,9 @@ def test_pqflow_run_imports_the_decider_from_the_current_directory(here, db_url,
 @pytest.mark.parametrize("target", [["cwdapp:occurrence"], ["-r", "cwdapp", "occurrence"]])
 def test_perfectsched_run_imports_the_handler_from_the_current_directory(here, db_url, table_name, backend, target):
     db = ["-D", db_url, "--table", table_name, "--schedule-table", table_name + "_s"]
-    _run("perfectsched", "init", *db, cwd=here)
-    _run(
-        "perfectsched",
-        "add",
-        "nightly",
-        "job",
-        "0 0 * * *",
-        "--start",
-        "2026-01-01T00:00:00+00:00",
-        "--catchup",
-        "latest",
-        *db,
-        cwd=here,
-    )
+    with perfectsched.open(db_url, table_name + "_s", table_name) as sched:
+        sched.init()
+        sched.add("nightly", "job", cron="0 0 * * *", next_time=1767225600, catchup="latest")  # 2026-01-01 UTC
     _run("perfectsched", "run", *target, *db, "--burst", "--poll-interval", "0.1", cwd=here)
     assert [p.name for p in here.glob("nightly.*.done")], sorted(p.name for p in here.iterdir())
     if backend != "sqlite":
