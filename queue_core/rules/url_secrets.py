@@ -18,9 +18,10 @@ from sqlalchemy.engine import URL, make_url  # parsing only: no SQL here
 #: query parameters whose value is a secret (compared in lower case)
 SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "pwd", "sslpassword", "ssl_password"})
 
-#: ``password=VALUE`` in a URL's query, in any text: VALUE ends at ``&``, ``#``, a space or a quote
+#: ``password=VALUE`` in a URL's query, in any text, after ``?`` or ``&`` as they are or %-quoted
+#: (a driver's warning quotes a query it does not take): VALUE ends at ``&``, ``#``, a space or a quote
 _QUERY_SECRET_RE = re.compile(
-    r"([?&](?:" + "|".join(sorted(SECRET_QUERY_KEYS, key=len, reverse=True)) + r")=)[^&#\s'\"]+",
+    r"((?:[?&]|%3F|%26)(?:" + "|".join(sorted(SECRET_QUERY_KEYS, key=len, reverse=True)) + r")=)[^&#\s'\"]+",
     re.IGNORECASE,
 )
 
@@ -43,9 +44,16 @@ def secrets_of(url: Any) -> list[str]:
         return []
     found = [u.password] if u.password else []
     for key, value in u.query.items():
-        if key.lower() in SECRET_QUERY_KEYS:
+        if _secret_key(key):
             found.extend([value] if isinstance(value, str) else value)
     return [str(s) for s in found if s]
+
+
+def _secret_key(key: str) -> bool:
+    """Whether query key ``key`` names a secret: ``password``, or a key ending in ``?password``
+    (``db?x?password=SECRET``: the query a parser sees starts at the first ``?``, a driver may
+    read it from the second)."""
+    return re.split(r"[?&]", key.lower())[-1] in SECRET_QUERY_KEYS
 
 
 def spellings(url: Any) -> list[str]:

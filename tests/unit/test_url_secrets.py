@@ -32,6 +32,18 @@ def test_text_with_a_query_password_is_scrubbed_whatever_the_url_was():
     assert scrub(text) == "cannot connect with mysql+pymysql://u@h/db?charset=utf8mb4&passwd=*** (refused)"
 
 
+def test_a_password_behind_a_second_question_mark_is_a_secret_and_scrubbed_when_quoted():
+    """``sqlite:///x?y?password=SECRET``: the parser's query key is ``y?password``; a driver's
+    warning shows the query %-quoted (``y%3Fpassword=SECRET``)."""
+    url = "sqlite:///x?y?password=t0pq"
+    assert url_secrets.secrets_of(url) == ["t0pq"]
+    assert "t0pq" not in url_secrets.masked(url_secrets.parsed(url))
+    warning = "Query string argument(s) 'y?password' ... 'y%3Fpassword=t0pq' and 'a%26PASSWD=t0pz'"
+    assert url_secrets.hide_query_secrets(warning).count("***") == 2 and "t0p" not in url_secrets.hide_query_secrets(
+        warning
+    )
+
+
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20))
 def test_any_query_password_is_absent_from_the_masked_url(secret):
     from urllib.parse import quote

@@ -16,7 +16,7 @@ from .argv_password import set_process_args
 from .exits import EXIT_ERROR, EXIT_INTERRUPTED, exit_code_for
 from .options import CLIState
 from .output import printable
-from .passwords import scrub
+from .passwords import forget_urls, scrub
 from .stderr_logging import debug_env
 
 
@@ -33,6 +33,10 @@ class PQGroup(click.Group):
         kwargs.setdefault("context_settings", {"help_option_names": ["-h", "--help"]})
         super().__init__(*args, **kwargs)
         self.aliases = dict(aliases or {})
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        forget_urls()  # an invocation masks its own URLs' secrets, remembered from here on
+        return super().main(*args, **kwargs)
 
     def get_command(self, ctx: click.Context, cmd_name: str):
         cmd = super().get_command(ctx, cmd_name)

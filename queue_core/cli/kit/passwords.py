@@ -24,6 +24,12 @@ def remember_url(url: Any) -> None:
     _secrets.update(url_secrets.spellings(url))
 
 
+def forget_urls() -> None:
+    """Forget every remembered URL: a command's invocation masks the secrets of its own URLs (run
+    in one process one after another, as click's test runner does, one does not mask another's)."""
+    _secrets.clear()
+
+
 def scrub(text: str, urls: Iterable[Any] = ()) -> str:
     """``text`` with database passwords replaced by ``***``.
 
