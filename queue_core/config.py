@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError, ValidationError
+from .rules import url_secrets
 from .rules.validate import check_served_queues
 
 #: key -> (default, kind, help). kind: "float+" (>0), "float0" (>=0), "int+" (>=1),
@@ -159,7 +160,8 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
                 raise ValueError
             return v
     except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"invalid value for config {key}: {value!r} ({help_})") from None
+        shown = url_secrets.hide_secrets(repr(value))  # a url's password is never shown (in a list too)
+        raise ConfigError(f"invalid value for config {key}: {shown} ({help_})") from None
     raise AssertionError(kind)
 
 

@@ -15,15 +15,21 @@ from urllib.parse import quote, quote_plus
 
 from sqlalchemy.engine import URL, make_url  # parsing only: no SQL here
 
-#: query parameters whose value is a secret (compared in lower case)
-SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "pwd", "sslpassword", "ssl_password"})
+#: query parameters whose value is a secret (compared in lower case): a password, a client key's
+#: password, or psycopg's ``conninfo`` (a whole connection string, password included)
+SECRET_QUERY_KEYS = frozenset(
+    {"password", "passwd", "pass", "pwd", "sslpassword", "ssl_password", "ssl_key_password", "conninfo"}
+)
 
-#: ``password=VALUE`` in a URL's query, in any text, after ``?`` or ``&`` as they are or %-quoted
-#: (a driver's warning quotes a query it does not take): VALUE ends at ``&``, ``#``, a space or a quote
+#: ``password=VALUE`` in a URL's query, in any text, after ``?`` or ``&`` and before ``=``, as they
+#: are or %-quoted (a driver's warning, or a URL rendered, quotes a query it does not take apart):
+#: VALUE ends at ``&``, a space or a quote
 _QUERY_SECRET_RE = re.compile(
-    r"((?:[?&]|%3F|%26)(?:" + "|".join(sorted(SECRET_QUERY_KEYS, key=len, reverse=True)) + r")=)[^&#\s'\"]+",
+    r"((?:[?&]|%3F|%26)(?:" + "|".join(sorted(SECRET_QUERY_KEYS, key=len, reverse=True)) + r")(?:=|%3D))[^&\s'\"]+",
     re.IGNORECASE,
 )
+#: ``scheme://user:PASSWORD@`` in any text: PASSWORD runs to the last ``@`` before a space or a quote
+_USERINFO_SECRET_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*:)[^\s'\"]+@")
 
 
 def parsed(url: Any) -> URL | None:
@@ -43,6 +49,8 @@ def secrets_of(url: Any) -> list[str]:
     if u is None:
         return []
     found = [u.password] if u.password else []
+    if u.password and u.host and "@" in u.host:  # ``u:p@rt@host``: the password is ``p@rt``
+        found.append(f"{u.password}@{u.host.rsplit('@', 1)[0]}")
     for key, value in u.query.items():
         if _secret_key(key):
             found.extend([value] if isinstance(value, str) else value)
@@ -68,6 +76,12 @@ def hide_query_secrets(text: str) -> str:
     return _QUERY_SECRET_RE.sub(r"\1***", text)
 
 
+def hide_secrets(text: str) -> str:
+    """``text`` with the password of anything shaped like ``scheme://user:password@`` and the
+    secret query values of :func:`hide_query_secrets` as ``***`` (for text whose URLs are unknown)."""
+    return hide_query_secrets(_USERINFO_SECRET_RE.sub(r"\1***@", text))
+
+
 def masked(url: URL) -> str:
     """``url`` as text, its password and secret query values replaced by ``***``."""
-    return hide_query_secrets(url.render_as_string(hide_password=True))
+    return hide_secrets(url.render_as_string(hide_password=True))

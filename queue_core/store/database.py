@@ -249,7 +249,7 @@ class Database:
         text = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        text = url_secrets.hide_query_secrets(text)
+        text = url_secrets.hide_secrets(text)
         return text[:500]
 
     def _is_transient(self, exc: BaseException) -> bool:

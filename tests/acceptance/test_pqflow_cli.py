@@ -334,8 +334,8 @@ def test_unknown_run_exits_4(flow, command):
 
 
 @pytest.mark.every_database
-def test_commands_before_init_exit_5(tmp_path):
-    assert_error(invoke("status", "r", "-D", f"sqlite:///{tmp_path}/empty.db"), 5, "run 'init' first")
+def test_commands_before_init_exit_5(db_url, table_name):
+    assert_error(invoke("status", "r", "-D", db_url, "--table", table_name), 5, "run 'init' first")
 
 
 # -- graph -----------------------------------------------------------------------------------------

@@ -44,6 +44,34 @@ def test_a_password_behind_a_second_question_mark_is_a_secret_and_scrubbed_when_
     )
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://pq@h/db?conninfo=password%3DS3CRET",  # psycopg's whole connection string
+        "postgresql+psycopg://pq@h/db?conninfo=postgresql://pq:S3CRET@h/db",
+        "mysql+pymysql://u@h/db?ssl_key_password=S3CRET",  # PyMySQL's client key password
+        "postgresql://u@h/db?x=1?password=S3CRET",  # rendered %-quoted: x=1%3Fpassword%3D...
+        "postgresql://u@h/db?x=1%3Fpassword%3DS3CRET",
+        "postgresql://u:S3@CRET@h/db",  # an unquoted @ in the password
+        "postgresql://u:S3/CRET@h/db",
+        "mysql+pymysql://u@h/db?password=S3#CRET",
+    ],
+)
+def test_secrets_drivers_read_are_absent_from_the_masked_url_and_scrubbed_text(url):
+    assert "CRET" not in url_secrets.masked(url_secrets.parsed(url))
+    assert "CRET" not in url_secrets.hide_secrets(f"cannot connect to {url}: refused")
+    assert "CRET" not in scrub(f"cannot connect to {url}: refused", [url])
+
+
+def test_a_bad_url_in_a_config_is_refused_without_its_password():
+    from queue_core import config
+    from queue_core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        config.build({"url": ["postgresql://pq:S3CRET@db/app"]})
+    assert "S3CRET" not in str(info.value) and "pq:***@db/app" in str(info.value)
+
+
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20))
 def test_any_query_password_is_absent_from_the_masked_url(secret):
     from urllib.parse import quote

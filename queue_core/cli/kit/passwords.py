@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from ...rules import url_secrets
 
 _secrets: set[str] = set()
-_URL_PASSWORD_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*:)[^@/\s'\"]+@")
 
 
 def url_password(url: Any) -> str | None:
@@ -42,4 +40,4 @@ def scrub(text: str, urls: Iterable[Any] = ()) -> str:
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret and secret != "***":
             text = text.replace(secret, "***")
-    return url_secrets.hide_query_secrets(_URL_PASSWORD_RE.sub(r"\1***@", text))
+    return url_secrets.hide_secrets(text)
