@@ -5,9 +5,19 @@ from __future__ import annotations
 import logging
 import sys
 
+from ..rules import url_secrets
+
 FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 
 _file_handlers: list[logging.FileHandler] = []
+
+
+class MaskingFormatter(logging.Formatter):
+    """A log line with every URL's password and secret query values as ``***`` (an error that
+    quotes a configuration, a traceback of a driver that names its URL)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return url_secrets.hide_secrets(super().format(record))
 
 
 def setup_logging(path: str | None = None, level: str = "INFO") -> None:
@@ -22,7 +32,7 @@ def setup_logging(path: str | None = None, level: str = "INFO") -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler._pq = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(MaskingFormatter(FORMAT))
     root.addHandler(handler)
     root.setLevel(getattr(logging, str(level).upper(), logging.INFO))
 
