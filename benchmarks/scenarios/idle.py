@@ -123,8 +123,9 @@ class IdleLoad(Scenario):
             zero_ok=True,
         )
         if before[3] is not None:
-            # the counter reads themselves: 1 statement each (MariaDB), 1 transaction each (PostgreSQL)
-            rate = (after[3] - before[3] - 1) / elapsed / n
+            # the counter reads themselves: 1 statement each (MariaDB), 1 transaction each (PostgreSQL);
+            # PostgreSQL's counters lag by up to a second, so a short window may not see its first read
+            rate = max(0.0, after[3] - before[3] - 1) / elapsed / n
             out.metric(
                 "idle",
                 f"statements_per_s_{mode}",
