@@ -73,13 +73,15 @@ def spellings(url: Any) -> list[str]:
 
 def hide_query_secrets(text: str) -> str:
     """``text`` with the value of every ``?password=`` (and the other secret keys) as ``***``."""
+    if "?" not in text and "&" not in text and "%" not in text:  # most log lines: no query to look at
+        return text
     return _QUERY_SECRET_RE.sub(r"\1***", text)
 
 
 def hide_secrets(text: str) -> str:
     """``text`` with the password of anything shaped like ``scheme://user:password@`` and the
     secret query values of :func:`hide_query_secrets` as ``***`` (for text whose URLs are unknown)."""
-    return hide_query_secrets(_USERINFO_SECRET_RE.sub(r"\1***@", text))
+    return hide_query_secrets(_USERINFO_SECRET_RE.sub(r"\1***@", text) if "://" in text else text)
 
 
 def masked(url: URL) -> str:
