@@ -45,8 +45,8 @@ fi
 # server processes, three tests at a time (PQ_PROCESS_TEST_WORKERS): their processes mostly wait on
 # each other and on the databases, and each deadline leaves seconds to spare. Then, one test at a
 # time, the acceptance tests that time handler starts (marker timing: a rate limit's bound holds for
-# processes not stalled for tens of milliseconds). Then the fault scenarios, three at a time (each
-# runs for a set time, mostly waiting on its processes). Last, one at a time: the database restarts (a session of their own: the
+# processes not stalled for tens of milliseconds). Then the fault scenarios, two at a time (each
+# runs for a set time; three at a time starved a long task's heartbeat past its lease). Last, one at a time: the database restarts (a session of their own: the
 # private servers they kill are locked by one session at a time), what loads the machine: the
 # quick benchmark (one database per test; it checks results, not speeds) and the browser.
 # Whole folders, so that a new test file is never left out; the browser tests are the files
@@ -68,7 +68,7 @@ phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exi
 phase in-process -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
 phase processes -n "${PQ_PROCESS_TEST_WORKERS:-3}" --dist worksteal -m "not timing" "${processes[@]}"
 phase timing -m timing "${processes[@]}"
-phase faults -n "${PQ_FAULT_TEST_WORKERS:-3}" --dist worksteal "${faults[@]}"
+phase faults -n "${PQ_FAULT_TEST_WORKERS:-2}" --dist worksteal "${faults[@]}"
 phase serial "${serial[@]}"
 echo "[test.sh] times:$times total $SECONDS s" >&2
 exit "$status"
