@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import forkserver
+
 HANDLERS = str(Path(__file__).with_name("handlers.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -69,9 +71,10 @@ def start_scheduler(
 
 def _python(code: str, env: dict | None = None) -> subprocess.Popen:
     """``code`` run by a Python process of its own session, stdout and stderr together (``env``:
-    variables to add to its environment)."""
+    variables to add to its environment), forked from pq's imports when they allow
+    (``forkserver.py``)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONFAULTHANDLER": "1", **(env or {})}
-    return subprocess.Popen(
+    return forkserver.popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
 

@@ -17,6 +17,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import forkserver
 import pytest
 from cli_support import assert_one_line_error, clean_env  # noqa: F401
 from click.testing import CliRunner
@@ -643,7 +644,7 @@ def test_resume_continues_where_it_stopped(ready):
 def script(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PQ_")}
     full_env.update(env or {})
-    return subprocess.run(
+    return forkserver.run(
         [str(PERFECTSCHED), *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout
     )
 

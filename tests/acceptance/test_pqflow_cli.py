@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import forkserver
 import pytest
 from click.testing import CliRunner
 
@@ -54,7 +55,7 @@ def script_env() -> dict:
 
 
 def script(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forkserver.run(
         [str(PQFLOW), *args], capture_output=True, text=True, env=script_env(), cwd=cwd, timeout=timeout
     )
 

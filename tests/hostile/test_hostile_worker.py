@@ -62,11 +62,13 @@ def _runs(log: Path) -> Counter:
     return Counter(line.split()[0] for line in log.read_text().splitlines() if line.split()[2] == "run")
 
 
-def _kill_if_stuck(pid: int) -> None:
+def _kill_if_stuck(pid: int, sessions: set[int]) -> None:
+    """Kill ``pid`` if it is in one of the workers' ``sessions`` (each worker is a session of its
+    own; its children stay in it): else it is gone, and the pid reused by something else."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            if HANDLERS.encode() not in fh.read():
-                return  # gone, and the pid reused by something else
+        with open(f"/proc/{pid}/stat") as fh:
+            if int(fh.read().rsplit(")", 1)[1].split()[4]) not in sessions:
+                return
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
@@ -135,9 +137,10 @@ def test_worker_survives_hostile_handlers_on_every_database(tmp_path):
                 *[line for line in outputs[backend].splitlines() if "WARNING" in line or "ERROR" in line],
                 sep="\n  ",
             )
+        sessions = {p.pid for p in procs.values()}
         for _, _, _, log in setups:  # children frozen or hanging, should one have outlived its supervisor
             for line in log.read_text().splitlines() if log.exists() else []:
-                _kill_if_stuck(int(line.split()[1]))
+                _kill_if_stuck(int(line.split()[1]), sessions)
         for backend, url, q, _ in setups:
             q.close()
             if backend != "sqlite":
