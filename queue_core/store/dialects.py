@@ -27,7 +27,7 @@ class Dialect:
     #: whether statements in autocommit need connections of their own (``Database._statement_engine``)
     autocommit_pool = False
     #: whether per-queue index probes may be subqueries correlated to a list of queue names
-    #: (planned once, whatever the number of queues; ``store/queues.py``)
+    #: (planned once, whatever the number of queues; ``store/claim/queues.py``)
     correlated_probes = True
     #: whether every table has a hidden rowid a row is inserted without naming (SQLite)
     implicit_rowid = False

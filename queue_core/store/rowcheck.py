@@ -4,7 +4,7 @@ A row outside them was edited by hand (or written by another program): a state o
 range, a number pq refuses at its input, text in a number column (SQLite keeps it), data that
 is not JSON, a name that is not valid UTF-8 (MySQL's VARBINARY keeps any bytes). Task readers turn
 such a row into :class:`~queue_core.errors.CorruptRowError` naming the table, the row's key and
-the column; the claim sets a due one aside instead of leasing it (``ClaimScreen._screen``). A
+the column; the claim sets a due one aside instead of leasing it (``ClaimScreen.screen``). A
 schedule row is one more schedule that cannot be computed (``perfectsched.rows.check``): the
 scheduler sets it aside with the reason, reads show it as stored, and only
 ``SqlScheduleStore.schedule_check`` (``Schedule.metadata``) raises CorruptRowError.
@@ -215,7 +215,7 @@ SCHEDULE_COLUMNS: dict[str, Check] = {
 def sql_order(value: Any) -> tuple:
     """A value's place in SQL's order, numbers below text below bytes (SQLite's, whose columns
     keep any type): a priority level edited by hand to text must not stop the claim's walk over
-    the levels (due, its row is set aside: ``ClaimScreen._screen``)."""
+    the levels (due, its row is set aside: ``ClaimScreen.screen``)."""
     if isinstance(value, (int, float)):
         return (0, value)
     return (1, value) if isinstance(value, str) else (2, bytes(value))

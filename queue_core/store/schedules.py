@@ -18,9 +18,9 @@ import sqlalchemy as sa
 
 from . import rowcheck
 from .base import VersionedTables
+from .claim import new_token
 from .database import Database
-from .schema import DEFAULT_QUEUE, SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
-from .tasks import FOREVER, new_token
+from .schema import DEFAULT_QUEUE, FOREVER, SCHEDULE_ADDED_COLUMNS, SCHEDULE_SCHEMA_VERSION, meta_table, schedule_table
 from .transitions import schedule_where
 
 

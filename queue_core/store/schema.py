@@ -198,6 +198,12 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
         # SQLite: never a purged row's id for a new row (the wake-up probe watches the highest id)
         sqlite_autoincrement=True,
     )
+    _task_indexes(t, name)
+    return t
+
+
+def _task_indexes(t: sa.Table, name: str) -> None:
+    """The indexes of the task table ``t`` (named ``name``)."""
     # Every claim reads one queue at a time: each claim index leads with (state, queue).
     # Claim: live rows, best priority first, then longest due, then submission order.
     sa.Index(f"ix_{name}_queue", t.c.state, t.c.queue, t.c.priority.desc(), t.c.timeout, t.c.id)
@@ -222,7 +228,6 @@ def task_table(metadata: sa.MetaData, name: str) -> sa.Table:
     partial_index(f"ix_{name}_failed", t.c.id, where=failed).ddl_if(
         dialect=PARTIAL_INDEX_DIALECTS  # type: ignore[arg-type]  # (a tuple of names is documented)
     )
-    return t
 
 
 def partial_index(name: str, *columns: sa.Column, where: dict[str, sa.ColumnElement[bool]]) -> sa.Index:

@@ -66,7 +66,7 @@ def test_attempts_at_int32_max_break_no_claim(backend, db_url, q, types):
 
     An operator sets ``attempts = 2147483647`` on one due row (max_attempts NULL). rowcheck takes
     that value as one pq writes (``integer(0, INT32)``), so the screen lets the row through and
-    the claim's ``UPDATE ... SET attempts = attempts + 1`` (``SqlStore._claim``) overflows the
+    the claim's ``UPDATE ... SET attempts = attempts + 1`` (``ClaimView._lease``) overflows the
     INTEGER column: PostgreSQL 'integer out of range', MariaDB 1264 'Out of range value for column
     attempts'. The whole claim transaction fails, so the sound row beside it is never leased, at
     every poll, for ever (the worker logs 'poll failed' in a loop), and the edited row is neither
@@ -87,7 +87,7 @@ def test_a_corrupt_lease_holds_no_user_s_slot(backend, db_url, q, types):
 
     A live row of user ``u`` (max_running 1) is edited into a lease that ends at ``1e300`` (pq
     never writes a timeout past FOREVER = 1e15; reads name it: 'column timeout holds 1e+300').
-    The claim never sets it aside (it is never due), but ``SqlStore._running_counts`` counts it
+    The claim never sets it aside (it is never due), but ``ClaimView._running_counts`` counts it
     as one of ``u``'s running tasks (``leased = 1 AND timeout > now``) for ever, so
     ``policy.choose_fair`` gives ``u`` no slot: the sound row ``good`` of the same user is never
     claimed again, by any claim, untyped or limited to types. A corrupt row holds the others back

@@ -167,7 +167,7 @@ def test_a_mark_that_loses_its_on_update_while_a_worker_runs(queue, backend, mon
     claim was written from what the worker holds. Since, a claim looks again every
     MARK_CHECK_INTERVAL seconds (the documented window, docs/reliability.md): past it, the
     changed row is read back."""
-    from queue_core.store import tasks
+    from queue_core.store.claim import tables
 
     _only_mysql(backend)
     q = queue
@@ -175,8 +175,8 @@ def test_a_mark_that_loses_its_on_update_while_a_worker_runs(queue, backend, mon
     first = _claim(q, 1, T0 + 1)
     assert q.finish_many(first, now=T0 + 2) == []  # this store now claims with the mark
     _sql(q, f"ALTER TABLE {q.table} " + alter.format(mark=MARK))
-    real = tasks.time.monotonic
-    monkeypatch.setattr(tasks.time, "monotonic", lambda: real() + tasks.MARK_CHECK_INTERVAL)
+    real = tables.time.monotonic
+    monkeypatch.setattr(tables.time, "monotonic", lambda: real() + tables.MARK_CHECK_INTERVAL)
     held = _claim(q, 3, T0 + 3)
     hand_edit(q, [held[1]._id], queue={held[1]._id: "elsewhere"}, owner={held[1]._id: "someone-else"})
     assert q.finish_many(held, now=T0 + 4) == []

@@ -1,4 +1,4 @@
-"""The claim's one-statement "is a user due / best level" read (``_user_and_top``) and
+"""The claim's one-statement "is a user due / best level" read (``ClaimView.user_and_top``) and
 the level walk that stops once the batch is full choose what a model of the documented order
 chooses: userless rows by (priority desc, due time, id); with due users, PerfectQueue's fair share
 (policy.choose_fair over per-user heads and the userless heads), never past a user's cap."""

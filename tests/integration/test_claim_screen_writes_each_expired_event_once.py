@@ -1,4 +1,4 @@
-"""The claim's screen (``store/screen.py`` ``_screen``) computes the ``expired`` events of a
+"""The claim's screen (``store/claim/screen.py``) computes the ``expired`` events of a
 row's expired lease only for a row it ends. A row given up
 or cancelled at claim still gets the ``expired`` event of the attempt its silent holder lost,
 then its end; a row delivered gets its ``expired`` from ``claimed_events`` alone; no event twice.

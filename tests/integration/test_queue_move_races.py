@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 import queue_core
-from queue_core.store.tasks import SqlStore
+from queue_core.store.claim.view import ClaimView
 
 T0 = 1_700_000_000.0
 
@@ -32,7 +32,7 @@ def leased_in(queue, name):
 
 def move_during_claim(monkeypatch, other, key, to):
     """Run `other.move(key, to)` (committed) once, inside the claim, after its candidates were read."""
-    orig = SqlStore._running_counts
+    orig = ClaimView._running_counts
     done = []
 
     def hooked(self, conn, users, now):
@@ -41,7 +41,7 @@ def move_during_claim(monkeypatch, other, key, to):
             other.move(key, to, now=T0)
         return orig(self, conn, users, now)
 
-    monkeypatch.setattr(SqlStore, "_running_counts", hooked)
+    monkeypatch.setattr(ClaimView, "_running_counts", hooked)
     return done
 
 
@@ -75,7 +75,7 @@ def test_move_of_a_userless_task_during_a_claim_is_not_leased(queue, other, monk
     queue.submit("y", "t", {}, queue="b", now=T0 - 10)
     queue.limit("b", concurrency=1, now=T0)
     assert [t.key for t in queue.poll_multi(5, now=T0, queues="b")] == ["y"]
-    orig = SqlStore._pick_userless
+    orig = ClaimView._pick_userless
     done = []
 
     def hooked(self, conn, n, now, lock, types=None, tops=None):
@@ -84,7 +84,7 @@ def test_move_of_a_userless_task_during_a_claim_is_not_leased(queue, other, monk
             other.move("x", "b", now=T0)
         return orig(self, conn, n, now, lock, types, tops)
 
-    monkeypatch.setattr(SqlStore, "_pick_userless", hooked)
+    monkeypatch.setattr(ClaimView, "_pick_userless", hooked)
     got = queue.poll_multi(5, now=T0, queues="a")
     assert done
     assert leased_in(queue, "b") == ["y"], [(t.key, t.queue_name) for t in got]

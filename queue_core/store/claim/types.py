@@ -1,4 +1,4 @@
-"""Reads of claims limited to task types (store layer), mixed into :class:`SqlStore`.
+"""Reads of claims limited to task types (store layer): the :class:`TypeProbes` of a claim's view.
 
 A worker serving some task types only claims with ``types``. Its reads follow the claim's
 walk (one priority level at a time, each level an exact index range in order) per type, on
@@ -12,53 +12,47 @@ probes, a hundred per statement, and only the types that answer yes are read row
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
-from .database import Database
+from .tables import ClaimTables
 
-log = logging.getLogger("queue_core.store")
-
+#: the probes asked in one statement
 PROBES_PER_STATEMENT = 100
 
 
-class TypedReads:
-    """Needs ``t`` (the task table), ``db``, ``name``, ``_top_level`` and ``tables_missing_indexes``."""
+class TypeProbes:
+    """The reads by type of the claims of one view: ``live(...)`` its scope's live rows,
+    ``top_level`` their best level; their statements built once."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    db: Database
-    name: str
-    _top_level: sa.Select
-    _live: Callable[..., Any]  # live rows of the store's scope (one queue)
-    tables_missing_indexes: Callable[[sa.Connection], set[str]]
-    _type_indexes: bool | None = None  # whether the table has them (looked up once)
+    def __init__(self, tables: ClaimTables, live: Callable[..., Any], top_level: sa.Select):
+        self.tables, self.t, self.live, self.top_level = tables, tables.t, live, top_level
+        self._cache: dict[tuple, sa.Select] = {}
 
-    def _live_tops(self, conn, types) -> dict[str, int]:
+    def live_tops(self, conn, types) -> dict[str, int]:
         """The best priority of each of ``types`` that has live rows."""
-        self._check_type_indexes(conn)
+        self.tables.check_type_indexes(conn)
         many = len(types) > PROBES_PER_STATEMENT
-        return self._tops(conn, sorted(set(types) & self._live_types(conn) if many else set(types)))
+        return self.tops(conn, sorted(set(types) & self._live_types(conn) if many else set(types)))
 
-    def _tops(self, conn, types: list[str] | None, below: int | None = None) -> dict:
+    def tops(self, conn, types: list[str] | None, below: int | None = None) -> dict:
         """The best priority (under ``below``) of live rows, as ``{None: level}``; with ``types``,
         of each type's live rows, as ``{type: level}``. Absent: no such row."""
         if types is not None:
             return self._probe(conn, "top" if below is None else "below", types, below=below)
-        top = self._top_level if below is None else self._top_level.where(self.t.c.priority < below)
+        top = self.top_level if below is None else self.top_level.where(self.t.c.priority < below)
         level = conn.execute(top).scalar()
         return {} if level is None else {None: level}
 
-    def _with_due_users(self, conn, types: list[str] | None, now: float) -> list[str] | None:
+    def with_due_users(self, conn, types: list[str] | None, now: float) -> list[str] | None:
         """Those of ``types`` that have due rows of users (unasked for one type, or any type)."""
         if types is None or len(types) <= 1:
             return types
         return sorted(self._probe(conn, "users", types, now=now))
 
-    def _with_due_at(self, conn, at: list, level: int, now: float) -> list:
+    def with_due_at(self, conn, at: list, level: int, now: float) -> list:
         """Those of the types ``at`` that have due userless rows at ``level`` (unasked for one)."""
         if len(at) <= 1:
             return at
@@ -77,7 +71,7 @@ class TypedReads:
     def _probe_statement(self, kind: str, chunk: tuple[str, ...]):
         """A scalar subquery per type, built once: a worker asks about the same types at every
         poll, and building hundreds of subqueries costs more than running them."""
-        cache = self.__dict__.setdefault("_probe_cache", {})
+        cache = self._cache
         stmt = cache.get((kind, chunk))
         if stmt is None:
             if len(cache) >= 256:
@@ -88,22 +82,22 @@ class TypedReads:
 
     def _probe_top(self, type_: str):
         t = self.t
-        return sa.select(t.c.priority).where(self._live(t.c.type == type_)).order_by(t.c.priority.desc()).limit(1)
+        return sa.select(t.c.priority).where(self.live(t.c.type == type_)).order_by(t.c.priority.desc()).limit(1)
 
     def _probe_below(self, type_: str):
         return self._probe_top(type_).where(self.t.c.priority < sa.bindparam("below"))
 
     def _probe_users(self, type_: str):
         t = self.t
-        due = self.db.dialect.likely(t.c.timeout <= sa.bindparam("now"))
-        return sa.select(sa.literal(1)).where(self._live(t.c.type == type_, t.c.resource.is_not(None), due)).limit(1)
+        due = self.tables.db.dialect.likely(t.c.timeout <= sa.bindparam("now"))
+        return sa.select(sa.literal(1)).where(self.live(t.c.type == type_, t.c.resource.is_not(None), due)).limit(1)
 
     def _probe_due(self, type_: str):
         t = self.t
         return (
             sa.select(sa.literal(1))
             .where(
-                self._live(
+                self.live(
                     t.c.type == type_,
                     t.c.priority == sa.bindparam("level"),
                     t.c.timeout <= sa.bindparam("now"),
@@ -119,14 +113,14 @@ class TypedReads:
         t = self.t
 
         def first(*after):
-            return self._typed(sa.select(t.c.type).where(self._live(*after)).order_by(t.c.type).limit(1))
+            return self._typed(sa.select(t.c.type).where(self.live(*after)).order_by(t.c.type).limit(1))
 
         live = sa.select(first().scalar_subquery().label("type")).cte("live_types", recursive=True)
         after = sa.select(first(t.c.type > live.c.type).scalar_subquery()).where(live.c.type.is_not(None))
         live = live.union_all(after)
         return {r[0] for r in conn.execute(sa.select(live.c.type).where(live.c.type.is_not(None)))}
 
-    def _rows_of_types(self, conn, stmt, types: list | None, wrap=None) -> list:
+    def rows_of_types(self, conn, stmt, types: list | None, wrap=None) -> list:
         """The rows of ``stmt`` (``wrap`` makes the statement to run of it), of any type or of
         ``types``: type by type, each an exact range of the type indexes in order (the same
         statement run per type); past the dialect's ``per_type`` types, with IN lists of 500:
@@ -136,7 +130,7 @@ class TypedReads:
         if types is None:
             return list(conn.execute(wrap(stmt)))
         c = self.t.c.type
-        if len(types) <= self.db.dialect.per_type:
+        if len(types) <= self.tables.db.dialect.per_type:
             one = wrap(self._typed(stmt.where(c == sa.bindparam("type_"))))
             return [r for x in types for r in conn.execute(one, {"type_": x})]
         many = wrap(self._typed(stmt.where(c.in_(sa.bindparam("types_", expanding=True)))))
@@ -145,22 +139,9 @@ class TypedReads:
     def _typed(self, stmt):
         """A read limited to types: not through the indexes made for reads of every type (unless
         the table lacks the type indexes)."""
-        if not self._type_indexes:
+        if not self.tables.type_indexes:
             return stmt
         name = self.t.name
-        return self.db.dialect.avoid_indexes(
+        return self.tables.db.dialect.avoid_indexes(
             stmt, self.t, [f"ix_{name}_{x}" for x in ("queue", "quser", "running", "purge")]
         )
-
-    def _check_type_indexes(self, conn) -> None:
-        """Once per store: a table made by an earlier release lacks the type indexes until
-        ``init`` adds them; meanwhile limited claims are right, but read other types' rows."""
-        if self._type_indexes is None:
-            wanted = {f"ix_{self.name}_qtype", f"ix_{self.name}_qtype_user"}
-            self._type_indexes = not wanted & self.tables_missing_indexes(conn)
-            if not self._type_indexes:
-                log.warning(
-                    "table %s predates the indexes of claims limited to task types; such claims "
-                    "read other types' rows until 'init' adds them",
-                    self.name,
-                )

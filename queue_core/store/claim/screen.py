@@ -1,11 +1,11 @@
-"""What the claim does with the due rows it picked, before it leases them (store layer), mixed
-into :class:`~queue_core.store.tasks.SqlStore`.
+"""What the claim does with the due rows it picked, before it leases them (store layer): one
+:class:`ClaimScreen` per store, shared by the claim's views.
 
 A row that must not run again ends here (:func:`queue_core.rules.policy.on_claim`: a cancel requested,
 its attempts used up; transition ``give_up``), and so does a row holding a value pq never writes
 (:mod:`.rowcheck`; transition ``set_aside``): finished as failure with the reason as its error,
 logged once, so that it neither breaks the claim nor blocks the rows behind it. The fair share
-never weighs such a row (its numbers may be anything): it is kept apart (:meth:`split_corrupt`)
+never weighs such a row (its numbers may be anything): it is kept apart (:func:`split_corrupt`)
 and screened after the locking statement read it again, like a row that was sound when read and
 edited before it was locked.
 """
@@ -18,30 +18,28 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..rules import policy
-from ..rules.task_states import FINISHED
-from . import rowcheck
-from .events import TaskEvents
-from .transitions import TASK_EVENTS, task_where
+from ...rules import policy
+from ...rules.task_states import FINISHED
+from .. import rowcheck
+from ..database import isolated
+from ..events import TaskEvents
+from ..transitions import TASK_EVENTS, task_where
 
 log = logging.getLogger("queue_core.store")
 
 
 class ClaimScreen:
-    """Needs ``t`` (the task table), its ``name``, ``purge_time`` and ``events``."""
+    """The screen of the claims of the task table ``t`` (named ``name``): ``purge_time`` gives a
+    row it ends its purge time, ``events`` records what it ends."""
 
-    # what the store this is mixed into provides (declared only: no class attribute is made)
-    t: sa.Table
-    name: str
-    purge_time: Callable[[float], sa.Case]
-    isolated: Callable[..., Exception | None]  # SqlStore
-    events: TaskEvents
-    #: how long a row the claim ends is kept (the queue sets its config's retention_time and
-    #: failure_retention)
-    retention_time: float = 300.0
-    failure_retention: float | None = None
+    def __init__(self, t: sa.Table, name: str, purge_time: Callable[[float], sa.Case], events: TaskEvents):
+        self.t, self.name, self.purge_time, self.events = t, name, purge_time, events
+        #: how long a row the claim ends is kept (the queue sets its config's retention_time and
+        #: failure_retention)
+        self.retention_time = 300.0
+        self.failure_retention: float | None = None
 
-    def _screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], list[dict]]:
+    def screen(self, conn, picked: list[dict], now: float) -> tuple[list[dict], list[dict]]:
         """The rows of ``picked`` to lease, and those the claim ended instead (as they ended:
         ``outcome`` and ``error`` set)."""
         deliver, ended = [], []
@@ -113,22 +111,20 @@ class ClaimScreen:
         rows = [r for r in ended if r["workflow"] is not None]
         if not rows or owned_ended is None:
             return
-        error = self.isolated(conn, lambda: owned_ended(conn, rows))
+        error = isolated(conn, lambda: owned_ended(conn, rows))
         if error is not None:
             keys = ", ".join(repr(r["key"]) for r in rows[:5])
             log.error("the runs of rows the claim ended (%s) could not decide what follows: %s", keys, error)
 
-    @staticmethod
-    def split_corrupt(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-        """``rows`` holding only values pq writes, and the others (for :meth:`_screen`)."""
-        bad = [r for r in rows if rowcheck.problem(r, rowcheck.TASK_COLUMNS) is not None]
-        return [r for r in rows if not any(r is b for b in bad)], bad
 
-    @staticmethod
-    def without_mended(locked: list[dict], corrupt: list[dict]) -> list[dict]:
-        """``locked`` less the rows read corrupt that were mended before the lock: the fair share
-        did not weigh them (the next claim does); a row still corrupt stays, to be set aside."""
-        read_corrupt = {r["id"] for r in corrupt}
-        return [
-            r for r in locked if r["id"] not in read_corrupt or rowcheck.problem(r, rowcheck.TASK_COLUMNS) is not None
-        ]
+def split_corrupt(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``rows`` holding only values pq writes, and the others (for :meth:`ClaimScreen.screen`)."""
+    bad = [r for r in rows if rowcheck.problem(r, rowcheck.TASK_COLUMNS) is not None]
+    return [r for r in rows if not any(r is b for b in bad)], bad
+
+
+def without_mended(locked: list[dict], corrupt: list[dict]) -> list[dict]:
+    """``locked`` less the rows read corrupt that were mended before the lock: the fair share
+    did not weigh them (the next claim does); a row still corrupt stays, to be set aside."""
+    read_corrupt = {r["id"] for r in corrupt}
+    return [r for r in locked if r["id"] not in read_corrupt or rowcheck.problem(r, rowcheck.TASK_COLUMNS) is not None]
