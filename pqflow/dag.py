@@ -282,34 +282,10 @@ class Workflow:
         if mapped is not None and mapped not in parents:
             parents = (mapped, *parents)
         self._check_map_options(mapped, max_parallel, allow_failed_items)
-        _check_trigger(trigger)
-        if retries is not None:
-            _check_retries("retries", retries)
-        if retry_wait is not None:
-            _check_seconds("retry_wait", retry_wait)
-        if name is not None:
-            _check_name("step", name)
-        if queue is not None:
-            _check_queue(queue)
-        step_tags = _check_tags(tags)
+        step_tags = _check_step_options(trigger, retries, retry_wait, name, queue, tags)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            if not callable(fn):
-                raise WorkflowDefinitionError(f"workflow {self._name!r}: a step must be callable, not {fn!r}")
-            step_name = _check_name("step", name if name is not None else getattr(fn, "__name__", None))
-            self._check_context_param(step_name, fn)
-            existing = self._steps.get(step_name)
-            if existing is not None and existing.defined_at != site:
-                file, line = existing.defined_at
-                raise WorkflowDefinitionError(
-                    f"workflow {self._name!r}: step {step_name!r} is already defined at {file}:{line}"
-                )
-            previous = getattr(fn, "__pqflow_step__", None)
-            if isinstance(previous, StepDef) and previous.defined_at != site:
-                raise WorkflowDefinitionError(
-                    f"function {getattr(fn, '__qualname__', fn)!r} is already step {previous.name!r} "
-                    f"of workflow {previous.workflow.name!r}; wrap it in a new function to reuse it"
-                )
+            step_name = self._check_step_function(fn, name, site)
             sd = StepDef(
                 step_name,
                 fn,
@@ -341,6 +317,27 @@ class Workflow:
             raise WorkflowDefinitionError(f"allow_failed_items must be True or False, not {allow_failed_items!r}")
         if mapped is None and (max_parallel is not None or allow_failed_items):
             raise WorkflowDefinitionError("max_parallel and allow_failed_items apply to map steps only (map=...)")
+
+    def _check_step_function(self, fn: Any, name: str | None, site: tuple[str, int]) -> str:
+        """The name of the step ``fn`` declared at ``site`` (``name``, else the function's),
+        refused if it is not callable or is already another step."""
+        if not callable(fn):
+            raise WorkflowDefinitionError(f"workflow {self._name!r}: a step must be callable, not {fn!r}")
+        step_name = _check_name("step", name if name is not None else getattr(fn, "__name__", None))
+        self._check_context_param(step_name, fn)
+        existing = self._steps.get(step_name)
+        if existing is not None and existing.defined_at != site:
+            file, line = existing.defined_at
+            raise WorkflowDefinitionError(
+                f"workflow {self._name!r}: step {step_name!r} is already defined at {file}:{line}"
+            )
+        previous = getattr(fn, "__pqflow_step__", None)
+        if isinstance(previous, StepDef) and previous.defined_at != site:
+            raise WorkflowDefinitionError(
+                f"function {getattr(fn, '__qualname__', fn)!r} is already step {previous.name!r} "
+                f"of workflow {previous.workflow.name!r}; wrap it in a new function to reuse it"
+            )
+        return step_name
 
     def _resolve_after(self, after: Any) -> tuple[str, ...]:
         items = [] if after is None else list(after) if isinstance(after, (list, tuple)) else [after]
@@ -550,3 +547,17 @@ def get_workflow(name: str) -> Workflow:
 def registered_workflows() -> dict[str, Workflow]:
     """All defined workflows by name (a copy)."""
     return dict(_registry)
+
+
+def _check_step_options(trigger, retries, retry_wait, name, queue, tags) -> tuple[str, ...]:
+    """Refuse a step's options that are not valid; returns its tags, checked."""
+    _check_trigger(trigger)
+    if retries is not None:
+        _check_retries("retries", retries)
+    if retry_wait is not None:
+        _check_seconds("retry_wait", retry_wait)
+    if name is not None:
+        _check_name("step", name)
+    if queue is not None:
+        _check_queue(queue)
+    return _check_tags(tags)

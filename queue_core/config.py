@@ -122,47 +122,78 @@ def check_value(key: str, value: Any, spec: tuple) -> Any:
         return value
     if value is None and (kind.startswith("opt-")):
         return None
+    if kind.startswith("choice:"):
+        return _choice(key, value, kind.split(":", 1)[1].split("|"))
     try:
-        if kind == "bool":
-            if isinstance(value, str):
-                word = value.strip().lower()
-                if word in ("1", "true", "yes", "on"):
-                    return True
-                if word in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if isinstance(value, bool):
-                return value
-            raise ValueError
-        if kind in ("str", "opt-str"):
-            if not isinstance(value, str) or not value:
-                raise ValueError
-            return value
-        if kind.startswith("choice:"):
-            choices = kind.split(":", 1)[1].split("|")
-            text = str(value)
-            for c in choices:
-                if text.lower() == c.lower():
-                    return c
-            raise ConfigError(f"config {key} must be one of {', '.join(choices)}, not {value!r}")
-        if isinstance(value, bool):
-            raise ValueError
-        if kind in ("float+", "float0", "opt-float+"):
-            v = float(value)
-            if not math.isfinite(v) or v < 0 or (kind != "float0" and v == 0) or v > MAX_SECONDS:
-                raise ValueError
-            return v
-        if kind in ("int+", "int0", "opt-int+"):
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            v = int(value)
-            if v < (0 if kind == "int0" else 1):
-                raise ValueError
-            return v
+        return _CONVERTERS[kind](value)
     except (TypeError, ValueError, OverflowError):
         shown = url_secrets.hide_secrets(repr(value))  # a url's password is never shown (in a list too)
         raise ConfigError(f"invalid value for config {key}: {shown} ({help_})") from None
-    raise AssertionError(kind)
+
+
+def _choice(key: str, value: Any, choices: list[str]) -> str:
+    """The one of ``choices`` ``value`` names (case aside)."""
+    text = str(value)
+    for c in choices:
+        if text.lower() == c.lower():
+            return c
+    raise ConfigError(f"config {key} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in ("1", "true", "yes", "on"):
+            return True
+        if word in ("0", "false", "no", "off"):
+            return False
+    raise ValueError
+
+
+def _to_str(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError
+    return value
+
+
+def _to_seconds(zero_allowed: bool):
+    def convert(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError
+        v = float(value)
+        if not math.isfinite(v) or v < 0 or (not zero_allowed and v == 0) or v > MAX_SECONDS:
+            raise ValueError
+        return v
+
+    return convert
+
+
+def _to_count(least: int):
+    def convert(value: Any) -> int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        v = int(value)
+        if v < least:
+            raise ValueError
+        return v
+
+    return convert
+
+
+#: the conversion of a value of each kind of KINDS (a ValueError or TypeError: not of that kind)
+_CONVERTERS = {
+    "bool": _to_bool,
+    "str": _to_str,
+    "opt-str": _to_str,
+    "float+": _to_seconds(False),
+    "opt-float+": _to_seconds(False),
+    "float0": _to_seconds(True),
+    "int+": _to_count(1),
+    "opt-int+": _to_count(1),
+    "int0": _to_count(0),
+}
 
 
 def build(overrides: Mapping[str, Any] | None = None, *, extra_keys: Mapping[str, tuple] | None = None) -> dict:

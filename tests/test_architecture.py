@@ -155,6 +155,48 @@ def test_known_long_modules_are_still_debts():
         assert lines > MAX_MODULE_LINES, f"{rel} has {lines} lines: drop it from KNOWN_LONG_MODULES"
 
 
+#: the longest a function's body may be (its lines after the docstring), and the most its median may be
+MAX_FUNCTION_LINES = 50
+MAX_MEDIAN_FUNCTION_LINES = 8
+
+
+def _function_lengths(source: str) -> dict[str, int]:
+    """``{qualified name: lines of its body after the docstring}`` of every function of ``source``."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = f"{prefix}{getattr(child, 'name', '')}"
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                body = child.body
+                documented = isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+                first = body[1] if documented and len(body) > 1 else body[0]
+                lengths[name] = (child.end_lineno or child.lineno) - first.lineno + 1
+            visit(child, f"{name}." if isinstance(child, ast.FunctionDef | ast.ClassDef) else prefix)
+
+    visit(ast.parse(source), "")
+    return lengths
+
+
+def test_functions_stay_small():
+    lengths = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            rel = str(path.relative_to(ROOT))
+            lengths.update({f"{rel}:{name}": n for name, n in _function_lengths(path.read_text()).items()})
+    long = sorted((n, name) for name, n in lengths.items() if n > MAX_FUNCTION_LINES)
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+    ordered = sorted(lengths.values())
+    assert ordered[len(ordered) // 2] <= MAX_MEDIAN_FUNCTION_LINES
+
+
+def test_the_function_length_check_counts_the_body_after_the_docstring():
+    source = 'def f():\n    """Doc\n    more."""\n    a = 1\n    return a\n\n\nclass C:\n    def g(self):\n' + (
+        "        x = 1\n" * 60
+    )
+    assert _function_lengths(source) == {"f": 2, "C.g": 60}
+
+
 # -- the store is the only writer ------------------------------------------------------------------------------------
 #: columns that say what state a row and its lease are in: only the store's named transitions set them
 LEASE_COLUMNS = {"state", "leased", "lease_token", "cancel_requested"}

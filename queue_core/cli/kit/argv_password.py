@@ -54,57 +54,60 @@ def without_option(args: list[str], group: click.Command, command: click.Command
         tok = args[i]
         i += 1
         if tok == "--":
-            out.append(tok)
-            out.extend(args[i:])
-            break
+            return [*out, tok, *args[i:]], removed
         if not tok.startswith("-") or tok == "-":
             out.append(tok)
             if not in_command:  # the subcommand's name
                 in_command, table = True, _option_table(command)
             continue
-        head, eq, _value = tok.partition("=")
-        if head in table and (head.startswith("--") or len(head) > 2):  # a long option
-            pname, takes_value = table[head]
-            consumes_next = takes_value and not eq and i < len(args)
-            if pname == name:
-                removed += 1
-            else:
-                out.append(tok)
-                if consumes_next:
-                    out.append(args[i])
-            if consumes_next:
-                i += 1
-            continue
-        if tok.startswith("--"):  # unknown long option: click refused it already; keep as is
-            out.append(tok)
-            continue
-        # short options, possibly clustered: -v, -vD URL, -DURL
-        kept = "-"
-        for j, ch in enumerate(tok[1:], start=2):
-            spec = table.get("-" + ch)
-            if spec is None:  # not ours to understand: keep the rest untouched
-                kept += tok[j - 1 :]
-                break
-            pname, takes_value = spec
-            if not takes_value:
-                kept += ch
-                continue
-            rest = tok[j:]
-            if pname == name:
-                removed += 1
-                if not rest and i < len(args):
-                    i += 1  # the value is the next argument
-            else:
-                kept += ch + rest
-                if not rest and i < len(args):
-                    out.append(kept)
-                    kept = ""
-                    out.append(args[i])
-                    i += 1
-            break
-        if kept not in ("", "-"):
-            out.append(kept)
+        kept, i, gone = _drop_option(tok, args, i, table, name)
+        out += kept
+        removed += gone
     return out, removed
+
+
+def _drop_option(tok: str, args: list[str], i: int, table: dict, name: str) -> tuple[list[str], int, int]:
+    """Of the option token ``tok`` (its value may be ``args[i]``): the tokens kept, the index of
+    the next token, and how many occurrences of the option ``name`` it held."""
+    head, eq, _value = tok.partition("=")
+    if head in table and (head.startswith("--") or len(head) > 2):  # a long option
+        pname, takes_value = table[head]
+        after = i + 1 if takes_value and not eq and i < len(args) else i
+        if pname == name:
+            return [], after, 1
+        return [tok, *args[i:after]], after, 0
+    if tok.startswith("--"):  # unknown long option: click refused it already; keep as is
+        return [tok], i, 0
+    return _drop_short_option(tok, args, i, table, name)
+
+
+def _drop_short_option(tok: str, args: list[str], i: int, table: dict, name: str) -> tuple[list[str], int, int]:
+    """:func:`_drop_option` of short options, possibly clustered: ``-v``, ``-vD URL``, ``-DURL``."""
+    kept, out, removed = "-", [], 0
+    for j, ch in enumerate(tok[1:], start=2):
+        spec = table.get("-" + ch)
+        if spec is None:  # not ours to understand: keep the rest untouched
+            kept += tok[j - 1 :]
+            break
+        pname, takes_value = spec
+        if not takes_value:
+            kept += ch
+            continue
+        rest = tok[j:]
+        if pname == name:
+            removed += 1
+            if not rest and i < len(args):
+                i += 1  # the value is the next argument
+        else:
+            kept += ch + rest
+            if not rest and i < len(args):
+                out += [kept, args[i]]
+                kept = ""
+                i += 1
+        break
+    if kept not in ("", "-"):
+        out.append(kept)
+    return out, i, removed
 
 
 def hide_url_from_argv(ctx: click.Context, url: str | None) -> None:
