@@ -67,7 +67,7 @@ def _kill_if_stuck(pid: int, sessions: set[int]) -> None:
     own; its children stay in it): else it is gone, and the pid reused by something else."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            if int(fh.read().rsplit(")", 1)[1].split()[4]) not in sessions:
+            if int(fh.read().rsplit(")", 1)[1].split()[3]) not in sessions:
                 return
         os.kill(pid, signal.SIGKILL)
     except OSError:
