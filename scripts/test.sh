@@ -39,22 +39,22 @@ if [ "$#" -gt 0 ]; then
 fi
 # The whole suite in phases, each run even when an earlier one failed (the exit status is the
 # first failure's), each one's time printed at the end. First the suites that run in the test
-# process (every test has tables and files of its own), with the smoke run of the benchmark
-# harness (it checks results, not speeds): in parallel, pytest-xdist's workers stealing tests from
-# each other (a file's tests stay together unless a worker runs out; no phase waits for one long
-# file at its end). Then the acceptance suites of real worker, scheduler and server processes,
-# three tests at a time (PQ_PROCESS_TEST_WORKERS; their Python processes are forked from pq's
-# imports: tests/acceptance/forkserver.py): they mostly wait on each other and on the databases,
-# and each deadline leaves seconds to spare. Then, one test at a time, the acceptance tests that
-# time handler starts (marker timing: a rate limit's bound holds for processes not stalled for tens
-# of milliseconds). Then the fault scenarios, two at a time (each runs for a set time; three at a
-# time starved a long task's heartbeat past its lease). Last, one at a time: the database restarts
-# (a session of their own: the private servers they kill are locked by one session at a time) and
-# the browser.
+# process (every test has tables and files of its own): in parallel, pytest-xdist's workers
+# stealing tests from each other (a file's tests stay together unless a worker runs out; no phase
+# waits for one long file at its end). Then the acceptance suites of real worker, scheduler and
+# server processes, three tests at a time (PQ_PROCESS_TEST_WORKERS; their Python processes are
+# forked from pq's imports: tests/acceptance/forkserver.py): they mostly wait on each other and on
+# the databases, and each deadline leaves seconds to spare. Then, one test at a time, the
+# acceptance tests that time handler starts (marker timing: a rate limit's bound holds for
+# processes not stalled for tens of milliseconds). Then the fault scenarios, two at a time (each
+# runs for a set time; three at a time starved a long task's heartbeat past its lease). Then the
+# smoke runs of the benchmark harness, one per database, all three at once (they load the machine,
+# and check results, not speeds). Last, one at a time: the database restarts (a session of their
+# own: the private servers they kill are locked by one session at a time) and the browser.
 # Whole folders, so that a new test file is never left out; the browser tests are the files
 # tests/web/test_web_browser*.py.
 parallel=(tests/unit tests/conformance tests/integration tests/hostile tests/workflow_faults tests/test_architecture.py
-          tests/test_benchmarks_quick.py tests/web --ignore-glob='tests/web/test_web_browser*')
+          tests/web --ignore-glob='tests/web/test_web_browser*')
 processes=(tests/acceptance)
 faults=(tests/reliability -k "not test_db_restarts")
 serial=(tests/reliability/test_scenarios.py::test_db_restarts tests/web/test_web_browser*.py)
@@ -71,6 +71,7 @@ phase in-process -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
 phase processes -n "${PQ_PROCESS_TEST_WORKERS:-3}" --dist worksteal -m "not timing" "${processes[@]}"
 phase timing -m timing "${processes[@]}"
 phase faults -n "${PQ_FAULT_TEST_WORKERS:-2}" --dist worksteal "${faults[@]}"
+phase benchmarks -n 3 tests/test_benchmarks_quick.py
 phase serial "${serial[@]}"
 echo "[test.sh] times:$times total $SECONDS s" >&2
 exit "$status"

@@ -105,6 +105,7 @@ class NamedQueues(Scenario):
         url, table = ctx.url("queues"), ctx.table("q_limit")
         with ctx.queue("queues", table) as q:
             q.limit("api", concurrency=s.limit_concurrency)
+            q.pause("api")  # until every worker has its processes: a loaded machine starts them slowly
             fill(q, s.limit_tasks, "nap", prefix="api-", queue="api")
             procs = [
                 pq_worker(
@@ -119,6 +120,8 @@ class NamedQueues(Scenario):
                 for i in range(s.limit_workers)
             ]
             try:
+                wait_warm(procs, s.fair_processors, s.timeout)
+                q.resume("api")
                 samples = sample_running(q, procs, s.fair_processors, s.fair_window, s.timeout)
             finally:
                 for p in procs:
@@ -171,6 +174,15 @@ class NamedQueues(Scenario):
         )
         over = sum(1 for i, t in enumerate(starts) if sum(1 for u in starts[i:] if u < t + 1.0) > s.rate_per_s)
         out.check("queues", "rate_over_limit", over)
+
+
+def wait_warm(procs, processors: int, timeout: float) -> None:
+    """Wait until every worker of ``procs`` has its ``processors`` processes."""
+    began = time.monotonic()
+    while not all(len(descendants(p.pid)) >= processors for p in procs):
+        if time.monotonic() - began >= timeout:
+            raise BenchError(f"the workers did not start their {processors} processes in {timeout:g} s")
+        time.sleep(SAMPLE_EVERY)
 
 
 def sample_running(q, procs, processors: int, window: float, timeout: float) -> list[int]:
