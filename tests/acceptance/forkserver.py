@@ -65,7 +65,7 @@ PRELOAD = (
     "pqflow.cli",
 )
 #: the processes one server forks before a new one (with a new hash seed) replaces it
-FORKS_PER_SERVER = 16
+FORKS_PER_SERVER = 64
 #: the variables (by prefix) that change how a Python process starts: a process is forked only
 #: when it has the values this test process started with (but for SETTABLE and PYTHONPATH)
 START_VARIABLES = ("PYTHON", "LD_", "LC_", "LANG", "LANGUAGE", "GLIBC_TUNABLES", "MALLOC_", "HOME")
