@@ -177,6 +177,22 @@ def test_init_adds_the_type_indexes_to_a_table_created_before_them(queue, caplog
     queue.init()  # idempotent
 
 
+def test_a_store_that_found_no_type_indexes_uses_them_once_its_init_added_them(queue):
+    added = {f"ix_{queue.table}_qtype", f"ix_{queue.table}_qtype_user"}
+    with queue.db.engine.begin() as conn:  # the table as an earlier release created it
+        for index in queue.store.t.indexes:
+            if index.name in added:
+                conn.execute(sa.schema.DropIndex(index))
+    queue.submit("a", "invoice", now=T0)
+    queue.submit("b", "invoice", now=T0)
+    with queue_core.open(queue.config["url"], queue.table, clock=queue.clock) as older:
+        assert older.poll(types=["invoice"], now=T0).key == "a"
+        assert older.store.claims.type_indexes is False  # its typed claims avoid no index meanwhile
+        older.init()
+        assert older.poll(types=["invoice"], now=T0).key == "b"
+        assert older.store.claims.type_indexes is True
+
+
 # -- what a filtered claim reads ----------------------------------------------------------------
 # a statement per type (up to per_type); past 100, live types found by a loose scan, then IN lists
 @pytest.mark.parametrize("served", [2, 12, 150])

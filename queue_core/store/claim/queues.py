@@ -67,19 +67,20 @@ class QueueWalk:
             entry = None if entries is None else entries.get(name)
             if entries is not None and entry is None:
                 continue  # nothing due there
-            rows, cut = self._claim_in(conn, req, settings.get(name), name, entry, delivered, ended)
+            rows, gone, cut = self._claim_in(conn, req, settings.get(name), name, entry, behind=len(delivered))
             delivered += rows
+            ended += gone
             if cut or len(delivered) >= req.n:
                 break
         return delivered, ended
 
-    def _claim_in(self, conn, req, settings: QueueSettings | None, name, entry, delivered, ended):
-        """The rows leased from queue ``name`` (rows of earlier queues: ``delivered``; the rows
-        the claim ends are added to ``ended``) and whether the batch was cut there."""
+    def _claim_in(self, conn, req, settings: QueueSettings | None, name: str, entry, behind: int):
+        """The rows leased from queue ``name`` (``behind`` rows of earlier queues in the batch),
+        the rows the claim ended there instead, and whether the batch was cut there."""
         rate = settings.rate if settings is not None else None
-        want = req.n - len(delivered)
-        if rate is not None and (want := policy.rate_limited_room(want, len(delivered))) == 0:
-            return [], False  # behind other tasks of the batch: not leased by this claim
+        want = req.n - behind
+        if rate is not None and (want := policy.rate_limited_room(want, behind)) == 0:
+            return [], [], False  # behind other tasks of the batch: not leased by this claim
         room = self._room(conn, settings, want, req.now)
         plain = view = self.view(name)
         admit = None
@@ -88,14 +89,13 @@ class QueueWalk:
         if room <= 0:
             if rate is not None and req.notes is not None:
                 self.rates.note_wait(conn, rate, req.now, req.notes)
-            return [], False
-        rows, gone, cut = view.claim(conn, req, room, bool(delivered), admit, entry if view is plain else None)
-        ended += gone
+            return [], [], False
+        rows, ended, cut = view.claim(conn, req, room, bool(behind), admit, entry if view is plain else None)
         if rate is not None:
             self.rates.record_starts(conn, rate, rows, req.now, req.start_within)
             if not rows and req.notes is not None:
                 self.rates.note_wait(conn, rate, req.now, req.notes)
-        return rows, cut
+        return rows, ended, cut
 
     def _room(self, conn, settings: QueueSettings | None, want: int, now: float) -> int:
         """How many tasks the claim may take from a queue: ``want``, none while it is paused, at

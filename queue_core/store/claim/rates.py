@@ -21,7 +21,7 @@ from .view import ClaimView
 CLOCK_MARGIN = 300.0
 
 
-def rate_key_of(rate_key: str | None):
+def _rate_key_of(rate_key: str | None):
     """The function giving a row's rate key: its user ('' without one), its type, or '' (the
     whole queue)."""
     if rate_key == "user":
@@ -58,7 +58,7 @@ class RateLimits:
         spent = sorted(key for key, n in left.items() if n == 0)
         if spent:
             view = view.narrowed(self._not_keyed(rate.key, spent))
-        key_of = rate_key_of(rate.key)
+        key_of = _rate_key_of(rate.key)
 
         def admit(rows: list[dict]) -> list[dict]:
             budget = dict(left)
@@ -111,7 +111,7 @@ class RateLimits:
         can count any more: older than the window and :data:`CLOCK_MARGIN` (the clocks of two
         claimers may read apart: SQLite's are the hosts'), by a claim that started something."""
         st = self.st
-        key_of = rate_key_of(rate.key)
+        key_of = _rate_key_of(rate.key)
         if not rows:
             return
         for r in rows:
