@@ -5,6 +5,9 @@
 # With CI set, a database that cannot be started is a failure, not a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Python keeps each module's bytecode (and pytest each test file's rewritten asserts) in
+# __pycache__: otherwise every test process and every worker it starts compiles them anew.
+unset PYTHONDONTWRITEBYTECODE
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
@@ -42,8 +45,8 @@ fi
 # process (every test has tables and files of its own): in parallel, pytest-xdist's workers
 # stealing tests from each other (a file's tests stay together unless a worker runs out; no phase
 # waits for one long file at its end). Then the acceptance suites of real worker, scheduler and
-# server processes, three tests at a time (PQ_PROCESS_TEST_WORKERS; their Python processes are
-# forked from pq's imports: tests/acceptance/forkserver.py): they mostly wait on each other and on
+# server processes, four tests at a time (PQ_PROCESS_TEST_WORKERS; their Python processes are
+# forked from pq's imports: tests/forkserver.py): they mostly wait on each other and on
 # the databases, and each deadline leaves seconds to spare. Then, one test at a time, the
 # acceptance tests that time handler starts (marker timing: a rate limit's bound holds for
 # processes not stalled for tens of milliseconds). Then the fault scenarios, two at a time (each
@@ -68,7 +71,7 @@ phase() {  # phase NAME PYTEST-ARGS...: run pytest; keep the first failure's exi
   times="$times $name: $((SECONDS - start)) s;"
 }
 phase in-process -n "${PQ_TEST_WORKERS:-3}" --dist worksteal "${parallel[@]}"
-phase processes -n "${PQ_PROCESS_TEST_WORKERS:-3}" --dist worksteal -m "not timing" "${processes[@]}"
+phase processes -n "${PQ_PROCESS_TEST_WORKERS:-4}" --dist worksteal -m "not timing" "${processes[@]}"
 phase timing -m timing "${processes[@]}"
 phase faults -n "${PQ_FAULT_TEST_WORKERS:-2}" --dist worksteal "${faults[@]}"
 phase benchmarks -n 3 tests/test_benchmarks_quick.py

@@ -109,31 +109,6 @@ def test_a_bad_queue_list_stops_the_worker_at_start(queue):
         queue_core.config.build({"queues": "a,a"})
 
 
-@pytest.mark.timing  # starts within a window, to the tens of milliseconds: one test at a time
-@pytest.mark.parametrize("round_", [1, 2])
-def test_a_rate_limit_holds_across_racing_workers(queue, tmp_path, round_):
-    """60 tasks, at most 10 starts in any second, 4 worker processes of 2 processors racing: no
-    window of a second (by the starts the claims stamped, the database's clock on MariaDB and
-    PostgreSQL) holds more than 10, every task runs once, and the limit is used (about 6 s)."""
-    log = tmp_path / "runs.log"
-    queue.limit("api", rate="10/s")
-    queue.submit_many([{"key": f"r{i}", "type": "plain", "queue": "api", "data": {"log": str(log)}} for i in range(60)])
-    workers = [
-        start_worker(queue.config["url"], queue.table, burst=False, processors=2, queues="api", poll_interval=0.05)
-        for _ in range(4)
-    ]
-    try:
-        wait_for(lambda: len(runs(log)) >= 60, timeout=120, what="the 60 tasks")
-    finally:
-        stop(workers)
-    assert Counter(k for k, _ in runs(log)) == Counter(f"r{i}" for i in range(60))
-    starts = sorted(m.started_at for m in queue.list(queue="api"))
-    assert len(starts) == 60
-    most = max(sum(1 for s in starts[i:] if s < first + 1.0) for i, first in enumerate(starts))
-    assert most == 10, most  # reached, never passed
-    assert starts[-1] - starts[0] >= 5.0  # 60 starts at 10 a second take at least 5 s
-
-
 def test_a_burst_worker_waits_out_a_rate_limit_instead_of_leaving_tasks_behind(queue, tmp_path):
     """--burst ends when nothing is due; tasks a rate limit holds back are due, so it waits for
     the window (as long as it takes, not a poll interval) and ends with all of them done."""

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import forkserver
 import httpx
 import pytest
 from test_web_schedules import MARCH_5
@@ -99,7 +100,8 @@ def server(wq, db_url):
         "--listen",
         f"127.0.0.1:{port}",
     ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # forked from pq's imports (tests/forkserver.py); test_web_process_args starts one afresh
+    proc = forkserver.popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_up(proc, base, time.monotonic() + STARTUP_DEADLINE)

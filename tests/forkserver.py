@@ -46,7 +46,7 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parents[2])
+ROOT = str(Path(__file__).resolve().parents[1])
 #: what the server imports once, for every process it forks
 PRELOAD = (
     "sqlalchemy",
