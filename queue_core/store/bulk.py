@@ -110,7 +110,7 @@ class BulkChanges:
         exactly those get its event; in one transaction, with a receipt (a run of it again after a
         COMMIT whose outcome was unknown returns what the run that committed changed)."""
         t = self.t
-        where = [*task_where(t, name, **params), *more]
+        where = self.db.dialect.per_row([*task_where(t, name, **params), *more])
         kind = TASK_EVENTS[name]
 
         def work(conn) -> list[int]:

@@ -267,6 +267,11 @@ class Dialect:
         """``clause``, hinted as true for most rows where the dialect's planner needs that."""
         return clause
 
+    def per_row(self, conditions: list) -> list:
+        """The fence ``conditions`` of a statement that finds its rows by id: checked on each row
+        the ids find, never used to find rows where the dialect's planner would."""
+        return conditions
+
     def index_order(self, fixed: list, then: list) -> list:
         """The ORDER BY that reads an index on ``fixed + then`` in its order, when the WHERE
         fixes the ``fixed`` columns (one of them with IS NULL): PostgreSQL takes the index's

@@ -436,10 +436,12 @@ class RunRows:
         for i in range(0, len(running), 500):
             chunk_ids = running[i : i + 500]
             flagged = conn.execute(
-                sa.update(t).where(t.c.id.in_(chunk_ids), *task_where(t, "request_cancel")).values(cancel_requested=1)
+                sa.update(t)
+                .where(t.c.id.in_(chunk_ids), *self.db.dialect.per_row(task_where(t, "request_cancel")))
+                .values(cancel_requested=1)
             ).rowcount
             self._changed(conn, "cancel_requested", chunk_ids, flagged, now, t.c.cancel_requested == 1)
-        done, cancel = [], task_where(t, "cancel", now=now)
+        done, cancel = [], self.db.dialect.per_row(task_where(t, "cancel", now=now))
         for i in range(0, len(waiting), 500):
             chunk = waiting[i : i + 500]
             res = conn.execute(
@@ -480,7 +482,11 @@ class RunRows:
         n = 0
         for i in range(0, len(ids), 500):
             chunk = list(ids[i : i + 500])
-            stmt = sa.update(t).where(t.c.id.in_(chunk), *task_where(t, "reopen")).values(**values)
+            stmt = (
+                sa.update(t)
+                .where(t.c.id.in_(chunk), *self.db.dialect.per_row(task_where(t, "reopen")))
+                .values(**values)
+            )
             done = conn.execute(stmt).rowcount
             self._changed(conn, "reopened", chunk, done, now, t.c.finished_at.is_(None))
             n += done

@@ -124,7 +124,7 @@ class TaskSettles:
         done = dict(state=FINISHED, leased=0, outcome=first.outcome, finished_at=now)
         held = task_where(t, "finish", token=first.token)
         fence = self.db.dialect.as_claimed(table) if table is not None else []
-        update = sa.update(t).where(t.c.id.in_([s.id for s in group]), *held, *fence)
+        update = sa.update(t).where(t.c.id.in_([s.id for s in group]), *self.db.dialect.per_row([*held, *fence]))
         return conn.execute(update.values(**done, timeout=self.purge_time(first.purge_at, table))).rowcount
 
     def _settle_group(self, conn, group: Sequence[Settled], now: float) -> list[Settled]:

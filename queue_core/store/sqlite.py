@@ -12,10 +12,27 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from ..errors import ConfigError
 from .dialects import Dialect
+
+
+class PerRow(sa.sql.expression.ColumnElement):
+    """A condition SQLite checks on each row without reading an index for it: ``+(condition)``."""
+
+    inherit_cache = True
+    _traverse_internals = [("clause", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, clause):
+        self.clause = clause
+
+
+@compiles(PerRow)
+def _per_row(element: PerRow, compiler, **kw) -> str:
+    return f"+({compiler.process(element.clause, **kw)})"
 
 
 class SQLiteDialect(Dialect):
@@ -102,6 +119,11 @@ class SQLiteDialect(Dialect):
         # floor() is there only when SQLite was built with its math functions; CAST truncates
         whole = sa.cast(value, sa.Integer)
         return whole - sa.case((value < whole, 1), else_=0)
+
+    def per_row(self, conditions):
+        # Else a fence on the state and the due time draws the planner to an index of those
+        # columns, a walk of every due row, rather than to the ids: no index serves ``+(...)``.
+        return [PerRow(sa.and_(*conditions))] if conditions else []
 
     def likely(self, clause):
         # Else a due-time condition draws the planner to the purge index, a scan of all due rows.

@@ -134,7 +134,7 @@ class TaskSubmits:
         if not expired:
             return 0
         self.forget_rows(conn, expired)
-        return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *done)).rowcount
+        return conn.execute(sa.delete(t).where(t.c.id.in_(expired), *self.db.dialect.per_row(done))).rowcount
 
     def task_submit(self, tasks: Sequence[NewTask], now: float) -> int:
         return self.db.run(lambda c: self.task_insert(c, tasks, now), what="submit")

@@ -151,7 +151,7 @@ class TaskChanges:
         if ids is not None and not ids:
             return []
         t = self.t
-        fence = task_where(t, "release", token=token)
+        fence = self.db.dialect.per_row(task_where(t, "release", token=token))
         values = self._released(now)
 
         def work(conn) -> list[int]:
@@ -397,7 +397,9 @@ class TaskChanges:
                 ids = [r[0] for r in conn.execute(lock.limit(batch))]
                 if ids:
                     self.forget_rows(conn, ids)
-                    conn.execute(sa.delete(t).where(t.c.id.in_(ids), *task_where(t, "purge", now=now)))
+                    conn.execute(
+                        sa.delete(t).where(t.c.id.in_(ids), *self.db.dialect.per_row(task_where(t, "purge", now=now)))
+                    )
                 return len(ids)
 
             n = self.db.run(work, what="cleanup")

@@ -8,14 +8,14 @@ import re
 import sqlalchemy as sa
 
 
-def sent_selects(queue, run) -> list[tuple[str, object]]:
-    """The SELECTs on the task table that ``run()`` sends, with their parameters (not those on
-    its meta table or the catalog)."""
+def sent_selects(queue, run, verbs: tuple[str, ...] = ("SELECT",)) -> list[tuple[str, object]]:
+    """The SELECTs (or the statements starting with ``verbs``) on the task table that ``run()``
+    sends, with their parameters (not those on its meta table or the catalog)."""
     sent = []
 
     def capture(_conn, _cursor, statement, parameters, _context, _many):
         on_table = re.search(rf"\b{queue.table}\b(?!_meta|_queues|_starts)", statement)
-        if statement.lstrip().upper().startswith("SELECT") and on_table:
+        if statement.lstrip().upper().startswith(verbs) and on_table:
             sent.append((statement, parameters))
 
     sa.event.listen(queue.db.engine, "before_cursor_execute", capture)
@@ -45,7 +45,9 @@ def mysql_rows_read(conn, statement, parameters) -> int:
         return sum(int(v) for k, v in status if k != "Handler_read_key")  # lookups count as rows read
 
     before = reads()
-    conn.exec_driver_sql(statement, parameters).all()
+    result = conn.exec_driver_sql(statement, parameters)
+    if result.returns_rows:
+        result.all()
     return reads() - before
 
 

@@ -132,7 +132,7 @@ class ClaimView:
         ct = self.tables.claim_table(conn)
         res = conn.execute(
             sa.update(ct)
-            .where(ct.c.id.in_(ids), *task_where(ct, "claim", now=now))
+            .where(ct.c.id.in_(ids), *self.db.dialect.per_row(task_where(ct, "claim", now=now)))
             .ordered_values(  # run_at first: MySQL reads ``timeout`` as the SETs before left it
                 (ct.c.run_at, ct.c.timeout),  # the attempt's due time (its wait: started_at - run_at)
                 (ct.c.leased, 1),
