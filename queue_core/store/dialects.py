@@ -268,8 +268,8 @@ class Dialect:
         return clause
 
     def per_row(self, conditions: list) -> list:
-        """The fence ``conditions`` of a statement that finds its rows by id: checked on each row
-        the ids find, never used to find rows where the dialect's planner would."""
+        """The fence ``conditions`` of a statement that finds its rows by id, key or group: checked
+        on each row those find, never used to find rows where the dialect's planner would."""
         return conditions
 
     def index_order(self, fixed: list, then: list) -> list:

@@ -13,18 +13,24 @@ from .transitions import task_where
 
 
 def renewed_under(
-    t: sa.Table, conn, token: int, expiries: list[float], stamp: Callable[[], float], alive_time: float
+    t: sa.Table,
+    conn,
+    token: int,
+    expiries: list[float],
+    stamp: Callable[[], float],
+    alive_time: float,
+    per_row: Callable[[list], list],
 ) -> list[dict]:
     """The rows an earlier run of a claim leased under ``token`` (until one of ``expiries``),
     their leases renewed from ``stamp()``: the retries that found its COMMIT may have taken
     longer than the lease, and a lease delivered expired would let another worker run the task
     too. The renewal is fenced by the token alone: a row still carrying it was claimed by nobody
-    since, expired or not."""
+    since, expired or not (``per_row``: the dialect's, for a fence of a write by id)."""
     mine = leased_under(t, conn, token, expiries)
     if not mine:
         return []
     until = stamp() + alive_time
-    renew = sa.update(t).where(t.c.id.in_([r["id"] for r in mine]), *task_where(t, "renew_claim", token=token))
+    renew = sa.update(t).where(t.c.id.in_([r["id"] for r in mine]), *per_row(task_where(t, "renew_claim", token=token)))
     conn.execute(renew.values(timeout=until))
     return leased_under(t, conn, token, [until])
 

@@ -140,8 +140,8 @@ class RunRows:
         """The waiting row of a group due first (its ``run_at`` and ``workflow``), None when none
         waits: what a map whose items all wait is waiting for."""
         t = self.t
-        waiting = sa.and_(t.c.grp == group, t.c.state == LIVE, sa.not_(lease_held(t, now)))
-        stmt = sa.select(t.c.run_at, t.c.workflow).where(waiting).order_by(t.c.run_at).limit(1)
+        waiting = self.db.dialect.per_row([t.c.state == LIVE, sa.not_(lease_held(t, now))])
+        stmt = sa.select(t.c.run_at, t.c.workflow).where(t.c.grp == group, *waiting).order_by(t.c.run_at).limit(1)
         row = conn.execute(stmt).mappings().first()
         return dict(row) if row is not None else None
 
@@ -251,7 +251,7 @@ class RunRows:
         for i in range(0, len(groups), 500):
             n += conn.execute(
                 sa.update(t)
-                .where(t.c.grp.in_(list(groups[i : i + 500])), *task_where(t, "keep_group"))
+                .where(t.c.grp.in_(list(groups[i : i + 500])), *self.db.dialect.per_row(task_where(t, "keep_group")))
                 .values(timeout=purge_at)
             ).rowcount
         return n
@@ -428,7 +428,9 @@ class RunRows:
         rows cancelled here (their run then decides what follows)."""
         t = self.t
         live = self.db.dialect.lock_rows(
-            sa.select(*self._cols(False, False)).where(t.c.grp == group, t.c.state == LIVE).order_by(t.c.key)
+            sa.select(*self._cols(False, False))
+            .where(t.c.grp == group, *self.db.dialect.per_row([t.c.state == LIVE]))
+            .order_by(t.c.key)
         )
         rows = [dict(r._mapping) for r in conn.execute(live)]
         waiting = [r for r in rows if not policy.lease_held(r["leased"], r["timeout"], now)]

@@ -122,7 +122,8 @@ class SQLiteDialect(Dialect):
 
     def per_row(self, conditions):
         # Else a fence on the state and the due time draws the planner to an index of those
-        # columns, a walk of every due row, rather than to the ids: no index serves ``+(...)``.
+        # columns, a walk of every due row, rather than to the ids, keys or group: no index serves
+        # ``+(...)``.
         return [PerRow(sa.and_(*conditions))] if conditions else []
 
     def likely(self, clause):

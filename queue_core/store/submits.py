@@ -129,7 +129,7 @@ class TaskSubmits:
         Only when there are some: a submitter without DELETE can submit every other key."""
         t = self.t
         done = task_where(t, "purge", now=now)
-        lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.key.in_(keys), *done))
+        lock = self.db.dialect.lock_rows(sa.select(t.c.id).where(t.c.key.in_(keys), *self.db.dialect.per_row(done)))
         expired = [r[0] for r in conn.execute(lock)]  # locked: tag() waits, and they stay purgeable
         if not expired:
             return 0

@@ -478,7 +478,10 @@ def test_task_renew_claim(queue):
     a = held(queue)  # leased until T0 + 10
 
     def renew(token, now):
-        return run(queue, lambda c: lost_claims.renewed_under(queue.store.t, c, token, [T0 + 10], lambda: now, 10))
+        per_row = queue.db.dialect.per_row
+        return run(
+            queue, lambda c: lost_claims.renewed_under(queue.store.t, c, token, [T0 + 10], lambda: now, 10, per_row)
+        )
 
     assert unchanged(queue, "k", lambda: renew(a.lease_token + 1, T0 + 20)) == []  # not its token
     (r,) = renew(a.lease_token, T0 + 20)  # expired, nobody claimed it since: renewed from now
