@@ -70,6 +70,9 @@ def test_a_follower_gets_every_event_of_racing_workers_once(wq, tmp_path):
     for i in range(100):  # submitted one by one while the workers run
         wq.submit(f"late{i}", "plain", {})
     run_to_end(workers, timeout=180)
+    # burst workers end once nothing is due: on a loaded machine, before the last submissions
+    run_to_end([start_worker(wq.config["url"], wq.table, burst=True, retention_time=3600)], timeout=180)
+    assert sum(1 for m in wq.list() if m.status == "finished") == 340
     quitter.join(60)
     expected = recorded(wq)
     assert sum(expected.values()) >= 340 + 2 * (340 + 40)  # every submission, and each attempt's claim and end
