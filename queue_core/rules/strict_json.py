@@ -31,8 +31,6 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 def loads(text: str | bytes) -> Any:
     """The JSON value of ``text``; ValueError (or RecursionError, nested too deep) when it is
     not JSON: not valid, or holding NaN, Infinity or a number past a double's range."""
-    if isinstance(text, (bytes, bytearray)):
-        text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads reads bytes
-    elif not isinstance(text, str):
-        raise TypeError(f"the JSON object must be str, bytes or bytearray, not {type(text).__name__}")
-    return _DECODER.decode(text)
+    if isinstance(text, str):
+        return _DECODER.decode(text)
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)  # bytes, or its TypeError

@@ -8,8 +8,8 @@ import re
 import sqlalchemy as sa
 
 
-def sent_selects(queue, run, verbs: tuple[str, ...] = ("SELECT",)) -> list[tuple[str, object]]:
-    """The SELECTs (or the statements starting with ``verbs``) on the task table that ``run()``
+def sent_statements(queue, run, verbs: tuple[str, ...] = ("SELECT",)) -> list[tuple[str, object]]:
+    """The statements starting with ``verbs`` (the SELECTs) on the task table that ``run()``
     sends, with their parameters (not those on its meta table or the catalog)."""
     sent = []
 

@@ -8,7 +8,7 @@ after the planner has statistics (PostgreSQL plans a never-analyzed table as emp
 from __future__ import annotations
 
 import pytest
-from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects, sqlite_indexes
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_statements, sqlite_indexes
 
 T0 = 1_700_000_000
 BACKLOG = 6000  # due rows the claims under test must not read
@@ -35,7 +35,7 @@ def check_reads(queue, backend, run, served_rows: int, allowed: set[str]) -> int
     """Run ``run`` (a claim), then read each of its SELECTs' plans: SQLite through ``allowed``
     indexes only; MariaDB and PostgreSQL reading a few times ``served_rows`` at most. Returns
     how many SELECTs the claim sent."""
-    sent = sent_selects(queue, run)
+    sent = sent_statements(queue, run)
     reads = [(s, p) for s, p in sent if "count(" not in s]  # a queue's running count: not a walk
     with queue.db.engine.connect() as conn:
         for statement, parameters in reads:

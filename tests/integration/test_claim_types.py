@@ -7,7 +7,7 @@ import re
 
 import pytest
 import sqlalchemy as sa
-from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects, sqlite_indexes  # noqa: E402
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_statements, sqlite_indexes  # noqa: E402
 
 import queue_core
 
@@ -233,7 +233,7 @@ def test_a_filtered_claim_never_reads_the_rows_of_other_types(queue, backend, se
             ],
             now=T0,
         )
-        sent = sent_selects(queue, lambda: queue.poll_multi(3, types=types, now=T0))
+        sent = sent_statements(queue, lambda: queue.poll_multi(3, types=types, now=T0))
         # Not checked: the count of a user's running tasks, which are counted whatever their type.
         reads = [(s, p) for s, p in sent if "count(" not in s]
         assert len(reads) >= 4

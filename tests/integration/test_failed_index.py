@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from conftest import downgrade
-from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_statements
 
 SUCCESSES, FAILURES = 3000, 12
 
@@ -42,7 +42,7 @@ def index_names(queue) -> set[str]:
 def test_failure_groups_read_only_the_failed_rows(queue, backend):
     fill(queue)
     groups = []
-    sent = sent_selects(queue, lambda: groups.extend(queue.failures()))
+    sent = sent_statements(queue, lambda: groups.extend(queue.failures()))
     assert [(g.error_class, g.count) for g in groups] == [("KeyError", FAILURES)]
     [(statement, params)] = [s for s in sent if "count(" in s[0].lower()]
     if backend == "mysql":
@@ -63,7 +63,7 @@ def test_the_failed_filter_and_a_bulk_retry_page_read_only_the_failed_rows(queue
         pages.append(queue.browse(status="failed", limit=50))
         pages.append(queue.store.failure_page(limit=50))
 
-    sent = sent_selects(queue, read)
+    sent = sent_statements(queue, read)
     assert len(pages[0].tasks) == FAILURES and len(pages[1]) == FAILURES
     for statement, params in sent:
         if backend == "sqlite":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from conftest import downgrade
-from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_statements
 
 from queue_core.store.browse import after_prefix
 
@@ -54,7 +54,7 @@ def test_a_key_prefix_finds_exactly_the_keys_that_start_with_it(queue):
 def test_a_key_prefix_reads_only_the_keys_in_its_range(queue, backend):
     queue.submit_many({"key": f"f{i}", "type": "t"} for i in range(3000))
     analyze(queue)
-    sent = sent_selects(queue, lambda: queue.browse(key_prefix="f1234", limit=50))
+    sent = sent_statements(queue, lambda: queue.browse(key_prefix="f1234", limit=50))
     [(statement, params)] = [s for s in sent if "LIKE" in s[0].upper()]
     if backend == "sqlite":
         plan = " ".join(

@@ -12,7 +12,7 @@ import unicodedata
 import pytest
 import sqlalchemy as sa
 from conftest import downgrade
-from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects, sqlite_indexes
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_statements, sqlite_indexes
 from test_submit_faults import _commit_ack_lost_on_the_transaction
 
 import queue_core
@@ -187,7 +187,7 @@ def test_list_by_tag_or_tracked_reads_through_their_indexes(queue, backend):
         queue[f"m{i}"].track()
     analyze(queue)
     for run in (lambda: list(queue.list(tag="mine")), lambda: list(queue.list(tracked=True))):
-        sent = sent_selects(queue, run)
+        sent = sent_statements(queue, run)
         assert sent
         with queue.db.engine.connect() as conn:
             for statement, parameters in sent:

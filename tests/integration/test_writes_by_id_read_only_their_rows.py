@@ -8,7 +8,7 @@ row (``Dialect.per_row``); MariaDB and PostgreSQL are held to reading a few time
 from __future__ import annotations
 
 import pytest
-from plans import analyze, mysql_rows_read, postgres_rows_read, sent_selects, sqlite_indexes
+from plans import analyze, mysql_rows_read, postgres_rows_read, sent_statements, sqlite_indexes
 
 T0 = 1_700_000_000
 BACKLOG = 6000  # due rows none of the writes under test may read
@@ -31,7 +31,7 @@ def check_writes(queue, backend, run, expected: int, verbs=("UPDATE", "DELETE"),
     """Run ``run``, then read the plan of each statement starting with ``verbs`` it sent on the
     task table (at least ``expected`` of them): SQLite through the primary key (or ``through``)
     alone; MariaDB and PostgreSQL reading a few times the batch at most."""
-    sent = sent_selects(queue, run, verbs=verbs)
+    sent = sent_statements(queue, run, verbs=verbs)
     assert len(sent) >= expected, sent
     with queue.db.engine.connect() as conn:
         for statement, parameters in sent:
@@ -80,6 +80,10 @@ def test_a_submit_taking_over_expired_keys_finds_them_by_key(due, backend, clock
     clock.set(T0 + 10 * 86400)
     again = [{"key": t.key, "type": "t"} for t in held]
     made: list = []
+
+    def submit():
+        made.append(due.submit_many(again))
+
     through = ("PRIMARY", "sqlite_autoindex_{table}_1")
-    check_writes(due, backend, lambda: made.append(due.submit_many(again)), 2, ("SELECT", "DELETE"), through)
+    check_writes(due, backend, submit, expected=2, verbs=("SELECT", "DELETE"), through=through)
     assert made == [BATCH]

@@ -119,10 +119,10 @@ class TaskClaim:
             first.also(conn)
         if self.db.last_run_retried() and req.stamps:
             expiries = [at + req.alive_time for at in req.stamps]
-            renewed = lost_claims.renewed_under(
+            mine = lost_claims.renewed_under(
                 self.tables.t, conn, req.token, expiries, req.stamp, req.alive_time, self.db.dialect.per_row
             )
-            if mine := renewed:
+            if mine:
                 return self.walk.rates.with_start_by(conn, mine, req.start_within), []
         if not req.n:
             return [], []
