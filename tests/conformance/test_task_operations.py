@@ -21,7 +21,8 @@ def test_submitted_tasks_are_read_back_by_key_and_a_taken_key_is_refused(queue):
     assert (b["key"], b["type"], b["data"], b["queue"]) == ("b", "u", '{"x": 1}', "default")
     assert (b["attempts"], b["leased"]) == (0, 0)
     assert s.task_get("absent") is None
-    assert [r["key"] for r in in_tx(queue, lambda c: s.task_rows_by_keys(c, ["e", "absent", "a"]))] == ["a", "e"]
+    rows = in_tx(queue, lambda c: s.task_rows_by_keys(c, ["e", "absent", "a"]))
+    assert sorted(r["key"] for r in rows) == ["a", "e"]  # in no promised order
     assert in_tx(queue, lambda c: s.task_lock(c, "d"))["queue"] == "other"
     assert in_tx(queue, lambda c: s.task_lock(c, "absent")) is None
 

@@ -214,7 +214,11 @@ def test_run_data_is_the_users_input(queue):
 # -- §2 the last items of a map finishing at the same moment: the join exactly once --------------
 def test_simultaneous_last_items_submit_the_join_once(db_url, table_name, clock, backend):
     """Two workers finish the last two items of a map at the same moment, 15 times over."""
-    with queue_core.open(db_url, table_name, clock=clock) as q:
+    with (
+        queue_core.open(db_url, table_name, clock=clock) as q,
+        queue_core.open(db_url, table_name, clock=clock) as worker_a,  # a pool of its own each
+        queue_core.open(db_url, table_name, clock=clock) as worker_b,
+    ):
         q.init()
         for round_ in range(15):
             run_id = f"race{round_}"
@@ -225,21 +229,19 @@ def test_simultaneous_last_items_submit_the_join_once(db_url, table_name, clock,
             barrier = threading.Barrier(2)
             errors = []
 
-            def finish(task, barrier=barrier, errors=errors):
+            def finish(task, other, barrier=barrier, errors=errors):
                 try:
-                    other = queue_core.open(db_url, table_name, clock=clock)
-                    try:
-                        mine = other.poll(alive_time=30, now=clock.now() - 1) or None
-                        assert mine is None  # nothing else is due
-                        barrier.wait()
-                        Decider(_rebind(task, other)).run()
-                        assert other.finish_many([task]) == [] and task.done
-                    finally:
-                        other.close()
+                    mine = other.poll(alive_time=30, now=clock.now() - 1) or None
+                    assert mine is None  # nothing else is due
+                    barrier.wait()
+                    Decider(_rebind(task, other)).run()
+                    assert other.finish_many([task]) == [] and task.done
                 except Exception as exc:  # noqa: BLE001
                     errors.append(exc)
 
-            threads = [threading.Thread(target=finish, args=(t,)) for t in held]
+            threads = [
+                threading.Thread(target=finish, args=pair) for pair in zip(held, [worker_a, worker_b], strict=True)
+            ]
             for t in threads:
                 t.start()
             for t in threads:

@@ -5,7 +5,11 @@ on USR1)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
+import sqlalchemy as sa
 
 from queue_core import config
 
@@ -49,10 +53,18 @@ def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backen
     broken = {**old, "url": url}
     tw = ThreadWorker(lambda task: None, dict(old), burst=False, config_loader=lambda: dict(broken))
     tw.restart_pending = True
+    polled: set[str] = set()  # the threads that ran a statement: their first poll went through
+
+    def ran(*_args) -> None:
+        polled.add(threading.current_thread().name)
+
+    sa.event.listen(sa.engine.Engine, "after_cursor_execute", ran)
     try:
         assert tw._restarted() is True
-        for t in tw.threads:
-            t.join(3)
+        deadline = time.monotonic() + 3
+        for t in tw.threads:  # a processor on the refused URL ends at its first poll
+            while t.is_alive() and t.name not in polled and time.monotonic() < deadline:
+                t.join(0.02)
         alive = tw._running()
         assert tw.settings["url"] == old["url"] and alive, (
             f"reload accepted {tw.settings['url']!r}; processor threads alive: {alive}"
@@ -62,3 +74,4 @@ def test_a_reloaded_mysql_url_whose_option_the_driver_refuses_is_kept_out(backen
         for t in tw.threads:
             t.join(10)
         tw.close()
+        sa.event.remove(sa.engine.Engine, "after_cursor_execute", ran)

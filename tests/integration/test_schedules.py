@@ -22,6 +22,7 @@ from perfectsched import (
     NotFoundError,
     PreemptedError,
 )
+from perfectsched.catchup import MAX_PER_TICK
 
 H = 3600
 T0 = 1_700_000_000 - 1_700_000_000 % 86400  # a UTC midnight
@@ -114,11 +115,23 @@ def test_catchup_all_latest_skip(sched, hourly):
     assert f"skip.{T0 + 6 * H}" in task_keys(sched)
 
 
-def test_catchup_all_long_outage_is_bounded_per_tick(sched):
+def test_catchup_all_long_outage_is_bounded_per_tick(sched, monkeypatch):
+    """A minutely schedule down for a day: its 1441 occurrences are submitted MAX_PER_TICK at
+    most per transaction, the tick going on until every one is."""
+    batches = []
+    tick_batch = sched._tick_batch
+
+    def recorded(tx, now):
+        done, submitted, aside = tick_batch(tx, now)
+        batches.append(submitted)
+        return done, submitted, aside
+
+    monkeypatch.setattr(sched, "_tick_batch", recorded)
     sched.add("m", "job", cron="* * * * *", now=T0)
-    n = sched.tick(now=T0 + 3 * 86400)  # 4320 missed minutes
-    assert n == 4321
-    assert len(task_keys(sched)) == 4321
+    n = sched.tick(now=T0 + 86400)  # 1440 missed minutes
+    assert n == 1441
+    assert batches == [MAX_PER_TICK, 1441 - MAX_PER_TICK, 0]
+    assert len(task_keys(sched)) == 1441
 
 
 def test_poll_finish_cycle_replays_in_order(sched):

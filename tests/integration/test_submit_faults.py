@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from conftest import in_transaction, kill_session, own_queue, session_of
+from lock_waits import join_unless_blocked, statement_in_flight
 
 import queue_core
 from queue_core.errors import IdempotentAlreadyExistsError
@@ -223,24 +224,26 @@ def test_an_expired_key_purged_by_cleanup_mid_submit_is_taken(db_url, table_name
         def before(conn, cursor, statement, params, context, executemany):
             if not fired and statement.lstrip().upper().startswith("DELETE"):
                 fired.append(1)
-                th = threading.Thread(target=lambda: fired.append(worker.cleanup(now=later)))
+                th = threading.Thread(target=lambda: fired.append(worker.cleanup(now=later)), name="cleanup")
                 threads.append(th)
                 th.start()
                 # The submit holds the expired row's lock (MySQL, PostgreSQL): the cleanup waits
                 # for its commit; go on. SQLite: the cleanup waits for the file's write lock.
-                th.join(3)
+                join_unless_blocked(th, in_flight)
 
         sa.event.listen(q.db.engine, "before_cursor_execute", before)
         try:
-            try:
-                q.submit("k", "t", {"v": "new"}, now=later)
-                outcome = "ok"
-            except IdempotentAlreadyExistsError:
-                outcome = "already exists"
+            with statement_in_flight("cleanup") as in_flight:  # watched until the cleanup ended
+                try:
+                    q.submit("k", "t", {"v": "new"}, now=later)
+                    outcome = "ok"
+                except IdempotentAlreadyExistsError:
+                    outcome = "already exists"
+                finally:
+                    for th in threads:
+                        th.join(60)
         finally:
             sa.event.remove(q.db.engine, "before_cursor_execute", before)
-            for th in threads:
-                th.join(60)
             worker.close()
         assert fired, "the submit never reached its purge"
         rows = _count(q, "k")

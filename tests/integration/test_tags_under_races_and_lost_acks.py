@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 import sqlalchemy as sa
+from lock_waits import join_unless_blocked, statement_in_flight
 from test_submit_faults import _commit_ack_lost_on_the_transaction
 
 from queue_core.errors import NotFoundError, ValidationError
@@ -62,14 +63,17 @@ def _race_tag_against(q, purge) -> tuple[list, list]:
             errors.append(exc)
 
     p = threading.Thread(target=purger, name="purger")
-    p.start()
-    assert forgot.wait(10)
     tg = threading.Thread(target=tagger, name="tagger")
-    tg.start()
-    tg.join(3)  # SQLite: waits on the purger's write lock (its tag() then finds no task)
-    go.set()
-    p.join(20)
-    tg.join(20)
+    with statement_in_flight("tagger") as in_flight:  # watched until both threads ended
+        p.start()
+        assert forgot.wait(10)
+        tg.start()
+        # commits while the purger is paused, or waits on its locks (SQLite: its write lock; its
+        # tag() then finds no task)
+        join_unless_blocked(tg, in_flight)
+        go.set()
+        p.join(20)
+        tg.join(20)
     return out, errors
 
 
@@ -162,14 +166,16 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
             errors.append(exc)
 
     p = threading.Thread(target=purger, name="purger")
-    p.start()
-    assert forgot.wait(10)
-    k = threading.Thread(target=keeper)
-    k.start()
-    k.join(3)  # SQLite: waits for cleanup's write lock
-    go.set()
-    p.join(20)
-    k.join(20)
+    k = threading.Thread(target=keeper, name="keeper")
+    with statement_in_flight("keeper") as in_flight:  # watched until both threads ended
+        p.start()
+        assert forgot.wait(10)
+        k.start()
+        # commits while cleanup is paused, or waits on its locks (SQLite: its write lock)
+        join_unless_blocked(k, in_flight)
+        go.set()
+        p.join(20)
+        k.join(20)
     assert errors == []
     row = queue.store.task_get("s")
     if row is not None:
