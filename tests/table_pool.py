@@ -179,8 +179,7 @@ _MYSQL_SHAPE = (
 
 
 def _rows(conn: sa.Connection, name: str) -> dict[str, list[tuple]]:
-    quote = conn.dialect.identifier_preparer.quote
-    return {t: [tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM {quote(t)}")] for t in _tables(conn, name)}
+    return {t: _rows_of(conn, t) for t in _tables(conn, name)}
 
 
 def _empty(conn: sa.Connection, name: str, made: Made) -> None:

@@ -45,3 +45,19 @@ def join_unless_blocked(thread: threading.Thread, in_flight: dict, timeout: floa
         if since is not None and time.monotonic() - since >= blocked_after:
             return
         thread.join(0.02)
+
+
+def race_a_paused_transaction(
+    paused: threading.Thread, reached: threading.Event, go: threading.Event, racer: threading.Thread
+) -> None:
+    """Start ``paused`` until it sets ``reached`` (its transaction paused, waiting for ``go``), then
+    ``racer``, which commits meanwhile or waits on the paused one's locks (SQLite: its write lock;
+    ``join_unless_blocked``); then let ``paused`` go and wait for both."""
+    with statement_in_flight(racer.name) as in_flight:  # watched until both threads ended
+        paused.start()
+        assert reached.wait(10)
+        racer.start()
+        join_unless_blocked(racer, in_flight)
+        go.set()
+        paused.join(20)
+        racer.join(20)

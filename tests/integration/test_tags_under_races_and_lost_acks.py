@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 import sqlalchemy as sa
-from lock_waits import join_unless_blocked, statement_in_flight
+from lock_waits import race_a_paused_transaction
 from test_submit_faults import _commit_ack_lost_on_the_transaction
 
 from queue_core.errors import NotFoundError, ValidationError
@@ -62,18 +62,11 @@ def _race_tag_against(q, purge) -> tuple[list, list]:
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    p = threading.Thread(target=purger, name="purger")
-    tg = threading.Thread(target=tagger, name="tagger")
-    with statement_in_flight("tagger") as in_flight:  # watched until both threads ended
-        p.start()
-        assert forgot.wait(10)
-        tg.start()
-        # commits while the purger is paused, or waits on its locks (SQLite: its write lock; its
-        # tag() then finds no task)
-        join_unless_blocked(tg, in_flight)
-        go.set()
-        p.join(20)
-        tg.join(20)
+    # the tagger commits while the purger is paused, or waits on its locks (SQLite: its write
+    # lock; its tag() then finds no task)
+    race_a_paused_transaction(
+        threading.Thread(target=purger, name="purger"), forgot, go, threading.Thread(target=tagger, name="tagger")
+    )
     return out, errors
 
 
@@ -165,17 +158,9 @@ def test_cleanup_racing_keep_group_never_strips_the_tags_of_a_row_it_does_not_de
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    p = threading.Thread(target=purger, name="purger")
-    k = threading.Thread(target=keeper, name="keeper")
-    with statement_in_flight("keeper") as in_flight:  # watched until both threads ended
-        p.start()
-        assert forgot.wait(10)
-        k.start()
-        # commits while cleanup is paused, or waits on its locks (SQLite: its write lock)
-        join_unless_blocked(k, in_flight)
-        go.set()
-        p.join(20)
-        k.join(20)
+    race_a_paused_transaction(
+        threading.Thread(target=purger, name="purger"), forgot, go, threading.Thread(target=keeper, name="keeper")
+    )
     assert errors == []
     row = queue.store.task_get("s")
     if row is not None:
